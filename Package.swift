@@ -1,0 +1,129 @@
+// swift-tools-version:6.1
+import PackageDescription
+
+let strict: [SwiftSetting] = [
+  .swiftLanguageMode(.v6),
+  .enableUpcomingFeature("ExistentialAny"),
+  .enableUpcomingFeature("InternalImportsByDefault"),
+]
+
+let package = Package(
+  name: "roster",
+  platforms: [.macOS(.v15)],
+  products: [
+    .executable(name: "roster", targets: ["roster"]),
+    .library(name: "RosterServer", targets: ["RosterServer"]),
+  ],
+  dependencies: [
+    .package(url: "https://github.com/grpc/grpc-swift-2.git", exact: "2.4.3"),
+    .package(url: "https://github.com/grpc/grpc-swift-nio-transport.git", exact: "2.9.2"),
+    .package(url: "https://github.com/grpc/grpc-swift-protobuf.git", exact: "2.4.1"),
+    .package(url: "https://github.com/apple/swift-protobuf.git", exact: "1.39.0"),
+    .package(url: "https://github.com/groue/GRDB.swift.git", exact: "7.10.0"),
+    .package(url: "https://github.com/apple/swift-argument-parser.git", exact: "1.8.2"),
+    .package(url: "https://github.com/apple/swift-log.git", exact: "1.16.2"),
+    .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", exact: "2.13.0"),
+  ],
+  targets: [
+    // Generated messages and service stubs; nothing hand-written.
+    .target(
+      name: "RosterProto",
+      dependencies: [
+        .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+        .product(name: "GRPCCore", package: "grpc-swift-2"),
+        .product(name: "GRPCProtobuf", package: "grpc-swift-protobuf"),
+      ],
+      swiftSettings: [.swiftLanguageMode(.v6)]
+    ),
+    // Schema, migrations, queries and the reader path. Never sees gRPC.
+    .target(
+      name: "RosterStore",
+      dependencies: [
+        .product(name: "GRDB", package: "GRDB.swift"),
+        .product(name: "Logging", package: "swift-log"),
+      ],
+      swiftSettings: strict
+    ),
+    // One gRPC service per file, with proto <-> store mapping. Never sees SQL.
+    .target(
+      name: "RosterServices",
+      dependencies: [
+        "RosterProto",
+        "RosterStore",
+        .product(name: "GRPCCore", package: "grpc-swift-2"),
+        .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+        .product(name: "Logging", package: "swift-log"),
+      ],
+      swiftSettings: strict
+    ),
+    // Builds the server from a config: transport, services, lifecycle.
+    .target(
+      name: "RosterServer",
+      dependencies: [
+        "RosterServices",
+        "RosterStore",
+        .product(name: "GRPCCore", package: "grpc-swift-2"),
+        .product(name: "GRPCNIOTransportHTTP2", package: "grpc-swift-nio-transport"),
+        .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+        .product(name: "Logging", package: "swift-log"),
+      ],
+      swiftSettings: strict
+    ),
+    // The executable: a thin @main plus one file per subcommand.
+    .executableTarget(
+      name: "roster",
+      dependencies: [
+        "RosterServer",
+        "RosterStore",
+        "RosterProto",
+        .product(name: "GRPCCore", package: "grpc-swift-2"),
+        .product(name: "GRPCNIOTransportHTTP2", package: "grpc-swift-nio-transport"),
+        .product(name: "ArgumentParser", package: "swift-argument-parser"),
+        .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+        .product(name: "Logging", package: "swift-log"),
+      ],
+      swiftSettings: strict
+    ),
+    // Helpers shared by the test targets.
+    .target(
+      name: "TestSupport",
+      dependencies: [
+        "RosterStore",
+        "RosterServer",
+        "RosterProto",
+        .product(name: "GRPCCore", package: "grpc-swift-2"),
+        .product(name: "GRPCInProcessTransport", package: "grpc-swift-2"),
+      ],
+      path: "Tests/TestSupport",
+      swiftSettings: strict
+    ),
+    .testTarget(
+      name: "RosterStoreTests",
+      dependencies: ["RosterStore", "TestSupport"],
+      swiftSettings: strict
+    ),
+    .testTarget(
+      name: "RosterServicesTests",
+      dependencies: [
+        "RosterServices",
+        "RosterServer",
+        "RosterProto",
+        "TestSupport",
+        .product(name: "GRPCCore", package: "grpc-swift-2"),
+        .product(name: "GRPCInProcessTransport", package: "grpc-swift-2"),
+        .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+      ],
+      swiftSettings: strict
+    ),
+    .testTarget(
+      name: "RosterEndToEndTests",
+      dependencies: [
+        "RosterProto",
+        "TestSupport",
+        .product(name: "GRPCCore", package: "grpc-swift-2"),
+        .product(name: "GRPCNIOTransportHTTP2", package: "grpc-swift-nio-transport"),
+      ],
+      swiftSettings: strict
+    ),
+  ]
+)

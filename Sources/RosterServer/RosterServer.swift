@@ -1,0 +1,122 @@
+internal import Foundation
+public import GRPCCore
+public import GRPCNIOTransportHTTP2
+public import Logging
+public import RosterServices
+public import RosterStore
+public import ServiceLifecycle
+
+/// The Roster application: the store, the services and the gRPC server, wired once.
+///
+/// `roster serve`, the end-to-end tests and the benchmarks all build it through
+/// `buildServer(config:)`, so there is a single wiring to trust.
+///
+/// ```swift
+/// let app = try await buildServer(config: ServerConfig(databasePath: "data/roster.sqlite"))
+/// try await ServiceGroup(services: [app], gracefulShutdownSignals: [.sigterm], logger: logger)
+///   .run()
+/// ```
+public struct RosterServer: Service {
+  /// The shared store.
+  public let store: RosterStore
+  /// The health service, to flip statuses from outside.
+  public let health: HealthService
+  private let server: GRPCServer<HTTP2ServerTransport.Posix>
+  private let transport: HTTP2ServerTransport.Posix
+  private let logger: Logger
+
+  init(
+    store: RosterStore,
+    health: HealthService,
+    server: GRPCServer<HTTP2ServerTransport.Posix>,
+    transport: HTTP2ServerTransport.Posix,
+    logger: Logger
+  ) {
+    self.store = store
+    self.health = health
+    self.server = server
+    self.transport = transport
+    self.logger = logger
+  }
+
+  /// The bound address as `HOST:PORT`, once the server listens.
+  public var listeningAddress: String {
+    get async throws {
+      let address = try await self.transport.listeningAddress
+      if let ipv4 = address.ipv4 { return "\(ipv4.host):\(ipv4.port)" }
+      if let ipv6 = address.ipv6 { return "[\(ipv6.host)]:\(ipv6.port)" }
+      return address.description
+    }
+  }
+
+  /// Serves until graceful shutdown: health turns `NOT_SERVING` first, then the server
+  /// stops taking new calls and lets in-flight ones finish.
+  public func run() async throws {
+    try await withGracefulShutdownHandler {
+      try await self.server.serve()
+    } onGracefulShutdown: {
+      self.logger.info("shutting down")
+      self.health.setAllServing(false)
+      self.server.beginGracefulShutdown()
+    }
+  }
+}
+
+/// The services every Roster server registers, in one place for the real server and tests.
+public func buildServices(
+  store: RosterStore,
+  logger: Logger = Logger(label: "roster")
+) -> (services: [any RegistrableRPCService], health: HealthService) {
+  let health = HealthService(services: [
+    "roster.v1.Directory", "roster.v1.Pictures", "roster.v1.Analytics",
+  ])
+  let services: [any RegistrableRPCService] = [
+    DirectoryService(store: store, logger: logger),
+    PicturesService(),
+    AnalyticsService(),
+    health,
+  ]
+  return (services, health)
+}
+
+/// Opens (and on first start, seeds) the store, then builds the server on HTTP/2.
+public func buildServer(
+  config: ServerConfig,
+  logger: Logger = Logger(label: "roster")
+) async throws -> RosterServer {
+  let store = try openStore(config: config, logger: logger)
+  let (services, health) = buildServices(store: store, logger: logger)
+  let address: GRPCNIOTransportCore.SocketAddress =
+    config.host.contains(":")
+    ? .ipv6(host: config.host, port: config.port)
+    : .ipv4(host: config.host == "localhost" ? "127.0.0.1" : config.host, port: config.port)
+  let transport = HTTP2ServerTransport.Posix(address: address, transportSecurity: .plaintext)
+  let server = GRPCServer(transport: transport, services: services)
+  return RosterServer(
+    store: store,
+    health: health,
+    server: server,
+    transport: transport,
+    logger: logger
+  )
+}
+
+/// Opens the store; when the database file is new, seeds `config.seedEmployees` demo rows.
+public func openStore(config: ServerConfig, logger: Logger) throws -> RosterStore {
+  let isNew = !FileManager.default.fileExists(atPath: config.store.path)
+  let store = try RosterStore(configuration: config.store, logger: logger)
+  if isNew && config.seedEmployees > 0 {
+    let started = ContinuousClock.now
+    let summary = try store.importEmployees(
+      DemoData(count: config.seedEmployees).lazy.map(\.employee)
+    )
+    logger.info(
+      "seeded demo data",
+      metadata: [
+        "employees": "\(summary.imported)",
+        "duration": "\(ContinuousClock.now - started)",
+      ]
+    )
+  }
+  return store
+}

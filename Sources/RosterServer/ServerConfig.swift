@@ -1,0 +1,18 @@
+public import RosterStore
+
+/// Everything `buildServer(config:)` needs: where to listen and which database to serve.
+public struct ServerConfig: Sendable {
+  /// Address to bind: an IPv4 or IPv6 literal, or `localhost`.
+  public var host: String = "127.0.0.1"
+  /// Port to bind; 0 picks a free one.
+  public var port: Int = 50051
+  /// The database and its tuning.
+  public var store: StoreConfiguration
+  /// Demo employees to create when the database file does not exist yet; 0 for none.
+  public var seedEmployees: Int = 1000
+
+  /// Creates a configuration for the database at `databasePath`.
+  public init(databasePath: String = "data/roster.sqlite") {
+    self.store = StoreConfiguration(path: databasePath)
+  }
+}

@@ -1,0 +1,84 @@
+internal import Foundation
+internal import GRPCCore
+internal import RosterProto
+internal import RosterStore
+internal import SwiftProtobuf
+
+/// The Employee fields a read mask selected, as store fields plus the two proto fields
+/// that share one column (`has_picture` and `picture_etag`).
+struct EmployeeReadMask: Equatable {
+  var fields: EmployeeFields
+  var hasPicture: Bool
+  var pictureEtag: Bool
+
+  static let all = EmployeeReadMask(fields: .all, hasPicture: true, pictureEtag: true)
+
+  private static let paths: [String: EmployeeFields] = [
+    "guid": .guid, "name": .name, "department": .department, "email": .email, "phone": .phone,
+    "address": .address, "about": .about, "active": .active, "start_date": .startDate,
+    "vacation_days": .vacationDays, "thumbnail": .thumbnail, "has_picture": .pictureEtag,
+    "picture_etag": .pictureEtag, "sales_count": .salesCount, "update_time": .updateTime,
+  ]
+
+  /// The mask of a request: every field when it has none.
+  ///
+  /// - Throws: `INVALID_ARGUMENT` naming an unknown path.
+  init(_ mask: Google_Protobuf_FieldMask?) throws {
+    guard let mask, !mask.paths.isEmpty else {
+      self = .all
+      return
+    }
+    var fields: EmployeeFields = []
+    for path in mask.paths {
+      guard let field = Self.paths[path] else {
+        throw RPCError(
+          code: .invalidArgument,
+          message: "read_mask: unknown path '\(path)'; known paths are "
+            + Self.paths.keys.sorted().joined(separator: ", ")
+        )
+      }
+      fields.insert(field)
+    }
+    self.init(
+      fields: fields,
+      hasPicture: mask.paths.contains("has_picture"),
+      pictureEtag: mask.paths.contains("picture_etag")
+    )
+  }
+
+  init(fields: EmployeeFields, hasPicture: Bool, pictureEtag: Bool) {
+    self.fields = fields
+    self.hasPicture = hasPicture
+    self.pictureEtag = pictureEtag
+  }
+}
+
+extension Roster_V1_Employee {
+  /// The proto form of a store employee, with only the masked fields set.
+  init(_ employee: Employee, mask: EmployeeReadMask) {
+    self.init()
+    let fields = mask.fields
+    if fields.contains(.guid) { self.guid = employee.guid }
+    if fields.contains(.name) { self.name = employee.name }
+    if fields.contains(.department) { self.department = employee.department }
+    if fields.contains(.email) { self.email = employee.email }
+    if fields.contains(.phone) { self.phone = employee.phone }
+    if fields.contains(.address) { self.address = employee.address }
+    if fields.contains(.about) { self.about = employee.about }
+    if fields.contains(.active) { self.active = employee.active }
+    if fields.contains(.startDate) { self.startDate = employee.startDate }
+    if fields.contains(.vacationDays) { self.vacationDays = Int32(clamping: employee.vacationDays) }
+    if fields.contains(.thumbnail), let thumbnail = employee.thumbnail {
+      self.thumbnail = Data(thumbnail)
+    }
+    if mask.hasPicture { self.hasPicture_p = employee.pictureEtag != nil }
+    if mask.pictureEtag { self.pictureEtag = employee.pictureEtag ?? "" }
+    if fields.contains(.salesCount) { self.salesCount = employee.salesCount }
+    if fields.contains(.updateTime) {
+      self.updateTime = Google_Protobuf_Timestamp(
+        seconds: employee.updateTimeMillis / 1000,
+        nanos: Int32(employee.updateTimeMillis % 1000) * 1_000_000
+      )
+    }
+  }
+}

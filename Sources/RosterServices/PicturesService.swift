@@ -1,0 +1,58 @@
+public import GRPCCore
+public import RosterProto
+
+/// `roster.v1.Pictures`: full pictures and thumbnails, on demand and streamed.
+///
+/// Every method answers `UNIMPLEMENTED` until issue #4 builds it; the contract is
+/// published now so clients can be generated against it.
+public struct PicturesService: Sendable {
+  /// Creates the service.
+  public init() {}
+}
+
+extension PicturesService: Roster_V1_Pictures.SimpleServiceProtocol {
+  /// Statuses: `UNIMPLEMENTED` until issue #4.
+  public func putPicture(
+    request: RPCAsyncSequence<Roster_V1_PutPictureRequest, any Error>,
+    context: ServerContext
+  ) async throws -> Roster_V1_PutPictureResponse {
+    throw RPCError(
+      code: .unimplemented,
+      message: "roster.v1.Pictures/PutPicture is not implemented yet"
+    )
+  }
+
+  /// Statuses: `UNIMPLEMENTED` until issue #4.
+  public func getPicture(
+    request: Roster_V1_GetPictureRequest,
+    response: RPCWriter<Roster_V1_GetPictureResponse>,
+    context: ServerContext
+  ) async throws {
+    throw RPCError(
+      code: .unimplemented,
+      message: "roster.v1.Pictures/GetPicture is not implemented yet"
+    )
+  }
+
+  /// Statuses: `UNIMPLEMENTED` until issue #4.
+  public func getThumbnail(
+    request: Roster_V1_GetThumbnailRequest,
+    context: ServerContext
+  ) async throws -> Roster_V1_GetThumbnailResponse {
+    throw RPCError(
+      code: .unimplemented,
+      message: "roster.v1.Pictures/GetThumbnail is not implemented yet"
+    )
+  }
+
+  /// Statuses: `UNIMPLEMENTED` until issue #4.
+  public func deletePicture(
+    request: Roster_V1_DeletePictureRequest,
+    context: ServerContext
+  ) async throws -> Roster_V1_DeletePictureResponse {
+    throw RPCError(
+      code: .unimplemented,
+      message: "roster.v1.Pictures/DeletePicture is not implemented yet"
+    )
+  }
+}

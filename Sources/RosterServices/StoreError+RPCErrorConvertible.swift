@@ -1,0 +1,42 @@
+public import GRPCCore
+public import Logging
+public import RosterStore
+
+// The one place where store failures become gRPC statuses.
+
+extension StoreError: RPCErrorConvertible {
+  public var rpcErrorCode: RPCError.Code {
+    switch self.code {
+    case .notFound: .notFound
+    case .alreadyExists: .alreadyExists
+    case .invalidArgument: .invalidArgument
+    case .outOfRange: .outOfRange
+    case .resourceExhausted: .resourceExhausted
+    default: .internalError
+    }
+  }
+
+  public var rpcErrorMessage: String { self.message }
+}
+
+/// Runs a handler body and turns anything unexpected into `INTERNAL` with a generic message,
+/// logging the cause. `RPCError` and `StoreError` pass through with their own status, so no
+/// SQL text or stack trace ever reaches a client.
+func withStatusMapping<T>(
+  _ method: String,
+  logger: Logger,
+  _ body: () async throws -> T
+) async throws -> T {
+  do {
+    return try await body()
+  } catch let error as RPCError {
+    throw error
+  } catch let error as StoreError {
+    throw RPCError(error)
+  } catch is CancellationError {
+    throw RPCError(code: .cancelled, message: "\(method) was cancelled")
+  } catch {
+    logger.error("\(method) failed", metadata: ["error": "\(String(reflecting: error))"])
+    throw RPCError(code: .internalError, message: "\(method) failed; see the server log")
+  }
+}

@@ -1,0 +1,86 @@
+/// The rules every stored employee obeys, shared by import and the write RPCs.
+///
+/// Each check throws `StoreError.invalidArgument` with a message that names the field.
+public enum EmployeeValidation {
+  /// The longest accepted value of each text field, in characters.
+  public static let maximumLengths: [(field: String, limit: Int)] = [
+    ("name", 200), ("department", 100), ("email", 254), ("phone", 50), ("address", 500),
+    ("about", 4000),
+  ]
+
+  /// The canonical (lower-case) form of a guid, or nil if `text` is not a UUID.
+  public static func canonicalGUID(_ text: String) -> String? {
+    let bytes = Array(text.utf8)
+    guard bytes.count == 36 else { return nil }
+    var out = [UInt8]()
+    out.reserveCapacity(36)
+    for (index, byte) in bytes.enumerated() {
+      if index == 8 || index == 13 || index == 18 || index == 23 {
+        guard byte == UInt8(ascii: "-") else { return nil }
+        out.append(byte)
+        continue
+      }
+      switch byte {
+      case UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "a")...UInt8(ascii: "f"):
+        out.append(byte)
+      case UInt8(ascii: "A")...UInt8(ascii: "F"):
+        out.append(byte + 32)
+      default:
+        return nil
+      }
+    }
+    return String(decoding: out, as: UTF8.self)
+  }
+
+  /// Whether `text` is a real calendar date written `YYYY-MM-DD`.
+  public static func isValidDate(_ text: String) -> Bool {
+    let bytes = Array(text.utf8)
+    guard bytes.count == 10, bytes[4] == UInt8(ascii: "-"), bytes[7] == UInt8(ascii: "-") else {
+      return false
+    }
+    func number(_ range: Range<Int>) -> Int? {
+      var value = 0
+      for index in range {
+        let digit = Int(bytes[index]) - 48
+        guard (0...9).contains(digit) else { return nil }
+        value = value * 10 + digit
+      }
+      return value
+    }
+    guard let year = number(0..<4), let month = number(5..<7), let day = number(8..<10),
+      year >= 1, (1...12).contains(month), day >= 1
+    else { return false }
+    let leap = (year % 4 == 0 && year % 100 != 0) || year % 400 == 0
+    let days = [31, leap ? 29 : 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31][month - 1]
+    return day <= days
+  }
+
+  /// Checks a complete employee and returns it with its guid in canonical form.
+  public static func validated(_ employee: Employee) throws -> Employee {
+    var employee = employee
+    guard let guid = self.canonicalGUID(employee.guid) else {
+      throw StoreError(.invalidArgument, "guid '\(employee.guid)' is not a UUID")
+    }
+    employee.guid = guid
+    if employee.name.allSatisfy(\.isWhitespace) {
+      throw StoreError(.invalidArgument, "name must not be empty")
+    }
+    if employee.department.allSatisfy(\.isWhitespace) {
+      throw StoreError(.invalidArgument, "department must not be empty")
+    }
+    let values = [
+      employee.name, employee.department, employee.email, employee.phone, employee.address,
+      employee.about,
+    ]
+    for ((field, limit), value) in zip(self.maximumLengths, values) where value.count > limit {
+      throw StoreError(.invalidArgument, "\(field) is longer than \(limit) characters")
+    }
+    if !self.isValidDate(employee.startDate) {
+      throw StoreError(.invalidArgument, "start_date '\(employee.startDate)' is not a YYYY-MM-DD date")
+    }
+    if employee.vacationDays < 0 {
+      throw StoreError(.invalidArgument, "vacation_days must not be negative")
+    }
+    return employee
+  }
+}

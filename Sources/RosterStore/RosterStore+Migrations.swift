@@ -1,0 +1,74 @@
+internal import GRDB
+
+extension RosterStore {
+  /// The schema's history. Each migration is SQL text, and a shipped one is never edited:
+  /// changes go in a new migration appended at the end.
+  static var migrator: DatabaseMigrator {
+    var migrator = DatabaseMigrator()
+    migrator.registerMigration("v1: employees, thumbnails, name search") { db in
+      try db.execute(sql: Self.employeesSchema)
+    }
+    return migrator
+  }
+
+  private static let employeesSchema = """
+    CREATE TABLE employees (
+      id            INTEGER PRIMARY KEY,
+      guid          TEXT    NOT NULL UNIQUE,
+      name          TEXT    NOT NULL,
+      name_folded   TEXT    NOT NULL,
+      department    TEXT    NOT NULL,
+      email         TEXT    NOT NULL DEFAULT '',
+      phone         TEXT    NOT NULL DEFAULT '',
+      address       TEXT    NOT NULL DEFAULT '',
+      about         TEXT    NOT NULL DEFAULT '',
+      active        INTEGER NOT NULL DEFAULT 1 CHECK (active IN (0, 1)),
+      start_date    TEXT    NOT NULL,
+      vacation_days INTEGER NOT NULL DEFAULT 0 CHECK (vacation_days >= 0),
+      picture_etag  TEXT,
+      sales_count   INTEGER NOT NULL DEFAULT 0,
+      update_time   INTEGER NOT NULL
+    );
+
+    -- Thumbnails live in their own table: a listing that does not ask for them never
+    -- touches their pages, not even an overflow page shared with the row.
+    CREATE TABLE employee_thumbnails (
+      employee_id INTEGER PRIMARY KEY REFERENCES employees(id) ON DELETE CASCADE,
+      data        BLOB    NOT NULL,
+      width       INTEGER NOT NULL,
+      height      INTEGER NOT NULL
+    );
+
+    -- One index per (filter, order) shape, so every page is a keyset range scan.
+    CREATE INDEX employees_by_name ON employees(name_folded);
+    CREATE INDEX employees_by_start ON employees(start_date);
+    CREATE INDEX employees_by_dept_name ON employees(department, name_folded);
+    CREATE INDEX employees_by_dept_start ON employees(department, start_date);
+    CREATE INDEX employees_by_active_name ON employees(active, name_folded);
+    CREATE INDEX employees_by_active_start ON employees(active, start_date);
+    CREATE INDEX employees_by_active_dept_name ON employees(active, department, name_folded);
+    CREATE INDEX employees_by_dept_active_name ON employees(department, active, name_folded);
+    CREATE INDEX employees_by_dept_active_start ON employees(department, active, start_date);
+
+    -- Substring search over folded names. The text is folded before it gets here, because
+    -- the trigram tokenizer of SQLite 3.40 cannot remove diacritics itself.
+    CREATE VIRTUAL TABLE employees_fts USING fts5(
+      name_folded,
+      content = 'employees',
+      content_rowid = 'id',
+      tokenize = 'trigram case_sensitive 1'
+    );
+    CREATE TRIGGER employees_fts_insert AFTER INSERT ON employees BEGIN
+      INSERT INTO employees_fts(rowid, name_folded) VALUES (new.id, new.name_folded);
+    END;
+    CREATE TRIGGER employees_fts_delete AFTER DELETE ON employees BEGIN
+      INSERT INTO employees_fts(employees_fts, rowid, name_folded)
+        VALUES ('delete', old.id, old.name_folded);
+    END;
+    CREATE TRIGGER employees_fts_update AFTER UPDATE OF name_folded ON employees BEGIN
+      INSERT INTO employees_fts(employees_fts, rowid, name_folded)
+        VALUES ('delete', old.id, old.name_folded);
+      INSERT INTO employees_fts(rowid, name_folded) VALUES (new.id, new.name_folded);
+    END;
+    """
+}

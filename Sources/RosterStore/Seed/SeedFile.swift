@@ -1,0 +1,88 @@
+internal import Foundation
+
+/// Reads and writes the `seed.json` format: a JSON array of flat employee objects.
+///
+/// Both directions stream: the writer never holds the file in memory, and the reader walks a
+/// memory-mapped file with a small byte parser (no Codable), so a million records load fast.
+public enum SeedFile {
+  /// Writes `records` as a JSON array, one object per line.
+  public static func write(_ records: some Sequence<SeedRecord>, to path: String) throws {
+    guard FileManager.default.createFile(atPath: path, contents: nil) else {
+      throw StoreError(.invalidArgument, "cannot create '\(path)'")
+    }
+    let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: path))
+    defer { try? handle.close() }
+    var buffer = "[\n"
+    var first = true
+    for record in records {
+      if !first { buffer += ",\n" }
+      first = false
+      Self.append(record, to: &buffer)
+      if buffer.utf8.count > 1 << 20 {
+        try handle.write(contentsOf: Data(buffer.utf8))
+        buffer.removeAll(keepingCapacity: true)
+      }
+    }
+    buffer += "\n]\n"
+    try handle.write(contentsOf: Data(buffer.utf8))
+  }
+
+  /// Calls `body` with each record of the file at `path`, in file order.
+  ///
+  /// - Throws: `StoreError.invalidArgument` naming the byte offset of malformed JSON.
+  public static func read(_ path: String, _ body: (SeedRecord) throws -> Void) throws {
+    let data = try Data(contentsOf: URL(fileURLWithPath: path), options: .alwaysMapped)
+    try data.withUnsafeBytes { raw in
+      var parser = SeedParser(bytes: raw.bindMemory(to: UInt8.self))
+      try parser.readArray(body)
+    }
+  }
+
+  /// All records of the file at `path`, for small files and tests.
+  public static func readAll(_ path: String) throws -> [SeedRecord] {
+    var records: [SeedRecord] = []
+    try self.read(path) { records.append($0) }
+    return records
+  }
+
+  private static func append(_ record: SeedRecord, to out: inout String) {
+    let e = record.employee
+    out += "{\"guid\":"
+    self.appendString(e.guid, to: &out)
+    out += ",\"active\":\(e.active),\"picture\":"
+    if let picture = record.picture { self.appendString(picture, to: &out) } else { out += "null" }
+    out += ",\"name\":"
+    self.appendString(e.name, to: &out)
+    out += ",\"vacationDays\":\(e.vacationDays),\"department\":"
+    self.appendString(e.department, to: &out)
+    out += ",\"startDate\":"
+    self.appendString(e.startDate, to: &out)
+    out += ",\"email\":"
+    self.appendString(e.email, to: &out)
+    out += ",\"phone\":"
+    self.appendString(e.phone, to: &out)
+    out += ",\"address\":"
+    self.appendString(e.address, to: &out)
+    out += ",\"about\":"
+    self.appendString(e.about, to: &out)
+    out += "}"
+  }
+
+  private static func appendString(_ value: String, to out: inout String) {
+    out += "\""
+    for scalar in value.unicodeScalars {
+      switch scalar {
+      case "\"": out += "\\\""
+      case "\\": out += "\\\\"
+      case "\n": out += "\\n"
+      case "\r": out += "\\r"
+      case "\t": out += "\\t"
+      case _ where scalar.value < 0x20:
+        out += "\\u" + String(repeating: "0", count: 4 - String(scalar.value, radix: 16).count)
+          + String(scalar.value, radix: 16)
+      default: out.unicodeScalars.append(scalar)
+      }
+    }
+    out += "\""
+  }
+}

@@ -1,0 +1,11 @@
+import ArgumentParser
+
+/// The `roster` command: the server, the demo-data tools and a small client.
+@main
+struct Roster: AsyncParsableCommand {
+  static let configuration = CommandConfiguration(
+    commandName: "roster",
+    abstract: "A gRPC employee directory on WAL-mode SQLite.",
+    subcommands: [Serve.self, Seed.self, Import.self, List.self, Get.self]
+  )
+}
