@@ -78,6 +78,7 @@ let package = Package(
         "RosterProto",
         .product(name: "GRPCCore", package: "grpc-swift-2"),
         .product(name: "GRPCNIOTransportHTTP2", package: "grpc-swift-nio-transport"),
+        .product(name: "SwiftProtobuf", package: "swift-protobuf"),
         .product(name: "ArgumentParser", package: "swift-argument-parser"),
         .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
         .product(name: "Logging", package: "swift-log"),
@@ -99,7 +100,11 @@ let package = Package(
     ),
     .testTarget(
       name: "RosterStoreTests",
-      dependencies: ["RosterStore", "TestSupport"],
+      dependencies: [
+        "RosterStore",
+        "TestSupport",
+        .product(name: "GRDB", package: "GRDB.swift"),
+      ],
       swiftSettings: strict
     ),
     .testTarget(

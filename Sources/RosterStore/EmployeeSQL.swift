@@ -118,19 +118,22 @@ enum EmployeeSQL {
     limit: Int
   ) -> (sql: String, arguments: StatementArguments) {
     let keys = self.sortKeys(order)
+    // With one department filtered, "department, then name" is just "name": saying so lets
+    // the planner walk the (department, …, name) index without a sort.
+    let dropped = order == .department && filter.department != nil ? 1 : 0
+    let orderKeys = Array(keys.dropFirst(dropped)) + ["e.id"]
     var (terms, arguments) = self.filterTerms(filter, ordered: true)
     if let cursor {
-      let columns = (keys + ["e.id"]).joined(separator: ", ")
-      let marks = Array(repeating: "?", count: keys.count + 1).joined(separator: ", ")
-      terms.append("(\(columns)) > (\(marks))")
-      arguments += cursor.keys.map { $0 as any DatabaseValueConvertible }
+      let marks = Array(repeating: "?", count: orderKeys.count).joined(separator: ", ")
+      terms.append("(\(orderKeys.joined(separator: ", "))) > (\(marks))")
+      arguments += cursor.keys.dropFirst(dropped).map { $0 as any DatabaseValueConvertible }
       arguments.append(cursor.id)
     }
     var sql = self.select(fields, sortKeys: keys)
     if !terms.isEmpty {
       sql += " WHERE " + terms.joined(separator: " AND ")
     }
-    sql += " ORDER BY " + (keys + ["e.id"]).joined(separator: ", ") + " LIMIT ?"
+    sql += " ORDER BY " + orderKeys.joined(separator: ", ") + " LIMIT ?"
     arguments.append(limit)
     return (sql, StatementArguments(arguments))
   }

@@ -8,6 +8,9 @@ public struct ImportSummary: Sendable, Hashable {
   /// Rows refused, with their zero-based index in the input and the reason.
   public var rejected: [Rejected] = []
 
+  /// Creates an empty summary.
+  public init() {}
+
   /// One refused row.
   public struct Rejected: Sendable, Hashable {
     /// Zero-based position in the input.

@@ -47,6 +47,7 @@ public struct RosterStore: Sendable {
           PRAGMA cache_size = -\(settings.cacheSizeKiB);
           PRAGMA mmap_size = \(settings.mmapSize);
           PRAGMA journal_size_limit = \(settings.journalSizeLimit);
+          PRAGMA busy_timeout = \(Int(settings.busyTimeoutSeconds * 1000));
           PRAGMA temp_store = MEMORY;
           """
       )

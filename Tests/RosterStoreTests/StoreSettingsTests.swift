@@ -1,0 +1,63 @@
+import GRDB
+import Testing
+import TestSupport
+
+@testable import RosterStore
+
+@Suite("Store settings")
+struct StoreSettingsTests {
+  @Test("opens in WAL mode with foreign keys and the tuned pragmas")
+  func pragmas() async throws {
+    try await withTemporaryStore { store async throws in
+      #expect(try store.pragma("journal_mode") == "wal")
+      #expect(try store.pragma("foreign_keys") == "1")
+      #expect(try store.pragma("cache_size") == "-\(store.configuration.cacheSizeKiB)")
+      #expect(try store.pragma("mmap_size") == "\(store.configuration.mmapSize)")
+      #expect(
+        try store.pragma("journal_size_limit") == "\(store.configuration.journalSizeLimit)"
+      )
+      #expect(try store.pragma("busy_timeout") == "5000")
+    }
+  }
+
+  @Test("employees have an integer primary key and a unique guid")
+  func schema() async throws {
+    try await withTemporaryStore(employees: 3) { store async throws in
+      let duplicate = try store.read { db in
+        try String.fetchOne(db, sql: "SELECT guid FROM employees LIMIT 1")
+      }
+      var employee = makeEmployee(name: "Copy")
+      employee.guid = try #require(duplicate)
+      #expect(throws: (any Error).self) {
+        try store.write { db in
+          try db.execute(
+            sql: """
+              INSERT INTO employees (guid, name, name_folded, department, start_date, update_time)
+              VALUES (?, 'x', 'x', 'y', '2020-01-01', 0)
+              """,
+            arguments: [employee.guid]
+          )
+        }
+      }
+    }
+  }
+}
+
+@Suite("Text folding")
+struct TextFoldingTests {
+  @Test(
+    "folds case and diacritics",
+    arguments: [
+      ("José Núñez", "jose nunez"), ("ZOË", "zoe"), ("Søren", "soren"), ("Ångel", "angel"),
+      ("plain", "plain"), ("Łukasz", "lukasz"), ("Dvořák", "dvorak"), ("Straße", "strasse"),
+    ]
+  )
+  func fold(input: String, expected: String) {
+    #expect(TextFolding.fold(input) == expected)
+  }
+
+  @Test("escapes GLOB characters so they match themselves")
+  func globEscaping() {
+    #expect(TextFolding.containsPattern("a*b?[c]") == "*a[*]b[?][[]c[]]*")
+  }
+}

@@ -1,0 +1,22 @@
+public import GRPCCore
+public import GRPCInProcessTransport
+public import RosterStore
+import RosterServer
+
+/// Runs the real Roster services over an in-process transport and hands `body` a client.
+///
+/// The services come from the same `buildServices(store:)` that `roster serve` uses.
+public func withInProcessClient<T: Sendable>(
+  store: RosterStore,
+  _ body: (GRPCClient<InProcessTransport.Client>) async throws -> T
+) async throws -> T {
+  let transport = InProcessTransport()
+  let server = GRPCServer(transport: transport.server, services: buildServices(store: store).services)
+  return try await withThrowingTaskGroup(of: Void.self) { group in
+    group.addTask { try await server.serve() }
+    defer { server.beginGracefulShutdown() }
+    return try await withGRPCClient(transport: transport.client) { client in
+      try await body(client)
+    }
+  }
+}
