@@ -1,6 +1,6 @@
 internal import Foundation
 public import GRPCCore
-public import GRPCNIOTransportHTTP2
+internal import GRPCNIOTransportHTTP2
 public import Logging
 public import RosterServices
 public import RosterStore
@@ -56,7 +56,7 @@ public struct RosterServer: Service {
       try await self.server.serve()
     } onGracefulShutdown: {
       self.logger.info("shutting down")
-      self.health.setAllServing(false)
+      self.health.shutDown()
       self.server.beginGracefulShutdown()
     }
   }

@@ -27,6 +27,13 @@ public struct HealthService: Sendable {
   public func setAllServing(_ serving: Bool) {
     self.state.setAll(serving ? .serving : .notServing)
   }
+
+  /// Marks everything `NOT_SERVING`, then ends every open `Watch` stream, so that graceful
+  /// shutdown does not wait forever on watchers that never hang up.
+  public func shutDown() {
+    self.state.setAll(.notServing)
+    self.state.finishAll()
+  }
 }
 
 extension HealthService: Grpc_Health_V1_Health.SimpleServiceProtocol {
@@ -101,6 +108,14 @@ extension HealthService {
         for name in storage.statuses.keys { storage.statuses[name] = status }
         for watcher in storage.watchers.values { watcher.continuation.yield(status) }
       }
+    }
+
+    func finishAll() {
+      let watchers = self.storage.withLock { storage in
+        defer { storage.watchers.removeAll() }
+        return Array(storage.watchers.values)
+      }
+      for watcher in watchers { watcher.continuation.finish() }
     }
 
     func subscribe(to name: String) -> (AsyncStream<Status>, Int) {

@@ -10,8 +10,16 @@ public func withInProcessClient<T: Sendable>(
   store: RosterStore,
   _ body: (GRPCClient<InProcessTransport.Client>) async throws -> T
 ) async throws -> T {
+  try await withInProcessClient(services: buildServices(store: store).services, body)
+}
+
+/// Runs `services` over an in-process transport and hands `body` a client.
+public func withInProcessClient<T: Sendable>(
+  services: [any RegistrableRPCService],
+  _ body: (GRPCClient<InProcessTransport.Client>) async throws -> T
+) async throws -> T {
   let transport = InProcessTransport()
-  let server = GRPCServer(transport: transport.server, services: buildServices(store: store).services)
+  let server = GRPCServer(transport: transport.server, services: services)
   return try await withThrowingTaskGroup(of: Void.self) { group in
     group.addTask { try await server.serve() }
     defer { server.beginGracefulShutdown() }
