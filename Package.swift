@@ -123,6 +123,7 @@ let package = Package(
     .testTarget(
       name: "RosterEndToEndTests",
       dependencies: [
+        "roster",
         "RosterProto",
         "TestSupport",
         .product(name: "GRPCCore", package: "grpc-swift-2"),

@@ -16,10 +16,7 @@ extension AnalyticsService: Roster_V1_Analytics.SimpleServiceProtocol {
     request: Roster_V1_DepartmentHeadcountsRequest,
     context: ServerContext
   ) async throws -> Roster_V1_DepartmentHeadcountsResponse {
-    throw RPCError(
-      code: .unimplemented,
-      message: "roster.v1.Analytics/DepartmentHeadcounts is not implemented yet"
-    )
+    throw unimplemented("roster.v1.Analytics/DepartmentHeadcounts")
   }
 
   /// Statuses: `UNIMPLEMENTED` until issue #5.
@@ -27,10 +24,7 @@ extension AnalyticsService: Roster_V1_Analytics.SimpleServiceProtocol {
     request: Roster_V1_DepartmentSummaryRequest,
     context: ServerContext
   ) async throws -> Roster_V1_DepartmentSummaryResponse {
-    throw RPCError(
-      code: .unimplemented,
-      message: "roster.v1.Analytics/DepartmentSummary is not implemented yet"
-    )
+    throw unimplemented("roster.v1.Analytics/DepartmentSummary")
   }
 
   /// Statuses: `UNIMPLEMENTED` until issue #5.
@@ -38,10 +32,7 @@ extension AnalyticsService: Roster_V1_Analytics.SimpleServiceProtocol {
     request: Roster_V1_EmployeeSalesRequest,
     context: ServerContext
   ) async throws -> Roster_V1_EmployeeSalesResponse {
-    throw RPCError(
-      code: .unimplemented,
-      message: "roster.v1.Analytics/EmployeeSales is not implemented yet"
-    )
+    throw unimplemented("roster.v1.Analytics/EmployeeSales")
   }
 
   /// Statuses: `UNIMPLEMENTED` until issue #5.
@@ -49,10 +40,7 @@ extension AnalyticsService: Roster_V1_Analytics.SimpleServiceProtocol {
     request: Roster_V1_AggregateSalesRequest,
     context: ServerContext
   ) async throws -> Roster_V1_AggregateResponse {
-    throw RPCError(
-      code: .unimplemented,
-      message: "roster.v1.Analytics/AggregateSales is not implemented yet"
-    )
+    throw unimplemented("roster.v1.Analytics/AggregateSales")
   }
 
   /// Statuses: `UNIMPLEMENTED` until issue #5.
@@ -60,10 +48,7 @@ extension AnalyticsService: Roster_V1_Analytics.SimpleServiceProtocol {
     request: Roster_V1_AggregateEmployeesRequest,
     context: ServerContext
   ) async throws -> Roster_V1_AggregateResponse {
-    throw RPCError(
-      code: .unimplemented,
-      message: "roster.v1.Analytics/AggregateEmployees is not implemented yet"
-    )
+    throw unimplemented("roster.v1.Analytics/AggregateEmployees")
   }
 
   /// Statuses: `UNIMPLEMENTED` until issue #5.
@@ -71,10 +56,7 @@ extension AnalyticsService: Roster_V1_Analytics.SimpleServiceProtocol {
     request: Roster_V1_SalesCalendarRequest,
     context: ServerContext
   ) async throws -> Roster_V1_SalesCalendarResponse {
-    throw RPCError(
-      code: .unimplemented,
-      message: "roster.v1.Analytics/SalesCalendar is not implemented yet"
-    )
+    throw unimplemented("roster.v1.Analytics/SalesCalendar")
   }
 
   /// Statuses: `UNIMPLEMENTED` until issue #5.
@@ -82,10 +64,7 @@ extension AnalyticsService: Roster_V1_Analytics.SimpleServiceProtocol {
     request: RPCAsyncSequence<Roster_V1_ImportSalesRequest, any Error>,
     context: ServerContext
   ) async throws -> Roster_V1_ImportSalesResponse {
-    throw RPCError(
-      code: .unimplemented,
-      message: "roster.v1.Analytics/ImportSales is not implemented yet"
-    )
+    throw unimplemented("roster.v1.Analytics/ImportSales")
   }
 
   /// Statuses: `UNIMPLEMENTED` until issue #5.
@@ -93,9 +72,6 @@ extension AnalyticsService: Roster_V1_Analytics.SimpleServiceProtocol {
     request: Roster_V1_DeleteSalesRequest,
     context: ServerContext
   ) async throws -> Roster_V1_DeleteSalesResponse {
-    throw RPCError(
-      code: .unimplemented,
-      message: "roster.v1.Analytics/DeleteSales is not implemented yet"
-    )
+    throw unimplemented("roster.v1.Analytics/DeleteSales")
   }
 }

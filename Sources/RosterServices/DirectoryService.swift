@@ -131,7 +131,7 @@ extension DirectoryService: Roster_V1_Directory.SimpleServiceProtocol {
     request: Roster_V1_CreateEmployeeRequest,
     context: ServerContext
   ) async throws -> Roster_V1_Employee {
-    throw Self.notYet("CreateEmployee")
+    throw unimplemented("roster.v1.Directory/CreateEmployee")
   }
 
   /// Statuses: `UNIMPLEMENTED` until the writer lands.
@@ -139,7 +139,7 @@ extension DirectoryService: Roster_V1_Directory.SimpleServiceProtocol {
     request: Roster_V1_UpdateEmployeeRequest,
     context: ServerContext
   ) async throws -> Roster_V1_Employee {
-    throw Self.notYet("UpdateEmployee")
+    throw unimplemented("roster.v1.Directory/UpdateEmployee")
   }
 
   /// Statuses: `UNIMPLEMENTED` until the writer lands.
@@ -147,7 +147,7 @@ extension DirectoryService: Roster_V1_Directory.SimpleServiceProtocol {
     request: Roster_V1_DeleteEmployeeRequest,
     context: ServerContext
   ) async throws -> Roster_V1_DeleteEmployeeResponse {
-    throw Self.notYet("DeleteEmployee")
+    throw unimplemented("roster.v1.Directory/DeleteEmployee")
   }
 
   /// Statuses: `UNIMPLEMENTED` until the writer lands.
@@ -155,7 +155,7 @@ extension DirectoryService: Roster_V1_Directory.SimpleServiceProtocol {
     request: RPCAsyncSequence<Roster_V1_UpsertEmployeesRequest, any Error>,
     context: ServerContext
   ) async throws -> Roster_V1_UpsertEmployeesResponse {
-    throw Self.notYet("UpsertEmployees")
+    throw unimplemented("roster.v1.Directory/UpsertEmployees")
   }
 
   /// Statuses: `UNIMPLEMENTED` until the writer lands.
@@ -163,7 +163,7 @@ extension DirectoryService: Roster_V1_Directory.SimpleServiceProtocol {
     request: Roster_V1_BatchUpdateEmployeesRequest,
     context: ServerContext
   ) async throws -> Roster_V1_BatchUpdateEmployeesResponse {
-    throw Self.notYet("BatchUpdateEmployees")
+    throw unimplemented("roster.v1.Directory/BatchUpdateEmployees")
   }
 
   /// Statuses: `UNIMPLEMENTED` until the writer lands.
@@ -171,7 +171,7 @@ extension DirectoryService: Roster_V1_Directory.SimpleServiceProtocol {
     request: Roster_V1_DeleteEmployeesRequest,
     context: ServerContext
   ) async throws -> Roster_V1_DeleteEmployeesResponse {
-    throw Self.notYet("DeleteEmployees")
+    throw unimplemented("roster.v1.Directory/DeleteEmployees")
   }
 
   /// Statuses: `UNIMPLEMENTED` until the change feed lands.
@@ -180,7 +180,7 @@ extension DirectoryService: Roster_V1_Directory.SimpleServiceProtocol {
     response: RPCWriter<Roster_V1_ChangeEvent>,
     context: ServerContext
   ) async throws {
-    throw Self.notYet("WatchChanges")
+    throw unimplemented("roster.v1.Directory/WatchChanges")
   }
 
   // MARK: Helpers
@@ -196,9 +196,5 @@ extension DirectoryService: Roster_V1_Directory.SimpleServiceProtocol {
       after: cursor,
       limit: listing.pageSize
     )
-  }
-
-  static func notYet(_ method: String) -> RPCError {
-    RPCError(code: .unimplemented, message: "roster.v1.Directory/\(method) is not implemented yet")
   }
 }

@@ -16,10 +16,7 @@ extension PicturesService: Roster_V1_Pictures.SimpleServiceProtocol {
     request: RPCAsyncSequence<Roster_V1_PutPictureRequest, any Error>,
     context: ServerContext
   ) async throws -> Roster_V1_PutPictureResponse {
-    throw RPCError(
-      code: .unimplemented,
-      message: "roster.v1.Pictures/PutPicture is not implemented yet"
-    )
+    throw unimplemented("roster.v1.Pictures/PutPicture")
   }
 
   /// Statuses: `UNIMPLEMENTED` until issue #4.
@@ -28,10 +25,7 @@ extension PicturesService: Roster_V1_Pictures.SimpleServiceProtocol {
     response: RPCWriter<Roster_V1_GetPictureResponse>,
     context: ServerContext
   ) async throws {
-    throw RPCError(
-      code: .unimplemented,
-      message: "roster.v1.Pictures/GetPicture is not implemented yet"
-    )
+    throw unimplemented("roster.v1.Pictures/GetPicture")
   }
 
   /// Statuses: `UNIMPLEMENTED` until issue #4.
@@ -39,10 +33,7 @@ extension PicturesService: Roster_V1_Pictures.SimpleServiceProtocol {
     request: Roster_V1_GetThumbnailRequest,
     context: ServerContext
   ) async throws -> Roster_V1_GetThumbnailResponse {
-    throw RPCError(
-      code: .unimplemented,
-      message: "roster.v1.Pictures/GetThumbnail is not implemented yet"
-    )
+    throw unimplemented("roster.v1.Pictures/GetThumbnail")
   }
 
   /// Statuses: `UNIMPLEMENTED` until issue #4.
@@ -50,9 +41,6 @@ extension PicturesService: Roster_V1_Pictures.SimpleServiceProtocol {
     request: Roster_V1_DeletePictureRequest,
     context: ServerContext
   ) async throws -> Roster_V1_DeletePictureResponse {
-    throw RPCError(
-      code: .unimplemented,
-      message: "roster.v1.Pictures/DeletePicture is not implemented yet"
-    )
+    throw unimplemented("roster.v1.Pictures/DeletePicture")
   }
 }

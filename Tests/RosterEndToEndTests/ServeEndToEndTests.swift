@@ -1,0 +1,75 @@
+import Foundation
+import GRPCCore
+import GRPCNIOTransportHTTP2
+import RosterProto
+import Testing
+import TestSupport
+
+@Suite("roster serve, end to end")
+struct ServeEndToEndTests {
+  @Test("the built binary seeds on first start, answers over loopback, and exits 0 on SIGTERM")
+  func serveOverLoopback() async throws {
+    let directory = try makeTemporaryDirectory()
+    defer { try? FileManager.default.removeItem(atPath: directory) }
+    let server = try await RosterProcess.serve(
+      arguments: ["--db", directory + "/e2e.sqlite", "--seed-employees", "120"]
+    )
+    #expect(server.address.hasPrefix("127.0.0.1:"))
+    #expect(server.port > 0)
+
+    try await withGRPCClient(
+      transport: .http2NIOPosix(
+        target: .ipv4(host: "127.0.0.1", port: server.port),
+        transportSecurity: .plaintext
+      )
+    ) { client in
+      let directory = Roster_V1_Directory.Client(wrapping: client)
+      #expect(try await directory.countEmployees(.init()).count == 120)
+
+      let page = try await directory.listEmployees(.with { $0.pageSize = 10 })
+      #expect(page.employees.count == 10)
+      #expect(!page.nextPageToken.isEmpty)
+
+      let first = try #require(page.employees.first)
+      let fetched = try await directory.getEmployee(.with { $0.guid = first.guid })
+      #expect(fetched == first)
+
+      let batch = try await directory.batchGetEmployees(
+        .with { $0.guids = page.employees.map(\.guid).reversed() }
+      )
+      #expect(batch.employees.map(\.guid) == page.employees.map(\.guid).reversed())
+
+      let streamed = try await directory.streamEmployees(.with { $0.pageSize = 50 }) { response in
+        var count = 0
+        for try await page in response.messages { count += page.employees.count }
+        return count
+      }
+      #expect(streamed == 120)
+
+      let health = Grpc_Health_V1_Health.Client(wrapping: client)
+      #expect(try await health.check(.init()).status == .serving)
+      #expect(try await health.check(.with { $0.service = "roster.v1.Analytics" }).status == .serving)
+    }
+    #expect(server.terminate() == 0)
+  }
+
+  @Test("a restart keeps the data and does not seed again")
+  func restartKeepsData() async throws {
+    let directory = try makeTemporaryDirectory()
+    defer { try? FileManager.default.removeItem(atPath: directory) }
+    let arguments = ["--db", directory + "/again.sqlite", "--seed-employees", "30"]
+    for _ in 0..<2 {
+      let server = try await RosterProcess.serve(arguments: arguments)
+      let count = try await withGRPCClient(
+        transport: .http2NIOPosix(
+          target: .ipv4(host: "127.0.0.1", port: server.port),
+          transportSecurity: .plaintext
+        )
+      ) { client in
+        try await Roster_V1_Directory.Client(wrapping: client).countEmployees(.init()).count
+      }
+      #expect(count == 30)
+      #expect(server.terminate() == 0)
+    }
+  }
+}

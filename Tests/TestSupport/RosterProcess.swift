@@ -1,0 +1,70 @@
+public import Foundation
+import Synchronization
+
+/// The real `roster` binary, started as a child process for end-to-end tests.
+///
+/// ```swift
+/// let server = try await RosterProcess.serve(arguments: ["--db", path])
+/// defer { server.terminate() }
+/// print(server.address)  // "127.0.0.1:40123"
+/// ```
+public final class RosterProcess: Sendable {
+  /// The `HOST:PORT` the server printed.
+  public let address: String
+  /// The port part of `address`.
+  public var port: Int { Int(self.address.split(separator: ":").last ?? "") ?? 0 }
+  private let process: Process
+
+  private init(process: Process, address: String) {
+    self.process = process
+    self.address = address
+  }
+
+  /// Path of the built `roster` executable: `ROSTER_BINARY`, or beside the test bundle.
+  public static var binaryPath: String {
+    if let path = ProcessInfo.processInfo.environment["ROSTER_BINARY"] { return path }
+    let bundle = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
+    let beside = bundle.appendingPathComponent("roster").path
+    if FileManager.default.isExecutableFile(atPath: beside) { return beside }
+    let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+      .deletingLastPathComponent().deletingLastPathComponent()
+    return root.appendingPathComponent(".build/debug/roster").path
+  }
+
+  /// Starts `roster serve --port 0 …` and waits for its "listening on" line.
+  public static func serve(arguments: [String], timeout: Duration = .seconds(60)) async throws
+    -> RosterProcess
+  {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: self.binaryPath)
+    process.arguments = ["serve", "--port", "0"] + arguments
+    let output = Pipe()
+    process.standardOutput = output
+    process.standardError = FileHandle.nullDevice
+    let buffer = Mutex("")
+    output.fileHandleForReading.readabilityHandler = { handle in
+      let chunk = String(decoding: handle.availableData, as: UTF8.self)
+      buffer.withLock { $0 += chunk }
+    }
+    try process.run()
+    let deadline = ContinuousClock.now + timeout
+    while ContinuousClock.now < deadline {
+      let text = buffer.withLock { $0 }
+      if let line = text.split(separator: "\n").first(where: { $0.hasPrefix("listening on ") }) {
+        return RosterProcess(process: process, address: String(line.dropFirst(13)))
+      }
+      if !process.isRunning { break }
+      try await Task.sleep(for: .milliseconds(50))
+    }
+    process.terminate()
+    throw CocoaError(.executableLoad, userInfo: ["output": buffer.withLock { $0 }])
+  }
+
+  /// Sends SIGTERM and waits for the exit status.
+  @discardableResult
+  public func terminate() -> Int32 {
+    if self.process.isRunning { self.process.terminate() }
+    self.process.waitUntilExit()
+    return self.process.terminationStatus
+  }
+}
