@@ -107,9 +107,9 @@ public func openStore(config: ServerConfig, logger: Logger) throws -> RosterStor
   let store = try RosterStore(configuration: config.store, logger: logger)
   if isNew && config.seedEmployees > 0 {
     let started = ContinuousClock.now
-    let summary = try store.importEmployees(
-      DemoData(count: config.seedEmployees).lazy.map(\.employee)
-    )
+    let summary = try store.withBulkLoad {
+      try store.importEmployees(DemoData(count: config.seedEmployees).lazy.map(\.employee))
+    }
     logger.info(
       "seeded demo data",
       metadata: [

@@ -29,11 +29,13 @@ struct Import: ParsableCommand {
       offset += records.count
       records.removeAll(keepingCapacity: true)
     }
-    try SeedFile.read(self.file) { record in
-      records.append(record.employee)
-      if records.count == RosterStore.importBatchSize { try flush() }
+    try store.withBulkLoad {
+      try SeedFile.read(self.file) { record in
+        records.append(record.employee)
+        if records.count == RosterStore.importBatchSize { try flush() }
+      }
+      try flush()
     }
-    try flush()
     let elapsed = ContinuousClock.now - started
     let seconds = Double(elapsed.components.seconds)
       + Double(elapsed.components.attoseconds) / 1e18

@@ -1,4 +1,5 @@
 import Foundation
+import GRDB
 import Testing
 import TestSupport
 
@@ -38,6 +39,45 @@ struct ImportTests {
       #expect(stored.name == "Second Name")
       #expect(try store.countEmployees(filter: EmployeeFilter(nameContains: "first")) == 0)
       #expect(try store.countEmployees(filter: EmployeeFilter(nameContains: "second")) == 1)
+    }
+  }
+
+  @Test("a bulk load into an empty table restores every index, trigger and the search index")
+  func bulkLoad() async throws {
+    try await withTemporaryStore { store async throws in
+      let schema = "SELECT type, name, sql FROM sqlite_master WHERE tbl_name = 'employees' ORDER BY name"
+      let before = try store.read { db in try Row.fetchAll(db, sql: schema) }
+      let summary = try store.withBulkLoad {
+        let during = try store.read { db in
+          try Int.fetchOne(db, sql: "SELECT count(*) FROM sqlite_master WHERE type = 'trigger'")
+        }
+        #expect(during == 0, "triggers are dropped while loading")
+        return try store.importEmployees(
+          DemoData(count: 500).lazy.map(\.employee) + [makeEmployee(name: "José Núñez")]
+        )
+      }
+      #expect(summary.imported == 501)
+      #expect(try store.read { db in try Row.fetchAll(db, sql: schema) } == before)
+      #expect(try store.countEmployees(filter: EmployeeFilter(nameContains: "NUÑEZ")) >= 1)
+      // Triggers work again: a later import is indexed for search at once.
+      _ = try store.importEmployees([makeEmployee(name: "Quintessa Unique")])
+      #expect(try store.countEmployees(filter: EmployeeFilter(nameContains: "quintessa")) == 1)
+      let integrity = try store.read { db in
+        try String.fetchOne(db, sql: "PRAGMA integrity_check")
+      }
+      #expect(integrity == "ok")
+    }
+  }
+
+  @Test("a bulk load into a non-empty table keeps its indexes")
+  func bulkLoadNonEmpty() async throws {
+    try await withTemporaryStore(employees: 5) { store async throws in
+      try store.withBulkLoad {
+        let indexes = try store.read { db in
+          try Int.fetchOne(db, sql: "SELECT count(*) FROM sqlite_master WHERE type = 'index'")
+        }
+        #expect(indexes ?? 0 >= 10)
+      }
     }
   }
 
