@@ -1,4 +1,5 @@
 internal import GRDB
+internal import Synchronization
 
 /// Builds the SQL of every employee read from a field set, a filter and an order.
 ///
@@ -36,6 +37,16 @@ enum EmployeeSQL {
     }
     return sql
   }
+
+  /// `select(fields)` by guid. Memoized: a point read should not rebuild its SQL text.
+  static func pointRead(_ fields: EmployeeFields) -> String {
+    if let sql = self.pointReads.withLock({ $0[fields] }) { return sql }
+    let sql = self.select(fields) + " WHERE e.guid = ?"
+    self.pointReads.withLock { $0[fields] = sql }
+    return sql
+  }
+
+  private static let pointReads = Mutex<[EmployeeFields: String]>([:])
 
   /// Reads a row produced by `select(fields)`, returning the employee and the index of the
   /// first sort-key column.

@@ -10,7 +10,7 @@ extension RosterStore {
   ///
   /// - Throws: `StoreError.notFound` naming the guid.
   public func employee(guid: String, fields: EmployeeFields) throws -> Employee {
-    try self.read { db in
+    try self.readStatement { db in
       guard let employee = try Self.fetchEmployee(db, guid: guid, fields: fields) else {
         throw StoreError(.notFound, "no employee with guid '\(guid)'")
       }
@@ -54,7 +54,7 @@ extension RosterStore {
       after: cursor,
       limit: limit + 1
     )
-    return try self.read { db in
+    return try self.readStatement { db in
       let statement = try db.cachedStatement(sql: query.sql)
       var employees: [Employee] = []
       employees.reserveCapacity(limit)
@@ -78,7 +78,7 @@ extension RosterStore {
   /// How many employees match `filter`, counted in SQL.
   public func countEmployees(filter: EmployeeFilter) throws -> Int64 {
     let query = EmployeeSQL.count(filter)
-    return try self.read { db in
+    return try self.readStatement { db in
       let statement = try db.cachedStatement(sql: query.sql)
       return try Int64.fetchOne(statement, arguments: query.arguments) ?? 0
     }
@@ -89,7 +89,7 @@ extension RosterStore {
     guid: String,
     fields: EmployeeFields
   ) throws -> Employee? {
-    let statement = try db.cachedStatement(sql: EmployeeSQL.select(fields) + " WHERE e.guid = ?")
+    let statement = try db.cachedStatement(sql: EmployeeSQL.pointRead(fields))
     guard let row = try Row.fetchOne(statement, arguments: [guid]) else { return nil }
     return try EmployeeSQL.decode(row, fields).0
   }

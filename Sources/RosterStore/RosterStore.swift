@@ -77,6 +77,13 @@ public struct RosterStore: Sendable {
     try self.pool.read(body)
   }
 
+  /// Like `read`, but without BEGIN and COMMIT around `body`: for a body that runs exactly
+  /// one SELECT, which SQLite already reads from one consistent snapshot. The transaction
+  /// statements cost more than a point read itself.
+  func readStatement<T>(_ body: (Database) throws -> T) throws -> T {
+    try self.pool.unsafeRead(body)
+  }
+
   /// Runs `body` in one write transaction on the writer connection.
   func write<T>(_ body: (Database) throws -> T) throws -> T {
     try self.pool.write(body)
