@@ -47,24 +47,18 @@ public enum SeedFile {
 
   private static func append(_ record: SeedRecord, to out: inout String) {
     let e = record.employee
-    out += "{\"guid\":"
-    self.appendString(e.guid, to: &out)
-    out += ",\"active\":\(e.active),\"picture\":"
-    if let picture = record.picture { self.appendString(picture, to: &out) } else { out += "null" }
-    out += ",\"name\":"
-    self.appendString(e.name, to: &out)
-    out += ",\"vacationDays\":\(e.vacationDays),\"department\":"
-    self.appendString(e.department, to: &out)
-    out += ",\"startDate\":"
-    self.appendString(e.startDate, to: &out)
-    out += ",\"email\":"
-    self.appendString(e.email, to: &out)
-    out += ",\"phone\":"
-    self.appendString(e.phone, to: &out)
-    out += ",\"address\":"
-    self.appendString(e.address, to: &out)
-    out += ",\"about\":"
-    self.appendString(e.about, to: &out)
+    // Keys in the sample's order; nil values are written as JSON literals.
+    let fields: [(String, String?, literal: String)] = [
+      ("guid", e.guid, ""), ("active", nil, "\(e.active)"), ("picture", record.picture, "null"),
+      ("name", e.name, ""), ("vacationDays", nil, "\(e.vacationDays)"),
+      ("department", e.department, ""), ("startDate", e.startDate, ""), ("email", e.email, ""),
+      ("phone", e.phone, ""), ("address", e.address, ""), ("about", e.about, ""),
+    ]
+    out += "{"
+    for (index, (key, text, literal)) in fields.enumerated() {
+      out += index == 0 ? "\"\(key)\":" : ",\"\(key)\":"
+      if let text { self.appendString(text, to: &out) } else { out += literal }
+    }
     out += "}"
   }
 
