@@ -93,15 +93,4 @@ public struct RosterStore: Sendable {
   public func pragma(_ name: String) throws -> String? {
     try self.read { db in try String.fetchOne(db, sql: "PRAGMA \(name)") }
   }
-
-  /// `EXPLAIN QUERY PLAN` of `sql`, one detail line per plan step.
-  public func queryPlan(_ sql: String, arguments: [String] = []) throws -> [String] {
-    try self.read { db in
-      try Row.fetchAll(
-        db,
-        sql: "EXPLAIN QUERY PLAN " + sql,
-        arguments: StatementArguments(arguments)
-      ).map { $0["detail"] as String }
-    }
-  }
 }
