@@ -56,39 +56,6 @@ extension RosterStore {
     return summary
   }
 
-  /// Runs `body`, a bulk load, with the secondary indexes and search triggers of `employees`
-  /// dropped, then builds them again in one pass, which sorts instead of inserting row by row.
-  ///
-  /// Only when the table starts empty; otherwise `body` runs as is. Meant for offline loads
-  /// (`roster import`, first-start seeding), never while the server answers reads: for the
-  /// duration of `body`, filters and search have no index.
-  public func withBulkLoad<T>(_ body: () throws -> T) throws -> T {
-    let saved: [String]? = try self.write { db in
-      guard try Int.fetchOne(db, sql: "SELECT count(*) FROM (SELECT 1 FROM employees LIMIT 1)")
-        == 0
-      else { return nil }
-      let rows = try Row.fetchAll(
-        db,
-        sql: """
-          SELECT type, name, sql FROM sqlite_master
-          WHERE tbl_name = 'employees' AND type IN ('index', 'trigger') AND sql IS NOT NULL
-          """
-      )
-      for row in rows {
-        try db.execute(sql: "DROP \(row["type"] as String) \(row["name"] as String)")
-      }
-      return rows.map { $0["sql"] as String }
-    }
-    guard let saved else { return try body() }
-    defer {
-      try? self.write { db in
-        for sql in saved { try db.execute(sql: sql) }
-        try db.execute(sql: "INSERT INTO employees_fts(employees_fts) VALUES ('rebuild')")
-      }
-    }
-    return try body()
-  }
-
   private func insertBatch(_ batch: [Employee], now: Int64) throws -> Int {
     try self.write { db in
       let statement = try db.cachedStatement(

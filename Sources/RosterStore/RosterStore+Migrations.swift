@@ -8,6 +8,11 @@ extension RosterStore {
     migrator.registerMigration("v1: employees, thumbnails, name search") { db in
       try db.execute(sql: Self.employeesSchema)
     }
+    migrator.registerMigration("v2: bulk load journal") { db in
+      // The DDL a bulk load dropped, kept until it is rebuilt, so a crash mid-load cannot
+      // leave the database without its indexes.
+      try db.execute(sql: "CREATE TABLE bulk_load_pending (sql TEXT NOT NULL)")
+    }
     return migrator
   }
 

@@ -29,6 +29,8 @@ public struct RosterStore: Sendable {
       configuration: Self.grdbConfiguration(configuration, logger: logger)
     )
     try Self.migrator.migrate(self.pool)
+    // A bulk load that died before rebuilding its indexes left their DDL behind.
+    try self.finishBulkLoad()
   }
 
   private static func grdbConfiguration(

@@ -69,6 +69,49 @@ struct ImportTests {
     }
   }
 
+  @Test("a bulk load that dies midway is finished when the store next opens")
+  func bulkLoadCrashRecovery() async throws {
+    let directory = try makeTemporaryDirectory()
+    defer { try? FileManager.default.removeItem(atPath: directory) }
+    let path = directory + "/crash.sqlite"
+    let schema = "SELECT type, name, sql FROM sqlite_master WHERE tbl_name = 'employees' ORDER BY name"
+    do {
+      let store = try RosterStore(configuration: StoreConfiguration(path: path))
+      let before = try store.read { db in try Row.fetchAll(db, sql: schema) }
+      #expect(try store.beginBulkLoad())
+      _ = try store.importEmployees([makeEmployee(name: "Zoë Crash")])
+      // The process "dies" here: no finishBulkLoad.
+      let during = try store.read { db in try Row.fetchAll(db, sql: schema) }
+      #expect(during.count < before.count)
+    }
+    let reopened = try RosterStore(configuration: StoreConfiguration(path: path))
+    let indexes = try reopened.read { db in
+      try Int.fetchOne(db, sql: "SELECT count(*) FROM sqlite_master WHERE type = 'index' AND tbl_name = 'employees'")
+    }
+    #expect(indexes == 10)
+    #expect(try reopened.countEmployees(filter: EmployeeFilter(nameContains: "zoe")) == 1)
+    let pending = try reopened.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM bulk_load_pending") }
+    #expect(pending == 0)
+  }
+
+  @Test("a bulk load whose body fails still rebuilds, and rethrows")
+  func bulkLoadFailure() async throws {
+    struct Boom: Error {}
+    try await withTemporaryStore { store async throws in
+      #expect(throws: Boom.self) {
+        try store.withBulkLoad {
+          _ = try store.importEmployees([makeEmployee(name: "Half Way")])
+          throw Boom()
+        }
+      }
+      #expect(try store.countEmployees(filter: EmployeeFilter(nameContains: "half")) == 1)
+      let triggers = try store.read { db in
+        try Int.fetchOne(db, sql: "SELECT count(*) FROM sqlite_master WHERE type = 'trigger'")
+      }
+      #expect(triggers == 3)
+    }
+  }
+
   @Test("a bulk load into a non-empty table keeps its indexes")
   func bulkLoadNonEmpty() async throws {
     try await withTemporaryStore(employees: 5) { store async throws in
