@@ -24,15 +24,16 @@ enum DirectoryRequests {
     active: Bool?,
     nameContains: String
   ) throws -> EmployeeFilter {
-    if department.count > 100 {
-      throw RPCError(code: .invalidArgument, message: "department is longer than 100 characters")
-    }
-    if nameContains.count > 200 {
-      throw RPCError(
-        code: .invalidArgument,
-        message: "name_contains is longer than 200 characters"
-      )
-    }
+    try EmployeeValidation.checkLength(
+      department,
+      field: "department",
+      limit: EmployeeValidation.maximumDepartmentLength
+    )
+    try EmployeeValidation.checkLength(
+      nameContains,
+      field: "name_contains",
+      limit: EmployeeValidation.maximumNameLength
+    )
     return EmployeeFilter(department: department, active: active, nameContains: nameContains)
   }
 

@@ -2,11 +2,23 @@
 ///
 /// Each check throws `StoreError.invalidArgument` with a message that names the field.
 public enum EmployeeValidation {
+  /// The longest accepted name, in characters; also the longest `name_contains` filter.
+  public static let maximumNameLength = 200
+  /// The longest accepted department, in characters; also the longest department filter.
+  public static let maximumDepartmentLength = 100
+
   /// The longest accepted value of each text field, in characters.
   public static let maximumLengths: [(field: String, limit: Int)] = [
-    ("name", 200), ("department", 100), ("email", 254), ("phone", 50), ("address", 500),
-    ("about", 4000),
+    ("name", maximumNameLength), ("department", maximumDepartmentLength), ("email", 254),
+    ("phone", 50), ("address", 500), ("about", 4000),
   ]
+
+  /// Throws `invalidArgument` naming `field` when `value` is longer than `limit` characters.
+  public static func checkLength(_ value: String, field: String, limit: Int) throws {
+    if value.count > limit {
+      throw StoreError(.invalidArgument, "\(field) is longer than \(limit) characters")
+    }
+  }
 
   /// The canonical (lower-case) form of a guid, or nil if `text` is not a UUID.
   public static func canonicalGUID(_ text: String) -> String? {
@@ -72,8 +84,8 @@ public enum EmployeeValidation {
       employee.name, employee.department, employee.email, employee.phone, employee.address,
       employee.about,
     ]
-    for ((field, limit), value) in zip(self.maximumLengths, values) where value.count > limit {
-      throw StoreError(.invalidArgument, "\(field) is longer than \(limit) characters")
+    for ((field, limit), value) in zip(self.maximumLengths, values) {
+      try self.checkLength(value, field: field, limit: limit)
     }
     if !self.isValidDate(employee.startDate) {
       throw StoreError(.invalidArgument, "start_date '\(employee.startDate)' is not a YYYY-MM-DD date")
