@@ -23,6 +23,7 @@ public struct RosterServer: Service {
   public let health: HealthService
   private let server: GRPCServer<HTTP2ServerTransport.Posix>
   private let transport: HTTP2ServerTransport.Posix
+  private let maintenance: StoreMaintenance
   private let logger: Logger
 
   init(
@@ -30,12 +31,14 @@ public struct RosterServer: Service {
     health: HealthService,
     server: GRPCServer<HTTP2ServerTransport.Posix>,
     transport: HTTP2ServerTransport.Posix,
+    maintenance: StoreMaintenance,
     logger: Logger
   ) {
     self.store = store
     self.health = health
     self.server = server
     self.transport = transport
+    self.maintenance = maintenance
     self.logger = logger
   }
 
@@ -49,15 +52,21 @@ public struct RosterServer: Service {
     }
   }
 
-  /// Serves until graceful shutdown: health turns `NOT_SERVING` first, then the server
-  /// stops taking new calls and lets in-flight ones finish.
+  /// Serves until graceful shutdown: health turns `NOT_SERVING` first, change-feed watchers
+  /// are told to resume elsewhere, then the server stops taking new calls and lets in-flight
+  /// ones finish. Background store maintenance runs alongside and stops last.
   public func run() async throws {
-    try await withGracefulShutdownHandler {
-      try await self.server.serve()
-    } onGracefulShutdown: {
-      self.logger.info("shutting down")
-      self.health.shutDown()
-      self.server.beginGracefulShutdown()
+    try await withThrowingTaskGroup(of: Void.self) { group in
+      group.addTask { try await self.maintenance.run() }
+      try await withGracefulShutdownHandler {
+        try await self.server.serve()
+      } onGracefulShutdown: {
+        self.logger.info("shutting down")
+        self.health.shutDown()
+        self.store.closeChangeFeed()
+        self.server.beginGracefulShutdown()
+      }
+      group.cancelAll()
     }
   }
 }
@@ -66,7 +75,11 @@ public struct RosterServer: Service {
 public func buildServices(
   store: RosterStore,
   logger: Logger = Logger(label: "roster")
-) -> (services: [any RegistrableRPCService], health: HealthService) {
+) -> (
+  services: [any RegistrableRPCService],
+  interceptors: [any ServerInterceptor],
+  health: HealthService
+) {
   let health = HealthService(services: [
     "roster.v1.Directory", "roster.v1.Pictures", "roster.v1.Analytics",
   ])
@@ -76,7 +89,7 @@ public func buildServices(
     AnalyticsService(),
     health,
   ]
-  return (services, health)
+  return (services, [AuthorInterceptor()], health)
 }
 
 /// Opens (and on first start, seeds) the store, then builds the server on HTTP/2.
@@ -84,31 +97,35 @@ public func buildServer(
   config: ServerConfig,
   logger: Logger = Logger(label: "roster")
 ) async throws -> RosterServer {
-  let store = try openStore(config: config, logger: logger)
-  let (services, health) = buildServices(store: store, logger: logger)
+  let store = try await openStore(config: config, logger: logger)
+  let (services, interceptors, health) = buildServices(store: store, logger: logger)
   let address: GRPCNIOTransportCore.SocketAddress =
     config.host.contains(":")
     ? .ipv6(host: config.host, port: config.port)
     : .ipv4(host: config.host == "localhost" ? "127.0.0.1" : config.host, port: config.port)
   let transport = HTTP2ServerTransport.Posix(address: address, transportSecurity: .plaintext)
-  let server = GRPCServer(transport: transport, services: services)
+  let server = GRPCServer(transport: transport, services: services, interceptors: interceptors)
   return RosterServer(
     store: store,
     health: health,
     server: server,
     transport: transport,
+    maintenance: StoreMaintenance(store: store, config: config, logger: logger),
     logger: logger
   )
 }
 
 /// Opens the store; when the database file is new, seeds `config.seedEmployees` demo rows.
-public func openStore(config: ServerConfig, logger: Logger) throws -> RosterStore {
+public func openStore(config: ServerConfig, logger: Logger) async throws -> RosterStore {
   let isNew = !FileManager.default.fileExists(atPath: config.store.path)
   let store = try RosterStore(configuration: config.store, logger: logger)
   if isNew && config.seedEmployees > 0 {
     let started = ContinuousClock.now
-    let summary = try store.withBulkLoad {
-      try store.importEmployees(DemoData(count: config.seedEmployees).lazy.map(\.employee))
+    let summary = try await store.withBulkLoad {
+      try await store.importEmployees(
+        DemoData(count: config.seedEmployees).lazy.map(\.employee),
+        context: WriteContext(author: "seed")
+      )
     }
     logger.info(
       "seeded demo data",

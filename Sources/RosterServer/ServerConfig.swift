@@ -10,6 +10,10 @@ public struct ServerConfig: Sendable {
   public var store: StoreConfiguration
   /// Demo employees to create when the database file does not exist yet; 0 for none.
   public var seedEmployees: Int = 1000
+  /// How often the WAL is checkpointed in the background, when something was written.
+  public var checkpointInterval: Duration = .milliseconds(500)
+  /// How often the change log is pruned to its retention policy.
+  public var pruneInterval: Duration = .seconds(60)
 
   /// Creates a configuration for the database at `databasePath`.
   public init(databasePath: String = "data/roster.sqlite") {

@@ -3,7 +3,7 @@ public import Logging
 public import RosterProto
 public import RosterStore
 
-/// `roster.v1.Directory`: employees, pages, search and (later) writes and the change feed.
+/// `roster.v1.Directory`: employees, pages, search, writes and the change feed.
 ///
 /// ```swift
 /// let server = GRPCServer(transport: transport, services: [DirectoryService(store: store)])
@@ -124,64 +124,187 @@ extension DirectoryService: Roster_V1_Directory.SimpleServiceProtocol {
     }
   }
 
-  // MARK: Writes (issue #3)
+  // MARK: Writes
 
-  /// Statuses: `UNIMPLEMENTED` until the writer lands.
+  /// Creates an employee; a request without a guid gets a new one.
+  ///
+  /// Statuses: `INVALID_ARGUMENT` naming a missing or bad field (`employee.guid`, `name`,
+  /// `department`, `start_date`, `vacation_days`, or a string over its limit);
+  /// `ALREADY_EXISTS` for a taken guid; `RESOURCE_EXHAUSTED` when the writer is overloaded.
   public func createEmployee(
     request: Roster_V1_CreateEmployeeRequest,
     context: ServerContext
   ) async throws -> Roster_V1_Employee {
-    throw unimplemented("roster.v1.Directory/CreateEmployee")
+    let employee = try DirectoryRequests.newEmployee(request.employee)
+    return try await withStatusMapping("CreateEmployee", logger: self.logger) {
+      let created = try await self.store.createEmployee(
+        employee,
+        context: RequestAuthor.writeContext
+      )
+      return Roster_V1_Employee(created, mask: .written)
+    }
   }
 
-  /// Statuses: `UNIMPLEMENTED` until the writer lands.
+  /// Changes the fields named by `update_mask` (or, with no mask, the fields the message
+  /// sets) on the employee `employee.guid`.
+  ///
+  /// Statuses: `INVALID_ARGUMENT` for a bad guid, an unknown or immutable path, or a bad
+  /// value; `NOT_FOUND` for an unknown guid; `RESOURCE_EXHAUSTED` when the writer is
+  /// overloaded.
   public func updateEmployee(
     request: Roster_V1_UpdateEmployeeRequest,
     context: ServerContext
   ) async throws -> Roster_V1_Employee {
-    throw unimplemented("roster.v1.Directory/UpdateEmployee")
+    let guid = try DirectoryRequests.guid(request.employee.guid, field: "employee.guid")
+    let changes = try DirectoryRequests.changes(
+      request.employee,
+      mask: request.hasUpdateMask ? request.updateMask : nil
+    )
+    return try await withStatusMapping("UpdateEmployee", logger: self.logger) {
+      let updated = try await self.store.updateEmployee(
+        guid: guid,
+        changes: changes,
+        context: RequestAuthor.writeContext
+      )
+      return Roster_V1_Employee(updated, mask: .written)
+    }
   }
 
-  /// Statuses: `UNIMPLEMENTED` until the writer lands.
+  /// Deletes an employee, with their thumbnail.
+  ///
+  /// Statuses: `INVALID_ARGUMENT` for a missing or malformed guid; `NOT_FOUND` for an
+  /// unknown one.
   public func deleteEmployee(
     request: Roster_V1_DeleteEmployeeRequest,
     context: ServerContext
   ) async throws -> Roster_V1_DeleteEmployeeResponse {
-    throw unimplemented("roster.v1.Directory/DeleteEmployee")
+    let guid = try DirectoryRequests.guid(request.guid)
+    return try await withStatusMapping("DeleteEmployee", logger: self.logger) {
+      try await self.store.deleteEmployee(guid: guid, context: RequestAuthor.writeContext)
+      return Roster_V1_DeleteEmployeeResponse()
+    }
   }
 
-  /// Statuses: `UNIMPLEMENTED` until the writer lands.
+  /// Merges a stream of employees by guid, committing in large chunks as rows arrive.
+  ///
+  /// Bad rows are reported in `rejected` with their index in the whole stream, and never
+  /// stop good ones. A new guid needs `name`, `department` and `start_date`.
+  /// Statuses: `OK` with the counts; `CANCELLED` if the client goes away (chunks already
+  /// committed stay); `RESOURCE_EXHAUSTED` when the writer is overloaded.
   public func upsertEmployees(
     request: RPCAsyncSequence<Roster_V1_UpsertEmployeesRequest, any Error>,
     context: ServerContext
   ) async throws -> Roster_V1_UpsertEmployeesResponse {
-    throw unimplemented("roster.v1.Directory/UpsertEmployees")
+    try await withStatusMapping("UpsertEmployees", logger: self.logger) {
+      let rows = request.map { message in
+        message.employees.map {
+          UpsertRow(guid: $0.guid, changes: DirectoryRequests.presentFields($0))
+        }
+      }
+      let summary = try await self.store.upsertEmployees(
+        rows,
+        context: RequestAuthor.writeContext
+      )
+      return .with {
+        $0.inserted = Int64(summary.inserted)
+        $0.updated = Int64(summary.updated)
+        $0.rejected = summary.rejected.map { rejection in
+          .with {
+            $0.index = Int64(rejection.index)
+            $0.reason = rejection.reason
+          }
+        }
+      }
+    }
   }
 
-  /// Statuses: `UNIMPLEMENTED` until the writer lands.
+  /// Sets `active`, `department` or `vacation_days` on every employee matching the filter,
+  /// in one transaction.
+  ///
+  /// Statuses: `INVALID_ARGUMENT` for no filter without `all`, no `set_*` value, or a bad
+  /// value.
   public func batchUpdateEmployees(
     request: Roster_V1_BatchUpdateEmployeesRequest,
     context: ServerContext
   ) async throws -> Roster_V1_BatchUpdateEmployeesResponse {
-    throw unimplemented("roster.v1.Directory/BatchUpdateEmployees")
+    let filter = try DirectoryRequests.batchFilter(
+      department: request.department,
+      active: request.hasActive ? request.active : nil,
+      nameContains: request.nameContains,
+      all: request.all,
+      verb: "update"
+    )
+    var changes = EmployeeChanges()
+    if request.hasSetActive { changes.active = request.setActive }
+    if request.hasSetDepartment { changes.department = request.setDepartment }
+    if request.hasSetVacationDays { changes.vacationDays = Int(request.setVacationDays) }
+    return try await withStatusMapping("BatchUpdateEmployees", logger: self.logger) {
+      let affected = try await self.store.batchUpdateEmployees(
+        filter: filter,
+        changes: changes,
+        context: RequestAuthor.writeContext
+      )
+      return .with { $0.affected = Int64(affected) }
+    }
   }
 
-  /// Statuses: `UNIMPLEMENTED` until the writer lands.
+  /// Deletes up to `limit` employees matching the filter, a few hundred per transaction.
+  ///
+  /// Statuses: `INVALID_ARGUMENT` for no filter without `all`, or a negative `limit`.
   public func deleteEmployees(
     request: Roster_V1_DeleteEmployeesRequest,
     context: ServerContext
   ) async throws -> Roster_V1_DeleteEmployeesResponse {
-    throw unimplemented("roster.v1.Directory/DeleteEmployees")
+    let filter = try DirectoryRequests.batchFilter(
+      department: request.department,
+      active: request.hasActive ? request.active : nil,
+      nameContains: request.nameContains,
+      all: request.all,
+      verb: "delete"
+    )
+    let limit = try DirectoryRequests.deleteLimit(request.limit)
+    return try await withStatusMapping("DeleteEmployees", logger: self.logger) {
+      let (deleted, more) = try await self.store.deleteEmployees(
+        filter: filter,
+        limit: limit,
+        context: RequestAuthor.writeContext
+      )
+      return .with {
+        $0.deleted = Int64(deleted)
+        $0.more = more
+      }
+    }
   }
 
-  /// Statuses: `UNIMPLEMENTED` until the change feed lands.
+  /// Replays the changes after `after_token`, then streams new ones as they commit.
+  ///
+  /// Each watcher reads the log at its own pace, so a slow one never holds up writers or
+  /// other watchers, and no read transaction is held between messages.
+  /// Statuses: `INVALID_ARGUMENT` for a malformed token; `OUT_OF_RANGE` for a token older
+  /// than the retention window or past the end of the log (resync, then watch from now);
+  /// `UNAVAILABLE` when the server shuts down (resume from the last token).
   public func watchChanges(
     request: Roster_V1_WatchChangesRequest,
     response: RPCWriter<Roster_V1_ChangeEvent>,
     context: ServerContext
   ) async throws {
-    throw unimplemented("roster.v1.Directory/WatchChanges")
+    var last = try DirectoryRequests.changeToken(request.afterToken, now: self.store.latestChange)
+    try await withStatusMapping("WatchChanges", logger: self.logger) {
+      while true {
+        try Task.checkCancellation()
+        let changes = try self.store.changes(after: last, limit: Self.watchPage)
+        if let newest = changes.last {
+          try await response.write(contentsOf: changes.map(Roster_V1_ChangeEvent.init))
+          last = newest.sequence
+          if changes.count == Self.watchPage { continue }
+        }
+        _ = try await self.store.waitForChanges(after: last)
+      }
+    }
   }
+
+  /// Changes read per page while a watcher replays or catches up.
+  private static let watchPage = 256
 
   // MARK: Helpers
 

@@ -12,6 +12,12 @@ struct EmployeeReadMask: Equatable {
   var pictureEtag: Bool
 
   static let all = EmployeeReadMask(fields: .all, hasPicture: true, pictureEtag: true)
+  /// What a write returns: everything but the thumbnail, which writes never change.
+  static let written = EmployeeReadMask(
+    fields: .allButThumbnail,
+    hasPicture: true,
+    pictureEtag: true
+  )
 
   private static let paths: [String: EmployeeFields] = [
     "guid": .guid, "name": .name, "department": .department, "email": .email, "phone": .phone,
@@ -75,10 +81,38 @@ extension Roster_V1_Employee {
     if mask.pictureEtag { self.pictureEtag = employee.pictureEtag ?? "" }
     if fields.contains(.salesCount) { self.salesCount = employee.salesCount }
     if fields.contains(.updateTime) {
-      self.updateTime = Google_Protobuf_Timestamp(
-        seconds: employee.updateTimeMillis / 1000,
-        nanos: Int32(employee.updateTimeMillis % 1000) * 1_000_000
-      )
+      self.updateTime = Google_Protobuf_Timestamp(millis: employee.updateTimeMillis)
     }
+  }
+}
+
+extension Roster_V1_ChangeEvent {
+  /// The proto form of a change-log row; its token is the row's sequence number.
+  init(_ change: Change) {
+    self.init()
+    self.token = String(change.sequence)
+    self.entity =
+      switch change.entity {
+      case .employee: .employee
+      case .picture: .picture
+      case .sale: .sale
+      }
+    self.guid = change.guid
+    self.kind =
+      switch change.kind {
+      case .inserted: .inserted
+      case .updated: .updated
+      case .deleted: .deleted
+      }
+    self.fields = change.fields
+    self.author = change.author
+    self.updateTime = Google_Protobuf_Timestamp(millis: change.timeMillis)
+  }
+}
+
+extension Google_Protobuf_Timestamp {
+  /// A timestamp from the store's milliseconds since 1970.
+  init(millis: Int64) {
+    self.init(seconds: millis / 1000, nanos: Int32(millis % 1000) * 1_000_000)
   }
 }

@@ -12,6 +12,7 @@ extension StoreError: RPCErrorConvertible {
     case .invalidArgument: .invalidArgument
     case .outOfRange: .outOfRange
     case .resourceExhausted: .resourceExhausted
+    case .unavailable: .unavailable
     default: .internalError
     }
   }

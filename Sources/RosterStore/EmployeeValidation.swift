@@ -74,25 +74,7 @@ public enum EmployeeValidation {
       throw StoreError(.invalidArgument, "guid '\(employee.guid)' is not a UUID")
     }
     employee.guid = guid
-    if employee.name.allSatisfy(\.isWhitespace) {
-      throw StoreError(.invalidArgument, "name must not be empty")
-    }
-    if employee.department.allSatisfy(\.isWhitespace) {
-      throw StoreError(.invalidArgument, "department must not be empty")
-    }
-    let values = [
-      employee.name, employee.department, employee.email, employee.phone, employee.address,
-      employee.about,
-    ]
-    for ((field, limit), value) in zip(self.maximumLengths, values) {
-      try self.checkLength(value, field: field, limit: limit)
-    }
-    if !self.isValidDate(employee.startDate) {
-      throw StoreError(.invalidArgument, "start_date '\(employee.startDate)' is not a YYYY-MM-DD date")
-    }
-    if employee.vacationDays < 0 {
-      throw StoreError(.invalidArgument, "vacation_days must not be negative")
-    }
+    try self.validate(EmployeeChanges(setting: employee))
     return employee
   }
 }

@@ -13,11 +13,11 @@ extension RosterStore {
   /// store rebuilds it.
   ///
   /// - Throws: the error of `body`, or of the rebuild.
-  public func withBulkLoad<T>(_ body: () throws -> T) throws -> T {
-    guard try self.beginBulkLoad() else { return try body() }
+  public func withBulkLoad<T>(_ body: () async throws -> T) async throws -> T {
+    guard try self.beginBulkLoad() else { return try await body() }
     let result: T
     do {
-      result = try body()
+      result = try await body()
     } catch {
       try self.finishBulkLoad()
       throw error

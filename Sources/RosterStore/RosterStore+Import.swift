@@ -1,12 +1,18 @@
 internal import Foundation
 internal import GRDB
 
-/// What a bulk import did.
+/// What a bulk upsert or import did. `inserted + updated + rejected.count` is the number of
+/// rows it was given.
 public struct ImportSummary: Sendable, Hashable {
-  /// Rows written (inserted, or merged into an existing guid).
-  public var imported: Int = 0
+  /// New guids inserted.
+  public var inserted: Int = 0
+  /// Existing guids merged (rows whose values were already equal count here too).
+  public var updated: Int = 0
   /// Rows refused, with their zero-based index in the input and the reason.
   public var rejected: [Rejected] = []
+
+  /// Rows written: inserted plus updated.
+  public var imported: Int { self.inserted + self.updated }
 
   /// Creates an empty summary.
   public init() {}
@@ -18,67 +24,178 @@ public struct ImportSummary: Sendable, Hashable {
     /// Why, naming the field.
     public var reason: String
   }
+
+  mutating func merge(_ other: ImportSummary) {
+    self.inserted += other.inserted
+    self.updated += other.updated
+    self.rejected += other.rejected
+  }
+}
+
+/// One row of a bulk upsert: a guid, and the fields the row sets.
+public struct UpsertRow: Sendable, Hashable {
+  /// The guid to merge on.
+  public var guid: String
+  /// The fields this row sets; the others keep their stored values (or defaults, when new).
+  public var changes: EmployeeChanges
+
+  /// Creates a row.
+  public init(guid: String, changes: EmployeeChanges) {
+    self.guid = guid
+    self.changes = changes
+  }
 }
 
 extension RosterStore {
-  // MARK: Bulk import
+  // MARK: Bulk upsert
 
-  /// Rows per import transaction: large enough to amortise the commit, small enough to bound
-  /// memory and the time the writer is held.
-  public static let importBatchSize = 20_000
-
-  /// Imports employees through one prepared statement, one transaction per batch.
+  /// Merges rows by guid, as they arrive, in chunks of `writer.bulkChunkRows` rows.
   ///
-  /// Rows are merged by guid: an existing guid gets the imported values. Invalid rows are
-  /// reported and skipped; they never stop the valid ones.
-  public func importEmployees(_ employees: some Sequence<Employee>) throws -> ImportSummary {
-    var summary = ImportSummary()
-    var batch: [Employee] = []
-    batch.reserveCapacity(Self.importBatchSize)
-    var index = 0
-    let now = Int64(Date().timeIntervalSince1970 * 1000)
-    for employee in employees {
-      defer { index += 1 }
-      do {
-        batch.append(try EmployeeValidation.validated(employee))
-      } catch let error as StoreError {
-        summary.rejected.append(.init(index: index, reason: error.message))
-        continue
+  /// A new guid is inserted, and must carry name, department and start date. An existing guid
+  /// gets the fields its row sets. Bad rows are reported with their index and skipped; they
+  /// never stop the good ones. Each chunk is one bulk request to the writer, and while one
+  /// chunk commits the next one fills, so memory holds at most two chunks however long the
+  /// input is.
+  public func upsertEmployees<Rows: AsyncSequence>(
+    _ messages: Rows,
+    context: WriteContext = WriteContext(),
+    chunkRows: Int? = nil
+  ) async throws -> ImportSummary where Rows.Element == [UpsertRow] {
+    let chunkRows = max(1, chunkRows ?? self.configuration.writer.bulkChunkRows)
+    return try await withThrowingTaskGroup(of: ImportSummary.self) { group in
+      var summary = ImportSummary()
+      var chunk: [(index: Int, row: UpsertRow)] = []
+      chunk.reserveCapacity(chunkRows)
+      var index = 0
+      var inFlight = 0
+      func send() async throws {
+        if inFlight > 0, let done = try await group.next() {
+          summary.merge(done)
+          inFlight -= 1
+        }
+        let rows = chunk
+        chunk.removeAll(keepingCapacity: true)
+        group.addTask { try await self.upsertChunk(rows, context: context) }
+        inFlight += 1
       }
-      if batch.count == Self.importBatchSize {
-        summary.imported += try self.insertBatch(batch, now: now)
-        batch.removeAll(keepingCapacity: true)
+      for try await message in messages {
+        for row in message {
+          defer { index += 1 }
+          do {
+            var row = row
+            guard let guid = EmployeeValidation.canonicalGUID(row.guid) else {
+              throw StoreError(.invalidArgument, "guid '\(row.guid)' is not a UUID")
+            }
+            row.guid = guid
+            try EmployeeValidation.validate(row.changes)
+            chunk.append((index, row))
+          } catch let error as StoreError {
+            summary.rejected.append(.init(index: index, reason: error.message))
+          }
+          if chunk.count == chunkRows { try await send() }
+        }
       }
+      if !chunk.isEmpty { try await send() }
+      for try await done in group { summary.merge(done) }
+      summary.rejected.sort { $0.index < $1.index }
+      return summary
     }
-    if !batch.isEmpty {
-      summary.imported += try self.insertBatch(batch, now: now)
-    }
-    return summary
   }
 
-  private func insertBatch(_ batch: [Employee], now: Int64) throws -> Int {
-    try self.write { db in
-      let statement = try db.cachedStatement(
-        sql: """
-          INSERT INTO employees (guid, name, name_folded, department, email, phone, address,
-            about, active, start_date, vacation_days, update_time)
-          VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-          ON CONFLICT(guid) DO UPDATE SET
-            name = excluded.name, name_folded = excluded.name_folded,
-            department = excluded.department, email = excluded.email, phone = excluded.phone,
-            address = excluded.address, about = excluded.about, active = excluded.active,
-            start_date = excluded.start_date, vacation_days = excluded.vacation_days,
-            update_time = excluded.update_time
-          """
-      )
-      for employee in batch {
-        try statement.execute(arguments: [
-          employee.guid, employee.name, TextFolding.fold(employee.name), employee.department,
-          employee.email, employee.phone, employee.address, employee.about, employee.active,
-          employee.startDate, employee.vacationDays, now,
-        ])
+  /// Imports complete employees (the seed format), merged by guid; a thin wrapper over
+  /// `upsertEmployees` for the CLI and first-start seeding.
+  public func importEmployees(
+    _ employees: some Sequence<Employee>,
+    context: WriteContext = WriteContext(author: "import"),
+    chunkRows: Int = 20_000
+  ) async throws -> ImportSummary {
+    let rows = employees.lazy.map { UpsertRow(guid: $0.guid, changes: EmployeeChanges(setting: $0)) }
+    let messages = ChunkedSequence(base: rows, size: 1_000)
+    return try await self.upsertEmployees(messages, context: context, chunkRows: chunkRows)
+  }
+
+  /// Writes one chunk of validated rows in one bulk request to the writer.
+  private func upsertChunk(
+    _ rows: [(index: Int, row: UpsertRow)],
+    context: WriteContext
+  ) async throws -> ImportSummary {
+    try await self.submit(bulk: true) { db in
+      var summary = ImportSummary()
+      let now = Self.nowMillis()
+      for (index, row) in rows {
+        if let old = try Self.fetchEmployee(db, guid: row.guid, fields: .editable) {
+          summary.updated += 1
+          let new = row.changes.applied(to: old)
+          let paths = EmployeeChanges.differences(old, new)
+          if paths.isEmpty { continue }
+          try Self.update(db, id: old.id, to: new, paths: paths, now: now)
+          try Self.record(
+            db,
+            entity: .employee,
+            guid: row.guid,
+            kind: .updated,
+            fields: paths,
+            context: context,
+            timeMillis: now
+          )
+        } else {
+          let changes = row.changes
+          guard let name = changes.name, let department = changes.department,
+            let startDate = changes.startDate
+          else {
+            let missing = changes.name == nil ? "name" : changes.department == nil
+              ? "department" : "start_date"
+            summary.rejected.append(
+              .init(index: index, reason: "\(missing) is required for a new employee")
+            )
+            continue
+          }
+          var employee = Employee()
+          employee.guid = row.guid
+          employee.name = name
+          employee.department = department
+          employee.startDate = startDate
+          employee.active = true
+          employee = changes.applied(to: employee)
+          try Self.insert(db, employee, now: now)
+          try Self.record(
+            db,
+            entity: .employee,
+            guid: row.guid,
+            kind: .inserted,
+            context: context,
+            timeMillis: now
+          )
+          summary.inserted += 1
+        }
       }
-      return batch.count
+      return summary
     }
+  }
+}
+
+/// Groups a synchronous sequence into arrays of `size`, as an async sequence: the shape
+/// `upsertEmployees` takes, for callers that read a file rather than a stream.
+struct ChunkedSequence<Base: Sequence>: AsyncSequence {
+  typealias Element = [Base.Element]
+  let base: Base
+  let size: Int
+
+  struct AsyncIterator: AsyncIteratorProtocol {
+    var iterator: Base.Iterator
+    let size: Int
+
+    mutating func next() async -> [Base.Element]? {
+      var chunk: [Base.Element] = []
+      chunk.reserveCapacity(self.size)
+      while chunk.count < self.size, let element = self.iterator.next() {
+        chunk.append(element)
+      }
+      return chunk.isEmpty ? nil : chunk
+    }
+  }
+
+  func makeAsyncIterator() -> AsyncIterator {
+    AsyncIterator(iterator: self.base.makeIterator(), size: self.size)
   }
 }

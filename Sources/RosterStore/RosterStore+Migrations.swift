@@ -13,8 +13,34 @@ extension RosterStore {
       // leave the database without its indexes.
       try db.execute(sql: "CREATE TABLE bulk_load_pending (sql TEXT NOT NULL)")
     }
+    migrator.registerMigration("v3: change log") { db in
+      try db.execute(sql: Self.changeLogSchema)
+    }
     return migrator
   }
+
+  private static let changeLogSchema = """
+    -- The persistent history WatchChanges replays and tails. Rows are written in the same
+    -- transaction as the change they record. AUTOINCREMENT keeps sequence numbers strictly
+    -- increasing and never reused, even after pruning deletes the newest rows' predecessors.
+    CREATE TABLE change_log (
+      seq    INTEGER PRIMARY KEY AUTOINCREMENT,
+      entity INTEGER NOT NULL,
+      guid   TEXT    NOT NULL,
+      kind   INTEGER NOT NULL,
+      fields TEXT    NOT NULL DEFAULT '',
+      author TEXT    NOT NULL DEFAULT '',
+      time   INTEGER NOT NULL
+    );
+    CREATE INDEX change_log_by_time ON change_log(time);
+
+    -- The newest sequence number pruning has removed: a token before it cannot be resumed.
+    CREATE TABLE change_log_state (
+      id            INTEGER PRIMARY KEY CHECK (id = 1),
+      pruned_through INTEGER NOT NULL
+    );
+    INSERT INTO change_log_state (id, pruned_through) VALUES (1, 0);
+    """
 
   private static let employeesSchema = """
     CREATE TABLE employees (

@@ -84,7 +84,7 @@ extension RosterStore {
     }
   }
 
-  private static func fetchEmployee(
+  static func fetchEmployee(
     _ db: Database,
     guid: String,
     fields: EmployeeFields

@@ -13,6 +13,11 @@ public import Logging
 /// ```
 public struct RosterStore: Sendable {
   let pool: DatabasePool
+  let writer: WriteCoalescer
+  let feed: ChangeFeed
+  /// A connection of its own for WAL checkpoints, so they never wait in the writer's queue
+  /// nor hold up a commit.
+  let checkpointer: DatabaseQueue
   /// The configuration the store was opened with.
   public let configuration: StoreConfiguration
 
@@ -24,11 +29,24 @@ public struct RosterStore: Sendable {
     self.configuration = configuration
     let directory = URL(fileURLWithPath: configuration.path).deletingLastPathComponent()
     try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-    self.pool = try DatabasePool(
+    let pool = try DatabasePool(
       path: configuration.path,
       configuration: Self.grdbConfiguration(configuration, logger: logger)
     )
-    try Self.migrator.migrate(self.pool)
+    try Self.migrator.migrate(pool)
+    let feed = ChangeFeed(latest: try pool.read(Self.lastSequence))
+    self.pool = pool
+    self.feed = feed
+    var checkpointConfiguration = Configuration()
+    checkpointConfiguration.busyMode = .timeout(configuration.busyTimeoutSeconds)
+    checkpointConfiguration.label = "roster.checkpoint"
+    self.checkpointer = try DatabaseQueue(
+      path: configuration.path,
+      configuration: checkpointConfiguration
+    )
+    self.writer = WriteCoalescer(pool: pool, configuration: configuration.writer) { db in
+      if let latest = try? Self.lastSequence(db) { feed.publish(latest) }
+    }
     // A bulk load that died before rebuilding its indexes left their DDL behind.
     try self.finishBulkLoad()
   }
@@ -51,6 +69,8 @@ public struct RosterStore: Sendable {
           PRAGMA journal_size_limit = \(settings.journalSizeLimit);
           PRAGMA busy_timeout = \(Int(settings.busyTimeoutSeconds * 1000));
           PRAGMA temp_store = MEMORY;
+          PRAGMA synchronous = \(settings.synchronous.rawValue.uppercased());
+          PRAGMA wal_autocheckpoint = \(settings.walAutoCheckpointPages);
           """
       )
       if sqlDebug {
@@ -86,9 +106,38 @@ public struct RosterStore: Sendable {
     try self.pool.unsafeRead(body)
   }
 
-  /// Runs `body` in one write transaction on the writer connection.
+  /// Runs `body` in one write transaction on the writer connection, bypassing the
+  /// coalescing writer: for schema work (bulk-load index rebuilds) and maintenance only.
+  /// Every data write goes through `submit`.
   func write<T>(_ body: (Database) throws -> T) throws -> T {
     try self.pool.write(body)
+  }
+
+  /// Runs `body` through the coalescing writer, inside its own savepoint of a shared
+  /// transaction, and returns after the commit. See `WriteCoalescer`.
+  func submit<T: Sendable>(
+    bulk: Bool = false,
+    _ body: @escaping @Sendable (Database) throws -> T
+  ) async throws -> T {
+    try await self.writer.submit(bulk: bulk, body)
+  }
+
+  /// The writer's counters: commits, writes, the largest shared transaction.
+  public var writerStatistics: WriterStatistics {
+    self.writer.statistics
+  }
+
+  /// Copies committed WAL pages into the database file (a PASSIVE checkpoint) on a
+  /// connection of its own, off the request path. It never blocks writers or readers; pages
+  /// a reader still needs stay in the WAL until a later checkpoint.
+  ///
+  /// - Returns: the WAL's size in pages, and how many of them are now in the database file.
+  @discardableResult
+  public func checkpoint() async throws -> (walPages: Int, checkpointed: Int) {
+    try await self.checkpointer.writeWithoutTransaction { db in
+      let row = try Row.fetchOne(db, sql: "PRAGMA wal_checkpoint(PASSIVE)")
+      return (row?[1] ?? 0, row?[2] ?? 0)
+    }
   }
 
   /// The value of a PRAGMA on a reader connection, for checks and diagnostics.

@@ -14,15 +14,70 @@ public struct StoreConfiguration: Sendable {
   public var mmapSize: Int = 256 * 1024 * 1024
   /// Size the WAL is truncated back to after a checkpoint (`PRAGMA journal_size_limit`).
   public var journalSizeLimit: Int = 64 * 1024 * 1024
+  /// WAL pages after which a commit checkpoints by itself (`PRAGMA wal_autocheckpoint`).
+  ///
+  /// Large on purpose: the server's background checkpointer keeps the WAL short, off the
+  /// request path, and this is only the backstop when nothing else checkpoints (offline loads).
+  public var walAutoCheckpointPages: Int = 16_384
   /// How long a connection waits on a lock before failing, in seconds.
   public var busyTimeoutSeconds: Double = 5
   /// The most reader connections open at once.
   public var maximumReaderCount: Int = 8
   /// Logs every statement with its duration when true (the SQLDebug of Core Data).
   public var sqlDebug: Bool = false
+  /// How hard a commit waits for the disk. `.full`, the default, survives power loss.
+  public var synchronous: Synchronous = .full
+  /// How the single writer groups requests into transactions.
+  public var writer: WriterConfiguration = WriterConfiguration()
+  /// How long the change log keeps its history.
+  public var changeLogRetention: ChangeLogRetention = ChangeLogRetention()
 
   /// Creates a configuration for the database at `path`.
   public init(path: String) {
     self.path = path
+  }
+
+  /// `PRAGMA synchronous`: when a commit is acknowledged relative to the disk.
+  public enum Synchronous: String, Sendable, CaseIterable {
+    /// No fsync: a crash of the OS or a power loss can lose acknowledged writes.
+    case off
+    /// fsync at checkpoints only: survives a process crash, not a power loss.
+    case normal
+    /// fsync of the WAL at every commit: survives a power loss.
+    case full
+  }
+}
+
+/// How the single writer groups write requests into transactions (group commit).
+public struct WriterConfiguration: Sendable {
+  /// Whether concurrent requests share a transaction. When false every request commits
+  /// alone: the baseline the coalescing benchmark compares against.
+  public var coalesces: Bool = true
+  /// How long the writer waits for more requests before it starts a transaction that is not
+  /// yet full. Requests that arrive while a commit is in flight always join the next one.
+  public var window: Duration = .milliseconds(1)
+  /// The most requests that share one transaction, so no batch holds the writer for long.
+  public var maximumBatch: Int = 256
+  /// The most requests waiting for the writer; more are refused with `resourceExhausted`.
+  public var maximumPending: Int = 16_384
+  /// Rows per chunk of a bulk upsert. Each chunk is one request to the writer: big enough to
+  /// amortise a commit, small enough that an interactive write never waits long behind it.
+  public var bulkChunkRows: Int = 2_000
+
+  /// Creates the default writer configuration.
+  public init() {}
+}
+
+/// How long the change log keeps history; whichever limit is reached first prunes.
+public struct ChangeLogRetention: Sendable {
+  /// Changes older than this are pruned.
+  public var maximumAge: Duration = .seconds(7 * 24 * 3600)
+  /// At most this many of the newest changes are kept.
+  public var maximumRows: Int = 2_000_000
+
+  /// Creates a retention policy.
+  public init(maximumAge: Duration = .seconds(7 * 24 * 3600), maximumRows: Int = 2_000_000) {
+    self.maximumAge = maximumAge
+    self.maximumRows = maximumRows
   }
 }

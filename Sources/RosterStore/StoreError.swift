@@ -10,6 +10,7 @@ public struct StoreError: Error, Hashable, Sendable, CustomStringConvertible {
       case invalidArgument
       case outOfRange
       case resourceExhausted
+      case unavailable
     }
 
     private let wrapped: Wrapped
@@ -25,6 +26,8 @@ public struct StoreError: Error, Hashable, Sendable, CustomStringConvertible {
     public static let outOfRange = Code(.outOfRange)
     /// A size or count beyond a configured limit.
     public static let resourceExhausted = Code(.resourceExhausted)
+    /// The store cannot serve this now (shutting down); retrying later may succeed.
+    public static let unavailable = Code(.unavailable)
 
     public var description: String { String(describing: self.wrapped) }
   }

@@ -2,8 +2,8 @@ import ArgumentParser
 import Foundation
 import RosterStore
 
-/// `roster import`: loads a seed.json file into the database, in large batches.
-struct Import: ParsableCommand {
+/// `roster import`: loads a seed.json file into the database, offline, in large batches.
+struct Import: AsyncParsableCommand {
   static let configuration = CommandConfiguration(
     abstract: "Load a seed.json file into the database (merging by guid)."
   )
@@ -14,27 +14,25 @@ struct Import: ParsableCommand {
   @Option(help: "SQLite database path (env ROSTER_DB).")
   var db: String = ProcessInfo.processInfo.environment["ROSTER_DB"] ?? "data/roster.sqlite"
 
-  func run() throws {
+  @Option(help: "Rows per transaction.")
+  var chunkRows: Int = 20_000
+
+  @Option(help: "The author recorded in the change log.")
+  var author: String = "import"
+
+  func validate() throws {
+    if self.chunkRows < 1 { throw ValidationError("--chunk-rows must be at least 1") }
+  }
+
+  func run() async throws {
     let store = try RosterStore(configuration: StoreConfiguration(path: self.db))
     let started = ContinuousClock.now
-    var records: [Employee] = []
-    records.reserveCapacity(RosterStore.importBatchSize)
-    var summary = ImportSummary()
-    var offset = 0
-    func flush() throws {
-      var part = try store.importEmployees(records)
-      for index in part.rejected.indices { part.rejected[index].index += offset }
-      summary.imported += part.imported
-      summary.rejected += part.rejected
-      offset += records.count
-      records.removeAll(keepingCapacity: true)
-    }
-    try store.withBulkLoad {
-      try SeedFile.read(self.file) { record in
-        records.append(record.employee)
-        if records.count == RosterStore.importBatchSize { try flush() }
-      }
-      try flush()
+    let summary = try await store.withBulkLoad {
+      try await store.upsertEmployees(
+        try SeedFile.batches(self.file),
+        context: WriteContext(author: self.author),
+        chunkRows: self.chunkRows
+      )
     }
     let elapsed = ContinuousClock.now - started
     let seconds = Double(elapsed.components.seconds)
@@ -42,6 +40,7 @@ struct Import: ParsableCommand {
     print(
       "imported \(summary.imported) employees in \(String(format: "%.2f", seconds)) s "
         + "(\(Int(Double(summary.imported) / max(seconds, 1e-9))) rows/s), "
+        + "inserted \(summary.inserted), updated \(summary.updated), "
         + "rejected \(summary.rejected.count)"
     )
     for rejection in summary.rejected.prefix(20) {

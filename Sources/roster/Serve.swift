@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import Logging
 import RosterServer
+import RosterStore
 import ServiceLifecycle
 
 /// `roster serve`: runs the gRPC server on the embedded database.
@@ -31,12 +32,50 @@ struct Serve: AsyncParsableCommand {
   @Flag(help: "Log every SQL statement with its duration.")
   var sqlDebug = false
 
+  @Option(
+    help: "PRAGMA synchronous: full (survives power loss), normal or off.",
+    transform: { text in
+      guard let value = StoreConfiguration.Synchronous(rawValue: text.lowercased()) else {
+        throw ValidationError("--synchronous must be full, normal or off")
+      }
+      return value
+    }
+  )
+  var synchronous: StoreConfiguration.Synchronous = .full
+
+  @Flag(
+    inversion: .prefixedNo,
+    help: "Group concurrent writes into shared transactions (--no-coalesce: one commit each)."
+  )
+  var coalesce = true
+
+  @Option(help: "Microseconds the writer waits for more writes before a commit.")
+  var commitWindowUs: Int = 1000
+
+  @Option(help: "The most writes that share one transaction.")
+  var maxWriteBatch: Int = 256
+
+  @Option(help: "Hours of history the change log keeps.")
+  var changeLogMaxAgeHours: Int = 7 * 24
+
+  @Option(help: "The most changes the change log keeps.")
+  var changeLogMaxRows: Int = 2_000_000
+
   func validate() throws {
     guard (0...65535).contains(self.port) else {
       throw ValidationError("--port must be between 0 and 65535")
     }
     guard self.seedEmployees >= 0 else {
       throw ValidationError("--seed-employees must not be negative")
+    }
+    guard self.commitWindowUs >= 0 else {
+      throw ValidationError("--commit-window-us must not be negative")
+    }
+    guard self.maxWriteBatch >= 1 else {
+      throw ValidationError("--max-write-batch must be at least 1")
+    }
+    guard self.changeLogMaxAgeHours >= 1, self.changeLogMaxRows >= 1 else {
+      throw ValidationError("--change-log-max-age-hours and --change-log-max-rows must be positive")
     }
   }
 
@@ -50,6 +89,14 @@ struct Serve: AsyncParsableCommand {
     config.store.cacheSizeKiB = self.cacheSizeKib
     config.store.mmapSize = self.mmapSize
     config.store.sqlDebug = self.sqlDebug
+    config.store.synchronous = self.synchronous
+    config.store.writer.coalesces = self.coalesce
+    config.store.writer.window = .microseconds(self.commitWindowUs)
+    config.store.writer.maximumBatch = self.maxWriteBatch
+    config.store.changeLogRetention = ChangeLogRetention(
+      maximumAge: .seconds(self.changeLogMaxAgeHours * 3600),
+      maximumRows: self.changeLogMaxRows
+    )
 
     let app = try await buildServer(config: config, logger: logger)
     let group = ServiceGroup(

@@ -19,7 +19,7 @@ struct ServeEndToEndTests {
 
     try await withGRPCClient(
       transport: .http2NIOPosix(
-        target: .ipv4(host: "127.0.0.1", port: server.port),
+        target: .ipv4(address: "127.0.0.1", port: server.port),
         transportSecurity: .plaintext
       )
     ) { client in
@@ -62,7 +62,7 @@ struct ServeEndToEndTests {
       let server = try await RosterProcess.serve(arguments: arguments)
       let count = try await withGRPCClient(
         transport: .http2NIOPosix(
-          target: .ipv4(host: "127.0.0.1", port: server.port),
+          target: .ipv4(address: "127.0.0.1", port: server.port),
           transportSecurity: .plaintext
         )
       ) { client in

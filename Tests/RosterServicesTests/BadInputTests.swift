@@ -20,6 +20,19 @@ struct BadInputTests {
   }
 
   static let unknownGUID = "0a0a0a0a-0000-4000-8000-000000000000"
+  /// The first of the 30 demo employees every case starts with.
+  static let existingGUID = DemoData(count: 1).first { _ in true }!.employee.guid
+
+  /// A valid CreateEmployee payload, changed by `edit`.
+  static func newEmployee(_ edit: (inout Roster_V1_Employee) -> Void) -> Roster_V1_Employee {
+    var employee = Roster_V1_Employee.with {
+      $0.name = "Ada Valid"
+      $0.department = "Engineering"
+      $0.startDate = "2021-03-01"
+    }
+    edit(&employee)
+    return employee
+  }
 
   static let cases: [Case] = [
     Case(name: "negative page_size", code: .invalidArgument, mentioning: "page_size") {
@@ -107,11 +120,121 @@ struct BadInputTests {
     Case(name: "batch get with a malformed guid", code: .invalidArgument, mentioning: "guids") {
       _ = try await $0.batchGetEmployees(.with { $0.guids = [unknownGUID, "nope"] })
     },
-    Case(name: "create, not built yet", code: .unimplemented, mentioning: "CreateEmployee") {
-      _ = try await $0.createEmployee(.init())
+    Case(name: "create with an empty name", code: .invalidArgument, mentioning: "name") {
+      _ = try await $0.createEmployee(.with { $0.employee = Self.newEmployee { $0.name = " " } })
     },
-    Case(name: "watch, not built yet", code: .unimplemented, mentioning: "WatchChanges") {
-      try await $0.watchChanges(.init()) { response in
+    Case(name: "create with a malformed guid", code: .invalidArgument, mentioning: "employee.guid") {
+      _ = try await $0.createEmployee(.with { $0.employee = Self.newEmployee { $0.guid = "x-1" } })
+    },
+    Case(name: "create with a date that does not exist", code: .invalidArgument, mentioning: "start_date") {
+      _ = try await $0.createEmployee(
+        .with { $0.employee = Self.newEmployee { $0.startDate = "2021-02-29" } }
+      )
+    },
+    Case(name: "create with negative vacation_days", code: .invalidArgument, mentioning: "vacation_days") {
+      _ = try await $0.createEmployee(
+        .with { $0.employee = Self.newEmployee { $0.vacationDays = -1 } }
+      )
+    },
+    Case(name: "create with an over-long about", code: .invalidArgument, mentioning: "about") {
+      _ = try await $0.createEmployee(
+        .with { $0.employee = Self.newEmployee { $0.about = String(repeating: "é", count: 4001) } }
+      )
+    },
+    Case(name: "create with a taken guid", code: .alreadyExists, mentioning: Self.existingGUID) {
+      _ = try await $0.createEmployee(
+        .with { $0.employee = Self.newEmployee { $0.guid = Self.existingGUID.uppercased() } }
+      )
+    },
+    Case(name: "update of an unknown guid", code: .notFound, mentioning: Self.unknownGUID) {
+      _ = try await $0.updateEmployee(
+        .with {
+          $0.employee = Self.newEmployee { $0.guid = Self.unknownGUID }
+          $0.updateMask.paths = ["name"]
+        }
+      )
+    },
+    Case(name: "update of an immutable path", code: .invalidArgument, mentioning: "sales_count") {
+      _ = try await $0.updateEmployee(
+        .with {
+          $0.employee.guid = Self.existingGUID
+          $0.updateMask.paths = ["name", "sales_count"]
+        }
+      )
+    },
+    Case(name: "update of an unknown path", code: .invalidArgument, mentioning: "salary") {
+      _ = try await $0.updateEmployee(
+        .with {
+          $0.employee.guid = Self.existingGUID
+          $0.updateMask.paths = ["salary"]
+        }
+      )
+    },
+    Case(name: "update that empties the name", code: .invalidArgument, mentioning: "name") {
+      _ = try await $0.updateEmployee(
+        .with {
+          $0.employee.guid = Self.existingGUID
+          $0.updateMask.paths = ["name"]
+        }
+      )
+    },
+    Case(name: "update with an over-long department", code: .invalidArgument, mentioning: "department") {
+      _ = try await $0.updateEmployee(
+        .with {
+          $0.employee.guid = Self.existingGUID
+          $0.employee.department = String(repeating: "d", count: 101)
+        }
+      )
+    },
+    Case(name: "update without a guid", code: .invalidArgument, mentioning: "employee.guid") {
+      _ = try await $0.updateEmployee(.with { $0.employee.name = "No Guid" })
+    },
+    Case(name: "delete with a malformed guid", code: .invalidArgument, mentioning: "guid") {
+      _ = try await $0.deleteEmployee(.with { $0.guid = "nope" })
+    },
+    Case(name: "delete of an unknown guid", code: .notFound, mentioning: Self.unknownGUID) {
+      _ = try await $0.deleteEmployee(.with { $0.guid = Self.unknownGUID })
+    },
+    Case(name: "batch update with no filter and no all", code: .invalidArgument, mentioning: "all") {
+      _ = try await $0.batchUpdateEmployees(.with { $0.setActive = false })
+    },
+    Case(name: "batch update that sets nothing", code: .invalidArgument, mentioning: "set_active") {
+      _ = try await $0.batchUpdateEmployees(.with { $0.all = true })
+    },
+    Case(name: "batch update to negative vacation_days", code: .invalidArgument, mentioning: "vacation_days") {
+      _ = try await $0.batchUpdateEmployees(
+        .with {
+          $0.department = "Sales"
+          $0.setVacationDays = -3
+        }
+      )
+    },
+    Case(name: "batch update to an empty department", code: .invalidArgument, mentioning: "department") {
+      _ = try await $0.batchUpdateEmployees(
+        .with {
+          $0.all = true
+          $0.setDepartment = ""
+        }
+      )
+    },
+    Case(name: "delete many with no filter and no all", code: .invalidArgument, mentioning: "all") {
+      _ = try await $0.deleteEmployees(.with { $0.limit = 5 })
+    },
+    Case(name: "delete many with a negative limit", code: .invalidArgument, mentioning: "limit") {
+      _ = try await $0.deleteEmployees(
+        .with {
+          $0.all = true
+          $0.limit = -1
+        }
+      )
+    },
+    Case(name: "watch from a malformed token", code: .invalidArgument, mentioning: "after_token") {
+      try await $0.watchChanges(.with { $0.afterToken = "abc" }) { response in
+        for try await _ in response.messages {}
+      }
+    },
+    Case(name: "watch from a token past the end", code: .outOfRange, mentioning: "after_token") {
+      try await $0.watchChanges(.with { $0.afterToken = "99999999" }) { response in
         for try await _ in response.messages {}
       }
     },
@@ -121,13 +244,28 @@ struct BadInputTests {
   func badInput(_ badCase: Case) async throws {
     try await withTemporaryStore(employees: 30) { store async throws in
       let before = try store.countEmployees(filter: EmployeeFilter())
+      let changesBefore = store.latestChange
+      let digest = try Self.digest(store)
       try await withInProcessClient(store: store) { client async throws in
         await expectStatus(badCase.code, mentioning: badCase.mentioning) {
           try await badCase.call(Roster_V1_Directory.Client(wrapping: client))
         }
       }
       #expect(try store.countEmployees(filter: EmployeeFilter()) == before)
+      #expect(store.latestChange == changesBefore, "a refused request records no change")
+      #expect(try Self.digest(store) == digest, "a refused request changes no row")
     }
+  }
+
+  /// Every employee as stored, to compare before and after a refused request.
+  static func digest(_ store: RosterStore) throws -> [Employee] {
+    try store.employeePage(
+      fields: .all,
+      filter: EmployeeFilter(),
+      order: .name,
+      after: nil,
+      limit: 1000
+    ).employees
   }
 
   @Test("services not built yet answer UNIMPLEMENTED")

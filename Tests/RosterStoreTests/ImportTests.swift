@@ -17,7 +17,7 @@ struct ImportTests {
     let empty = makeEmployee(name: "  ")
     let good = makeEmployee(name: "Good One")
     try await withTemporaryStore { store async throws in
-      let summary = try store.importEmployees([badGuid, good, badDate, negative, empty])
+      let summary = try await store.importEmployees([badGuid, good, badDate, negative, empty])
       #expect(summary.imported == 1)
       #expect(summary.rejected.map(\.index) == [0, 2, 3, 4])
       #expect(summary.rejected[0].reason.contains("guid"))
@@ -33,7 +33,7 @@ struct ImportTests {
     var employee = makeEmployee(name: "First Name", guid: "AAAAAAAA-0000-4000-8000-000000000001")
     try await withTemporaryStore(extra: [employee]) { store async throws in
       employee.name = "Second Name"
-      _ = try store.importEmployees([employee])
+      _ = try await store.importEmployees([employee])
       #expect(try store.countEmployees(filter: EmployeeFilter()) == 1)
       let stored = try store.employee(guid: employee.guid.lowercased(), fields: .all)
       #expect(stored.name == "Second Name")
@@ -47,12 +47,12 @@ struct ImportTests {
     try await withTemporaryStore { store async throws in
       let schema = "SELECT type, name, sql FROM sqlite_master WHERE tbl_name = 'employees' ORDER BY name"
       let before = try store.read { db in try Row.fetchAll(db, sql: schema) }
-      let summary = try store.withBulkLoad {
+      let summary = try await store.withBulkLoad {
         let during = try store.read { db in
           try Int.fetchOne(db, sql: "SELECT count(*) FROM sqlite_master WHERE type = 'trigger'")
         }
         #expect(during == 0, "triggers are dropped while loading")
-        return try store.importEmployees(
+        return try await store.importEmployees(
           DemoData(count: 500).lazy.map(\.employee) + [makeEmployee(name: "José Núñez")]
         )
       }
@@ -60,7 +60,7 @@ struct ImportTests {
       #expect(try store.read { db in try Row.fetchAll(db, sql: schema) } == before)
       #expect(try store.countEmployees(filter: EmployeeFilter(nameContains: "NUÑEZ")) >= 1)
       // Triggers work again: a later import is indexed for search at once.
-      _ = try store.importEmployees([makeEmployee(name: "Quintessa Unique")])
+      _ = try await store.importEmployees([makeEmployee(name: "Quintessa Unique")])
       #expect(try store.countEmployees(filter: EmployeeFilter(nameContains: "quintessa")) == 1)
       let integrity = try store.read { db in
         try String.fetchOne(db, sql: "PRAGMA integrity_check")
@@ -79,7 +79,7 @@ struct ImportTests {
       let store = try RosterStore(configuration: StoreConfiguration(path: path))
       let before = try store.read { db in try Row.fetchAll(db, sql: schema) }
       #expect(try store.beginBulkLoad())
-      _ = try store.importEmployees([makeEmployee(name: "Zoë Crash")])
+      _ = try await store.importEmployees([makeEmployee(name: "Zoë Crash")])
       // The process "dies" here: no finishBulkLoad.
       let during = try store.read { db in try Row.fetchAll(db, sql: schema) }
       #expect(during.count < before.count)
@@ -98,9 +98,9 @@ struct ImportTests {
   func bulkLoadFailure() async throws {
     struct Boom: Error {}
     try await withTemporaryStore { store async throws in
-      #expect(throws: Boom.self) {
-        try store.withBulkLoad {
-          _ = try store.importEmployees([makeEmployee(name: "Half Way")])
+      await #expect(throws: Boom.self) {
+        try await store.withBulkLoad {
+          _ = try await store.importEmployees([makeEmployee(name: "Half Way")])
           throw Boom()
         }
       }
@@ -115,7 +115,7 @@ struct ImportTests {
   @Test("a bulk load into a non-empty table keeps its indexes")
   func bulkLoadNonEmpty() async throws {
     try await withTemporaryStore(employees: 5) { store async throws in
-      try store.withBulkLoad {
+      try await store.withBulkLoad {
         let indexes = try store.read { db in
           try Int.fetchOne(db, sql: "SELECT count(*) FROM sqlite_master WHERE type = 'index'")
         }

@@ -44,7 +44,7 @@ struct PaginationTests {
         cursor = page.next
         round += 1
         // Names and dates that land before, inside and after the pages already read.
-        _ = try store.importEmployees([
+        _ = try await store.importEmployees([
           makeEmployee(name: "Aaron \(round)", department: "Accounting", startDate: "1980-01-01"),
           makeEmployee(name: "Mid \(round)", department: "Legal", startDate: "2005-06-15"),
           makeEmployee(name: "Zed \(round)", department: "Support", startDate: "2030-01-01"),

@@ -10,16 +10,26 @@ public func withInProcessClient<T: Sendable>(
   store: RosterStore,
   _ body: (GRPCClient<InProcessTransport.Client>) async throws -> T
 ) async throws -> T {
-  try await withInProcessClient(services: buildServices(store: store).services, body)
+  let built = buildServices(store: store)
+  return try await withInProcessClient(
+    services: built.services,
+    interceptors: built.interceptors,
+    body
+  )
 }
 
 /// Runs `services` over an in-process transport and hands `body` a client.
 public func withInProcessClient<T: Sendable>(
   services: [any RegistrableRPCService],
+  interceptors: [any ServerInterceptor] = [],
   _ body: (GRPCClient<InProcessTransport.Client>) async throws -> T
 ) async throws -> T {
   let transport = InProcessTransport()
-  let server = GRPCServer(transport: transport.server, services: services)
+  let server = GRPCServer(
+    transport: transport.server,
+    services: services,
+    interceptors: interceptors
+  )
   return try await withThrowingTaskGroup(of: Void.self) { group in
     group.addTask { try await server.serve() }
     defer { server.beginGracefulShutdown() }

@@ -8,19 +8,23 @@ public import RosterStore
 ///   #expect(try store.countEmployees(filter: EmployeeFilter()) == 500)
 /// }
 /// ```
+@discardableResult
 public func withTemporaryStore<T>(
   employees: Int = 0,
   extra: [Employee] = [],
+  configure: (inout StoreConfiguration) -> Void = { _ in },
   _ body: (RosterStore) async throws -> T
 ) async throws -> T {
   let directory = try makeTemporaryDirectory()
   defer { try? FileManager.default.removeItem(atPath: directory) }
-  let store = try RosterStore(configuration: StoreConfiguration(path: directory + "/test.sqlite"))
+  var configuration = StoreConfiguration(path: directory + "/test.sqlite")
+  configure(&configuration)
+  let store = try RosterStore(configuration: configuration)
   if employees > 0 {
-    _ = try store.importEmployees(DemoData(count: employees).lazy.map(\.employee))
+    _ = try await store.importEmployees(DemoData(count: employees).lazy.map(\.employee))
   }
   if !extra.isEmpty {
-    _ = try store.importEmployees(extra)
+    _ = try await store.importEmployees(extra)
   }
   return try await body(store)
 }

@@ -129,6 +129,10 @@ public nonisolated enum Roster_V1_EntityKind: SwiftProtobuf.Enum, Swift.CaseIter
 
 /// One person in the directory.
 ///
+/// The editable fields (name through vacation_days) track presence, so a bulk upsert can tell
+/// "leave as is" from "set to empty, zero or false": a field the message sets wins over the
+/// stored value, and a field it leaves out keeps it. Reads set exactly the fields of the read mask.
+///
 /// The full picture never travels with an employee: fetch it with Pictures.GetPicture.
 /// Only the small thumbnail rides along, and only when a read mask asks for it.
 public nonisolated struct Roster_V1_Employee: Sendable {
@@ -140,31 +144,94 @@ public nonisolated struct Roster_V1_Employee: Sendable {
   public var guid: String = String()
 
   /// Display name, 1 to 200 characters. May contain accents ("José Núñez").
-  public var name: String = String()
+  public var name: String {
+    get {_name ?? String()}
+    set {_name = newValue}
+  }
+  /// Returns true if `name` has been explicitly set.
+  public var hasName: Bool {self._name != nil}
+  /// Clears the value of `name`. Subsequent reads from it will return its default value.
+  public mutating func clearName() {self._name = nil}
 
   /// Department name, 1 to 100 characters, matched exactly by filters.
-  public var department: String = String()
+  public var department: String {
+    get {_department ?? String()}
+    set {_department = newValue}
+  }
+  /// Returns true if `department` has been explicitly set.
+  public var hasDepartment: Bool {self._department != nil}
+  /// Clears the value of `department`. Subsequent reads from it will return its default value.
+  public mutating func clearDepartment() {self._department = nil}
 
   /// Work e-mail address, at most 254 characters.
-  public var email: String = String()
+  public var email: String {
+    get {_email ?? String()}
+    set {_email = newValue}
+  }
+  /// Returns true if `email` has been explicitly set.
+  public var hasEmail: Bool {self._email != nil}
+  /// Clears the value of `email`. Subsequent reads from it will return its default value.
+  public mutating func clearEmail() {self._email = nil}
 
   /// Work phone number as written by the directory, at most 50 characters.
-  public var phone: String = String()
+  public var phone: String {
+    get {_phone ?? String()}
+    set {_phone = newValue}
+  }
+  /// Returns true if `phone` has been explicitly set.
+  public var hasPhone: Bool {self._phone != nil}
+  /// Clears the value of `phone`. Subsequent reads from it will return its default value.
+  public mutating func clearPhone() {self._phone = nil}
 
   /// Postal address, at most 500 characters.
-  public var address: String = String()
+  public var address: String {
+    get {_address ?? String()}
+    set {_address = newValue}
+  }
+  /// Returns true if `address` has been explicitly set.
+  public var hasAddress: Bool {self._address != nil}
+  /// Clears the value of `address`. Subsequent reads from it will return its default value.
+  public mutating func clearAddress() {self._address = nil}
 
   /// Free text about the person, at most 4,000 characters.
-  public var about: String = String()
+  public var about: String {
+    get {_about ?? String()}
+    set {_about = newValue}
+  }
+  /// Returns true if `about` has been explicitly set.
+  public var hasAbout: Bool {self._about != nil}
+  /// Clears the value of `about`. Subsequent reads from it will return its default value.
+  public mutating func clearAbout() {self._about = nil}
 
   /// Whether the person currently works here.
-  public var active: Bool = false
+  public var active: Bool {
+    get {_active ?? false}
+    set {_active = newValue}
+  }
+  /// Returns true if `active` has been explicitly set.
+  public var hasActive: Bool {self._active != nil}
+  /// Clears the value of `active`. Subsequent reads from it will return its default value.
+  public mutating func clearActive() {self._active = nil}
 
   /// First day of work, as YYYY-MM-DD.
-  public var startDate: String = String()
+  public var startDate: String {
+    get {_startDate ?? String()}
+    set {_startDate = newValue}
+  }
+  /// Returns true if `startDate` has been explicitly set.
+  public var hasStartDate: Bool {self._startDate != nil}
+  /// Clears the value of `startDate`. Subsequent reads from it will return its default value.
+  public mutating func clearStartDate() {self._startDate = nil}
 
   /// Vacation days left, zero or more.
-  public var vacationDays: Int32 = 0
+  public var vacationDays: Int32 {
+    get {_vacationDays ?? 0}
+    set {_vacationDays = newValue}
+  }
+  /// Returns true if `vacationDays` has been explicitly set.
+  public var hasVacationDays: Bool {self._vacationDays != nil}
+  /// Clears the value of `vacationDays`. Subsequent reads from it will return its default value.
+  public mutating func clearVacationDays() {self._vacationDays = nil}
 
   /// JPEG thumbnail, 120 px high; empty when the employee has no picture or the
   /// read mask left it out.
@@ -193,6 +260,15 @@ public nonisolated struct Roster_V1_Employee: Sendable {
 
   public init() {}
 
+  fileprivate var _name: String? = nil
+  fileprivate var _department: String? = nil
+  fileprivate var _email: String? = nil
+  fileprivate var _phone: String? = nil
+  fileprivate var _address: String? = nil
+  fileprivate var _about: String? = nil
+  fileprivate var _active: Bool? = nil
+  fileprivate var _startDate: String? = nil
+  fileprivate var _vacationDays: Int32? = nil
   fileprivate var _updateTime: SwiftProtobuf.Google_Protobuf_Timestamp? = nil
 }
 
@@ -236,15 +312,15 @@ nonisolated extension Roster_V1_Employee: SwiftProtobuf.Message, SwiftProtobuf._
       // enabled. https://github.com/apple/swift-protobuf/issues/1034
       switch fieldNumber {
       case 1: try { try decoder.decodeSingularStringField(value: &self.guid) }()
-      case 2: try { try decoder.decodeSingularStringField(value: &self.name) }()
-      case 3: try { try decoder.decodeSingularStringField(value: &self.department) }()
-      case 4: try { try decoder.decodeSingularStringField(value: &self.email) }()
-      case 5: try { try decoder.decodeSingularStringField(value: &self.phone) }()
-      case 6: try { try decoder.decodeSingularStringField(value: &self.address) }()
-      case 7: try { try decoder.decodeSingularStringField(value: &self.about) }()
-      case 8: try { try decoder.decodeSingularBoolField(value: &self.active) }()
-      case 9: try { try decoder.decodeSingularStringField(value: &self.startDate) }()
-      case 10: try { try decoder.decodeSingularInt32Field(value: &self.vacationDays) }()
+      case 2: try { try decoder.decodeSingularStringField(value: &self._name) }()
+      case 3: try { try decoder.decodeSingularStringField(value: &self._department) }()
+      case 4: try { try decoder.decodeSingularStringField(value: &self._email) }()
+      case 5: try { try decoder.decodeSingularStringField(value: &self._phone) }()
+      case 6: try { try decoder.decodeSingularStringField(value: &self._address) }()
+      case 7: try { try decoder.decodeSingularStringField(value: &self._about) }()
+      case 8: try { try decoder.decodeSingularBoolField(value: &self._active) }()
+      case 9: try { try decoder.decodeSingularStringField(value: &self._startDate) }()
+      case 10: try { try decoder.decodeSingularInt32Field(value: &self._vacationDays) }()
       case 11: try { try decoder.decodeSingularBytesField(value: &self.thumbnail) }()
       case 12: try { try decoder.decodeSingularBoolField(value: &self.hasPicture_p) }()
       case 13: try { try decoder.decodeSingularStringField(value: &self.pictureEtag) }()
@@ -263,33 +339,33 @@ nonisolated extension Roster_V1_Employee: SwiftProtobuf.Message, SwiftProtobuf._
     if !self.guid.isEmpty {
       try visitor.visitSingularStringField(value: self.guid, fieldNumber: 1)
     }
-    if !self.name.isEmpty {
-      try visitor.visitSingularStringField(value: self.name, fieldNumber: 2)
-    }
-    if !self.department.isEmpty {
-      try visitor.visitSingularStringField(value: self.department, fieldNumber: 3)
-    }
-    if !self.email.isEmpty {
-      try visitor.visitSingularStringField(value: self.email, fieldNumber: 4)
-    }
-    if !self.phone.isEmpty {
-      try visitor.visitSingularStringField(value: self.phone, fieldNumber: 5)
-    }
-    if !self.address.isEmpty {
-      try visitor.visitSingularStringField(value: self.address, fieldNumber: 6)
-    }
-    if !self.about.isEmpty {
-      try visitor.visitSingularStringField(value: self.about, fieldNumber: 7)
-    }
-    if self.active != false {
-      try visitor.visitSingularBoolField(value: self.active, fieldNumber: 8)
-    }
-    if !self.startDate.isEmpty {
-      try visitor.visitSingularStringField(value: self.startDate, fieldNumber: 9)
-    }
-    if self.vacationDays != 0 {
-      try visitor.visitSingularInt32Field(value: self.vacationDays, fieldNumber: 10)
-    }
+    try { if let v = self._name {
+      try visitor.visitSingularStringField(value: v, fieldNumber: 2)
+    } }()
+    try { if let v = self._department {
+      try visitor.visitSingularStringField(value: v, fieldNumber: 3)
+    } }()
+    try { if let v = self._email {
+      try visitor.visitSingularStringField(value: v, fieldNumber: 4)
+    } }()
+    try { if let v = self._phone {
+      try visitor.visitSingularStringField(value: v, fieldNumber: 5)
+    } }()
+    try { if let v = self._address {
+      try visitor.visitSingularStringField(value: v, fieldNumber: 6)
+    } }()
+    try { if let v = self._about {
+      try visitor.visitSingularStringField(value: v, fieldNumber: 7)
+    } }()
+    try { if let v = self._active {
+      try visitor.visitSingularBoolField(value: v, fieldNumber: 8)
+    } }()
+    try { if let v = self._startDate {
+      try visitor.visitSingularStringField(value: v, fieldNumber: 9)
+    } }()
+    try { if let v = self._vacationDays {
+      try visitor.visitSingularInt32Field(value: v, fieldNumber: 10)
+    } }()
     if !self.thumbnail.isEmpty {
       try visitor.visitSingularBytesField(value: self.thumbnail, fieldNumber: 11)
     }
@@ -310,15 +386,15 @@ nonisolated extension Roster_V1_Employee: SwiftProtobuf.Message, SwiftProtobuf._
 
   public static func ==(lhs: Roster_V1_Employee, rhs: Roster_V1_Employee) -> Bool {
     if lhs.guid != rhs.guid {return false}
-    if lhs.name != rhs.name {return false}
-    if lhs.department != rhs.department {return false}
-    if lhs.email != rhs.email {return false}
-    if lhs.phone != rhs.phone {return false}
-    if lhs.address != rhs.address {return false}
-    if lhs.about != rhs.about {return false}
-    if lhs.active != rhs.active {return false}
-    if lhs.startDate != rhs.startDate {return false}
-    if lhs.vacationDays != rhs.vacationDays {return false}
+    if lhs._name != rhs._name {return false}
+    if lhs._department != rhs._department {return false}
+    if lhs._email != rhs._email {return false}
+    if lhs._phone != rhs._phone {return false}
+    if lhs._address != rhs._address {return false}
+    if lhs._about != rhs._about {return false}
+    if lhs._active != rhs._active {return false}
+    if lhs._startDate != rhs._startDate {return false}
+    if lhs._vacationDays != rhs._vacationDays {return false}
     if lhs.thumbnail != rhs.thumbnail {return false}
     if lhs.hasPicture_p != rhs.hasPicture_p {return false}
     if lhs.pictureEtag != rhs.pictureEtag {return false}

@@ -38,6 +38,47 @@ public enum SeedFile {
     }
   }
 
+  /// The records of the file at `path` in batches of `size`, as an async sequence of upsert
+  /// rows: what `RosterStore.upsertEmployees` takes. The file is memory-mapped and parsed a
+  /// batch at a time, so memory holds one batch whatever the file's size.
+  public static func batches(_ path: String, size: Int = 1_000) throws -> Batches {
+    Batches(data: try Data(contentsOf: URL(fileURLWithPath: path), options: .alwaysMapped), size: size)
+  }
+
+  /// Batches of a seed file; see `batches(_:size:)`.
+  public struct Batches: AsyncSequence {
+    public typealias Element = [UpsertRow]
+    let data: Data
+    let size: Int
+
+    public func makeAsyncIterator() -> Iterator {
+      Iterator(data: self.data, size: self.size)
+    }
+
+    /// Pulls the next batch from the mapped file.
+    public struct Iterator: AsyncIteratorProtocol {
+      let data: Data
+      let size: Int
+      var position = 0
+      var atEnd = false
+
+      public mutating func next() async throws -> [UpsertRow]? {
+        let (records, position, atEnd) = try self.data.withUnsafeBytes { raw in
+          var parser = SeedParser(bytes: raw.bindMemory(to: UInt8.self), position: self.position)
+          var atEnd = self.atEnd
+          let records = try parser.readRecords(limit: self.size, atEnd: &atEnd)
+          return (records, parser.position, atEnd)
+        }
+        self.position = position
+        self.atEnd = atEnd
+        if records.isEmpty { return nil }
+        return records.map {
+          UpsertRow(guid: $0.employee.guid, changes: EmployeeChanges(setting: $0.employee))
+        }
+      }
+    }
+  }
+
   /// All records of the file at `path`, for small files and tests.
   public static func readAll(_ path: String) throws -> [SeedRecord] {
     var records: [SeedRecord] = []

@@ -2,10 +2,43 @@
 /// numbers, booleans or null. Unknown keys are skipped, whatever their value.
 struct SeedParser {
   private let bytes: UnsafeBufferPointer<UInt8>
-  private var position = 0
+  /// Where the next read starts; saved between calls by a reader that pulls batches.
+  private(set) var position = 0
 
-  init(bytes: UnsafeBufferPointer<UInt8>) {
+  init(bytes: UnsafeBufferPointer<UInt8>, position: Int = 0) {
     self.bytes = bytes
+    self.position = position
+  }
+
+  /// Reads up to `limit` records of the array, starting at the array's `[` when `position`
+  /// is 0. Returns fewer at the end of the array, and an empty array after it.
+  mutating func readRecords(limit: Int, atEnd: inout Bool) throws -> [SeedRecord] {
+    var records: [SeedRecord] = []
+    if atEnd { return records }
+    if self.position == 0 {
+      try self.expect(UInt8(ascii: "["))
+      if try self.peek() == UInt8(ascii: "]") {
+        atEnd = true
+        return records
+      }
+    } else {
+      let next = try self.next()
+      if next == UInt8(ascii: "]") {
+        atEnd = true
+        return records
+      }
+      guard next == UInt8(ascii: ",") else { throw self.error("expected ',' or ']'") }
+    }
+    while true {
+      records.append(try self.readRecord())
+      if records.count == limit { return records }
+      let next = try self.next()
+      if next == UInt8(ascii: "]") {
+        atEnd = true
+        return records
+      }
+      guard next == UInt8(ascii: ",") else { throw self.error("expected ',' or ']'") }
+    }
   }
 
   mutating func readArray(_ body: (SeedRecord) throws -> Void) throws {

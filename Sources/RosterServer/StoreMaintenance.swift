@@ -1,0 +1,46 @@
+public import Logging
+public import RosterStore
+
+/// Background work on the store, off the request path: WAL checkpoints on their own
+/// connection, and pruning of the change log to its retention policy.
+///
+/// ```swift
+/// try await StoreMaintenance(store: store, config: config, logger: logger).run()
+/// ```
+struct StoreMaintenance: Sendable {
+  let store: RosterStore
+  let config: ServerConfig
+  let logger: Logger
+
+  /// Runs until cancelled.
+  func run() async throws {
+    var lastCommits = -1
+    var sincePrune = Duration.zero
+    while !Task.isCancelled {
+      do {
+        try await Task.sleep(for: self.config.checkpointInterval)
+      } catch {
+        return
+      }
+      sincePrune += self.config.checkpointInterval
+      do {
+        let commits = self.store.writerStatistics.commits
+        if commits != lastCommits {
+          lastCommits = commits
+          try await self.store.checkpoint()
+        }
+        if sincePrune >= self.config.pruneInterval {
+          sincePrune = .zero
+          let pruned = try await self.store.pruneChangeLog()
+          if pruned > 0 {
+            self.logger.info("pruned the change log", metadata: ["changes": "\(pruned)"])
+          }
+        }
+      } catch is CancellationError {
+        return
+      } catch {
+        self.logger.warning("store maintenance failed", metadata: ["error": "\(error)"])
+      }
+    }
+  }
+}

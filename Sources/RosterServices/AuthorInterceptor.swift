@@ -1,0 +1,58 @@
+internal import Foundation
+public import GRPCCore
+internal import RosterStore
+
+/// The author of the current request, from its `x-roster-author` metadata.
+///
+/// Set by `AuthorInterceptor` for the whole handler, streaming responses included, and read
+/// by write handlers to tag the change log.
+enum RequestAuthor {
+  @TaskLocal static var current = ""
+
+  /// The write context of the current request.
+  static var writeContext: WriteContext {
+    WriteContext(author: self.current)
+  }
+}
+
+/// Reads `x-roster-author` from each request's metadata into `RequestAuthor.current`.
+///
+/// Values are trimmed and cut to 200 characters, so a client cannot bloat the change log.
+///
+/// ```swift
+/// let server = GRPCServer(transport: transport, services: services,
+///                         interceptors: [AuthorInterceptor()])
+/// ```
+public struct AuthorInterceptor: ServerInterceptor {
+  /// The metadata key clients set.
+  public static let metadataKey = "x-roster-author"
+  /// The longest author kept.
+  public static let maximumLength = 200
+
+  /// Creates the interceptor.
+  public init() {}
+
+  public func intercept<Input: Sendable, Output: Sendable>(
+    request: StreamingServerRequest<Input>,
+    context: ServerContext,
+    next: @Sendable (StreamingServerRequest<Input>, ServerContext) async throws
+      -> StreamingServerResponse<Output>
+  ) async throws -> StreamingServerResponse<Output> {
+    let value = request.metadata[stringValues: Self.metadataKey].first(where: { _ in true })
+    let author = String(
+      (value ?? "").trimmingCharacters(in: .whitespaces).prefix(Self.maximumLength)
+    )
+    var response = try await RequestAuthor.$current.withValue(author) {
+      try await next(request, context)
+    }
+    // A streaming handler runs later, inside the response's producer: carry the author there.
+    if case .success(var contents) = response.accepted {
+      let producer = contents.producer
+      contents.producer = { writer in
+        try await RequestAuthor.$current.withValue(author) { try await producer(writer) }
+      }
+      response.accepted = .success(contents)
+    }
+    return response
+  }
+}

@@ -1,0 +1,287 @@
+internal import Foundation
+internal import GRDB
+
+extension EmployeeFields {
+  /// The fields a write can change.
+  static let editable: EmployeeFields = [
+    .name, .department, .email, .phone, .address, .about, .active, .startDate, .vacationDays,
+  ]
+  /// What a write returns: everything but the thumbnail, which a write never changes.
+  public static let allButThumbnail = EmployeeFields.all.subtracting(.thumbnail)
+}
+
+extension RosterStore {
+  // MARK: Writes
+
+  /// The most employees one `deleteEmployees` call removes.
+  public static let maximumDeleteLimit = 100_000
+  /// Rows per transaction of `deleteEmployees`, so no delete holds the writer for long.
+  static let deleteChunkRows = 500
+
+  /// Inserts a new employee.
+  ///
+  /// - Throws: `invalidArgument` naming a bad field; `alreadyExists` when the guid is taken.
+  public func createEmployee(
+    _ employee: Employee,
+    context: WriteContext = WriteContext()
+  ) async throws -> Employee {
+    let employee = try EmployeeValidation.validated(employee)
+    return try await self.submit { db in
+      if try Self.fetchEmployee(db, guid: employee.guid, fields: []) != nil {
+        throw StoreError(.alreadyExists, "an employee with guid '\(employee.guid)' already exists")
+      }
+      let now = Self.nowMillis()
+      try Self.insert(db, employee, now: now)
+      try Self.record(
+        db,
+        entity: .employee,
+        guid: employee.guid,
+        kind: .inserted,
+        context: context,
+        timeMillis: now
+      )
+      return try Self.fetchEmployee(db, guid: employee.guid, fields: .allButThumbnail)!
+    }
+  }
+
+  /// Sets the fields `changes` holds on the employee with `guid`.
+  ///
+  /// The change log records the fields whose values actually changed. `update_time` moves
+  /// on every update, even one that changes nothing else.
+  /// - Throws: `invalidArgument` naming a bad field; `notFound` for an unknown guid.
+  public func updateEmployee(
+    guid: String,
+    changes: EmployeeChanges,
+    context: WriteContext = WriteContext()
+  ) async throws -> Employee {
+    try EmployeeValidation.validate(changes)
+    return try await self.submit { db in
+      guard let old = try Self.fetchEmployee(db, guid: guid, fields: .editable) else {
+        throw StoreError(.notFound, "no employee with guid '\(guid)'")
+      }
+      let new = changes.applied(to: old)
+      let paths = EmployeeChanges.differences(old, new)
+      let now = Self.nowMillis()
+      try Self.update(db, id: old.id, to: new, paths: paths, now: now)
+      try Self.record(
+        db,
+        entity: .employee,
+        guid: guid,
+        kind: .updated,
+        fields: paths,
+        context: context,
+        timeMillis: now
+      )
+      return try Self.fetchEmployee(db, guid: guid, fields: .allButThumbnail)!
+    }
+  }
+
+  /// Deletes the employee with `guid`; their thumbnail goes with them (cascade).
+  ///
+  /// - Throws: `notFound` for an unknown guid.
+  public func deleteEmployee(guid: String, context: WriteContext = WriteContext()) async throws {
+    try await self.submit { db in
+      try db.execute(sql: "DELETE FROM employees WHERE guid = ?", arguments: [guid])
+      if db.changesCount == 0 {
+        throw StoreError(.notFound, "no employee with guid '\(guid)'")
+      }
+      try Self.record(
+        db,
+        entity: .employee,
+        guid: guid,
+        kind: .deleted,
+        context: context,
+        timeMillis: Self.nowMillis()
+      )
+    }
+  }
+
+  /// Sets `department`, `active` or `vacationDays` on every employee matching `filter`, in
+  /// one set-based UPDATE. Rows that already hold the values are left alone.
+  ///
+  /// - Returns: how many employees changed.
+  /// - Throws: `invalidArgument` when `changes` sets nothing, sets another field, or holds a
+  ///   bad value.
+  public func batchUpdateEmployees(
+    filter: EmployeeFilter,
+    changes: EmployeeChanges,
+    context: WriteContext = WriteContext()
+  ) async throws -> Int {
+    let allowed: Set = ["department", "active", "vacation_days"]
+    if changes.isEmpty {
+      throw StoreError(
+        .invalidArgument,
+        "set_active, set_department or set_vacation_days must be set"
+      )
+    }
+    if let path = changes.paths.first(where: { !allowed.contains($0) }) {
+      throw StoreError(.invalidArgument, "\(path) cannot be set by a batch update")
+    }
+    try EmployeeValidation.validate(changes)
+    var assignments: [String] = []
+    var differs: [String] = []
+    var values: [any DatabaseValueConvertible] = []
+    if let department = changes.department {
+      assignments.append("department = ?")
+      differs.append("e.department IS NOT ?")
+      values.append(department)
+    }
+    if let active = changes.active {
+      assignments.append("active = ?")
+      differs.append("e.active IS NOT ?")
+      values.append(active)
+    }
+    if let vacationDays = changes.vacationDays {
+      assignments.append("vacation_days = ?")
+      differs.append("e.vacation_days IS NOT ?")
+      values.append(vacationDays)
+    }
+    let (terms, filterArguments) = EmployeeSQL.filterTerms(filter, ordered: false)
+    let conditions = terms + ["(" + differs.joined(separator: " OR ") + ")"]
+    let sql = """
+      UPDATE employees AS e SET \(assignments.joined(separator: ", ")), update_time = ?
+      WHERE \(conditions.joined(separator: " AND ")) RETURNING guid
+      """
+    let paths = changes.paths
+    let now = Self.nowMillis()
+    let list: [any DatabaseValueConvertible] = values + [now] + filterArguments + values
+    let arguments = StatementArguments(list.map(Optional.some))
+    return try await self.submit { db in
+      let guids = try String.fetchAll(db, sql: sql, arguments: arguments)
+      for guid in guids {
+        try Self.record(
+          db,
+          entity: .employee,
+          guid: guid,
+          kind: .updated,
+          fields: paths,
+          context: context,
+          timeMillis: now
+        )
+      }
+      return guids.count
+    }
+  }
+
+  /// Deletes up to `limit` employees matching `filter`, in chunks of a few hundred rows, each
+  /// its own transaction, so interactive writes run between chunks.
+  ///
+  /// - Returns: how many were deleted, and whether more still match.
+  public func deleteEmployees(
+    filter: EmployeeFilter,
+    limit: Int,
+    context: WriteContext = WriteContext()
+  ) async throws -> (deleted: Int, more: Bool) {
+    precondition(limit > 0 && limit <= Self.maximumDeleteLimit)
+    let (terms, filterArguments) = EmployeeSQL.filterTerms(filter, ordered: false)
+    let whereClause = terms.isEmpty ? "" : " WHERE " + terms.joined(separator: " AND ")
+    let sql = """
+      DELETE FROM employees WHERE id IN (SELECT e.id FROM employees e\(whereClause) LIMIT ?)
+      RETURNING guid
+      """
+    var deleted = 0
+    while deleted < limit {
+      let chunk = min(Self.deleteChunkRows, limit - deleted)
+      let list: [any DatabaseValueConvertible] = filterArguments + [chunk]
+      let arguments = StatementArguments(list.map(Optional.some))
+      let count = try await self.submit(bulk: true) { db in
+        let guids = try String.fetchAll(db, sql: sql, arguments: arguments)
+        let now = Self.nowMillis()
+        for guid in guids {
+          try Self.record(
+            db,
+            entity: .employee,
+            guid: guid,
+            kind: .deleted,
+            context: context,
+            timeMillis: now
+          )
+        }
+        return guids.count
+      }
+      deleted += count
+      if count < chunk { return (deleted, false) }
+    }
+    let more = try self.readStatement { db in
+      try Bool.fetchOne(
+        db,
+        sql: "SELECT EXISTS (SELECT 1 FROM employees e\(whereClause))",
+        arguments: StatementArguments(filterArguments)
+      ) ?? false
+    }
+    return (deleted, more)
+  }
+
+  // MARK: Row writes, shared by the single and bulk paths
+
+  static func nowMillis() -> Int64 {
+    Int64(Date().timeIntervalSince1970 * 1000)
+  }
+
+  private static let insertSQL = """
+    INSERT INTO employees (guid, name, name_folded, department, email, phone, address, about,
+      active, start_date, vacation_days, update_time)
+    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+    """
+
+  /// Inserts a validated employee through a cached prepared statement.
+  static func insert(_ db: Database, _ employee: Employee, now: Int64) throws {
+    let statement = try db.cachedStatement(sql: self.insertSQL)
+    try statement.execute(arguments: [
+      employee.guid, employee.name, TextFolding.fold(employee.name), employee.department,
+      employee.email, employee.phone, employee.address, employee.about, employee.active,
+      employee.startDate, employee.vacationDays, now,
+    ])
+  }
+
+  /// Writes the columns behind `paths` from `employee`, plus `update_time`, to row `id`.
+  static func update(
+    _ db: Database,
+    id: Int64,
+    to employee: Employee,
+    paths: [String],
+    now: Int64
+  ) throws {
+    var assignments: [String] = []
+    var arguments: [any DatabaseValueConvertible] = []
+    for path in paths {
+      switch path {
+      case "name":
+        assignments += ["name = ?", "name_folded = ?"]
+        arguments += [employee.name, TextFolding.fold(employee.name)]
+      case "department":
+        assignments.append("department = ?")
+        arguments.append(employee.department)
+      case "email":
+        assignments.append("email = ?")
+        arguments.append(employee.email)
+      case "phone":
+        assignments.append("phone = ?")
+        arguments.append(employee.phone)
+      case "address":
+        assignments.append("address = ?")
+        arguments.append(employee.address)
+      case "about":
+        assignments.append("about = ?")
+        arguments.append(employee.about)
+      case "active":
+        assignments.append("active = ?")
+        arguments.append(employee.active)
+      case "start_date":
+        assignments.append("start_date = ?")
+        arguments.append(employee.startDate)
+      case "vacation_days":
+        assignments.append("vacation_days = ?")
+        arguments.append(employee.vacationDays)
+      default:
+        preconditionFailure("not an editable path: \(path)")
+      }
+    }
+    assignments.append("update_time = ?")
+    arguments += [now, id]
+    let statement = try db.cachedStatement(
+      sql: "UPDATE employees SET \(assignments.joined(separator: ", ")) WHERE id = ?"
+    )
+    try statement.execute(arguments: StatementArguments(arguments))
+  }
+}

@@ -1,0 +1,207 @@
+internal import Foundation
+internal import GRDB
+internal import Synchronization
+
+/// Counters of the single writer, for tests, metrics and benchmarks.
+public struct WriterStatistics: Sendable, Hashable {
+  /// Transactions committed.
+  public var commits: Int = 0
+  /// Requests that succeeded and were acknowledged after their commit.
+  public var writes: Int = 0
+  /// Requests that failed and were rolled back alone, inside their savepoint.
+  public var failedWrites: Int = 0
+  /// The most requests one transaction has held.
+  public var largestBatch: Int = 0
+  /// Requests refused because too many were already waiting.
+  public var refused: Int = 0
+}
+
+/// The one writer of the store, with group commit.
+///
+/// Requests queue here and run on GRDB's writer queue, never on the caller's thread. The
+/// writer takes every request that is waiting (up to `maximumBatch`), waits up to `window`
+/// for more, and runs them all in one transaction, each inside its own savepoint so a
+/// failing request rolls back alone. Callers are answered only after the commit that holds
+/// their change, so one fsync acknowledges many writes.
+///
+/// Interactive requests go before bulk ones, and a transaction holds at most one bulk chunk.
+final class WriteCoalescer: Sendable {
+  /// What a request does once the commit is known: answer its caller.
+  private typealias Completion = @Sendable (_ commitError: (any Error)?) -> Void
+
+  private struct Job: Sendable {
+    /// Whether this is a chunk of a bulk load.
+    var isBulk: Bool
+    /// Runs the request inside its savepoint and returns how to answer it.
+    var run: @Sendable (Database) -> (succeeded: Bool, complete: Completion)
+  }
+
+  private struct State {
+    var interactive: [Job] = []
+    var bulk: [Job] = []
+    var draining = false
+    var statistics = WriterStatistics()
+  }
+
+  private let pool: DatabasePool
+  private let configuration: WriterConfiguration
+  private let afterCommit: @Sendable (Database) -> Void
+  private let state = Mutex(State())
+
+  /// - Parameter afterCommit: runs on the writer after each commit, before callers are
+  ///   answered; the change feed uses it to publish the new end of the log.
+  init(
+    pool: DatabasePool,
+    configuration: WriterConfiguration,
+    afterCommit: @escaping @Sendable (Database) -> Void
+  ) {
+    self.pool = pool
+    self.configuration = configuration
+    self.afterCommit = afterCommit
+  }
+
+  var statistics: WriterStatistics {
+    self.state.withLock { $0.statistics }
+  }
+
+  /// Runs `body` in the next shared transaction and returns its result after the commit.
+  ///
+  /// - Parameter bulk: true for a chunk of a bulk load, which waits behind interactive work.
+  /// - Throws: the error of `body` (its savepoint rolled back, its neighbours unharmed), the
+  ///   commit's error, or `StoreError.resourceExhausted` when too many requests wait.
+  func submit<T: Sendable>(
+    bulk: Bool = false,
+    _ body: @escaping @Sendable (Database) throws -> T
+  ) async throws -> T {
+    try await withCheckedThrowingContinuation { continuation in
+      let job = Job(isBulk: bulk) { db in
+        do {
+          var value: T?
+          try db.inSavepoint {
+            value = try body(db)
+            return .commit
+          }
+          let result = value!
+          return (
+            true,
+            { commitError in
+              if let commitError {
+                continuation.resume(throwing: commitError)
+              } else {
+                continuation.resume(returning: result)
+              }
+            }
+          )
+        } catch {
+          return (false, { _ in continuation.resume(throwing: error) })
+        }
+      }
+      let start = self.state.withLock { state -> Bool? in
+        if state.interactive.count + state.bulk.count >= self.configuration.maximumPending {
+          state.statistics.refused += 1
+          return nil
+        }
+        if bulk { state.bulk.append(job) } else { state.interactive.append(job) }
+        if state.draining { return false }
+        state.draining = true
+        return true
+      }
+      switch start {
+      case nil:
+        continuation.resume(
+          throwing: StoreError(.resourceExhausted, "the writer is overloaded; retry with backoff")
+        )
+      case true?:
+        self.pool.asyncWriteWithoutTransaction { db in self.drain(db) }
+      case false?:
+        break
+      }
+    }
+  }
+
+  // MARK: The writer loop
+
+  private var batchLimit: Int {
+    self.configuration.coalesces ? max(1, self.configuration.maximumBatch) : 1
+  }
+
+  /// Takes up to `limit` waiting jobs, interactive first, with at most one bulk job (none if
+  /// `allowBulk` is false). When nothing waits and `stopWhenEmpty` is set, marks the writer idle
+  /// in the same critical section, so a request that arrives next restarts it.
+  private func take(limit: Int, allowBulk: Bool, stopWhenEmpty: Bool) -> [Job] {
+    self.state.withLock { state in
+      let count = min(limit, state.interactive.count)
+      var jobs = Array(state.interactive.prefix(count))
+      state.interactive.removeFirst(count)
+      if allowBulk, jobs.count < limit, !state.bulk.isEmpty {
+        jobs.append(state.bulk.removeFirst())
+      }
+      if jobs.isEmpty && stopWhenEmpty { state.draining = false }
+      return jobs
+    }
+  }
+
+  private func waitingCount() -> Int {
+    self.state.withLock { $0.interactive.count + min(1, $0.bulk.count) }
+  }
+
+  /// Runs on GRDB's writer queue until no request waits.
+  private func drain(_ db: Database) {
+    let limit = self.batchLimit
+    while true {
+      var batch = self.take(limit: limit, allowBulk: true, stopWhenEmpty: true)
+      if batch.isEmpty { return }
+      if self.configuration.coalesces, batch.count < limit, self.configuration.window > .zero {
+        // Give concurrent requests a moment to join this commit.
+        let deadline = ContinuousClock.now + self.configuration.window
+        while ContinuousClock.now < deadline, batch.count + self.waitingCount() < limit {
+          Thread.sleep(forTimeInterval: 0.000_1)
+        }
+        let hasBulk = batch.contains(where: \.isBulk)
+        batch += self.take(limit: limit - batch.count, allowBulk: !hasBulk, stopWhenEmpty: false)
+      }
+      self.commit(batch, db)
+    }
+  }
+
+  /// Runs `batch` in one transaction and answers every caller after the commit.
+  private func commit(_ batch: [Job], _ db: Database) {
+    var completions: [Completion] = []
+    var pending: [Completion] = []
+    var failed = 0
+    completions.reserveCapacity(batch.count)
+    do {
+      try db.beginTransaction(.immediate)
+      for job in batch {
+        let (succeeded, complete) = job.run(db)
+        if succeeded {
+          pending.append(complete)
+        } else {
+          failed += 1
+          completions.append(complete)
+        }
+        if !db.isInsideTransaction {
+          // A failure SQLite could not contain in a savepoint (disk full, I/O error) rolled
+          // the whole transaction back: the earlier requests of this batch are lost with it.
+          throw StoreError(.resourceExhausted, "the write was rolled back; retry")
+        }
+      }
+      try db.commit()
+    } catch {
+      try? db.rollback()
+      for complete in completions { complete(nil) }
+      for complete in pending { complete(error) }
+      self.state.withLock { $0.statistics.failedWrites += batch.count }
+      return
+    }
+    self.state.withLock {
+      $0.statistics.commits += 1
+      $0.statistics.writes += pending.count
+      $0.statistics.failedWrites += failed
+      $0.statistics.largestBatch = max($0.statistics.largestBatch, batch.count)
+    }
+    self.afterCommit(db)
+    for complete in completions { complete(nil) }
+    for complete in pending { complete(nil) }
+  }
+}
