@@ -126,6 +126,7 @@ let package = Package(
         "roster",
         "RosterProto",
         "TestSupport",
+        .product(name: "GRDB", package: "GRDB.swift"),
         .product(name: "GRPCCore", package: "grpc-swift-2"),
         .product(name: "GRPCNIOTransportHTTP2", package: "grpc-swift-nio-transport"),
       ],

@@ -13,9 +13,13 @@ public func withInProcessClient<T: Sendable>(
   let built = buildServices(store: store)
   return try await withInProcessClient(
     services: built.services,
-    interceptors: built.interceptors,
-    body
-  )
+    interceptors: built.interceptors
+  ) { client in
+    // As on a real server's shutdown: end the change-feed watchers, whose handlers the
+    // in-process transport does not cancel when a client stops reading.
+    defer { store.closeChangeFeed() }
+    return try await body(client)
+  }
 }
 
 /// Runs `services` over an in-process transport and hands `body` a client.

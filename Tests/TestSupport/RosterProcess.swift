@@ -60,6 +60,14 @@ public final class RosterProcess: Sendable {
     throw CocoaError(.executableLoad, userInfo: ["output": buffer.withLock { $0 }])
   }
 
+  /// Sends SIGKILL, as a crash or power cut would end it, and waits until it is gone.
+  public func kill() {
+    if self.process.isRunning {
+      Foundation.kill(self.process.processIdentifier, SIGKILL)
+    }
+    self.process.waitUntilExit()
+  }
+
   /// Sends SIGTERM and waits for the exit status.
   @discardableResult
   public func terminate() -> Int32 {
