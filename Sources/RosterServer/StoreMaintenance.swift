@@ -1,5 +1,5 @@
-public import Logging
-public import RosterStore
+internal import Logging
+internal import RosterStore
 
 /// Background work on the store, off the request path: WAL checkpoints on their own
 /// connection, and pruning of the change log to its retention policy.

@@ -1,5 +1,5 @@
 public import GRPCCore
-public import Logging
+internal import Logging
 public import RosterStore
 
 // The one place where store failures become gRPC statuses.

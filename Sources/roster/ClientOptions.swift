@@ -22,7 +22,7 @@ struct ClientOptions: ParsableArguments {
       throw ValidationError("--target must be HOST:PORT, for example 127.0.0.1:50051")
     }
     let host = parts[0] == "localhost" ? "127.0.0.1" : String(parts[0])
-    return .ipv4(host: host, port: port)
+    return .ipv4(address: host, port: port)
   }
 
   /// Runs `body` with a connected client, closing it afterwards.

@@ -46,7 +46,7 @@ public enum SeedFile {
   }
 
   /// Batches of a seed file; see `batches(_:size:)`.
-  public struct Batches: AsyncSequence {
+  public struct Batches: AsyncSequence, Sendable {
     public typealias Element = [UpsertRow]
     let data: Data
     let size: Int
