@@ -20,7 +20,10 @@ extension DirectoryRequests {
   /// The employee a CreateEmployee request describes; a missing guid gets a new one.
   static func newEmployee(_ message: Roster_V1_Employee) throws -> Employee {
     var employee = Employee()
-    employee.guid = message.guid.isEmpty ? UUID().uuidString.lowercased() : try self.guid(message.guid, field: "employee.guid")
+    employee.guid =
+      message.guid.isEmpty
+      ? UUID().uuidString.lowercased()
+      : try self.guid(message.guid, field: "employee.guid")
     employee.name = message.name
     employee.department = message.department
     employee.email = message.email

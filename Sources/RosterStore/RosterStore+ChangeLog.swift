@@ -24,7 +24,10 @@ extension RosterStore {
     timeMillis: Int64
   ) throws {
     let statement = try db.cachedStatement(
-      sql: "INSERT INTO change_log (entity, guid, kind, fields, author, time) VALUES (?, ?, ?, ?, ?, ?)"
+      sql: """
+        INSERT INTO change_log (entity, guid, kind, fields, author, time)
+        VALUES (?, ?, ?, ?, ?, ?)
+        """
     )
     try statement.execute(arguments: [
       entity.rawValue, guid, kind.rawValue, fields.joined(separator: ","), context.author,

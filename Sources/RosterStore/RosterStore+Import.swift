@@ -109,7 +109,9 @@ extension RosterStore {
     context: WriteContext = WriteContext(author: "import"),
     chunkRows: Int = 20_000
   ) async throws -> ImportSummary {
-    let rows = employees.lazy.map { UpsertRow(guid: $0.guid, changes: EmployeeChanges(setting: $0)) }
+    let rows = employees.lazy.map {
+      UpsertRow(guid: $0.guid, changes: EmployeeChanges(setting: $0))
+    }
     let messages = ChunkedSequence(base: rows, size: 1_000)
     return try await self.upsertEmployees(messages, context: context, chunkRows: chunkRows)
   }

@@ -55,7 +55,10 @@ public struct WriterConfiguration: Sendable {
   public var coalesces: Bool = true
   /// How long the writer waits for more requests before it starts a transaction that is not
   /// yet full. Requests that arrive while a commit is in flight always join the next one.
-  public var window: Duration = .milliseconds(1)
+  ///
+  /// Zero by default: with 64 concurrent clients, a 1 ms window measured 6,050 writes/s and no
+  /// window 6,905 (`scripts/bench-writes`); the commit in flight already gathers the batch.
+  public var window: Duration = .zero
   /// The most requests that share one transaction, so no batch holds the writer for long.
   public var maximumBatch: Int = 256
   /// The most requests waiting for the writer; more are refused with `resourceExhausted`.

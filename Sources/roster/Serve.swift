@@ -50,7 +50,7 @@ struct Serve: AsyncParsableCommand {
   var coalesce = true
 
   @Option(help: "Microseconds the writer waits for more writes before a commit.")
-  var commitWindowUs: Int = 1000
+  var commitWindowUs: Int = 0
 
   @Option(help: "The most writes that share one transaction.")
   var maxWriteBatch: Int = 256

@@ -42,7 +42,8 @@ public enum SeedFile {
   /// rows: what `RosterStore.upsertEmployees` takes. The file is memory-mapped and parsed a
   /// batch at a time, so memory holds one batch whatever the file's size.
   public static func batches(_ path: String, size: Int = 1_000) throws -> Batches {
-    Batches(data: try Data(contentsOf: URL(fileURLWithPath: path), options: .alwaysMapped), size: size)
+    let data = try Data(contentsOf: URL(fileURLWithPath: path), options: .alwaysMapped)
+    return Batches(data: data, size: size)
   }
 
   /// Batches of a seed file; see `batches(_:size:)`.
