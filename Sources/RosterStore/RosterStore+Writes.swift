@@ -245,36 +245,9 @@ extension RosterStore {
     var assignments: [String] = []
     var arguments: [any DatabaseValueConvertible] = []
     for path in paths {
-      switch path {
-      case "name":
-        assignments += ["name = ?", "name_folded = ?"]
-        arguments += [employee.name, TextFolding.fold(employee.name)]
-      case "department":
-        assignments.append("department = ?")
-        arguments.append(employee.department)
-      case "email":
-        assignments.append("email = ?")
-        arguments.append(employee.email)
-      case "phone":
-        assignments.append("phone = ?")
-        arguments.append(employee.phone)
-      case "address":
-        assignments.append("address = ?")
-        arguments.append(employee.address)
-      case "about":
-        assignments.append("about = ?")
-        arguments.append(employee.about)
-      case "active":
-        assignments.append("active = ?")
-        arguments.append(employee.active)
-      case "start_date":
-        assignments.append("start_date = ?")
-        arguments.append(employee.startDate)
-      case "vacation_days":
-        assignments.append("vacation_days = ?")
-        arguments.append(employee.vacationDays)
-      default:
-        preconditionFailure("not an editable path: \(path)")
+      for (column, value) in Self.columns(of: path, in: employee) {
+        assignments.append("\(column) = ?")
+        arguments.append(value)
       }
     }
     assignments.append("update_time = ?")
@@ -283,5 +256,24 @@ extension RosterStore {
       sql: "UPDATE employees SET \(assignments.joined(separator: ", ")) WHERE id = ?"
     )
     try statement.execute(arguments: StatementArguments(arguments))
+  }
+
+  /// The columns behind an editable path, with their values in `employee`.
+  private static func columns(
+    of path: String,
+    in employee: Employee
+  ) -> [(String, any DatabaseValueConvertible)] {
+    switch path {
+    case "name": [("name", employee.name), ("name_folded", TextFolding.fold(employee.name))]
+    case "department": [("department", employee.department)]
+    case "email": [("email", employee.email)]
+    case "phone": [("phone", employee.phone)]
+    case "address": [("address", employee.address)]
+    case "about": [("about", employee.about)]
+    case "active": [("active", employee.active)]
+    case "start_date": [("start_date", employee.startDate)]
+    case "vacation_days": [("vacation_days", employee.vacationDays)]
+    default: preconditionFailure("not an editable path: \(path)")
+    }
   }
 }
