@@ -40,7 +40,11 @@ extension RosterStore {
         context: context,
         timeMillis: now
       )
-      return try Self.fetchEmployee(db, guid: employee.guid, fields: .allButThumbnail)!
+      // The row as stored, without reading it back: a new row has no picture and no sales.
+      var created = employee
+      created.id = db.lastInsertedRowID
+      created.updateTimeMillis = now
+      return created
     }
   }
 
@@ -56,12 +60,14 @@ extension RosterStore {
   ) async throws -> Employee {
     try EmployeeValidation.validate(changes)
     return try await self.submit { db in
-      guard let old = try Self.fetchEmployee(db, guid: guid, fields: .editable) else {
+      // Read every returned field up front, so the answer needs no second read.
+      guard let old = try Self.fetchEmployee(db, guid: guid, fields: .allButThumbnail) else {
         throw StoreError(.notFound, "no employee with guid '\(guid)'")
       }
-      let new = changes.applied(to: old)
+      var new = changes.applied(to: old)
       let paths = EmployeeChanges.differences(old, new)
       let now = Self.nowMillis()
+      new.updateTimeMillis = now
       try Self.update(db, id: old.id, to: new, paths: paths, now: now)
       try Self.record(
         db,
@@ -72,7 +78,7 @@ extension RosterStore {
         context: context,
         timeMillis: now
       )
-      return try Self.fetchEmployee(db, guid: guid, fields: .allButThumbnail)!
+      return new
     }
   }
 
