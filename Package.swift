@@ -74,6 +74,7 @@ let package = Package(
       name: "roster",
       dependencies: [
         "RosterServer",
+        "RosterServices",
         "RosterStore",
         "RosterProto",
         .product(name: "GRPCCore", package: "grpc-swift-2"),

@@ -149,10 +149,12 @@ extension RosterStore {
       WHERE \(conditions.joined(separator: " AND ")) RETURNING guid
       """
     let paths = changes.paths
-    let now = Self.nowMillis()
-    let list: [any DatabaseValueConvertible] = values + [now] + filterArguments + values
-    let arguments = StatementArguments(list.map(Optional.some))
+    let assigned = StatementArguments(values.map(Optional.some))
+    let matched = StatementArguments((filterArguments + values).map(Optional.some))
     return try await self.submit { db in
+      // The time of the write, not of the request: it may have waited in the writer's queue.
+      let now = Self.nowMillis()
+      let arguments = assigned + [now] + matched
       let guids = try String.fetchAll(db, sql: sql, arguments: arguments)
       for guid in guids {
         try Self.record(

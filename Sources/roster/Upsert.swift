@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import GRPCCore
 import RosterProto
+import RosterServices
 import RosterStore
 
 /// `roster upsert`: streams a seed.json file to a running server's UpsertEmployees.
@@ -30,7 +31,7 @@ struct Upsert: AsyncParsableCommand {
     let batches = try SeedFile.batches(self.file, size: self.rowsPerMessage)
     let response = try await self.client.withClient { client in
       try await Roster_V1_Directory.Client(wrapping: client).upsertEmployees(
-        metadata: [AuthorHeader.key: .string(self.author)]
+        metadata: [AuthorInterceptor.metadataKey: .string(self.author)]
       ) { writer in
         for try await rows in batches {
           try await writer.write(.with { $0.employees = rows.map(Self.message) })
@@ -71,9 +72,4 @@ struct Upsert: AsyncParsableCommand {
     if let vacationDays = changes.vacationDays { employee.vacationDays = Int32(vacationDays) }
     return employee
   }
-}
-
-/// The request metadata that names the author of a write.
-enum AuthorHeader {
-  static let key = "x-roster-author"
 }
