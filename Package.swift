@@ -35,10 +35,19 @@ let package = Package(
       ],
       swiftSettings: [.swiftLanguageMode(.v6)]
     ),
+    // libvips, found through pkg-config (Debian's libvips-dev).
+    .systemLibrary(
+      name: "CVips",
+      pkgConfig: "vips",
+      providers: [.apt(["libvips-dev"])]
+    ),
+    // A small non-variadic C face on libvips (thumbnails, demo pictures) and glib's SHA-256.
+    .target(name: "CVipsShim", dependencies: ["CVips"]),
     // Schema, migrations, queries and the reader path. Never sees gRPC.
     .target(
       name: "RosterStore",
       dependencies: [
+        "CVipsShim",
         .product(name: "GRDB", package: "GRDB.swift"),
         .product(name: "Logging", package: "swift-log"),
       ],

@@ -85,7 +85,7 @@ public func buildServices(
   ])
   let services: [any RegistrableRPCService] = [
     DirectoryService(store: store, logger: logger),
-    PicturesService(),
+    PicturesService(store: store, logger: logger),
     AnalyticsService(),
     health,
   ]
@@ -121,16 +121,29 @@ public func openStore(config: ServerConfig, logger: Logger) async throws -> Rost
   let store = try RosterStore(configuration: config.store, logger: logger)
   if isNew && config.seedEmployees > 0 {
     let started = ContinuousClock.now
+    let demo = DemoData(count: config.seedEmployees, pictures: config.seedPictures)
     let summary = try await store.withBulkLoad {
       try await store.importEmployees(
-        DemoData(count: config.seedEmployees).lazy.map(\.employee),
+        demo.lazy.map(\.employee),
         context: WriteContext(author: "seed")
       )
+    }
+    var pictures = 0
+    if config.seedPictures {
+      // The pool is made once in a scratch directory, then stored like any upload.
+      let scratch = config.store.path + "-seed-pictures"
+      defer { try? FileManager.default.removeItem(atPath: scratch) }
+      try DemoPictures.writePool(to: scratch)
+      let files = demo.compactMap { record in
+        record.picture.map { (guid: record.employee.guid, path: scratch + "/" + $0) }
+      }
+      pictures = try await store.importPictures(files, context: WriteContext(author: "seed")).stored
     }
     logger.info(
       "seeded demo data",
       metadata: [
         "employees": "\(summary.imported)",
+        "pictures": "\(pictures)",
         "duration": "\(ContinuousClock.now - started)",
       ]
     )

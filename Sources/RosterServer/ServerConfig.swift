@@ -10,6 +10,8 @@ public struct ServerConfig: Sendable {
   public var store: StoreConfiguration
   /// Demo employees to create when the database file does not exist yet; 0 for none.
   public var seedEmployees: Int = 1000
+  /// Whether the demo employees get pictures from `DemoPictures`' pool.
+  public var seedPictures: Bool = true
   /// How often the WAL is checkpointed in the background, when something was written.
   public var checkpointInterval: Duration = .milliseconds(500)
   /// How often the change log is pruned to its retention policy.

@@ -1,46 +1,161 @@
 public import GRPCCore
+public import Logging
 public import RosterProto
+public import RosterStore
+
+internal import Foundation
 
 /// `roster.v1.Pictures`: full pictures and thumbnails, on demand and streamed.
 ///
-/// Every method answers `UNIMPLEMENTED` until issue #4 builds it; the contract is
-/// published now so clients can be generated against it.
+/// Pictures never travel with employee rows. Uploads and downloads stream in constant memory:
+/// bytes go to and come from the store a chunk at a time.
 public struct PicturesService: Sendable {
-  /// Creates the service.
-  public init() {}
+  private let store: RosterStore
+  private let logger: Logger
+  /// The most bytes in one `GetPicture` message.
+  public static let chunkSize = 64 * 1024
+
+  /// Creates the service over a shared store.
+  public init(store: RosterStore, logger: Logger = Logger(label: "roster.pictures")) {
+    self.store = store
+    self.logger = logger
+  }
 }
 
 extension PicturesService: Roster_V1_Pictures.SimpleServiceProtocol {
-  /// Statuses: `UNIMPLEMENTED` until issue #4.
+  /// Stores a picture: a `header` message first, then `chunk` messages.
+  ///
+  /// Statuses: `INVALID_ARGUMENT` for a missing or repeated header, a bad guid, bytes that
+  /// are not a decodable JPEG or PNG, or a `content_type` or `total_size` that does not match;
+  /// `NOT_FOUND` for an unknown employee; `RESOURCE_EXHAUSTED` the moment the picture crosses
+  /// the size limit. A failed or cancelled upload leaves no file and no row.
   public func putPicture(
     request: RPCAsyncSequence<Roster_V1_PutPictureRequest, any Error>,
     context: ServerContext
   ) async throws -> Roster_V1_PutPictureResponse {
-    throw unimplemented("roster.v1.Pictures/PutPicture")
+    try await withStatusMapping("PutPicture", logger: self.logger) {
+      var upload: PictureUpload? = nil
+      defer { upload?.abandon() }
+      for try await message in request {
+        switch message.part {
+        case .header(let header):
+          guard upload == nil else {
+            throw RPCError(code: .invalidArgument, message: "header was sent twice")
+          }
+          upload = try self.store.beginPictureUpload(
+            guid: try DirectoryRequests.guid(header.guid),
+            contentType: header.contentType,
+            totalSize: header.totalSize
+          )
+        case .chunk(let bytes):
+          guard let upload else {
+            throw RPCError(code: .invalidArgument, message: "header must come before any chunk")
+          }
+          try await upload.append(bytes)
+        case nil:
+          throw RPCError(code: .invalidArgument, message: "each message needs a header or a chunk")
+        }
+      }
+      guard let upload else {
+        throw RPCError(code: .invalidArgument, message: "header is required")
+      }
+      let stored = try await upload.finish(context: RequestAuthor.writeContext)
+      return .with {
+        $0.etag = stored.info.etag
+        $0.size = stored.info.size
+        $0.width = Int32(stored.info.width)
+        $0.height = Int32(stored.info.height)
+        $0.thumbnail = Data(stored.thumbnail.data)
+      }
+    }
   }
 
-  /// Statuses: `UNIMPLEMENTED` until issue #4.
+  /// Streams a picture in chunks of at most 64 KiB from `offset`. The first message carries
+  /// the picture's size, etag, type and dimensions. When `if_none_match` is the current
+  /// etag, the stream ends with no messages.
+  ///
+  /// Statuses: `INVALID_ARGUMENT` for a bad guid or a negative offset, `NOT_FOUND` for an
+  /// unknown employee or one with no picture, `OUT_OF_RANGE` for an offset past the end.
   public func getPicture(
     request: Roster_V1_GetPictureRequest,
     response: RPCWriter<Roster_V1_GetPictureResponse>,
     context: ServerContext
   ) async throws {
-    throw unimplemented("roster.v1.Pictures/GetPicture")
+    let guid = try DirectoryRequests.guid(request.guid)
+    if request.offset < 0 {
+      throw RPCError(code: .invalidArgument, message: "offset must not be negative")
+    }
+    try await withStatusMapping("GetPicture", logger: self.logger) {
+      try await self.store.withPicture(guid: guid) { info, reader in
+        if !request.ifNoneMatch.isEmpty && request.ifNoneMatch == info.etag { return }
+        if request.offset > info.size {
+          throw RPCError(
+            code: .outOfRange,
+            message: "offset \(request.offset) is past the end of the \(info.size)-byte picture"
+          )
+        }
+        var offset = request.offset
+        var first = true
+        // Reads a few chunks per trip to the I/O threads, then sends them one by one.
+        let readSize = Self.chunkSize * 4
+        repeat {
+          let bytes = try await reader.read(offset: offset, count: readSize)
+          var start = 0
+          repeat {
+            let end = min(bytes.count, start + Self.chunkSize)
+            var message = Roster_V1_GetPictureResponse()
+            message.data = Data(bytes[start..<end])
+            message.offset = offset + Int64(start)
+            if first {
+              message.totalSize = info.size
+              message.etag = info.etag
+              message.contentType = info.contentType
+              message.width = Int32(info.width)
+              message.height = Int32(info.height)
+              first = false
+            }
+            try await response.write(message)
+            start = end
+          } while start < bytes.count
+          offset += Int64(bytes.count)
+          if bytes.isEmpty { break }
+        } while offset < info.size
+      }
+    }
   }
 
-  /// Statuses: `UNIMPLEMENTED` until issue #4.
+  /// An employee's thumbnail.
+  ///
+  /// Statuses: `INVALID_ARGUMENT` for a bad guid, `NOT_FOUND` for an unknown employee or one
+  /// with no picture.
   public func getThumbnail(
     request: Roster_V1_GetThumbnailRequest,
     context: ServerContext
   ) async throws -> Roster_V1_GetThumbnailResponse {
-    throw unimplemented("roster.v1.Pictures/GetThumbnail")
+    let guid = try DirectoryRequests.guid(request.guid)
+    return try await withStatusMapping("GetThumbnail", logger: self.logger) {
+      let thumbnail = try self.store.thumbnail(guid: guid)
+      return .with {
+        $0.data = Data(thumbnail.data)
+        $0.etag = thumbnail.etag
+        $0.width = Int32(thumbnail.width)
+        $0.height = Int32(thumbnail.height)
+      }
+    }
   }
 
-  /// Statuses: `UNIMPLEMENTED` until issue #4.
+  /// Removes an employee's picture and thumbnail.
+  ///
+  /// Statuses: `INVALID_ARGUMENT` for a bad guid, `NOT_FOUND` for an unknown employee or one
+  /// with no picture.
   public func deletePicture(
     request: Roster_V1_DeletePictureRequest,
     context: ServerContext
   ) async throws -> Roster_V1_DeletePictureResponse {
-    throw unimplemented("roster.v1.Pictures/DeletePicture")
+    let guid = try DirectoryRequests.guid(request.guid)
+    return try await withStatusMapping("DeletePicture", logger: self.logger) {
+      try await self.store.deletePicture(guid: guid, context: RequestAuthor.writeContext)
+      return Roster_V1_DeletePictureResponse()
+    }
   }
 }

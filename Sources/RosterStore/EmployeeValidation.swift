@@ -20,6 +20,17 @@ public enum EmployeeValidation {
     }
   }
 
+  /// The canonical form of `text`, a guid the caller must send.
+  ///
+  /// - Throws: `invalidArgument` naming the field when `text` is empty or not a UUID.
+  public static func requireGUID(_ text: String, field: String = "guid") throws -> String {
+    if text.isEmpty { throw StoreError(.invalidArgument, "\(field) is required") }
+    guard let guid = self.canonicalGUID(text) else {
+      throw StoreError(.invalidArgument, "\(field) '\(text)' is not a UUID")
+    }
+    return guid
+  }
+
   /// The canonical (lower-case) form of a guid, or nil if `text` is not a UUID.
   public static func canonicalGUID(_ text: String) -> String? {
     let bytes = Array(text.utf8)

@@ -16,8 +16,38 @@ extension RosterStore {
     migrator.registerMigration("v3: change log") { db in
       try db.execute(sql: Self.changeLogSchema)
     }
+    migrator.registerMigration("v4: pictures") { db in
+      try db.execute(sql: Self.picturesSchema)
+    }
     return migrator
   }
+
+  private static let picturesSchema = """
+    -- Full pictures, once per content (etag = SHA-256). Small ones keep their bytes here;
+    -- larger ones live in a file named by the etag, and `data` is NULL.
+    CREATE TABLE pictures (
+      etag         TEXT    NOT NULL PRIMARY KEY,
+      size         INTEGER NOT NULL,
+      content_type TEXT    NOT NULL,
+      width        INTEGER NOT NULL,
+      height       INTEGER NOT NULL,
+      data         BLOB
+    );
+    CREATE INDEX employees_by_picture ON employees(picture_etag) WHERE picture_etag IS NOT NULL;
+
+    -- A picture row goes with its last reference: a deleted employee (one at a time, in a
+    -- batch, or by cascade), or one whose picture was replaced or removed.
+    CREATE TRIGGER pictures_release_on_delete AFTER DELETE ON employees
+    WHEN old.picture_etag IS NOT NULL BEGIN
+      DELETE FROM pictures WHERE etag = old.picture_etag
+        AND NOT EXISTS (SELECT 1 FROM employees WHERE picture_etag = old.picture_etag);
+    END;
+    CREATE TRIGGER pictures_release_on_update AFTER UPDATE OF picture_etag ON employees
+    WHEN old.picture_etag IS NOT NULL AND old.picture_etag IS NOT new.picture_etag BEGIN
+      DELETE FROM pictures WHERE etag = old.picture_etag
+        AND NOT EXISTS (SELECT 1 FROM employees WHERE picture_etag = old.picture_etag);
+    END;
+    """
 
   private static let changeLogSchema = """
     -- The persistent history WatchChanges replays and tails. Rows are written in the same

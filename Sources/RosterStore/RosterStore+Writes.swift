@@ -86,9 +86,14 @@ extension RosterStore {
   ///
   /// - Throws: `notFound` for an unknown guid.
   public func deleteEmployee(guid: String, context: WriteContext = WriteContext()) async throws {
-    try await self.submit { db in
-      try db.execute(sql: "DELETE FROM employees WHERE guid = ?", arguments: [guid])
-      if db.changesCount == 0 {
+    let picture = try await self.submit { db -> String? in
+      guard
+        let row = try Row.fetchOne(
+          db,
+          sql: "DELETE FROM employees WHERE guid = ? RETURNING picture_etag",
+          arguments: [guid]
+        )
+      else {
         throw StoreError(.notFound, "no employee with guid '\(guid)'")
       }
       try Self.record(
@@ -99,7 +104,9 @@ extension RosterStore {
         context: context,
         timeMillis: Self.nowMillis()
       )
+      return row[0]
     }
+    if let picture { await self.releasePictureFiles([picture]) }
   }
 
   /// Sets `department`, `active` or `vacationDays` on every employee matching `filter`, in
@@ -185,17 +192,18 @@ extension RosterStore {
     let whereClause = terms.isEmpty ? "" : " WHERE " + terms.joined(separator: " AND ")
     let sql = """
       DELETE FROM employees WHERE id IN (SELECT e.id FROM employees e\(whereClause) LIMIT ?)
-      RETURNING guid
+      RETURNING guid, picture_etag
       """
     var deleted = 0
     while deleted < limit {
       let chunk = min(Self.deleteChunkRows, limit - deleted)
       let list: [any DatabaseValueConvertible] = filterArguments + [chunk]
       let arguments = StatementArguments(list.map(Optional.some))
-      let count = try await self.submit(bulk: true) { db in
-        let guids = try String.fetchAll(db, sql: sql, arguments: arguments)
+      let (count, pictures) = try await self.submit(bulk: true) { db in
+        let rows = try Row.fetchAll(db, sql: sql, arguments: arguments)
         let now = Self.nowMillis()
-        for guid in guids {
+        for row in rows {
+          let guid: String = row[0]
           try Self.record(
             db,
             entity: .employee,
@@ -205,8 +213,9 @@ extension RosterStore {
             timeMillis: now
           )
         }
-        return guids.count
+        return (rows.count, rows.compactMap { $0[1] as String? })
       }
+      await self.releasePictureFiles(pictures)
       deleted += count
       if count < chunk { return (deleted, false) }
     }

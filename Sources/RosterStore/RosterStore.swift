@@ -20,6 +20,14 @@ public struct RosterStore: Sendable {
   let checkpointer: DatabaseQueue
   /// The configuration the store was opened with.
   public let configuration: StoreConfiguration
+  let logger: Logger
+  let pictureFiles: PictureFiles
+  let pictureRegistry = PictureRegistry()
+  let pictureCache: PictureCache
+  /// Blocking file I/O, off the request threads.
+  let io: BlockingPool
+  /// libvips work, with bounded concurrency.
+  let imaging: BlockingPool
 
   /// Opens (creating if needed) the database and brings its schema up to date.
   public init(
@@ -27,6 +35,14 @@ public struct RosterStore: Sendable {
     logger: Logger = Logger(label: "roster.store")
   ) throws {
     self.configuration = configuration
+    self.logger = logger
+    self.pictureFiles = try PictureFiles(directory: configuration.picturesDirectory)
+    self.pictureCache = PictureCache(budget: configuration.pictures.cacheBytes)
+    self.io = BlockingPool(label: "roster.io", width: 4)
+    self.imaging = BlockingPool(
+      label: "roster.imaging",
+      width: configuration.pictures.thumbnailConcurrency
+    )
     let directory = URL(fileURLWithPath: configuration.path).deletingLastPathComponent()
     try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
     let pool = try DatabasePool(

@@ -31,6 +31,13 @@ public struct StoreConfiguration: Sendable {
   public var writer: WriterConfiguration = WriterConfiguration()
   /// How long the change log keeps its history.
   public var changeLogRetention: ChangeLogRetention = ChangeLogRetention()
+  /// Where full pictures live, and how they are checked, thumbnailed and cached.
+  public var pictures: PictureConfiguration = PictureConfiguration()
+
+  /// The directory of large picture files: `pictures.directory`, or `<path>-pictures`.
+  public var picturesDirectory: String {
+    self.pictures.directory ?? self.path + "-pictures"
+  }
 
   /// Creates a configuration for the database at `path`.
   public init(path: String) {
@@ -83,4 +90,26 @@ public struct ChangeLogRetention: Sendable {
     self.maximumAge = maximumAge
     self.maximumRows = maximumRows
   }
+}
+
+/// How full pictures are stored and served.
+public struct PictureConfiguration: Sendable {
+  /// The directory for picture files; nil means `<database path>-pictures`.
+  public var directory: String? = nil
+  /// Pictures up to this size live in a database table; larger ones are files. SQLite's own
+  /// study of BLOBs puts the crossover near 100 KB.
+  public var inlineMaximumBytes: Int = 100 * 1024
+  /// The largest picture accepted; an upload is stopped the moment it crosses this.
+  public var maximumBytes: Int64 = 50 * 1024 * 1024
+  /// Bytes of hot pictures kept in memory.
+  public var cacheBytes: Int = 64 * 1024 * 1024
+  /// Thumbnail height in pixels.
+  public var thumbnailHeight: Int = 120
+  /// Thumbnail JPEG quality.
+  public var thumbnailQuality: Int = 80
+  /// Thumbnails made at once, each on a thread of its own, off the request threads.
+  public var thumbnailConcurrency: Int = 2
+
+  /// Creates the default picture configuration.
+  public init() {}
 }

@@ -20,6 +20,9 @@ struct Import: AsyncParsableCommand {
   @Option(help: "The author recorded in the change log.")
   var author: String = "import"
 
+  @Option(help: "Where the files named by `picture` are (default: pictures beside the file).")
+  var picturesDir: String?
+
   func validate() throws {
     if self.chunkRows < 1 { throw ValidationError("--chunk-rows must be at least 1") }
   }
@@ -45,6 +48,22 @@ struct Import: AsyncParsableCommand {
     )
     for rejection in summary.rejected.prefix(20) {
       print("  record \(rejection.index): \(rejection.reason)")
+    }
+    let directory = self.picturesDir ?? SeedFile.picturesDirectory(beside: self.file)
+    var pictures: [(guid: String, path: String)] = []
+    try SeedFile.read(self.file) { record in
+      if let name = record.picture, let guid = EmployeeValidation.canonicalGUID(record.employee.guid) {
+        pictures.append((guid, SeedFile.picturePath(name, in: directory)))
+      }
+    }
+    if !pictures.isEmpty {
+      let pictureStart = ContinuousClock.now
+      let (stored, refused) = try await store.importPictures(
+        pictures,
+        context: WriteContext(author: self.author)
+      )
+      print("stored \(stored) pictures in \(ContinuousClock.now - pictureStart), refused \(refused.count)")
+      for (guid, reason) in refused.prefix(20) { print("  picture of \(guid): \(reason)") }
     }
   }
 }

@@ -16,13 +16,25 @@ struct Seed: ParsableCommand {
   @Option(help: "Seed of the generator; the same seed gives the same file.")
   var seed: UInt64 = 0x5EED
 
+  @Option(help: "Where the demo pictures go (default: a pictures directory beside --out).")
+  var picturesDir: String?
+
+  @Flag(inversion: .prefixedNo, help: "Give most employees a synthetic JPEG picture.")
+  var pictures = true
+
   func validate() throws {
     guard self.employees >= 0 else { throw ValidationError("--employees must not be negative") }
   }
 
   func run() throws {
     let started = ContinuousClock.now
-    try SeedFile.write(DemoData(count: self.employees, seed: self.seed), to: self.out)
+    let data = DemoData(count: self.employees, seed: self.seed, pictures: self.pictures)
+    try SeedFile.write(data, to: self.out)
     print("wrote \(self.employees) employees to \(self.out) in \(ContinuousClock.now - started)")
+    if self.pictures {
+      let directory = self.picturesDir ?? SeedFile.picturesDirectory(beside: self.out)
+      let written = try DemoPictures.writePool(to: directory)
+      print("wrote \(written) demo pictures to \(directory)")
+    }
   }
 }

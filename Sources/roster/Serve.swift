@@ -23,6 +23,18 @@ struct Serve: AsyncParsableCommand {
   @Option(help: "Demo employees to create when the database is new; 0 for an empty directory.")
   var seedEmployees: Int = 1000
 
+  @Flag(inversion: .prefixedNo, help: "Give the demo employees pictures.")
+  var seedPictures = true
+
+  @Option(help: "The largest picture accepted, in MiB.")
+  var maxPictureMb: Int = 50
+
+  @Option(help: "Memory for hot pictures, in MiB.")
+  var pictureCacheMb: Int = 64
+
+  @Option(help: "Pictures up to this many KiB are stored in the database, larger ones as files.")
+  var inlinePictureMaxKib: Int = 100
+
   @Option(help: "Page cache per connection, in KiB.")
   var cacheSizeKib: Int = 32 * 1024
 
@@ -74,6 +86,11 @@ struct Serve: AsyncParsableCommand {
     guard self.maxWriteBatch >= 1 else {
       throw ValidationError("--max-write-batch must be at least 1")
     }
+    guard self.maxPictureMb >= 1, self.pictureCacheMb >= 0, self.inlinePictureMaxKib >= 0 else {
+      throw ValidationError(
+        "--max-picture-mb must be positive; --picture-cache-mb and --inline-picture-max-kib not negative"
+      )
+    }
     guard self.changeLogMaxAgeHours >= 1, self.changeLogMaxRows >= 1 else {
       throw ValidationError("--change-log-max-age-hours and --change-log-max-rows must be positive")
     }
@@ -86,6 +103,10 @@ struct Serve: AsyncParsableCommand {
     config.host = self.host
     config.port = self.port
     config.seedEmployees = self.seedEmployees
+    config.seedPictures = self.seedPictures
+    config.store.pictures.maximumBytes = Int64(self.maxPictureMb) * 1024 * 1024
+    config.store.pictures.cacheBytes = self.pictureCacheMb * 1024 * 1024
+    config.store.pictures.inlineMaximumBytes = self.inlinePictureMaxKib * 1024
     config.store.cacheSizeKiB = self.cacheSizeKib
     config.store.mmapSize = self.mmapSize
     config.store.sqlDebug = self.sqlDebug

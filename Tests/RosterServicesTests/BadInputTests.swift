@@ -275,9 +275,6 @@ struct BadInputTests {
         await expectStatus(.unimplemented, mentioning: "DepartmentHeadcounts") {
           _ = try await Roster_V1_Analytics.Client(wrapping: client).departmentHeadcounts(.init())
         }
-        await expectStatus(.unimplemented, mentioning: "GetThumbnail") {
-          _ = try await Roster_V1_Pictures.Client(wrapping: client).getThumbnail(.init())
-        }
       }
     }
   }

@@ -8,10 +8,14 @@ public struct DemoData: Sequence, Sendable {
   /// The generator's seed.
   public var seed: UInt64
 
+  /// Whether records name a picture from `DemoPictures`' pool (most do, some have none).
+  public var pictures: Bool
+
   /// Creates a generator of `count` records.
-  public init(count: Int, seed: UInt64 = 0x5EED) {
+  public init(count: Int, seed: UInt64 = 0x5EED, pictures: Bool = false) {
     self.count = count
     self.seed = seed
+    self.pictures = pictures
   }
 
   /// The departments demo employees are spread across.
@@ -63,13 +67,14 @@ public struct DemoData: Sequence, Sendable {
   ]
 
   public func makeIterator() -> Iterator {
-    Iterator(count: self.count, random: SplitMix64(seed: self.seed))
+    Iterator(count: self.count, random: SplitMix64(seed: self.seed), pictures: self.pictures)
   }
 
   /// Produces the records one at a time, in constant memory.
   public struct Iterator: IteratorProtocol {
     let count: Int
     var random: SplitMix64
+    let pictures: Bool
     var index = 0
 
     public mutating func next() -> SeedRecord? {
@@ -105,7 +110,9 @@ public struct DemoData: Sequence, Sendable {
       let day = 1 + Int(self.random.next() % 28)
       e.startDate = "\(year)-\(month < 10 ? "0" : "")\(month)-\(day < 10 ? "0" : "")\(day)"
       e.vacationDays = Int(self.random.next() % 31)
-      return SeedRecord(employee: e)
+      // From the index alone, so the other fields are the same with or without pictures.
+      let picture = self.pictures ? DemoPictures.fileName(forEmployee: index) : nil
+      return SeedRecord(employee: e, picture: picture)
     }
 
     private mutating func uuid() -> String {

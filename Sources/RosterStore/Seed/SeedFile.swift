@@ -80,6 +80,17 @@ public enum SeedFile {
     }
   }
 
+  /// The default pictures directory for a seed file: `pictures` beside it.
+  public static func picturesDirectory(beside path: String) -> String {
+    URL(fileURLWithPath: path).deletingLastPathComponent().appendingPathComponent("pictures").path
+  }
+
+  /// Where a record's `picture` name points. Only the last path component counts, so a
+  /// seed file cannot reach outside its pictures directory.
+  public static func picturePath(_ name: String, in directory: String) -> String {
+    directory + "/" + URL(fileURLWithPath: name).lastPathComponent
+  }
+
   /// All records of the file at `path`, for small files and tests.
   public static func readAll(_ path: String) throws -> [SeedRecord] {
     var records: [SeedRecord] = []

@@ -1,0 +1,129 @@
+internal import CVipsShim
+internal import Foundation
+internal import Synchronization
+
+/// libvips through the C shim: thumbnails and synthetic demo pictures. Every call blocks and
+/// burns CPU, so callers run it on a `BlockingPool`, never on a request thread.
+enum Vips {
+  /// A JPEG thumbnail, and the size of the picture it was made from.
+  struct Thumbnail: Sendable, Hashable {
+    var data: [UInt8]
+    var width: Int
+    var height: Int
+    var sourceWidth: Int
+    var sourceHeight: Int
+  }
+
+  /// Why libvips refused: its own message, for logs only (it can name a server path).
+  struct Failure: Error, CustomStringConvertible {
+    var description: String
+  }
+
+  private static let started: Result<Void, Failure> = {
+    var error = [CChar](repeating: 0, count: 512)
+    if roster_vips_start(&error, error.count) != 0 {
+      return .failure(Failure(description: String(cString: error)))
+    }
+    return .success(())
+  }()
+
+  /// Decodes the whole picture at `path` (so a truncated or corrupt one fails) and makes a
+  /// JPEG thumbnail `height` pixels high, using shrink-on-load.
+  static func thumbnail(path: String, height: Int, quality: Int) throws(Failure) -> Thumbnail {
+    try self.started.get()
+    var out = roster_thumbnail()
+    var error = [CChar](repeating: 0, count: 512)
+    guard roster_vips_thumbnail(path, Int32(height), Int32(quality), &out, &error, error.count) == 0
+    else {
+      throw Failure(description: String(cString: error))
+    }
+    defer { roster_vips_free(out.data) }
+    let bytes = [UInt8](UnsafeRawBufferPointer(start: out.data, count: out.size))
+    return Thumbnail(
+      data: bytes,
+      width: Int(out.thumbnail_width),
+      height: Int(out.thumbnail_height),
+      sourceWidth: Int(out.width),
+      sourceHeight: Int(out.height)
+    )
+  }
+
+  /// A deterministic synthetic JPEG: the same arguments always give the same bytes. More
+  /// `noise` (0 to 100) makes a larger file.
+  static func syntheticJPEG(
+    width: Int,
+    height: Int,
+    seed: UInt32,
+    noise: Double,
+    quality: Int = 85
+  ) throws(Failure) -> [UInt8] {
+    try self.started.get()
+    var data: UnsafeMutableRawPointer? = nil
+    var size = 0
+    var error = [CChar](repeating: 0, count: 512)
+    guard
+      roster_vips_synthetic_jpeg(
+        Int32(width), Int32(height), seed, noise, Int32(quality), &data, &size, &error,
+        error.count
+      ) == 0
+    else {
+      throw Failure(description: String(cString: error))
+    }
+    defer { roster_vips_free(data) }
+    return [UInt8](UnsafeRawBufferPointer(start: data, count: size))
+  }
+}
+
+/// An incremental SHA-256 (glib's, through the shim), as lowercase hex: picture etags.
+struct SHA256Hasher: ~Copyable {
+  private let state: OpaquePointer
+
+  init() {
+    self.state = roster_sha256_new()
+  }
+
+  mutating func update(_ bytes: UnsafeRawBufferPointer) {
+    roster_sha256_update(self.state, bytes.baseAddress, bytes.count)
+  }
+
+  consuming func finish() -> String {
+    var hex = [CChar](repeating: 0, count: 65)
+    roster_sha256_finish(self.state, &hex)
+    discard self
+    return String(cString: hex)
+  }
+
+  deinit {
+    roster_sha256_discard(self.state)
+  }
+
+  /// The hex digest of `bytes`.
+  static func hex(_ bytes: some ContiguousBytes) -> String {
+    var hasher = SHA256Hasher()
+    bytes.withUnsafeBytes { hasher.update($0) }
+    return hasher.finish()
+  }
+}
+
+/// A fixed set of serial dispatch queues for blocking work (file I/O, libvips), so it never
+/// runs on the cooperative pool or an event loop, and at most `width` such jobs run at once.
+final class BlockingPool: Sendable {
+  private let queues: [DispatchQueue]
+  private let next = Atomic<Int>(0)
+
+  init(label: String, width: Int) {
+    self.queues = (0..<max(1, width)).map { DispatchQueue(label: "\(label).\($0)") }
+  }
+
+  func run<T: Sendable, E: Error>(_ body: @escaping @Sendable () throws(E) -> T) async throws(E)
+    -> T
+  {
+    let index = self.next.add(1, ordering: .relaxed).oldValue % self.queues.count
+    let result: Result<T, E> = await withCheckedContinuation { continuation in
+      self.queues[index].async {
+        continuation.resume(returning: Result { () throws(E) -> T in try body() })
+      }
+    }
+    return try result.get()
+  }
+}
