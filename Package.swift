@@ -134,6 +134,7 @@ let package = Package(
       name: "RosterEndToEndTests",
       dependencies: [
         "roster",
+        "RosterStore",
         "RosterProto",
         "TestSupport",
         .product(name: "GRDB", package: "GRDB.swift"),

@@ -219,6 +219,30 @@ struct PictureServiceTests {
     }
   }
 
+  @Test("an upload the client abandons midway leaves no file and no row")
+  func abandonedUpload() async throws {
+    struct GaveUp: Error {}
+    try await Self.withPictures { pictures, directory, store async throws in
+      await #expect(throws: (any Error).self) {
+        _ = try await pictures.putPicture { writer in
+          try await writer.write(.with { $0.header = .with { $0.guid = Self.alice.guid } })
+          for start in stride(from: 0, to: 196_608, by: 65_536) {
+            try await writer.write(.with { $0.chunk = Data(Self.large[start..<start + 65_536]) })
+          }
+          throw GaveUp()
+        }
+      }
+      // The server notices the cancelled stream on its own schedule.
+      for _ in 0..<100 where !Self.files(store).isEmpty {
+        try await Task.sleep(for: .milliseconds(50))
+      }
+      #expect(Self.files(store).isEmpty, "\(Self.files(store))")
+      let employee = try await directory.getEmployee(.with { $0.guid = Self.alice.guid })
+      #expect(!employee.hasPicture_p)
+      #expect(store.latestChange == 2, "only the two imported employees were logged")
+    }
+  }
+
   @Test("bad uploads and reads get a clear status, and leave no file and no row")
   func badInput() async throws {
     let corrupt = Array(Self.large.prefix(Self.large.count / 2))

@@ -60,6 +60,31 @@ public final class RosterProcess: Sendable {
     throw CocoaError(.executableLoad, userInfo: ["output": buffer.withLock { $0 }])
   }
 
+  /// The server's process id.
+  public var pid: Int32 { self.process.processIdentifier }
+
+  /// The server's resident memory now and at its peak, in bytes, from `/proc`.
+  public func memory() throws -> (resident: Int, peak: Int) {
+    let status = try String(
+      contentsOfFile: "/proc/\(self.process.processIdentifier)/status",
+      encoding: .utf8
+    )
+    func field(_ name: String) -> Int {
+      let line = status.split(separator: "\n").first { $0.hasPrefix(name + ":") } ?? ""
+      return (Int(line.split(separator: " ").dropFirst().first ?? "") ?? 0) * 1024
+    }
+    return (field("VmRSS"), field("VmHWM"))
+  }
+
+  /// Resets the peak the kernel keeps (`VmHWM`) to the current resident size.
+  public func resetPeakMemory() throws {
+    try "5".write(
+      toFile: "/proc/\(self.process.processIdentifier)/clear_refs",
+      atomically: false,
+      encoding: .utf8
+    )
+  }
+
   /// Sends SIGKILL, as a crash or power cut would end it, and waits until it is gone.
   public func kill() {
     if self.process.isRunning {
