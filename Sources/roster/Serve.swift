@@ -67,6 +67,9 @@ struct Serve: AsyncParsableCommand {
   @Option(help: "The most writes that share one transaction.")
   var maxWriteBatch: Int = 256
 
+  @Option(help: "Rows per transaction of a bulk upsert (UpsertEmployees).")
+  var bulkChunkRows: Int = 2_000
+
   @Option(help: "Hours of history the change log keeps.")
   var changeLogMaxAgeHours: Int = 7 * 24
 
@@ -82,6 +85,9 @@ struct Serve: AsyncParsableCommand {
     }
     guard self.commitWindowUs >= 0 else {
       throw ValidationError("--commit-window-us must not be negative")
+    }
+    guard self.bulkChunkRows >= 1 else {
+      throw ValidationError("--bulk-chunk-rows must be at least 1")
     }
     guard self.maxWriteBatch >= 1 else {
       throw ValidationError("--max-write-batch must be at least 1")
@@ -114,6 +120,7 @@ struct Serve: AsyncParsableCommand {
     config.store.writer.coalesces = self.coalesce
     config.store.writer.window = .microseconds(self.commitWindowUs)
     config.store.writer.maximumBatch = self.maxWriteBatch
+    config.store.writer.bulkChunkRows = self.bulkChunkRows
     config.store.changeLogRetention = ChangeLogRetention(
       maximumAge: .seconds(self.changeLogMaxAgeHours * 3600),
       maximumRows: self.changeLogMaxRows
