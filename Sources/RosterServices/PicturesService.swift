@@ -94,31 +94,26 @@ extension PicturesService: Roster_V1_Pictures.SimpleServiceProtocol {
             message: "offset \(request.offset) is past the end of the \(info.size)-byte picture"
           )
         }
+        // One read per message, straight into the buffer the message sends: nothing is
+        // read ahead of what the transport has taken.
         var offset = request.offset
         var first = true
-        // Reads a few chunks per trip to the I/O threads, then sends them one by one.
-        let readSize = Self.chunkSize * 4
         repeat {
-          let bytes = try await reader.read(offset: offset, count: readSize)
-          var start = 0
-          repeat {
-            let end = min(bytes.count, start + Self.chunkSize)
-            var message = Roster_V1_GetPictureResponse()
-            message.data = Data(bytes[start..<end])
-            message.offset = offset + Int64(start)
-            if first {
-              message.totalSize = info.size
-              message.etag = info.etag
-              message.contentType = info.contentType
-              message.width = Int32(info.width)
-              message.height = Int32(info.height)
-              first = false
-            }
-            try await response.write(message)
-            start = end
-          } while start < bytes.count
-          offset += Int64(bytes.count)
-          if bytes.isEmpty { break }
+          var message = Roster_V1_GetPictureResponse()
+          message.data = try await reader.read(offset: offset, count: Self.chunkSize)
+          message.offset = offset
+          if first {
+            message.totalSize = info.size
+            message.etag = info.etag
+            message.contentType = info.contentType
+            message.width = Int32(info.width)
+            message.height = Int32(info.height)
+            first = false
+          }
+          offset += Int64(message.data.count)
+          let empty = message.data.isEmpty
+          try await response.write(message)
+          if empty { break }
         } while offset < info.size
       }
     }

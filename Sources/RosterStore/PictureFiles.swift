@@ -76,9 +76,10 @@ struct PictureFiles: Sendable {
     return (etags, temporaries)
   }
 
-  /// Reads up to `count` bytes at `offset` from an open file.
-  static func read(descriptor: Int32, offset: Int64, count: Int) throws -> [UInt8] {
-    var bytes = [UInt8](repeating: 0, count: count)
+  /// Reads up to `count` bytes at `offset` from an open file, into one buffer that can go
+  /// out as a message without another copy.
+  static func read(descriptor: Int32, offset: Int64, count: Int) throws -> Data {
+    var bytes = Data(count: count)
     var filled = 0
     while filled < count {
       let n = bytes.withUnsafeMutableBytes { buffer in
@@ -89,7 +90,7 @@ struct PictureFiles: Sendable {
       if n == 0 { break }
       filled += n
     }
-    bytes.removeLast(count - filled)
+    if filled < count { bytes.removeLast(count - filled) }
     return bytes
   }
 

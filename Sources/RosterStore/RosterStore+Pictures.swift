@@ -49,11 +49,11 @@ public struct PictureReader: Sendable {
   let source: Source
 
   /// Up to `count` bytes from `offset`; fewer only at the end.
-  public func read(offset: Int64, count: Int) async throws -> [UInt8] {
+  public func read(offset: Int64, count: Int) async throws -> Data {
     switch self.source {
     case .memory(let bytes):
       let start = Int(min(offset, Int64(bytes.count)))
-      return Array(bytes[start..<min(bytes.count, start + count)])
+      return Data(bytes[start..<min(bytes.count, start + count)])
     case .file(let descriptor, let pool):
       return try await pool.run {
         try PictureFiles.read(descriptor: descriptor, offset: offset, count: count)
@@ -285,7 +285,9 @@ extension RosterStore {
       if cacheable {
         let bytes = try await self.io.run {
           defer { close(descriptor) }
-          return try PictureFiles.read(descriptor: descriptor, offset: 0, count: Int(info.size))
+          return [UInt8](
+            try PictureFiles.read(descriptor: descriptor, offset: 0, count: Int(info.size))
+          )
         }
         self.pictureCache.put(info.etag, bytes)
         return try await body(info, PictureReader(source: .memory(bytes)))
@@ -557,7 +559,7 @@ public final class PictureUpload {
       var inline: [UInt8]? = nil
       if size <= Int64(pictures.inlineMaximumBytes) {
         inline = try await store.io.run {
-          try PictureFiles.read(descriptor: descriptor, offset: 0, count: Int(size))
+          [UInt8](try PictureFiles.read(descriptor: descriptor, offset: 0, count: Int(size)))
         }
       } else {
         let files = store.pictureFiles

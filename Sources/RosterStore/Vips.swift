@@ -19,10 +19,15 @@ enum Vips {
     var description: String
   }
 
+  /// The NUL-terminated text in a C buffer.
+  private static func text(_ buffer: [CChar]) -> String {
+    String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+  }
+
   private static let started: Result<Void, Failure> = {
     var error = [CChar](repeating: 0, count: 512)
     if roster_vips_start(&error, error.count) != 0 {
-      return .failure(Failure(description: String(cString: error)))
+      return .failure(Failure(description: Self.text(error)))
     }
     return .success(())
   }()
@@ -35,7 +40,7 @@ enum Vips {
     var error = [CChar](repeating: 0, count: 512)
     guard roster_vips_thumbnail(path, Int32(height), Int32(quality), &out, &error, error.count) == 0
     else {
-      throw Failure(description: String(cString: error))
+      throw Failure(description: Self.text(error))
     }
     defer { roster_vips_free(out.data) }
     let bytes = [UInt8](UnsafeRawBufferPointer(start: out.data, count: out.size))
@@ -67,7 +72,7 @@ enum Vips {
         error.count
       ) == 0
     else {
-      throw Failure(description: String(cString: error))
+      throw Failure(description: Self.text(error))
     }
     defer { roster_vips_free(data) }
     return [UInt8](UnsafeRawBufferPointer(start: data, count: size))
@@ -90,7 +95,7 @@ struct SHA256Hasher: ~Copyable {
     var hex = [CChar](repeating: 0, count: 65)
     roster_sha256_finish(self.state, &hex)
     discard self
-    return String(cString: hex)
+    return String(decoding: hex.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
   }
 
   deinit {
