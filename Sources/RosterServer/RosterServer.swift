@@ -86,7 +86,7 @@ public func buildServices(
   let services: [any RegistrableRPCService] = [
     DirectoryService(store: store, logger: logger),
     PicturesService(store: store, logger: logger),
-    AnalyticsService(),
+    AnalyticsService(store: store, logger: logger),
     health,
   ]
   return (services, [AuthorInterceptor()], health)

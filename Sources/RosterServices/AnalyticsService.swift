@@ -1,77 +1,261 @@
 public import GRPCCore
+public import Logging
 public import RosterProto
+public import RosterStore
 
 /// `roster.v1.Analytics`: headcounts, sales counts, grouped aggregates and calendar rollups.
 ///
-/// Every method answers `UNIMPLEMENTED` until issue #5 builds it; the contract is
-/// published now so clients can be generated against it.
+/// The common numbers come from counters and rollups that every write keeps in step, so
+/// they cost the same at a thousand employees as at a million. Raw rows are read only by
+/// what needs them: MEDIAN, STDDEV and filtered aggregates, and a month's days the first
+/// time they are asked for.
 public struct AnalyticsService: Sendable {
-  /// Creates the service.
-  public init() {}
+  private let store: RosterStore
+  private let logger: Logger
+
+  /// Creates the service over a shared store.
+  public init(store: RosterStore, logger: Logger = Logger(label: "roster.analytics")) {
+    self.store = store
+    self.logger = logger
+  }
 }
 
 extension AnalyticsService: Roster_V1_Analytics.SimpleServiceProtocol {
-  /// Statuses: `UNIMPLEMENTED` until issue #5.
+  /// Every department with its headcount and active count, sorted by department.
   public func departmentHeadcounts(
     request: Roster_V1_DepartmentHeadcountsRequest,
     context: ServerContext
   ) async throws -> Roster_V1_DepartmentHeadcountsResponse {
-    throw unimplemented("roster.v1.Analytics/DepartmentHeadcounts")
+    try await withStatusMapping("DepartmentHeadcounts", logger: self.logger) {
+      let counts = try self.store.departmentCounts()
+      return .with {
+        $0.departments = counts.map { counts in
+          .with {
+            $0.department = counts.department
+            $0.headcount = counts.headcount
+            $0.activeCount = counts.active
+          }
+        }
+      }
+    }
   }
 
-  /// Statuses: `UNIMPLEMENTED` until issue #5.
+  /// One department's totals. Statuses: `INVALID_ARGUMENT` for no department, `NOT_FOUND`
+  /// for a department with no employees.
   public func departmentSummary(
     request: Roster_V1_DepartmentSummaryRequest,
     context: ServerContext
   ) async throws -> Roster_V1_DepartmentSummaryResponse {
-    throw unimplemented("roster.v1.Analytics/DepartmentSummary")
+    if request.department.isEmpty {
+      throw RPCError(code: .invalidArgument, message: "department is required")
+    }
+    return try await withStatusMapping("DepartmentSummary", logger: self.logger) {
+      let counts = try self.store.departmentCounts(request.department)
+      return .with {
+        $0.total = counts.headcount
+        $0.active = counts.active
+        $0.vacationDaysTotal = counts.vacationDaysTotal
+        $0.vacationDaysAvg = counts.vacationDaysAverage
+      }
+    }
   }
 
-  /// Statuses: `UNIMPLEMENTED` until issue #5.
+  /// An employee's sales count and total. Statuses: `INVALID_ARGUMENT` for a bad guid,
+  /// `NOT_FOUND` for an unknown one.
   public func employeeSales(
     request: Roster_V1_EmployeeSalesRequest,
     context: ServerContext
   ) async throws -> Roster_V1_EmployeeSalesResponse {
-    throw unimplemented("roster.v1.Analytics/EmployeeSales")
+    let guid = try DirectoryRequests.guid(request.guid)
+    return try await withStatusMapping("EmployeeSales", logger: self.logger) {
+      let sales = try self.store.employeeSales(guid: guid)
+      return .with {
+        $0.count = sales.count
+        $0.totalAmount = sales.total
+      }
+    }
   }
 
-  /// Statuses: `UNIMPLEMENTED` until issue #5.
+  /// An aggregate over sale amounts. Statuses: `INVALID_ARGUMENT` for an unset or unknown
+  /// `function` or `group_by`, a bad guid, a date that is not real, or `from_date` after
+  /// `to_date`.
   public func aggregateSales(
     request: Roster_V1_AggregateSalesRequest,
     context: ServerContext
   ) async throws -> Roster_V1_AggregateResponse {
-    throw unimplemented("roster.v1.Analytics/AggregateSales")
+    let function = try AnalyticsRequests.function(request.function)
+    let grouping = try AnalyticsRequests.grouping(request.groupBy)
+    let guid = request.employeeGuid.isEmpty
+      ? nil : try DirectoryRequests.guid(request.employeeGuid, field: "employee_guid")
+    let filter = SalesFilter(
+      department: request.department,
+      employeeGUID: guid,
+      fromDate: request.fromDate,
+      toDate: request.toDate
+    )
+    return try await withStatusMapping("AggregateSales", logger: self.logger) {
+      AnalyticsRequests.response(try self.store.aggregateSales(function, groupedBy: grouping, filter: filter))
+    }
   }
 
-  /// Statuses: `UNIMPLEMENTED` until issue #5.
+  /// An aggregate over vacation days, or a count of employees. Statuses: `INVALID_ARGUMENT`
+  /// for an unset or unknown `function`, or a `group_by` other than NONE, DEPARTMENT or
+  /// ACTIVE.
   public func aggregateEmployees(
     request: Roster_V1_AggregateEmployeesRequest,
     context: ServerContext
   ) async throws -> Roster_V1_AggregateResponse {
-    throw unimplemented("roster.v1.Analytics/AggregateEmployees")
+    let function = try AnalyticsRequests.function(request.function)
+    let grouping = try AnalyticsRequests.grouping(request.groupBy)
+    let filter = try DirectoryRequests.filter(
+      department: request.department,
+      active: request.hasActive ? request.active : nil,
+      nameContains: request.nameContains
+    )
+    return try await withStatusMapping("AggregateEmployees", logger: self.logger) {
+      AnalyticsRequests.response(try self.store.aggregateEmployees(function, groupedBy: grouping, filter: filter))
+    }
   }
 
-  /// Statuses: `UNIMPLEMENTED` until issue #5.
+  /// Years with their months' totals; with `year` and `month`, that month's days too.
+  /// Statuses: `INVALID_ARGUMENT` for a month without a year, a month outside 1 to 12, a bad
+  /// guid, or both a guid and a department; `NOT_FOUND` for an unknown employee.
   public func salesCalendar(
     request: Roster_V1_SalesCalendarRequest,
     context: ServerContext
   ) async throws -> Roster_V1_SalesCalendarResponse {
-    throw unimplemented("roster.v1.Analytics/SalesCalendar")
+    let scope: SalesScope
+    if !request.employeeGuid.isEmpty {
+      if !request.department.isEmpty {
+        throw RPCError(code: .invalidArgument, message: "give employee_guid or department, not both")
+      }
+      scope = .employee(guid: try DirectoryRequests.guid(request.employeeGuid, field: "employee_guid"))
+    } else if !request.department.isEmpty {
+      scope = .department(request.department)
+    } else {
+      scope = .everyone
+    }
+    return try await withStatusMapping("SalesCalendar", logger: self.logger) {
+      let calendar = try self.store.salesCalendar(
+        scope: scope,
+        year: request.year == 0 ? nil : Int(request.year),
+        month: request.month == 0 ? nil : Int(request.month)
+      )
+      return .with {
+        $0.years = calendar.years.map { year in
+          .with {
+            $0.year = Int32(year.year.number)
+            $0.count = year.year.count
+            $0.amount = year.year.amount
+            $0.months = year.months.map { month in
+              .with {
+                $0.month = Int32(month.number)
+                $0.count = month.count
+                $0.amount = month.amount
+              }
+            }
+          }
+        }
+        $0.days = calendar.days.map { day in
+          .with {
+            $0.day = Int32(day.number)
+            $0.count = day.count
+            $0.amount = day.amount
+          }
+        }
+      }
+    }
   }
 
-  /// Statuses: `UNIMPLEMENTED` until issue #5.
+  /// Bulk sales through the coalescing writer; bad rows are reported by stream index.
   public func importSales(
     request: RPCAsyncSequence<Roster_V1_ImportSalesRequest, any Error>,
     context: ServerContext
   ) async throws -> Roster_V1_ImportSalesResponse {
-    throw unimplemented("roster.v1.Analytics/ImportSales")
+    try await withStatusMapping("ImportSales", logger: self.logger) {
+      let rows = request.map { message in
+        message.sales.map { SaleRow(employeeGUID: $0.employeeGuid, amount: $0.amount, date: $0.date) }
+      }
+      let result = try await self.store.importSales(rows, context: RequestAuthor.writeContext)
+      return .with {
+        $0.inserted = Int64(result.inserted)
+        $0.rejected = result.rejected.map { rejection in
+          .with {
+            $0.index = Int64(rejection.index)
+            $0.reason = rejection.reason
+          }
+        }
+      }
+    }
   }
 
-  /// Statuses: `UNIMPLEMENTED` until issue #5.
+  /// Deletes sales dated before `before_date`, at most `limit` (default 1,000, at most
+  /// 100,000). Statuses: `INVALID_ARGUMENT` for a missing or unreal date or a bad limit.
   public func deleteSales(
     request: Roster_V1_DeleteSalesRequest,
     context: ServerContext
   ) async throws -> Roster_V1_DeleteSalesResponse {
-    throw unimplemented("roster.v1.Analytics/DeleteSales")
+    guard !request.beforeDate.isEmpty else {
+      throw RPCError(code: .invalidArgument, message: "before_date is required")
+    }
+    guard EmployeeValidation.isValidDate(request.beforeDate) else {
+      throw RPCError(code: .invalidArgument, message: "before_date '\(request.beforeDate)' is not a YYYY-MM-DD date")
+    }
+    let limit = try DirectoryRequests.deleteLimit(request.limit)
+    return try await withStatusMapping("DeleteSales", logger: self.logger) {
+      let result = try await self.store.deleteSales(
+        before: request.beforeDate,
+        limit: limit,
+        context: RequestAuthor.writeContext
+      )
+      return .with {
+        $0.deleted = Int64(result.deleted)
+        $0.more = result.more
+      }
+    }
+  }
+}
+
+/// Proto enums to store values, refusing unset and unknown ones.
+enum AnalyticsRequests {
+  static func function(_ value: Roster_V1_AggregateFunction) throws -> AggregateFunction {
+    switch value {
+    case .count: .count
+    case .sum: .sum
+    case .avg: .average
+    case .min: .minimum
+    case .max: .maximum
+    case .median: .median
+    case .stddev: .standardDeviation
+    case .unspecified:
+      throw RPCError(code: .invalidArgument, message: "function is required")
+    case .UNRECOGNIZED(let number):
+      throw RPCError(code: .invalidArgument, message: "function \(number) is not a known function")
+    }
+  }
+
+  static func grouping(_ value: Roster_V1_GroupBy) throws -> AggregateGrouping {
+    switch value {
+    case .none: .none
+    case .department: .department
+    case .employee: .employee
+    case .year: .year
+    case .month: .month
+    case .day: .day
+    case .active: .active
+    case .UNRECOGNIZED(let number):
+      throw RPCError(code: .invalidArgument, message: "group_by \(number) is not a known grouping")
+    }
+  }
+
+  static func response(_ groups: [AggregateValue]) -> Roster_V1_AggregateResponse {
+    .with {
+      $0.groups = groups.map { group in
+        .with {
+          $0.key = group.key
+          $0.value = group.value
+        }
+      }
+    }
   }
 }

@@ -61,6 +61,15 @@ extension RosterStore {
       guard !pending.isEmpty else { return }
       for sql in pending { try db.execute(sql: sql) }
       try db.execute(sql: "INSERT INTO employees_fts(employees_fts) VALUES ('rebuild')")
+      // The counter triggers were dropped with the rest: count once, as they would have.
+      try db.execute(
+        sql: """
+          DELETE FROM department_stats;
+          INSERT INTO department_stats
+            SELECT department, count(*), sum(active), sum(vacation_days) FROM employees
+            GROUP BY department;
+          """
+      )
       try db.execute(sql: "DELETE FROM bulk_load_pending")
     }
   }

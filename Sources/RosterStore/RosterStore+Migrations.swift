@@ -19,8 +19,173 @@ extension RosterStore {
     migrator.registerMigration("v4: pictures") { db in
       try db.execute(sql: Self.picturesSchema)
     }
+    migrator.registerMigration("v5: sales and analytics counters") { db in
+      try db.execute(sql: Self.analyticsSchema)
+    }
     return migrator
   }
+
+  /// Sales, and the derived data every write keeps in step in its own transaction, by
+  /// trigger: department counters, each employee's sales count and total, daily sales per
+  /// employee, monthly sales per department, and a version per month for the calendar cache.
+  static let analyticsSchema = """
+    ALTER TABLE employees ADD COLUMN sales_total_cents INTEGER NOT NULL DEFAULT 0;
+
+    -- Amounts are whole cents, so every counter and rollup adds up exactly.
+    CREATE TABLE sales (
+      id           INTEGER PRIMARY KEY,
+      employee_id  INTEGER NOT NULL REFERENCES employees(id) ON DELETE CASCADE,
+      amount_cents INTEGER NOT NULL CHECK (amount_cents >= 0),
+      date         TEXT    NOT NULL
+    );
+    CREATE INDEX sales_by_employee_date ON sales(employee_id, date);
+    CREATE INDEX sales_by_date ON sales(date);
+
+    CREATE TABLE department_stats (
+      department          TEXT    NOT NULL PRIMARY KEY,
+      headcount           INTEGER NOT NULL,
+      active_count        INTEGER NOT NULL,
+      vacation_days_total INTEGER NOT NULL
+    ) WITHOUT ROWID;
+    INSERT INTO department_stats
+      SELECT department, count(*), sum(active), sum(vacation_days) FROM employees
+      GROUP BY department;
+
+    CREATE TABLE sales_daily (
+      employee_id INTEGER NOT NULL,
+      day         TEXT    NOT NULL,
+      count       INTEGER NOT NULL,
+      total_cents INTEGER NOT NULL,
+      PRIMARY KEY (employee_id, day)
+    ) WITHOUT ROWID;
+
+    CREATE TABLE sales_monthly_department (
+      department  TEXT    NOT NULL,
+      month       TEXT    NOT NULL,
+      count       INTEGER NOT NULL,
+      total_cents INTEGER NOT NULL,
+      PRIMARY KEY (department, month)
+    ) WITHOUT ROWID;
+
+    CREATE TABLE sales_month_versions (
+      month   TEXT    NOT NULL PRIMARY KEY,
+      version INTEGER NOT NULL
+    ) WITHOUT ROWID;
+
+    CREATE TRIGGER department_stats_insert AFTER INSERT ON employees BEGIN
+      INSERT INTO department_stats (department, headcount, active_count, vacation_days_total)
+        VALUES (new.department, 1, new.active, new.vacation_days)
+        ON CONFLICT (department) DO UPDATE SET
+          headcount = headcount + 1,
+          active_count = active_count + excluded.active_count,
+          vacation_days_total = vacation_days_total + excluded.vacation_days_total;
+    END;
+    CREATE TRIGGER department_stats_delete AFTER DELETE ON employees BEGIN
+      UPDATE department_stats SET
+        headcount = headcount - 1,
+        active_count = active_count - old.active,
+        vacation_days_total = vacation_days_total - old.vacation_days
+        WHERE department = old.department;
+      DELETE FROM department_stats WHERE department = old.department AND headcount = 0;
+    END;
+    CREATE TRIGGER department_stats_update AFTER UPDATE OF department, active, vacation_days
+    ON employees BEGIN
+      UPDATE department_stats SET
+        headcount = headcount - 1,
+        active_count = active_count - old.active,
+        vacation_days_total = vacation_days_total - old.vacation_days
+        WHERE department = old.department;
+      INSERT INTO department_stats (department, headcount, active_count, vacation_days_total)
+        VALUES (new.department, 1, new.active, new.vacation_days)
+        ON CONFLICT (department) DO UPDATE SET
+          headcount = headcount + 1,
+          active_count = active_count + excluded.active_count,
+          vacation_days_total = vacation_days_total + excluded.vacation_days_total;
+      DELETE FROM department_stats WHERE department = old.department AND headcount = 0;
+    END;
+
+    -- A deleted employee takes their sales with them (cascade). Their rollups are settled
+    -- here, before the row goes, while their department is still known.
+    CREATE TRIGGER sales_rollups_employee_delete BEFORE DELETE ON employees BEGIN
+      INSERT INTO sales_month_versions (month, version)
+        SELECT DISTINCT substr(day, 1, 7), 1 FROM sales_daily WHERE employee_id = old.id
+        ON CONFLICT (month) DO UPDATE SET version = version + 1;
+      UPDATE sales_monthly_department SET
+        count = sales_monthly_department.count - m.count,
+        total_cents = sales_monthly_department.total_cents - m.total_cents
+        FROM (SELECT substr(day, 1, 7) AS month, sum(count) AS count,
+                     sum(total_cents) AS total_cents
+              FROM sales_daily WHERE employee_id = old.id GROUP BY 1) AS m
+        WHERE sales_monthly_department.department = old.department
+          AND sales_monthly_department.month = m.month;
+      DELETE FROM sales_monthly_department WHERE department = old.department AND count = 0;
+      DELETE FROM sales_daily WHERE employee_id = old.id;
+    END;
+    -- A change of department moves the employee's monthly sales with them.
+    CREATE TRIGGER sales_rollups_department_change AFTER UPDATE OF department ON employees
+    WHEN old.department IS NOT new.department BEGIN
+      INSERT INTO sales_month_versions (month, version)
+        SELECT DISTINCT substr(day, 1, 7), 1 FROM sales_daily WHERE employee_id = new.id
+        ON CONFLICT (month) DO UPDATE SET version = version + 1;
+      UPDATE sales_monthly_department SET
+        count = sales_monthly_department.count - m.count,
+        total_cents = sales_monthly_department.total_cents - m.total_cents
+        FROM (SELECT substr(day, 1, 7) AS month, sum(count) AS count,
+                     sum(total_cents) AS total_cents
+              FROM sales_daily WHERE employee_id = new.id GROUP BY 1) AS m
+        WHERE sales_monthly_department.department = old.department
+          AND sales_monthly_department.month = m.month;
+      DELETE FROM sales_monthly_department WHERE department = old.department AND count = 0;
+      INSERT INTO sales_monthly_department (department, month, count, total_cents)
+        SELECT new.department, substr(day, 1, 7), sum(count), sum(total_cents)
+        FROM sales_daily WHERE employee_id = new.id GROUP BY 2
+        ON CONFLICT (department, month) DO UPDATE SET
+          count = count + excluded.count,
+          total_cents = total_cents + excluded.total_cents;
+    END;
+
+    CREATE TRIGGER sales_insert AFTER INSERT ON sales BEGIN
+      UPDATE employees SET
+        sales_count = sales_count + 1,
+        sales_total_cents = sales_total_cents + new.amount_cents
+        WHERE id = new.employee_id;
+      INSERT INTO sales_daily (employee_id, day, count, total_cents)
+        VALUES (new.employee_id, new.date, 1, new.amount_cents)
+        ON CONFLICT (employee_id, day) DO UPDATE SET
+          count = count + 1,
+          total_cents = total_cents + excluded.total_cents;
+      INSERT INTO sales_monthly_department (department, month, count, total_cents)
+        SELECT department, substr(new.date, 1, 7), 1, new.amount_cents FROM employees
+        WHERE id = new.employee_id
+        ON CONFLICT (department, month) DO UPDATE SET
+          count = count + 1,
+          total_cents = total_cents + excluded.total_cents;
+      INSERT INTO sales_month_versions (month, version) VALUES (substr(new.date, 1, 7), 1)
+        ON CONFLICT (month) DO UPDATE SET version = version + 1;
+    END;
+    -- When the employee is being deleted, their rollups were settled before the row went,
+    -- and these statements find nothing.
+    CREATE TRIGGER sales_delete AFTER DELETE ON sales BEGIN
+      UPDATE employees SET
+        sales_count = sales_count - 1,
+        sales_total_cents = sales_total_cents - old.amount_cents
+        WHERE id = old.employee_id;
+      UPDATE sales_daily SET count = count - 1, total_cents = total_cents - old.amount_cents
+        WHERE employee_id = old.employee_id AND day = old.date;
+      DELETE FROM sales_daily
+        WHERE employee_id = old.employee_id AND day = old.date AND count = 0;
+      UPDATE sales_monthly_department SET
+        count = count - 1,
+        total_cents = total_cents - old.amount_cents
+        WHERE department = (SELECT department FROM employees WHERE id = old.employee_id)
+          AND month = substr(old.date, 1, 7);
+      DELETE FROM sales_monthly_department
+        WHERE department = (SELECT department FROM employees WHERE id = old.employee_id)
+          AND month = substr(old.date, 1, 7) AND count = 0;
+      INSERT INTO sales_month_versions (month, version) VALUES (substr(old.date, 1, 7), 1)
+        ON CONFLICT (month) DO UPDATE SET version = version + 1;
+    END;
+    """
 
   private static let picturesSchema = """
     -- Full pictures, once per content (etag = SHA-256). Small ones keep their bytes here;

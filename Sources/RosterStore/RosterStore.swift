@@ -24,6 +24,7 @@ public struct RosterStore: Sendable {
   let pictureFiles: PictureFiles
   let pictureRegistry = PictureRegistry()
   let pictureCache: PictureCache
+  let calendarCache = CalendarCache()
   /// Blocking file I/O, off the request threads.
   let io: BlockingPool
   /// libvips work, with bounded concurrency.
@@ -94,6 +95,7 @@ public struct RosterStore: Sendable {
           PRAGMA wal_autocheckpoint = \(settings.walAutoCheckpointPages);
           """
       )
+      Self.addAggregates(db)
       if sqlDebug {
         db.trace(options: .profile) { event in
           if case let .profile(statement, duration) = event {

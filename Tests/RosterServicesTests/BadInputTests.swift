@@ -268,13 +268,63 @@ struct BadInputTests {
     ).employees
   }
 
-  @Test("services not built yet answer UNIMPLEMENTED")
-  func unimplemented() async throws {
-    try await withTemporaryStore { store async throws in
+  @Test("bad analytics requests get a clear status naming the field")
+  func analytics() async throws {
+    try await withTemporaryStore(employees: 5) { store async throws in
       try await withInProcessClient(store: store) { client async throws in
-        await expectStatus(.unimplemented, mentioning: "DepartmentHeadcounts") {
-          _ = try await Roster_V1_Analytics.Client(wrapping: client).departmentHeadcounts(.init())
+        let analytics = Roster_V1_Analytics.Client(wrapping: client)
+        await expectStatus(.invalidArgument, mentioning: "function is required") {
+          _ = try await analytics.aggregateSales(.init())
         }
+        await expectStatus(.invalidArgument, mentioning: "function 42") {
+          _ = try await analytics.aggregateSales(.with { $0.function = .UNRECOGNIZED(42) })
+        }
+        await expectStatus(.invalidArgument, mentioning: "group_by 9") {
+          _ = try await analytics.aggregateSales(.with {
+            $0.function = .count
+            $0.groupBy = .UNRECOGNIZED(9)
+          })
+        }
+        await expectStatus(.invalidArgument, mentioning: "after to_date") {
+          _ = try await analytics.aggregateSales(.with {
+            $0.function = .sum
+            $0.fromDate = "2024-05-01"
+            $0.toDate = "2024-04-01"
+          })
+        }
+        await expectStatus(.invalidArgument, mentioning: "from_date") {
+          _ = try await analytics.aggregateSales(.with {
+            $0.function = .sum
+            $0.fromDate = "2024-02-30"
+          })
+        }
+        await expectStatus(.invalidArgument, mentioning: "group_by") {
+          _ = try await analytics.aggregateEmployees(.with {
+            $0.function = .avg
+            $0.groupBy = .month
+          })
+        }
+        await expectStatus(.invalidArgument, mentioning: "month needs a year") {
+          _ = try await analytics.salesCalendar(.with { $0.month = 3 })
+        }
+        await expectStatus(.invalidArgument, mentioning: "month 13") {
+          _ = try await analytics.salesCalendar(.with {
+            $0.year = 2024
+            $0.month = 13
+          })
+        }
+        await expectStatus(.notFound, mentioning: "Nowhere") {
+          _ = try await analytics.departmentSummary(.with { $0.department = "Nowhere" })
+        }
+        await expectStatus(.notFound, mentioning: "no employee") {
+          _ = try await analytics.employeeSales(.with { $0.guid = "00000000-0000-4000-8000-000000000000" })
+        }
+        await expectStatus(.invalidArgument, mentioning: "before_date") {
+          _ = try await analytics.deleteSales(.init())
+        }
+        let headcounts = try await analytics.departmentHeadcounts(.init())
+        #expect(headcounts.departments.map(\.headcount).reduce(0, +) == 5)
+        #expect(headcounts.departments.map(\.department) == headcounts.departments.map(\.department).sorted())
       }
     }
   }
