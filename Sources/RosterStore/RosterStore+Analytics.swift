@@ -149,10 +149,7 @@ extension RosterStore {
     try self.readStatement { db in
       try Row.fetchAll(
         db,
-        sql: """
-          SELECT department, headcount, active_count, vacation_days_total
-          FROM department_stats ORDER BY department
-          """
+        sql: AnalyticsSQL.departments
       ).map { DepartmentCounts(department: $0[0], headcount: $0[1], active: $0[2], vacationDaysTotal: $0[3]) }
     }
   }
@@ -164,10 +161,7 @@ extension RosterStore {
     let row = try self.readStatement { db in
       try Row.fetchOne(
         db,
-        sql: """
-          SELECT department, headcount, active_count, vacation_days_total
-          FROM department_stats WHERE department = ?
-          """,
+        sql: AnalyticsSQL.department,
         arguments: [department]
       )
     }
@@ -182,7 +176,7 @@ extension RosterStore {
     let row = try self.readStatement { db in
       try Row.fetchOne(
         db,
-        sql: "SELECT sales_count, sales_total_cents FROM employees WHERE guid = ?",
+        sql: AnalyticsSQL.employeeSales,
         arguments: [guid]
       )
     }
@@ -201,43 +195,9 @@ extension RosterStore {
     filter: SalesFilter
   ) throws -> [AggregateValue] {
     try Self.checkRange(from: filter.fromDate, to: filter.toDate)
-    let key: String
-    switch grouping {
-    case .none: key = "''"
-    case .department: key = "e.department"
-    case .employee: key = "e.guid"
-    case .year: key = "substr(s.date, 1, 4)"
-    case .month: key = "substr(s.date, 1, 7)"
-    case .day: key = "s.date"
-    case .active:
-      throw StoreError(.invalidArgument, "group_by ACTIVE applies to employees, not sales")
-    }
-    var terms: [String] = []
-    var arguments: [any DatabaseValueConvertible] = []
-    if let department = filter.department {
-      terms.append("e.department = ?")
-      arguments.append(department)
-    }
-    if let guid = filter.employeeGUID {
-      terms.append("e.guid = ?")
-      arguments.append(guid)
-    }
-    if let from = filter.fromDate {
-      terms.append("s.date >= ?")
-      arguments.append(from)
-    }
-    if let to = filter.toDate {
-      terms.append("s.date <= ?")
-      arguments.append(to)
-    }
-    let whereClause = terms.isEmpty ? "" : " WHERE " + terms.joined(separator: " AND ")
-    let value = Self.aggregateExpression(function, column: "s.amount_cents", scale: 100)
-    let sql = """
-      SELECT \(key) AS k, \(value) FROM sales s JOIN employees e ON e.id = s.employee_id\
-      \(whereClause) GROUP BY k ORDER BY k
-      """
+    let query = try AnalyticsSQL.aggregateSales(function, grouping, filter)
     let groups = try self.readStatement { db in
-      try Row.fetchAll(db, sql: sql, arguments: StatementArguments(arguments.map(Optional.some)))
+      try Row.fetchAll(db, sql: query.sql, arguments: query.arguments)
         .map { AggregateValue(key: $0[0], value: $0[1] ?? 0) }
     }
     // With no grouping there is always one answer, even over no sales.
@@ -270,12 +230,9 @@ extension RosterStore {
     {
       return try self.aggregateFromCounters(function, byDepartment: grouping == .department, filter: filter)
     }
-    let (terms, arguments) = EmployeeSQL.filterTerms(filter, ordered: false)
-    let whereClause = terms.isEmpty ? "" : " WHERE " + terms.joined(separator: " AND ")
-    let value = Self.aggregateExpression(function, column: "e.vacation_days", scale: 1)
-    let sql = "SELECT \(key) AS k, \(value) FROM employees e\(whereClause) GROUP BY k ORDER BY k"
+    let query = AnalyticsSQL.aggregateEmployees(function, key: key, filter)
     let groups = try self.readStatement { db in
-      try Row.fetchAll(db, sql: sql, arguments: StatementArguments(arguments.map(Optional.some)))
+      try Row.fetchAll(db, sql: query.sql, arguments: query.arguments)
         .map { AggregateValue(key: $0[0], value: $0[1] ?? 0) }
     }
     if grouping == .none && groups.isEmpty { return [AggregateValue(key: "", value: 0)] }
@@ -360,28 +317,19 @@ extension RosterStore {
         employeeID = id
         months = try Row.fetchAll(
           db,
-          sql: """
-            SELECT substr(day, 1, 7) AS m, sum(count), sum(total_cents) FROM sales_daily
-            WHERE employee_id = ? GROUP BY m ORDER BY m
-            """,
+          sql: AnalyticsSQL.employeeMonths,
           arguments: [id]
         )
       case .department(let department):
         months = try Row.fetchAll(
           db,
-          sql: """
-            SELECT month, count, total_cents FROM sales_monthly_department
-            WHERE department = ? ORDER BY month
-            """,
+          sql: AnalyticsSQL.departmentMonths,
           arguments: [department]
         )
       case .everyone:
         months = try Row.fetchAll(
           db,
-          sql: """
-            SELECT month, sum(count), sum(total_cents) FROM sales_monthly_department
-            GROUP BY month ORDER BY month
-            """
+          sql: AnalyticsSQL.everyoneMonths
         )
       }
       var calendar = SalesCalendar()
@@ -417,7 +365,7 @@ extension RosterStore {
     let monthText = String(format: "%04d-%02d", year, month)
     let version = try Int64.fetchOne(
       db,
-      sql: "SELECT version FROM sales_month_versions WHERE month = ?",
+      sql: AnalyticsSQL.monthVersion,
       arguments: [monthText]
     ) ?? 0
     let key = CalendarCache.Key(scope: scope, month: monthText)
@@ -428,29 +376,19 @@ extension RosterStore {
     case .employee:
       rows = try Row.fetchAll(
         db,
-        sql: """
-          SELECT day, count, total_cents FROM sales_daily
-          WHERE employee_id = ? AND day BETWEEN ? AND ? ORDER BY day
-          """,
+        sql: AnalyticsSQL.employeeDays,
         arguments: [employeeID] + range
       )
     case .department(let department):
       rows = try Row.fetchAll(
         db,
-        sql: """
-          SELECT s.date, count(*), sum(s.amount_cents) FROM sales s
-          JOIN employees e ON e.id = s.employee_id
-          WHERE s.date BETWEEN ? AND ? AND e.department = ? GROUP BY s.date ORDER BY s.date
-          """,
+        sql: AnalyticsSQL.departmentDays,
         arguments: range + [department]
       )
     case .everyone:
       rows = try Row.fetchAll(
         db,
-        sql: """
-          SELECT date, count(*), sum(amount_cents) FROM sales
-          WHERE date BETWEEN ? AND ? GROUP BY date ORDER BY date
-          """,
+        sql: AnalyticsSQL.everyoneDays,
         arguments: range
       )
     }
@@ -655,5 +593,176 @@ extension RosterStore {
   static func addAggregates(_ db: Database) {
     db.add(function: DatabaseFunction("roster_median", argumentCount: 1, pure: true, aggregate: MedianAggregate.self))
     db.add(function: DatabaseFunction("roster_stddev", argumentCount: 1, pure: true, aggregate: StandardDeviationAggregate.self))
+  }
+}
+
+/// The SQL behind every analytics read, in one place so the query-plan test checks exactly
+/// what the store runs.
+enum AnalyticsSQL {
+  static let departments = """
+    SELECT department, headcount, active_count, vacation_days_total
+    FROM department_stats ORDER BY department
+    """
+
+  static let department = """
+    SELECT department, headcount, active_count, vacation_days_total
+    FROM department_stats WHERE department = ?
+    """
+
+  static let employeeSales = "SELECT sales_count, sales_total_cents FROM employees WHERE guid = ?"
+
+  static let employeeMonths = """
+    SELECT substr(day, 1, 7) AS m, sum(count), sum(total_cents) FROM sales_daily
+    WHERE employee_id = ? GROUP BY m ORDER BY m
+    """
+
+  static let departmentMonths = """
+    SELECT month, count, total_cents FROM sales_monthly_department
+    WHERE department = ? ORDER BY month
+    """
+
+  static let everyoneMonths = """
+    SELECT month, sum(count), sum(total_cents) FROM sales_monthly_department
+    GROUP BY month ORDER BY month
+    """
+
+  static let monthVersion = "SELECT version FROM sales_month_versions WHERE month = ?"
+
+  static let employeeDays = """
+    SELECT day, count, total_cents FROM sales_daily
+    WHERE employee_id = ? AND day BETWEEN ? AND ? ORDER BY day
+    """
+
+  static let departmentDays = """
+    SELECT s.date, count(*), sum(s.amount_cents) FROM sales s
+    JOIN employees e ON e.id = s.employee_id
+    WHERE s.date BETWEEN ? AND ? AND e.department = ? GROUP BY s.date ORDER BY s.date
+    """
+
+  static let everyoneDays = """
+    SELECT date, count(*), sum(amount_cents) FROM sales
+    WHERE date BETWEEN ? AND ? GROUP BY date ORDER BY date
+    """
+
+  /// The raw query for `aggregateEmployees` (the counters serve COUNT, SUM and AVG when only
+  /// a department filters).
+  static func aggregateEmployees(
+    _ function: AggregateFunction,
+    key: String,
+    _ filter: EmployeeFilter
+  ) -> (sql: String, arguments: StatementArguments) {
+    let (terms, arguments) = EmployeeSQL.filterTerms(filter, ordered: false)
+    let whereClause = terms.isEmpty ? "" : " WHERE " + terms.joined(separator: " AND ")
+    let value = RosterStore.aggregateExpression(function, column: "e.vacation_days", scale: 1)
+    return (
+      "SELECT \(key) AS k, \(value) FROM employees e\(whereClause) GROUP BY k ORDER BY k",
+      StatementArguments(arguments.map(Optional.some))
+    )
+  }
+
+  /// COUNT, SUM and AVG need only counts and totals, which the rollups keep.
+  static let additive: Set<AggregateFunction> = [.count, .sum, .average]
+
+  /// The query for `aggregateSales`: from the monthly department rollups when the range is
+  /// whole months and no employee is named; from the employee's daily rollups when one is;
+  /// from raw sales otherwise (MEDIAN, STDDEV, MIN, MAX, or ranges that split a month).
+  static func aggregateSales(
+    _ function: AggregateFunction,
+    _ grouping: AggregateGrouping,
+    _ filter: SalesFilter
+  ) throws -> (sql: String, arguments: StatementArguments) {
+    if grouping == .active {
+      throw StoreError(.invalidArgument, "group_by ACTIVE applies to employees, not sales")
+    }
+    var terms: [String] = []
+    var arguments: [any DatabaseValueConvertible] = []
+    func finish(_ key: String, _ value: String, _ from: String) -> (String, StatementArguments) {
+      let whereClause = terms.isEmpty ? "" : " WHERE " + terms.joined(separator: " AND ")
+      return (
+        "SELECT \(key) AS k, \(value) FROM \(from)\(whereClause) GROUP BY k ORDER BY k",
+        StatementArguments(arguments.map(Optional.some))
+      )
+    }
+    let wholeMonths = (filter.fromDate.map { $0.hasSuffix("-01") } ?? true)
+      && (filter.toDate.map { $0 == Self.lastDay(ofMonth: $0) } ?? true)
+    if additive.contains(function), filter.employeeGUID == nil, wholeMonths,
+      [.none, .department, .year, .month].contains(grouping)
+    {
+      if let department = filter.department {
+        terms.append("department = ?")
+        arguments.append(department)
+      }
+      if let from = filter.fromDate {
+        terms.append("month >= ?")
+        arguments.append(String(from.prefix(7)))
+      }
+      if let to = filter.toDate {
+        terms.append("month <= ?")
+        arguments.append(String(to.prefix(7)))
+      }
+      let key = ["none": "''", "department": "department", "year": "substr(month, 1, 4)",
+                 "month": "month"][grouping.rawValue]!
+      return finish(key, Self.rolledUp(function), "sales_monthly_department")
+    }
+    if additive.contains(function), let guid = filter.employeeGUID,
+      [.none, .employee, .year, .month, .day].contains(grouping)
+    {
+      terms.append("e.guid = ?")
+      arguments.append(guid)
+      if let department = filter.department {
+        terms.append("e.department = ?")
+        arguments.append(department)
+      }
+      if let from = filter.fromDate {
+        terms.append("d.day >= ?")
+        arguments.append(from)
+      }
+      if let to = filter.toDate {
+        terms.append("d.day <= ?")
+        arguments.append(to)
+      }
+      let key = ["none": "''", "employee": "e.guid", "year": "substr(d.day, 1, 4)",
+                 "month": "substr(d.day, 1, 7)", "day": "d.day"][grouping.rawValue]!
+      return finish(key, Self.rolledUp(function), "sales_daily d JOIN employees e ON e.id = d.employee_id")
+    }
+    if let department = filter.department {
+      terms.append("e.department = ?")
+      arguments.append(department)
+    }
+    if let guid = filter.employeeGUID {
+      terms.append("e.guid = ?")
+      arguments.append(guid)
+    }
+    if let from = filter.fromDate {
+      terms.append("s.date >= ?")
+      arguments.append(from)
+    }
+    if let to = filter.toDate {
+      terms.append("s.date <= ?")
+      arguments.append(to)
+    }
+    let key = ["none": "''", "department": "e.department", "employee": "e.guid",
+               "year": "substr(s.date, 1, 4)", "month": "substr(s.date, 1, 7)",
+               "day": "s.date"][grouping.rawValue]!
+    let value = RosterStore.aggregateExpression(function, column: "s.amount_cents", scale: 100)
+    return finish(key, value, "sales s JOIN employees e ON e.id = s.employee_id")
+  }
+
+  /// COUNT, SUM or AVG from rollup rows with `count` and `total_cents`.
+  static func rolledUp(_ function: AggregateFunction) -> String {
+    switch function {
+    case .count: "sum(count)"
+    case .sum: "total(total_cents) / 100"
+    default: "total(total_cents) / 100 / sum(count)"
+    }
+  }
+
+  /// The last day of the month of a valid `YYYY-MM-DD` date.
+  static func lastDay(ofMonth date: String) -> String {
+    let year = Int(date.prefix(4)) ?? 0
+    let month = Int(date.dropFirst(5).prefix(2)) ?? 1
+    let leap = (year % 4 == 0 && year % 100 != 0) || year % 400 == 0
+    let days = [31, leap ? 29 : 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31][month - 1]
+    return "\(date.prefix(8))\(days)"
   }
 }

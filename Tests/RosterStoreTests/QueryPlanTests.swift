@@ -79,3 +79,82 @@ struct QueryPlanTests {
     }
   }
 }
+
+/// Every analytics query: counters and rollups are read by key, raw sales only through an
+/// index unless nothing filters them, and COUNT, SUM and AVG over whole months never touch
+/// raw sales at all.
+@Suite("Analytics query plans")
+struct AnalyticsQueryPlanTests {
+  /// True when a plan line is `verb` of table alias `alias` (not of a table whose name
+  /// merely starts with it).
+  static func reads(_ verb: String, _ alias: String, _ line: String) -> Bool {
+    line == "\(verb) \(alias)" || line.hasPrefix("\(verb) \(alias) ")
+  }
+
+  static let filters: [SalesFilter] = [
+    SalesFilter(),
+    SalesFilter(department: "Sales"),
+    SalesFilter(employeeGUID: "00000000-0000-4000-8000-000000000000"),
+    SalesFilter(fromDate: "2021-03-01", toDate: "2022-06-30"),
+    SalesFilter(fromDate: "2021-03-05", toDate: "2021-03-20"),
+    SalesFilter(department: "Sales", fromDate: "2021-01-01", toDate: "2021-12-31"),
+  ]
+
+  @Test("aggregates, counters and calendars use their indexes", arguments: [false, true])
+  func plans(analyzed: Bool) async throws {
+    try await withTemporaryStore(employees: 500) { store async throws in
+      if analyzed { try store.write { db in try db.execute(sql: "ANALYZE") } }
+      for function in AggregateFunction.allCases {
+        for grouping in AggregateGrouping.allCases where grouping != .active {
+          for filter in Self.filters {
+            let query = try AnalyticsSQL.aggregateSales(function, grouping, filter)
+            let plan = try QueryPlanTests.plan(store, query.sql, query.arguments)
+            let context = "\(function) by \(grouping), \(filter):\n\(plan.joined(separator: "\n"))"
+            QueryPlanTests.expectIndexed(plan, context: context)
+            let unfiltered = filter.department == nil && filter.employeeGUID == nil
+              && filter.fromDate == nil
+            for line in plan where Self.reads("SCAN", "s", line) {
+              #expect(unfiltered || line.contains("INDEX"), "a filtered aggregate scans sales: \(context)")
+            }
+            let wholeMonths = filter.fromDate != "2021-03-05"
+            if AnalyticsSQL.additive.contains(function) && wholeMonths
+              && (filter.employeeGUID != nil ? grouping != .department : grouping != .employee && grouping != .day)
+            {
+              #expect(
+                !plan.contains { Self.reads("SCAN", "s", $0) || Self.reads("SEARCH", "s", $0) },
+                "served by the rollups, not raw sales: \(context)"
+              )
+            }
+          }
+        }
+        for grouping in [AggregateGrouping.none, .department, .active] {
+          let key = grouping == .none ? "''" : grouping == .department ? "e.department" : "e.active"
+          for filter in [EmployeeFilter(department: "Sales"), EmployeeFilter(active: true, nameContains: "jo")] {
+            let query = AnalyticsSQL.aggregateEmployees(function, key: key, filter)
+            let plan = try QueryPlanTests.plan(store, query.sql, query.arguments)
+            QueryPlanTests.expectIndexed(plan, context: "\(function) by \(grouping), \(filter): \(plan)")
+          }
+        }
+      }
+      let keyed: [(String, StatementArguments, String)] = [
+        (AnalyticsSQL.department, ["Sales"], "SEARCH department_stats USING PRIMARY KEY"),
+        (AnalyticsSQL.employeeSales, ["x"], "SEARCH employees USING INDEX sqlite_autoindex_employees"),
+        (AnalyticsSQL.employeeMonths, [1], "SEARCH sales_daily USING PRIMARY KEY"),
+        (AnalyticsSQL.departmentMonths, ["Sales"], "SEARCH sales_monthly_department USING PRIMARY KEY"),
+        (AnalyticsSQL.monthVersion, ["2024-03"], "SEARCH sales_month_versions USING PRIMARY KEY"),
+        (AnalyticsSQL.employeeDays, [1, "2024-03-01", "2024-03-31"], "SEARCH sales_daily USING PRIMARY KEY"),
+        (AnalyticsSQL.departmentDays, ["2024-03-01", "2024-03-31", "Sales"], "SEARCH s USING INDEX sales_by_employee_date"),
+        (AnalyticsSQL.everyoneDays, ["2024-03-01", "2024-03-31"], "SEARCH sales USING INDEX sales_by_date"),
+      ]
+      for (sql, arguments, expected) in keyed {
+        let plan = try QueryPlanTests.plan(store, sql, arguments)
+        #expect(plan.contains { $0.contains(expected) }, "\(sql)\n\(plan.joined(separator: "\n"))")
+      }
+      // The two whole-table reads are of small tables: departments, and departments x months.
+      for sql in [AnalyticsSQL.departments, AnalyticsSQL.everyoneMonths] {
+        let plan = try QueryPlanTests.plan(store, sql, [])
+        #expect(plan.allSatisfy { !$0.contains(" employees") && !$0.contains(" sales ") }, "\(plan)")
+      }
+    }
+  }
+}
