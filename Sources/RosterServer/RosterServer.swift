@@ -139,11 +139,16 @@ public func openStore(config: ServerConfig, logger: Logger) async throws -> Rost
       }
       pictures = try await store.importPictures(files, context: WriteContext(author: "seed")).stored
     }
+    let sales = try await store.importSales(
+      DemoSales(employees: demo, perEmployee: config.seedSalesPerEmployee).batches(),
+      context: WriteContext(author: "seed")
+    ).inserted
     logger.info(
       "seeded demo data",
       metadata: [
         "employees": "\(summary.imported)",
         "pictures": "\(pictures)",
+        "sales": "\(sales)",
         "duration": "\(ContinuousClock.now - started)",
       ]
     )

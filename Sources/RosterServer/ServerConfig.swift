@@ -12,6 +12,8 @@ public struct ServerConfig: Sendable {
   public var seedEmployees: Int = 1000
   /// Whether the demo employees get pictures from `DemoPictures`' pool.
   public var seedPictures: Bool = true
+  /// Mean demo sales per demo employee (see `DemoSales`); 0 for none.
+  public var seedSalesPerEmployee: Int = 20
   /// How often the WAL is checkpointed in the background, when something was written.
   public var checkpointInterval: Duration = .milliseconds(500)
   /// How often the change log is pruned to its retention policy.

@@ -57,25 +57,7 @@ public enum EmployeeValidation {
 
   /// Whether `text` is a real calendar date written `YYYY-MM-DD`.
   public static func isValidDate(_ text: String) -> Bool {
-    let bytes = Array(text.utf8)
-    guard bytes.count == 10, bytes[4] == UInt8(ascii: "-"), bytes[7] == UInt8(ascii: "-") else {
-      return false
-    }
-    func number(_ range: Range<Int>) -> Int? {
-      var value = 0
-      for index in range {
-        let digit = Int(bytes[index]) - 48
-        guard (0...9).contains(digit) else { return nil }
-        value = value * 10 + digit
-      }
-      return value
-    }
-    guard let year = number(0..<4), let month = number(5..<7), let day = number(8..<10),
-      year >= 1, (1...12).contains(month), day >= 1
-    else { return false }
-    let leap = (year % 4 == 0 && year % 100 != 0) || year % 400 == 0
-    let days = [31, leap ? 29 : 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31][month - 1]
-    return day <= days
+    CivilDate(text) != nil
   }
 
   /// Checks a complete employee and returns it with its guid in canonical form.

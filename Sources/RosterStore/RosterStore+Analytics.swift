@@ -543,12 +543,10 @@ extension RosterStore {
 
   /// The latest sale date accepted: a year from today, in UTC.
   static func latestSaleDate() -> String {
-    let date = Date().addingTimeInterval(Double(Self.saleDaysAhead) * 86_400)
-    var calendar = Calendar(identifier: .gregorian)
-    calendar.timeZone = TimeZone(identifier: "UTC")!
-    let parts = calendar.dateComponents([.year, .month, .day], from: date)
-    return String(format: "%04d-%02d-%02d", parts.year!, parts.month!, parts.day!)
+    let today = Int(Date().timeIntervalSince1970 / 86_400)
+    return CivilDate(dayNumber: today + Self.saleDaysAhead).text
   }
+
 }
 
 // MARK: Custom aggregates
@@ -759,10 +757,7 @@ enum AnalyticsSQL {
 
   /// The last day of the month of a valid `YYYY-MM-DD` date.
   static func lastDay(ofMonth date: String) -> String {
-    let year = Int(date.prefix(4)) ?? 0
-    let month = Int(date.dropFirst(5).prefix(2)) ?? 1
-    let leap = (year % 4 == 0 && year % 100 != 0) || year % 400 == 0
-    let days = [31, leap ? 29 : 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31][month - 1]
-    return "\(date.prefix(8))\(days)"
+    CivilDate(date)?.lastDayOfMonth.text ?? date
   }
+
 }

@@ -35,3 +35,10 @@ struct ClientOptions: ParsableArguments {
     )
   }
 }
+
+extension Duration {
+  /// The duration in seconds, as a `Double`, for rates.
+  var seconds: Double {
+    Double(self.components.seconds) + Double(self.components.attoseconds) / 1e18
+  }
+}

@@ -23,6 +23,9 @@ struct Import: AsyncParsableCommand {
   @Option(help: "Where the files named by `picture` are (default: pictures beside the file).")
   var picturesDir: String?
 
+  @Option(help: "The sales to load after the employees (default: sales.csv beside the file, if present).")
+  var sales: String?
+
   func validate() throws {
     if self.chunkRows < 1 { throw ValidationError("--chunk-rows must be at least 1") }
   }
@@ -37,9 +40,7 @@ struct Import: AsyncParsableCommand {
         chunkRows: self.chunkRows
       )
     }
-    let elapsed = ContinuousClock.now - started
-    let seconds = Double(elapsed.components.seconds)
-      + Double(elapsed.components.attoseconds) / 1e18
+    let seconds = (ContinuousClock.now - started).seconds
     print(
       "imported \(summary.imported) employees in \(String(format: "%.2f", seconds)) s "
         + "(\(Int(Double(summary.imported) / max(seconds, 1e-9))) rows/s), "
@@ -64,6 +65,20 @@ struct Import: AsyncParsableCommand {
       )
       print("stored \(stored) pictures in \(ContinuousClock.now - pictureStart), refused \(refused.count)")
       for (guid, reason) in refused.prefix(20) { print("  picture of \(guid): \(reason)") }
+    }
+    let salesPath = self.sales ?? SalesFile.path(beside: self.file)
+    if self.sales != nil || FileManager.default.fileExists(atPath: salesPath) {
+      let salesStart = ContinuousClock.now
+      let (inserted, rejected) = try await store.importSales(
+        try SalesFile.batches(salesPath),
+        context: WriteContext(author: self.author)
+      )
+      let seconds = (ContinuousClock.now - salesStart).seconds
+      print(
+        "imported \(inserted) sales in \(String(format: "%.2f", seconds)) s "
+          + "(\(Int(Double(inserted) / max(seconds, 1e-9))) rows/s), rejected \(rejected.count)"
+      )
+      for rejection in rejected.prefix(20) { print("  sale \(rejection.index): \(rejection.reason)") }
     }
   }
 }

@@ -22,8 +22,17 @@ struct Seed: ParsableCommand {
   @Flag(inversion: .prefixedNo, help: "Give most employees a synthetic JPEG picture.")
   var pictures = true
 
+  @Option(help: "Mean sales per employee (each gets half to one and a half times it); 0 for none.")
+  var salesPerEmployee: Int = 20
+
+  @Option(help: "Where the sales go (default: sales.csv beside --out).")
+  var salesOut: String?
+
   func validate() throws {
     guard self.employees >= 0 else { throw ValidationError("--employees must not be negative") }
+    guard self.salesPerEmployee >= 0 else {
+      throw ValidationError("--sales-per-employee must not be negative")
+    }
   }
 
   func run() throws {
@@ -35,6 +44,12 @@ struct Seed: ParsableCommand {
       let directory = self.picturesDir ?? SeedFile.picturesDirectory(beside: self.out)
       let written = try DemoPictures.writePool(to: directory)
       print("wrote \(written) demo pictures to \(directory)")
+    }
+    if self.salesPerEmployee > 0 {
+      let salesStarted = ContinuousClock.now
+      let path = self.salesOut ?? SalesFile.path(beside: self.out)
+      let written = try SalesFile.write(DemoSales(employees: data, perEmployee: self.salesPerEmployee), to: path)
+      print("wrote \(written) sales to \(path) in \(ContinuousClock.now - salesStarted)")
     }
   }
 }

@@ -26,6 +26,9 @@ struct Serve: AsyncParsableCommand {
   @Flag(inversion: .prefixedNo, help: "Give the demo employees pictures.")
   var seedPictures = true
 
+  @Option(help: "Mean demo sales per demo employee; 0 for none.")
+  var seedSalesPerEmployee: Int = 20
+
   @Option(help: "The largest picture accepted, in MiB.")
   var maxPictureMb: Int = 50
 
@@ -80,8 +83,8 @@ struct Serve: AsyncParsableCommand {
     guard (0...65535).contains(self.port) else {
       throw ValidationError("--port must be between 0 and 65535")
     }
-    guard self.seedEmployees >= 0 else {
-      throw ValidationError("--seed-employees must not be negative")
+    guard self.seedEmployees >= 0, self.seedSalesPerEmployee >= 0 else {
+      throw ValidationError("--seed-employees and --seed-sales-per-employee must not be negative")
     }
     guard self.commitWindowUs >= 0 else {
       throw ValidationError("--commit-window-us must not be negative")
@@ -110,6 +113,7 @@ struct Serve: AsyncParsableCommand {
     config.port = self.port
     config.seedEmployees = self.seedEmployees
     config.seedPictures = self.seedPictures
+    config.seedSalesPerEmployee = self.seedSalesPerEmployee
     config.store.pictures.maximumBytes = Int64(self.maxPictureMb) * 1024 * 1024
     config.store.pictures.cacheBytes = self.pictureCacheMb * 1024 * 1024
     config.store.pictures.inlineMaximumBytes = self.inlinePictureMaxKib * 1024

@@ -38,9 +38,7 @@ struct Upsert: AsyncParsableCommand {
         }
       }
     }
-    let elapsed = ContinuousClock.now - started
-    let seconds = Double(elapsed.components.seconds)
-      + Double(elapsed.components.attoseconds) / 1e18
+    let seconds = (ContinuousClock.now - started).seconds
     let rows = response.inserted + response.updated
     if self.client.json {
       print(try response.jsonString())

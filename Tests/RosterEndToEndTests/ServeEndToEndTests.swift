@@ -2,6 +2,7 @@ import Foundation
 import GRPCCore
 import GRPCNIOTransportHTTP2
 import RosterProto
+import RosterStore
 import Testing
 import TestSupport
 
@@ -45,6 +46,16 @@ struct ServeEndToEndTests {
         return count
       }
       #expect(streamed == 120)
+
+      // The demo database has sales: exactly the ones DemoSales makes for these employees.
+      let demoSales = Array(DemoSales(employees: DemoData(count: 120), perEmployee: 20))
+      let analytics = Roster_V1_Analytics.Client(wrapping: client)
+      let count = try await analytics.aggregateSales(.with { $0.function = .count })
+      #expect(count.groups.map(\.value) == [Double(demoSales.count)])
+      let sales = try await analytics.employeeSales(.with { $0.guid = first.guid })
+      #expect(Int(sales.count) == demoSales.filter { $0.employeeGUID == first.guid }.count)
+      let headcounts = try await analytics.departmentHeadcounts(.init())
+      #expect(headcounts.departments.map(\.headcount).reduce(0, +) == 120)
 
       let health = Grpc_Health_V1_Health.Client(wrapping: client)
       #expect(try await health.check(.init()).status == .serving)
