@@ -465,36 +465,36 @@ extension RosterStore {
     return (inserted, rejected)
   }
 
+  /// Inserts a chunk of checked sales with three set-based statements over one JSON array,
+  /// instead of three statements per row: each statement inside the writer's savepoint
+  /// copies every page it first touches to the statement journal, so per-row statements
+  /// wrote each hot page (rollups, indexes, the change log) once per row.
   private static func insertSales(
     _ db: Database,
     _ rows: [(index: Int, guid: String, cents: Int64, date: String)],
     context: WriteContext
   ) throws -> (Int, [ImportSummary.Rejected]) {
-    let lookup = try db.cachedStatement(sql: "SELECT id FROM employees WHERE guid = ?")
-    let insert = try db.cachedStatement(
-      sql: "INSERT INTO sales (employee_id, amount_cents, date) VALUES (?, ?, ?)"
-    )
-    var inserted = 0
-    var rejected: [ImportSummary.Rejected] = []
-    let now = Self.nowMillis()
-    for row in rows {
-      guard let id = try Int64.fetchOne(lookup, arguments: [row.guid]) else {
-        rejected.append(.init(index: row.index, reason: "no employee with guid '\(row.guid)'"))
-        continue
-      }
-      try insert.execute(arguments: [id, row.cents, row.date])
-      try Self.record(
-        db,
-        entity: .sale,
-        guid: row.guid,
-        kind: .inserted,
-        fields: ["amount", "date"],
-        context: context,
-        timeMillis: now
-      )
-      inserted += 1
+    // Guids are canonical and dates checked digits, so nothing here needs escaping.
+    var json = "["
+    json.reserveCapacity(rows.count * 64)
+    for (position, row) in rows.enumerated() {
+      if position > 0 { json += "," }
+      json += "[\"" + row.guid + "\"," + String(row.cents) + ",\"" + row.date + "\"]"
     }
-    return (inserted, rejected)
+    json += "]"
+    let unknown = try Int.fetchAll(db, sql: AnalyticsSQL.unknownSaleEmployees, arguments: [json])
+    try db.execute(sql: AnalyticsSQL.insertSales, arguments: [json])
+    try db.execute(
+      sql: AnalyticsSQL.logSales,
+      arguments: [
+        Change.Entity.sale.rawValue, Change.Kind.inserted.rawValue, "amount,date", context.author,
+        Self.nowMillis(), json,
+      ]
+    )
+    let rejected = unknown.map {
+      ImportSummary.Rejected(index: rows[$0].index, reason: "no employee with guid '\(rows[$0].guid)'")
+    }
+    return (rows.count - rejected.count, rejected)
   }
 
   /// Deletes up to `limit` sales dated before `date`, 5,000 per transaction.
@@ -620,11 +620,34 @@ enum AnalyticsSQL {
     """
 
   static let everyoneMonths = """
-    SELECT month, sum(count), sum(total_cents) FROM sales_monthly_department
-    GROUP BY month ORDER BY month
+    SELECT month, count, total_cents FROM sales_monthly WHERE count > 0 ORDER BY month
     """
 
-  static let monthVersion = "SELECT version FROM sales_month_versions WHERE month = ?"
+  /// Positions in a JSON array of `[guid, cents, date]` whose guid has no employee.
+  static let unknownSaleEmployees = """
+    SELECT j.key FROM json_each(?) j
+    WHERE NOT EXISTS (SELECT 1 FROM employees e WHERE e.guid = j.value ->> 0)
+    ORDER BY j.key
+    """
+
+  /// Inserts the sales of a JSON array of `[guid, cents, date]`, in array order, skipping
+  /// unknown guids.
+  static let insertSales = """
+    INSERT INTO sales (employee_id, amount_cents, date)
+    SELECT e.id, j.value ->> 1, j.value ->> 2 FROM json_each(?) j
+    JOIN employees e ON e.guid = j.value ->> 0
+    ORDER BY j.key
+    """
+
+  /// Logs the inserts of `insertSales`: entity, kind, fields, author, time, then the array.
+  static let logSales = """
+    INSERT INTO change_log (entity, guid, kind, fields, author, time)
+    SELECT ?1, e.guid, ?2, ?3, ?4, ?5 FROM json_each(?6) j
+    JOIN employees e ON e.guid = j.value ->> 0
+    ORDER BY j.key
+    """
+
+  static let monthVersion = "SELECT version FROM sales_monthly WHERE month = ?"
 
   static let employeeDays = """
     SELECT day, count, total_cents FROM sales_daily

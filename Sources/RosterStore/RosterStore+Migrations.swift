@@ -22,6 +22,9 @@ extension RosterStore {
     migrator.registerMigration("v5: sales and analytics counters") { db in
       try db.execute(sql: Self.analyticsSchema)
     }
+    migrator.registerMigration("v6: monthly sales totals for everyone") { db in
+      try db.execute(sql: Self.monthlyTotalsSchema)
+    }
     return migrator
   }
 
@@ -184,6 +187,73 @@ extension RosterStore {
           AND month = substr(old.date, 1, 7) AND count = 0;
       INSERT INTO sales_month_versions (month, version) VALUES (substr(old.date, 1, 7), 1)
         ON CONFLICT (month) DO UPDATE SET version = version + 1;
+    END;
+    """
+
+  /// The month versions become `sales_monthly`, which also keeps each month's count and
+  /// total over everyone, so the whole-company calendar reads one row per month instead of
+  /// one per department and month. Only the sales triggers change it: a department change
+  /// or a settled employee delete moves sales between departments, not in or out of a month,
+  /// and a cascaded sale delete still fires `sales_delete`.
+  private static let monthlyTotalsSchema = """
+    ALTER TABLE sales_month_versions RENAME TO sales_monthly;
+    ALTER TABLE sales_monthly ADD COLUMN count INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE sales_monthly ADD COLUMN total_cents INTEGER NOT NULL DEFAULT 0;
+    UPDATE sales_monthly SET count = m.count, total_cents = m.total_cents
+      FROM (SELECT substr(date, 1, 7) AS month, count(*) AS count,
+                   sum(amount_cents) AS total_cents
+            FROM sales GROUP BY 1) AS m
+      WHERE sales_monthly.month = m.month;
+
+    DROP TRIGGER sales_insert;
+    CREATE TRIGGER sales_insert AFTER INSERT ON sales BEGIN
+      UPDATE employees SET
+        sales_count = sales_count + 1,
+        sales_total_cents = sales_total_cents + new.amount_cents
+        WHERE id = new.employee_id;
+      INSERT INTO sales_daily (employee_id, day, count, total_cents)
+        VALUES (new.employee_id, new.date, 1, new.amount_cents)
+        ON CONFLICT (employee_id, day) DO UPDATE SET
+          count = count + 1,
+          total_cents = total_cents + excluded.total_cents;
+      INSERT INTO sales_monthly_department (department, month, count, total_cents)
+        SELECT department, substr(new.date, 1, 7), 1, new.amount_cents FROM employees
+        WHERE id = new.employee_id
+        ON CONFLICT (department, month) DO UPDATE SET
+          count = count + 1,
+          total_cents = total_cents + excluded.total_cents;
+      INSERT INTO sales_monthly (month, version, count, total_cents)
+        VALUES (substr(new.date, 1, 7), 1, 1, new.amount_cents)
+        ON CONFLICT (month) DO UPDATE SET
+          version = version + 1,
+          count = count + 1,
+          total_cents = total_cents + excluded.total_cents;
+    END;
+    -- When the employee is being deleted, their daily and department rollups were settled
+    -- before the row went, and those statements find nothing; the month totals still drop.
+    DROP TRIGGER sales_delete;
+    CREATE TRIGGER sales_delete AFTER DELETE ON sales BEGIN
+      UPDATE employees SET
+        sales_count = sales_count - 1,
+        sales_total_cents = sales_total_cents - old.amount_cents
+        WHERE id = old.employee_id;
+      UPDATE sales_daily SET count = count - 1, total_cents = total_cents - old.amount_cents
+        WHERE employee_id = old.employee_id AND day = old.date;
+      DELETE FROM sales_daily
+        WHERE employee_id = old.employee_id AND day = old.date AND count = 0;
+      UPDATE sales_monthly_department SET
+        count = count - 1,
+        total_cents = total_cents - old.amount_cents
+        WHERE department = (SELECT department FROM employees WHERE id = old.employee_id)
+          AND month = substr(old.date, 1, 7);
+      DELETE FROM sales_monthly_department
+        WHERE department = (SELECT department FROM employees WHERE id = old.employee_id)
+          AND month = substr(old.date, 1, 7) AND count = 0;
+      UPDATE sales_monthly SET
+        version = version + 1,
+        count = count - 1,
+        total_cents = total_cents - old.amount_cents
+        WHERE month = substr(old.date, 1, 7);
     END;
     """
 

@@ -6,6 +6,8 @@ struct Roster: AsyncParsableCommand {
   static let configuration = CommandConfiguration(
     commandName: "roster",
     abstract: "A gRPC employee directory on WAL-mode SQLite.",
-    subcommands: [Serve.self, Seed.self, Import.self, Upsert.self, List.self, Get.self]
+    subcommands: [
+      Serve.self, Seed.self, Import.self, Upsert.self, List.self, Get.self, MeasureAnalytics.self,
+    ]
   )
 }

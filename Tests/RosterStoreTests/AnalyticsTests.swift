@@ -42,6 +42,11 @@ struct AnalyticsTests {
         FROM sales s JOIN employees e ON e.id = s.employee_id GROUP BY 1, 2
         """
       ),
+      (
+        "monthly totals",
+        "SELECT month, count, total_cents FROM sales_monthly WHERE count > 0",
+        "SELECT substr(date, 1, 7), count(*), sum(amount_cents) FROM sales GROUP BY 1"
+      ),
     ]
     return try store.read { db in
       for (name, kept, recount) in checks {
