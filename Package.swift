@@ -101,6 +101,7 @@ let package = Package(
       dependencies: [
         "RosterStore",
         "RosterServer",
+        "RosterServices",
         "RosterProto",
         .product(name: "GRPCCore", package: "grpc-swift-2"),
         .product(name: "GRPCInProcessTransport", package: "grpc-swift-2"),

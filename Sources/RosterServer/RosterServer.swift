@@ -72,24 +72,34 @@ public struct RosterServer: Service {
 }
 
 /// The services every Roster server registers, in one place for the real server and tests.
+///
+/// Interceptors run outermost first: the request log (so it also records refused calls),
+/// then authentication when `tokens` is set, then the author.
 public func buildServices(
   store: RosterStore,
+  tokens: TokenTable? = nil,
+  logRequests: Bool = false,
   logger: Logger = Logger(label: "roster")
-) -> (
+) throws -> (
   services: [any RegistrableRPCService],
   interceptors: [any ServerInterceptor],
   health: HealthService
 ) {
-  let health = HealthService(services: [
-    "roster.v1.Directory", "roster.v1.Pictures", "roster.v1.Analytics",
-  ])
+  let reflection = try ReflectionService()
+  let health = HealthService(services: reflection.serviceNames.filter { $0 != "grpc.health.v1.Health" })
   let services: [any RegistrableRPCService] = [
     DirectoryService(store: store, logger: logger),
     PicturesService(store: store, logger: logger),
     AnalyticsService(store: store, logger: logger),
     health,
+    reflection,
+    reflection.v1alpha,
   ]
-  return (services, [AuthorInterceptor()], health)
+  var interceptors: [any ServerInterceptor] = []
+  if logRequests { interceptors.append(RequestLogInterceptor(logger: logger)) }
+  if let tokens { interceptors.append(AuthInterceptor(tokens: tokens)) }
+  interceptors.append(AuthorInterceptor())
+  return (services, interceptors, health)
 }
 
 /// Opens (and on first start, seeds) the store, then builds the server on HTTP/2.
@@ -98,7 +108,12 @@ public func buildServer(
   logger: Logger = Logger(label: "roster")
 ) async throws -> RosterServer {
   let store = try await openStore(config: config, logger: logger)
-  let (services, interceptors, health) = buildServices(store: store, logger: logger)
+  let (services, interceptors, health) = try buildServices(
+    store: store,
+    tokens: config.tokens,
+    logRequests: config.logRequests,
+    logger: logger
+  )
   let address: GRPCNIOTransportCore.SocketAddress =
     config.host.contains(":")
     ? .ipv6(host: config.host, port: config.port)

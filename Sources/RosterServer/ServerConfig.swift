@@ -1,3 +1,4 @@
+public import RosterServices
 public import RosterStore
 
 /// Everything `buildServer(config:)` needs: where to listen and which database to serve.
@@ -6,6 +7,11 @@ public struct ServerConfig: Sendable {
   public var host: String = "127.0.0.1"
   /// Port to bind; 0 picks a free one.
   public var port: Int = 50051
+  /// The API tokens and their roles; nil serves every call unauthenticated, which
+  /// `roster serve` allows only on loopback or with `--insecure`.
+  public var tokens: TokenTable? = nil
+  /// Whether to log one line per RPC (method, status, duration, peer, author).
+  public var logRequests: Bool = true
   /// The database and its tuning.
   public var store: StoreConfiguration
   /// Demo employees to create when the database file does not exist yet; 0 for none.

@@ -132,3 +132,11 @@ final class BlockingPool: Sendable {
     return try result.get()
   }
 }
+
+/// SHA-256 for callers outside the store (API token hashes), on the same glib code as etags.
+public enum Digest {
+  /// The lowercase hex SHA-256 of `bytes`.
+  public static func sha256Hex(_ bytes: [UInt8]) -> String {
+    SHA256Hasher.hex(bytes)
+  }
+}

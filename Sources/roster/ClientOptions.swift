@@ -2,11 +2,15 @@ import ArgumentParser
 import Foundation
 import GRPCCore
 import GRPCNIOTransportHTTP2
+import RosterServices
 
 /// Options every client subcommand shares.
 struct ClientOptions: ParsableArguments {
   @Option(help: "Server address as HOST:PORT (env ROSTER_TARGET).")
   var target: String = ProcessInfo.processInfo.environment["ROSTER_TARGET"] ?? "127.0.0.1:50051"
+
+  @Option(help: "API token, sent as a bearer token (env ROSTER_TOKEN).")
+  var token: String? = ProcessInfo.processInfo.environment["ROSTER_TOKEN"]
 
   @Flag(help: "Print JSON instead of a table.")
   var json = false
@@ -31,6 +35,7 @@ struct ClientOptions: ParsableArguments {
   ) async throws -> T {
     try await withGRPCClient(
       transport: .http2NIOPosix(target: try self.resolvedTarget(), transportSecurity: .plaintext),
+      interceptors: self.token.map { [BearerTokenInterceptor(token: $0)] } ?? [],
       handleClient: body
     )
   }

@@ -7,7 +7,8 @@ struct Roster: AsyncParsableCommand {
     commandName: "roster",
     abstract: "A gRPC employee directory on WAL-mode SQLite.",
     subcommands: [
-      Serve.self, Seed.self, Import.self, Upsert.self, List.self, Get.self, MeasureAnalytics.self,
+      Serve.self, Seed.self, Import.self, Upsert.self, List.self, Get.self, Token.self,
+      MeasureAnalytics.self,
     ]
   )
 }

@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import Logging
 import RosterServer
+import RosterServices
 import RosterStore
 import ServiceLifecycle
 
@@ -16,6 +17,15 @@ struct Serve: AsyncParsableCommand {
 
   @Option(help: "Port to bind; 0 picks a free one (env ROSTER_PORT).")
   var port: Int = Int(ProcessInfo.processInfo.environment["ROSTER_PORT"] ?? "") ?? 50051
+
+  @Option(help: "Tokens file: ROLE SHA256-HEX [LABEL] per line, from `roster token` (env ROSTER_TOKENS).")
+  var tokens: String? = ProcessInfo.processInfo.environment["ROSTER_TOKENS"]
+
+  @Flag(help: "Serve a non-loopback address without a tokens file: anyone who can reach it may do anything.")
+  var insecure = false
+
+  @Flag(inversion: .prefixedNo, help: "Log one line per RPC: method, status, duration, peer, author.")
+  var logRequests = true
 
   @Option(help: "SQLite database path (env ROSTER_DB).")
   var db: String = ProcessInfo.processInfo.environment["ROSTER_DB"] ?? "data/roster.sqlite"
@@ -79,7 +89,18 @@ struct Serve: AsyncParsableCommand {
   @Option(help: "The most changes the change log keeps.")
   var changeLogMaxRows: Int = 2_000_000
 
+  /// Whether `host` only accepts connections from this machine.
+  static func isLoopback(_ host: String) -> Bool {
+    host == "localhost" || host == "::1" || host.hasPrefix("127.")
+  }
+
   func validate() throws {
+    if self.tokens == nil && !self.insecure && !Self.isLoopback(self.host) {
+      throw ValidationError(
+        "refusing to serve \(self.host) without --tokens FILE (make tokens with `roster token --role ROLE`); "
+          + "pass --insecure to serve it to anyone who can reach it"
+      )
+    }
     guard (0...65535).contains(self.port) else {
       throw ValidationError("--port must be between 0 and 65535")
     }
@@ -110,6 +131,18 @@ struct Serve: AsyncParsableCommand {
     let logger = Logger(label: "roster")
     var config = ServerConfig(databasePath: self.db)
     config.host = self.host
+    config.logRequests = self.logRequests
+    if let path = self.tokens {
+      do {
+        config.tokens = try TokenTable(contentsOfFile: path)
+      } catch {
+        throw ValidationError("--tokens \(path): \(error)")
+      }
+      logger.info("authentication on", metadata: ["tokens": "\(config.tokens?.count ?? 0)"])
+    } else if !Self.isLoopback(self.host) {
+      let warning = "WARNING: --insecure: serving \(self.host) with no authentication; anyone who can reach it can read, change and delete everything"
+      FileHandle.standardError.write(Data(("\n" + String(repeating: "!", count: 80) + "\n" + warning + "\n" + String(repeating: "!", count: 80) + "\n\n").utf8))
+    }
     config.port = self.port
     config.seedEmployees = self.seedEmployees
     config.seedPictures = self.seedPictures

@@ -2,18 +2,25 @@ public import GRPCCore
 public import GRPCInProcessTransport
 public import RosterStore
 import RosterServer
+public import RosterServices
 
 /// Runs the real Roster services over an in-process transport and hands `body` a client.
 ///
 /// The services come from the same `buildServices(store:)` that `roster serve` uses.
+///
+/// With `tokens`, calls are authenticated as on a real server; `clientInterceptors` can then
+/// add a bearer token.
 public func withInProcessClient<T: Sendable>(
   store: RosterStore,
+  tokens: TokenTable? = nil,
+  clientInterceptors: [any ClientInterceptor] = [],
   _ body: (GRPCClient<InProcessTransport.Client>) async throws -> T
 ) async throws -> T {
-  let built = buildServices(store: store)
+  let built = try buildServices(store: store, tokens: tokens)
   return try await withInProcessClient(
     services: built.services,
-    interceptors: built.interceptors
+    interceptors: built.interceptors,
+    clientInterceptors: clientInterceptors
   ) { client in
     // As on a real server's shutdown: end the change-feed watchers, whose handlers the
     // in-process transport does not cancel when a client stops reading.
@@ -26,6 +33,7 @@ public func withInProcessClient<T: Sendable>(
 public func withInProcessClient<T: Sendable>(
   services: [any RegistrableRPCService],
   interceptors: [any ServerInterceptor] = [],
+  clientInterceptors: [any ClientInterceptor] = [],
   _ body: (GRPCClient<InProcessTransport.Client>) async throws -> T
 ) async throws -> T {
   let transport = InProcessTransport()
@@ -37,7 +45,7 @@ public func withInProcessClient<T: Sendable>(
   return try await withThrowingTaskGroup(of: Void.self) { group in
     group.addTask { try await server.serve() }
     defer { server.beginGracefulShutdown() }
-    return try await withGRPCClient(transport: transport.client) { client in
+    return try await withGRPCClient(transport: transport.client, interceptors: clientInterceptors) { client in
       try await body(client)
     }
   }

@@ -1,0 +1,241 @@
+internal import Foundation
+public import GRPCCore
+internal import RosterProto
+internal import RosterStore
+
+/// What a token may do. Each role includes the ones before it.
+public enum Role: Int, Sendable, Comparable, CaseIterable, CustomStringConvertible {
+  /// Reads: gets, lists, streams, pictures, analytics, the change feed.
+  case reader
+  /// Single writes, uploads and imports.
+  case writer
+  /// Bulk changes and deletes: `BatchUpdateEmployees`, `DeleteEmployees`, `DeleteSales`,
+  /// `DeletePicture`.
+  case admin
+
+  public init?(name: String) {
+    guard let role = Self.allCases.first(where: { $0.description == name }) else { return nil }
+    self = role
+  }
+
+  public var description: String {
+    switch self {
+    case .reader: "reader"
+    case .writer: "writer"
+    case .admin: "admin"
+    }
+  }
+
+  public static func < (lhs: Role, rhs: Role) -> Bool { lhs.rawValue < rhs.rawValue }
+
+  /// The role each Roster method needs. Methods of other services are open (health and
+  /// reflection) only if listed in `openServices`; anything else needs `admin`, so a method
+  /// added later is closed until someone decides.
+  public static let byMethod: [MethodDescriptor: Role] = {
+    typealias D = Roster_V1_Directory.Method
+    typealias P = Roster_V1_Pictures.Method
+    typealias A = Roster_V1_Analytics.Method
+    let reads = [
+      D.ListEmployees.descriptor, D.StreamEmployees.descriptor, D.GetEmployee.descriptor,
+      D.BatchGetEmployees.descriptor, D.CountEmployees.descriptor, D.WatchChanges.descriptor,
+      P.GetPicture.descriptor, P.GetThumbnail.descriptor,
+      A.DepartmentHeadcounts.descriptor, A.DepartmentSummary.descriptor,
+      A.EmployeeSales.descriptor, A.AggregateSales.descriptor, A.AggregateEmployees.descriptor,
+      A.SalesCalendar.descriptor,
+    ]
+    let writes = [
+      D.CreateEmployee.descriptor, D.UpdateEmployee.descriptor, D.DeleteEmployee.descriptor,
+      D.UpsertEmployees.descriptor, P.PutPicture.descriptor, A.ImportSales.descriptor,
+    ]
+    let admin = [
+      D.BatchUpdateEmployees.descriptor, D.DeleteEmployees.descriptor,
+      P.DeletePicture.descriptor, A.DeleteSales.descriptor,
+    ]
+    var table: [MethodDescriptor: Role] = [:]
+    for method in reads { table[method] = .reader }
+    for method in writes { table[method] = .writer }
+    for method in admin { table[method] = .admin }
+    return table
+  }()
+
+  /// Services anyone may call: probes and discovery.
+  static let openServices: Set<String> = [
+    "grpc.health.v1.Health", "grpc.reflection.v1.ServerReflection",
+    "grpc.reflection.v1alpha.ServerReflection",
+  ]
+
+  /// The role `method` needs, or nil when it is open.
+  public static func required(for method: MethodDescriptor) -> Role? {
+    if Self.openServices.contains(method.service.fullyQualifiedService) { return nil }
+    return Self.byMethod[method] ?? .admin
+  }
+}
+
+/// The API tokens a server accepts: SHA-256 hashes of the tokens, each with a role. The
+/// tokens themselves are never stored, and never logged.
+///
+/// The file format (`--tokens FILE`): one token per line, `ROLE SHA256-HEX [LABEL]`; blank
+/// lines and lines starting with `#` are skipped. `roster token --role ROLE` prints a new
+/// token and its line.
+public struct TokenTable: Sendable {
+  struct Entry: Sendable {
+    var digest: [UInt8]
+    var role: Role
+    var label: String
+  }
+
+  private let entries: [Entry]
+
+  /// How many tokens the table holds.
+  public var count: Int { self.entries.count }
+
+  /// Parses the text of a tokens file.
+  ///
+  /// - Throws: `TokenTable.FormatError` naming the first bad line.
+  public init(parsing text: String) throws {
+    var entries: [Entry] = []
+    for (number, line) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
+      let fields = line.split(whereSeparator: { $0 == " " || $0 == "\t" })
+      guard let first = fields.first, !first.hasPrefix("#") else { continue }
+      guard fields.count >= 2, let role = Role(name: String(first)),
+        let digest = Self.bytes(hex: fields[1]), digest.count == 32
+      else {
+        throw FormatError(
+          message: "line \(number + 1): expected ROLE SHA256-HEX [LABEL], with ROLE reader, writer or admin"
+        )
+      }
+      entries.append(Entry(digest: digest, role: role, label: fields.dropFirst(2).joined(separator: " ")))
+    }
+    self.entries = entries
+  }
+
+  /// Reads and parses a tokens file.
+  public init(contentsOfFile path: String) throws {
+    try self.init(parsing: try String(contentsOfFile: path, encoding: .utf8))
+  }
+
+  /// A bad tokens file.
+  public struct FormatError: Error, CustomStringConvertible {
+    public var message: String
+    public var description: String { self.message }
+  }
+
+  /// The role of `token`, or nil if the table does not hold it. Every entry is compared,
+  /// each in constant time, so the time taken says nothing about which bytes matched.
+  public func role(of token: String) -> Role? {
+    let digest = Self.digest(token)
+    var found: Role? = nil
+    for entry in self.entries {
+      var difference: UInt8 = 0
+      for index in 0..<32 { difference |= entry.digest[index] ^ digest[index] }
+      if difference == 0 { found = entry.role }
+    }
+    return found
+  }
+
+  /// A new random token (256 bits, URL-safe base64) and its tokens-file line.
+  public static func makeToken(role: Role, label: String = "") -> (token: String, line: String) {
+    var generator = SystemRandomNumberGenerator()
+    let bytes = (0..<32).map { _ in UInt8.random(in: 0...255, using: &generator) }
+    let token = "rst_" + Data(bytes).base64EncodedString()
+      .replacingOccurrences(of: "+", with: "-")
+      .replacingOccurrences(of: "/", with: "_")
+      .replacingOccurrences(of: "=", with: "")
+    let line = "\(role) \(Digest.sha256Hex(Array(token.utf8)))" + (label.isEmpty ? "" : " \(label)")
+    return (token, line)
+  }
+
+  static func digest(_ token: String) -> [UInt8] {
+    Self.bytes(hex: Substring(Digest.sha256Hex(Array(token.utf8)))) ?? []
+  }
+
+  private static func bytes(hex: Substring) -> [UInt8]? {
+    guard hex.utf8.count % 2 == 0 else { return nil }
+    var bytes: [UInt8] = []
+    var high: UInt8? = nil
+    for character in hex.utf8 {
+      let value: UInt8
+      switch character {
+      case UInt8(ascii: "0")...UInt8(ascii: "9"): value = character - UInt8(ascii: "0")
+      case UInt8(ascii: "a")...UInt8(ascii: "f"): value = character - UInt8(ascii: "a") + 10
+      case UInt8(ascii: "A")...UInt8(ascii: "F"): value = character - UInt8(ascii: "A") + 10
+      default: return nil
+      }
+      if let first = high {
+        bytes.append(first << 4 | value)
+        high = nil
+      } else {
+        high = value
+      }
+    }
+    return bytes
+  }
+}
+
+/// Checks the bearer token of every call against the role its method needs.
+///
+/// No `authorization` metadata, or a token the table does not hold → `UNAUTHENTICATED`; a
+/// token whose role is too low → `PERMISSION_DENIED`. Health and reflection are open. The
+/// token never appears in a status message or a log.
+public struct AuthInterceptor: ServerInterceptor {
+  /// The metadata key, as HTTP's.
+  public static let metadataKey = "authorization"
+  private let tokens: TokenTable
+
+  /// Checks calls against `tokens`.
+  public init(tokens: TokenTable) {
+    self.tokens = tokens
+  }
+
+  public func intercept<Input: Sendable, Output: Sendable>(
+    request: StreamingServerRequest<Input>,
+    context: ServerContext,
+    next: @Sendable (StreamingServerRequest<Input>, ServerContext) async throws
+      -> StreamingServerResponse<Output>
+  ) async throws -> StreamingServerResponse<Output> {
+    guard let needed = Role.required(for: context.descriptor) else {
+      return try await next(request, context)
+    }
+    let method = context.descriptor.method
+    guard let header = request.metadata[stringValues: Self.metadataKey].first(where: { _ in true }),
+      header.count > 7, header.prefix(7).lowercased() == "bearer "
+    else {
+      throw RPCError(
+        code: .unauthenticated,
+        message: "\(method) needs a bearer token in the 'authorization' metadata"
+      )
+    }
+    let token = header.dropFirst(7).trimmingCharacters(in: .whitespaces)
+    guard let role = self.tokens.role(of: token) else {
+      throw RPCError(code: .unauthenticated, message: "the bearer token is not known to this server")
+    }
+    guard role >= needed else {
+      throw RPCError(
+        code: .permissionDenied,
+        message: "\(method) needs the \(needed) role; this token has the \(role) role"
+      )
+    }
+    return try await next(request, context)
+  }
+}
+
+/// Adds `authorization: Bearer TOKEN` to every call of a client: what `roster`'s client
+/// subcommands use with `--token`.
+public struct BearerTokenInterceptor: ClientInterceptor {
+  private let token: String
+
+  /// Sends `token` with every call.
+  public init(token: String) {
+    self.token = token
+  }
+
+  public func intercept<Input: Sendable, Output: Sendable>(
+    request: StreamingClientRequest<Input>,
+    context: ClientContext,
+    next: (StreamingClientRequest<Input>, ClientContext) async throws -> StreamingClientResponse<Output>
+  ) async throws -> StreamingClientResponse<Output> {
+    var request = request
+    request.metadata.replaceOrAddString("Bearer \(self.token)", forKey: AuthInterceptor.metadataKey)
+    return try await next(request, context)
+  }
+}
