@@ -64,6 +64,35 @@ struct ServeEndToEndTests {
     #expect(server.terminate() == 0)
   }
 
+  @Test("without a tokens file, a non-loopback bind is refused unless --insecure, which warns")
+  func insecureBind() async throws {
+    let directory = try makeTemporaryDirectory()
+    defer { try? FileManager.default.removeItem(atPath: directory) }
+    func run(_ extra: [String]) throws -> (Int32, String) {
+      let process = Process()
+      process.executableURL = URL(fileURLWithPath: RosterProcess.binaryPath)
+      process.arguments = ["serve", "--host", "0.0.0.0", "--port", "0", "--db", directory + "/x.sqlite",
+                           "--seed-employees", "0"] + extra
+      let errors = Pipe()
+      process.standardError = errors
+      process.standardOutput = FileHandle.nullDevice
+      try process.run()
+      if extra.contains("--insecure") {
+        Thread.sleep(forTimeInterval: 1.5)
+        process.terminate()
+      }
+      let text = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+      process.waitUntilExit()
+      return (process.terminationStatus, text)
+    }
+    let (refused, message) = try run([])
+    #expect(refused != 0)
+    #expect(message.contains("refusing to serve 0.0.0.0 without --tokens"))
+    #expect(!FileManager.default.fileExists(atPath: directory + "/x.sqlite"))
+    let (_, warning) = try run(["--insecure"])
+    #expect(warning.contains("WARNING: --insecure"))
+  }
+
   @Test("a restart keeps the data and does not seed again")
   func restartKeepsData() async throws {
     let directory = try makeTemporaryDirectory()
