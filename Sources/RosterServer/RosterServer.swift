@@ -74,11 +74,14 @@ public struct RosterServer: Service {
 /// The services every Roster server registers, in one place for the real server and tests.
 ///
 /// Interceptors run outermost first: the request log (so it also records refused calls),
-/// then authentication when `tokens` is set, then the author.
+/// authentication when `tokens` is set, the per-client stream cap, the default deadline, then
+/// the author.
 public func buildServices(
   store: RosterStore,
   tokens: TokenTable? = nil,
   logRequests: Bool = false,
+  defaultDeadline: Duration? = nil,
+  maxStreamsPerClient: Int? = nil,
   logger: Logger = Logger(label: "roster")
 ) throws -> (
   services: [any RegistrableRPCService],
@@ -98,8 +101,24 @@ public func buildServices(
   var interceptors: [any ServerInterceptor] = []
   if logRequests { interceptors.append(RequestLogInterceptor(logger: logger)) }
   if let tokens { interceptors.append(AuthInterceptor(tokens: tokens)) }
+  if let maxStreamsPerClient { interceptors.append(StreamLimitInterceptor(maximumPerClient: maxStreamsPerClient)) }
+  if let defaultDeadline { interceptors.append(DefaultDeadlineInterceptor(deadline: defaultDeadline)) }
   interceptors.append(AuthorInterceptor())
   return (services, interceptors, health)
+}
+
+/// Plaintext, TLS, or TLS that requires client certificates signed by `clientCAPath`.
+func transportSecurity(_ files: TLSFiles?) -> HTTP2ServerTransport.Posix.TransportSecurity {
+  guard let files else { return .plaintext }
+  let chain: [TLSConfig.CertificateSource] = [.file(path: files.certificatePath, format: .pem)]
+  let key = TLSConfig.PrivateKeySource.file(path: files.keyPath, format: .pem)
+  guard let clientCA = files.clientCAPath else {
+    return .tls(certificateChain: chain, privateKey: key)
+  }
+  return .mTLS(certificateChain: chain, privateKey: key) { tls in
+    tls.trustRoots = .certificates([.file(path: clientCA, format: .pem)])
+    tls.clientCertificateVerification = .noHostnameVerification
+  }
 }
 
 /// Opens (and on first start, seeds) the store, then builds the server on HTTP/2.
@@ -112,13 +131,28 @@ public func buildServer(
     store: store,
     tokens: config.tokens,
     logRequests: config.logRequests,
+    defaultDeadline: config.limits.defaultDeadline,
+    maxStreamsPerClient: config.limits.maxStreamsPerClient,
     logger: logger
   )
   let address: GRPCNIOTransportCore.SocketAddress =
     config.host.contains(":")
     ? .ipv6(host: config.host, port: config.port)
     : .ipv4(host: config.host == "localhost" ? "127.0.0.1" : config.host, port: config.port)
-  let transport = HTTP2ServerTransport.Posix(address: address, transportSecurity: .plaintext)
+  let transport = HTTP2ServerTransport.Posix(
+    address: address,
+    transportSecurity: transportSecurity(config.tls),
+    config: .defaults { transport in
+      let limits = config.limits
+      transport.rpc.maxRequestPayloadSize = limits.maxRequestBytes
+      transport.http2.maxConcurrentStreams = limits.maxConcurrentStreams
+      transport.connection.keepalive.time = limits.keepaliveInterval
+      transport.connection.keepalive.timeout = limits.keepaliveTimeout
+      transport.connection.maxIdleTime = limits.maxConnectionIdle
+      transport.connection.maxAge = limits.maxConnectionAge
+      transport.connection.maxGraceTime = limits.maxConnectionGrace
+    }
+  )
   let server = GRPCServer(transport: transport, services: services, interceptors: interceptors)
   return RosterServer(
     store: store,

@@ -10,6 +10,10 @@ public struct ServerConfig: Sendable {
   /// The API tokens and their roles; nil serves every call unauthenticated, which
   /// `roster serve` allows only on loopback or with `--insecure`.
   public var tokens: TokenTable? = nil
+  /// TLS for the listening socket; nil serves plaintext.
+  public var tls: TLSFiles? = nil
+  /// Transport and call limits.
+  public var limits = Limits()
   /// Whether to log one line per RPC (method, status, duration, peer, author).
   public var logRequests: Bool = true
   /// The database and its tuning.
@@ -29,4 +33,46 @@ public struct ServerConfig: Sendable {
   public init(databasePath: String = "data/roster.sqlite") {
     self.store = StoreConfiguration(path: databasePath)
   }
+}
+
+/// PEM files for TLS.
+public struct TLSFiles: Sendable {
+  /// The server's certificate chain.
+  public var certificatePath: String
+  /// The private key of its leaf certificate.
+  public var keyPath: String
+  /// When set, clients must present a certificate signed by one of these CAs (mTLS).
+  public var clientCAPath: String?
+
+  public init(certificatePath: String, keyPath: String, clientCAPath: String? = nil) {
+    self.certificatePath = certificatePath
+    self.keyPath = keyPath
+    self.clientCAPath = clientCAPath
+  }
+}
+
+/// Transport and call limits. Every one has a `roster serve` flag.
+public struct Limits: Sendable {
+  /// The largest request message accepted (4 MiB, gRPC's usual default). Responses are
+  /// bounded by design: pages are at most 1,000 rows and picture messages 64 KiB.
+  public var maxRequestBytes = 4 * 1024 * 1024
+  /// Concurrent streams one HTTP/2 connection may open.
+  public var maxConcurrentStreams = 256
+  /// How often the server pings a connection that has been quiet, and how long it waits for
+  /// the answer before closing it.
+  public var keepaliveInterval: Duration = .seconds(2 * 60 * 60)
+  public var keepaliveTimeout: Duration = .seconds(20)
+  /// A connection with no open call for this long is closed (GOAWAY); nil keeps it.
+  public var maxConnectionIdle: Duration? = .seconds(30 * 60)
+  /// A connection older than this is asked to reconnect (GOAWAY), so load spreads over new
+  /// servers; its calls get `maxConnectionGrace` to finish. nil keeps it.
+  public var maxConnectionAge: Duration? = nil
+  public var maxConnectionGrace: Duration? = .seconds(30)
+  /// The deadline of a call whose client sets none; nil for none. `WatchChanges` and health
+  /// `Watch` are exempt: they are meant to stay open.
+  public var defaultDeadline: Duration? = .seconds(60)
+  /// Open `StreamEmployees` and `WatchChanges` streams allowed per client address.
+  public var maxStreamsPerClient = 32
+
+  public init() {}
 }

@@ -42,32 +42,8 @@ public struct RequestLogInterceptor: ServerInterceptor {
         }
       logger.log(level: level, "rpc", metadata: metadata)
     }
-    let response: StreamingServerResponse<Output>
-    do {
-      response = try await next(request, context)
-    } catch {
-      log(Self.code(of: error))
-      throw error
-    }
-    switch response.accepted {
-    case .failure(let error):
-      log(error.code)
-      return response
-    case .success(var contents):
-      let producer = contents.producer
-      contents.producer = { writer in
-        do {
-          let trailers = try await producer(writer)
-          log(nil)
-          return trailers
-        } catch {
-          log(Self.code(of: error))
-          throw error
-        }
-      }
-      var wrapped = response
-      wrapped.accepted = .success(contents)
-      return wrapped
+    return try await whenFinished(request: request, context: context, next: next) { error in
+      log(error.map(Self.code(of:)))
     }
   }
 

@@ -12,11 +12,49 @@ struct ClientOptions: ParsableArguments {
   @Option(help: "API token, sent as a bearer token (env ROSTER_TOKEN).")
   var token: String? = ProcessInfo.processInfo.environment["ROSTER_TOKEN"]
 
+  @Flag(help: "Connect with TLS, trusting the system's CAs (or --tls-ca).")
+  var tls = false
+
+  @Option(help: "PEM CA certificates to trust for the server's certificate (implies --tls).")
+  var tlsCa: String?
+
+  @Option(help: "PEM client certificate, for servers that require one (implies --tls).")
+  var tlsCert: String?
+
+  @Option(help: "PEM private key of --tls-cert.")
+  var tlsKey: String?
+
+  @Option(help: "Per-call deadline in milliseconds; 0 for none.")
+  var deadlineMs: Int = 0
+
   @Flag(help: "Print JSON instead of a table.")
   var json = false
 
   func validate() throws {
     _ = try self.resolvedTarget()
+    if (self.tlsCert == nil) != (self.tlsKey == nil) {
+      throw ValidationError("--tls-cert and --tls-key go together")
+    }
+    if self.deadlineMs < 0 { throw ValidationError("--deadline-ms must not be negative") }
+  }
+
+  /// Plaintext, or TLS with the given roots and client certificate.
+  var transportSecurity: HTTP2ClientTransport.Posix.TransportSecurity {
+    guard self.tls || self.tlsCa != nil || self.tlsCert != nil else { return .plaintext }
+    return .tls { tls in
+      if let ca = self.tlsCa { tls.trustRoots = .certificates([.file(path: ca, format: .pem)]) }
+      if let certificate = self.tlsCert, let key = self.tlsKey {
+        tls.certificateChain = [.file(path: certificate, format: .pem)]
+        tls.privateKey = .file(path: key, format: .pem)
+      }
+    }
+  }
+
+  /// Call options with the `--deadline-ms` timeout.
+  var callOptions: CallOptions {
+    var options = CallOptions.defaults
+    if self.deadlineMs > 0 { options.timeout = .milliseconds(self.deadlineMs) }
+    return options
   }
 
   /// The parsed target.
@@ -34,7 +72,7 @@ struct ClientOptions: ParsableArguments {
     _ body: (GRPCClient<HTTP2ClientTransport.Posix>) async throws -> T
   ) async throws -> T {
     try await withGRPCClient(
-      transport: .http2NIOPosix(target: try self.resolvedTarget(), transportSecurity: .plaintext),
+      transport: .http2NIOPosix(target: try self.resolvedTarget(), transportSecurity: self.transportSecurity),
       interceptors: self.token.map { [BearerTokenInterceptor(token: $0)] } ?? [],
       handleClient: body
     )

@@ -24,6 +24,39 @@ struct Serve: AsyncParsableCommand {
   @Flag(help: "Serve a non-loopback address without a tokens file: anyone who can reach it may do anything.")
   var insecure = false
 
+  @Option(help: "PEM certificate chain: serve TLS (with --tls-key).")
+  var tlsCert: String?
+
+  @Option(help: "PEM private key of the --tls-cert leaf.")
+  var tlsKey: String?
+
+  @Option(help: "PEM CA certificates: require client certificates signed by them (mTLS).")
+  var tlsClientCa: String?
+
+  @Option(help: "The largest request message accepted, in KiB.")
+  var maxRequestKib: Int = 4096
+
+  @Option(help: "Concurrent streams per HTTP/2 connection.")
+  var maxConcurrentStreams: Int = 256
+
+  @Option(help: "Seconds of quiet before the server pings a connection.")
+  var keepaliveS: Int = 7200
+
+  @Option(help: "Seconds to wait for a keepalive ping's answer before closing.")
+  var keepaliveTimeoutS: Int = 20
+
+  @Option(help: "Close a connection with no calls after this many seconds; 0 never.")
+  var maxIdleS: Int = 1800
+
+  @Option(help: "Ask a connection to reconnect after this many seconds; 0 never.")
+  var maxAgeS: Int = 0
+
+  @Option(help: "Deadline in ms for calls that bring none (WatchChanges exempt); 0 for none.")
+  var defaultDeadlineMs: Int = 60_000
+
+  @Option(help: "Open StreamEmployees and WatchChanges streams per client address.")
+  var maxStreamsPerClient: Int = 32
+
   @Flag(inversion: .prefixedNo, help: "Log one line per RPC: method, status, duration, peer, author.")
   var logRequests = true
 
@@ -101,6 +134,20 @@ struct Serve: AsyncParsableCommand {
           + "pass --insecure to serve it to anyone who can reach it"
       )
     }
+    if (self.tlsCert == nil) != (self.tlsKey == nil) {
+      throw ValidationError("--tls-cert and --tls-key go together")
+    }
+    if self.tlsClientCa != nil && self.tlsCert == nil {
+      throw ValidationError("--tls-client-ca needs --tls-cert and --tls-key")
+    }
+    guard self.maxRequestKib >= 1, self.maxConcurrentStreams >= 1, self.keepaliveS >= 1,
+      self.keepaliveTimeoutS >= 1, self.maxIdleS >= 0, self.maxAgeS >= 0,
+      self.defaultDeadlineMs >= 0, self.maxStreamsPerClient >= 1
+    else {
+      throw ValidationError(
+        "limits must be positive (--max-idle-s, --max-age-s and --default-deadline-ms may be 0 for none)"
+      )
+    }
     guard (0...65535).contains(self.port) else {
       throw ValidationError("--port must be between 0 and 65535")
     }
@@ -132,6 +179,17 @@ struct Serve: AsyncParsableCommand {
     var config = ServerConfig(databasePath: self.db)
     config.host = self.host
     config.logRequests = self.logRequests
+    if let certificate = self.tlsCert, let key = self.tlsKey {
+      config.tls = TLSFiles(certificatePath: certificate, keyPath: key, clientCAPath: self.tlsClientCa)
+    }
+    config.limits.maxRequestBytes = self.maxRequestKib * 1024
+    config.limits.maxConcurrentStreams = self.maxConcurrentStreams
+    config.limits.keepaliveInterval = .seconds(self.keepaliveS)
+    config.limits.keepaliveTimeout = .seconds(self.keepaliveTimeoutS)
+    config.limits.maxConnectionIdle = self.maxIdleS == 0 ? nil : .seconds(self.maxIdleS)
+    config.limits.maxConnectionAge = self.maxAgeS == 0 ? nil : .seconds(self.maxAgeS)
+    config.limits.defaultDeadline = self.defaultDeadlineMs == 0 ? nil : .milliseconds(self.defaultDeadlineMs)
+    config.limits.maxStreamsPerClient = self.maxStreamsPerClient
     if let path = self.tokens {
       do {
         config.tokens = try TokenTable(contentsOfFile: path)

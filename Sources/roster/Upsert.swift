@@ -31,7 +31,8 @@ struct Upsert: AsyncParsableCommand {
     let batches = try SeedFile.batches(self.file, size: self.rowsPerMessage)
     let response = try await self.client.withClient { client in
       try await Roster_V1_Directory.Client(wrapping: client).upsertEmployees(
-        metadata: [AuthorInterceptor.metadataKey: .string(self.author)]
+        metadata: [AuthorInterceptor.metadataKey: .string(self.author)],
+        options: self.client.callOptions
       ) { writer in
         for try await rows in batches {
           try await writer.write(.with { $0.employees = rows.map(Self.message) })

@@ -13,10 +13,17 @@ public import RosterServices
 public func withInProcessClient<T: Sendable>(
   store: RosterStore,
   tokens: TokenTable? = nil,
+  defaultDeadline: Duration? = nil,
+  maxStreamsPerClient: Int? = nil,
   clientInterceptors: [any ClientInterceptor] = [],
   _ body: (GRPCClient<InProcessTransport.Client>) async throws -> T
 ) async throws -> T {
-  let built = try buildServices(store: store, tokens: tokens)
+  let built = try buildServices(
+    store: store,
+    tokens: tokens,
+    defaultDeadline: defaultDeadline,
+    maxStreamsPerClient: maxStreamsPerClient
+  )
   return try await withInProcessClient(
     services: built.services,
     interceptors: built.interceptors,

@@ -1,0 +1,113 @@
+import GRPCCore
+import GRPCInProcessTransport
+import RosterProto
+@testable import RosterServices
+import Synchronization
+import Testing
+import TestSupport
+
+@Suite("Call limits")
+struct CallLimitTests {
+  @Test("a client gets at most N open streams; a finished one frees its place")
+  func streamsPerClient() async throws {
+    try await withTemporaryStore(employees: 20) { store async throws in
+      try await withInProcessClient(store: store, maxStreamsPerClient: 2) { client async throws in
+        let directory = Roster_V1_Directory.Client(wrapping: client)
+        @Sendable func streamAll() async throws -> Int {
+          try await directory.streamEmployees(.with { $0.pageSize = 5 }) { response in
+            var count = 0
+            for try await page in response.messages { count += page.employees.count }
+            return count
+          }
+        }
+        // Streams that finish give their place back: many in a row pass a cap of 2.
+        for _ in 0..<5 { #expect(try await streamAll() == 20) }
+
+        // Two watchers hold their places open, and a third stream is refused.
+        let (opened, openedContinuation) = AsyncStream.makeStream(of: Void.self)
+        try await withThrowingTaskGroup(of: Void.self) { group in
+          for _ in 0..<2 {
+            group.addTask {
+              // Each watch ends with UNAVAILABLE when the feed closes below.
+              await expectStatus(.unavailable, mentioning: "shutting down") {
+                try await directory.watchChanges(.with { $0.afterToken = "0" }) { response in
+                  var first = true
+                  for try await _ in response.messages where first {
+                    first = false
+                    openedContinuation.yield()
+                  }
+                }
+              }
+            }
+          }
+          var ready = 0
+          for await _ in opened {
+            ready += 1
+            if ready == 2 { break }
+          }
+          await expectStatus(.resourceExhausted, mentioning: "at most 2 open") {
+            _ = try await streamAll()
+          }
+          // Closing the feed ends both watches on the server, which frees their places.
+          store.closeChangeFeed()
+          try await group.waitForAll()
+        }
+        #expect(try await streamAll() == 20)
+      }
+    }
+  }
+
+  @Test("past the default deadline, a handler is cancelled and the call is DEADLINE_EXCEEDED")
+  func defaultDeadline() async throws {
+    let limit = Duration.milliseconds(300)
+    let started = ContinuousClock.now
+    let pagesRead = Mutex(0)
+    await expectStatus(.deadlineExceeded, mentioning: "default of") {
+      _ = try await DefaultDeadlineInterceptor.run(until: started + limit, limit: limit) {
+        // A handler that reads a page every 20 ms and checks for cancellation, as
+        // StreamEmployees does: 100 pages would take 2 s.
+        for _ in 0..<100 {
+          try Task.checkCancellation()
+          pagesRead.withLock { $0 += 1 }
+          try await Task.sleep(for: .milliseconds(20))
+        }
+        return 0
+      }
+    }
+    // Cut short: it never read all 100 pages (no timing bound: the machine is shared).
+    #expect(pagesRead.withLock { $0 } < 100)
+    // A body that finishes in time returns its value, and its own errors pass through.
+    let value = try await DefaultDeadlineInterceptor.run(until: .now + limit, limit: limit) { 42 }
+    #expect(value == 42)
+    await expectStatus(.notFound, mentioning: "mine") {
+      _ = try await DefaultDeadlineInterceptor.run(until: .now + limit, limit: limit) { () async throws -> Int in
+        throw RPCError(code: .notFound, message: "mine")
+      }
+    }
+  }
+
+  @Test("WatchChanges is exempt from the default deadline")
+  func watchOutlivesTheDefaultDeadline() async throws {
+    try await withTemporaryStore(employees: 5) { store async throws in
+      try await withInProcessClient(store: store, defaultDeadline: .milliseconds(200)) { client async throws in
+        let directory = Roster_V1_Directory.Client(wrapping: client)
+        // The five seed inserts replay at once; a change made well after the default deadline
+        // still arrives live, so the watch was not cut.
+        let late = try await directory.watchChanges(.with { $0.afterToken = "0" }) { response in
+          var count = 0
+          for try await event in response.messages {
+            count += 1
+            if count == 5 {
+              try await Task.sleep(for: .milliseconds(500))
+              _ = try await store.createEmployee(makeEmployee(name: "Late Larry"))
+            }
+            if count == 6 { return event.guid }
+          }
+          return ""
+        }
+        #expect(try store.employee(guid: late, fields: .all).name == "Late Larry")
+      }
+      store.closeChangeFeed()
+    }
+  }
+}
