@@ -23,6 +23,9 @@ let package = Package(
     .package(url: "https://github.com/apple/swift-argument-parser.git", exact: "1.8.2"),
     .package(url: "https://github.com/apple/swift-log.git", exact: "1.16.2"),
     .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", exact: "2.13.0"),
+    .package(url: "https://github.com/apple/swift-metrics.git", exact: "2.13.0"),
+    .package(url: "https://github.com/swift-server/swift-prometheus.git", exact: "2.4.1"),
+    .package(url: "https://github.com/apple/swift-nio.git", exact: "2.101.3"),
   ],
   targets: [
     // Generated messages and service stubs; nothing hand-written.
@@ -50,6 +53,7 @@ let package = Package(
         "CVipsShim",
         .product(name: "GRDB", package: "GRDB.swift"),
         .product(name: "Logging", package: "swift-log"),
+        .product(name: "CoreMetrics", package: "swift-metrics"),
       ],
       swiftSettings: strict
     ),
@@ -62,6 +66,7 @@ let package = Package(
         .product(name: "GRPCCore", package: "grpc-swift-2"),
         .product(name: "SwiftProtobuf", package: "swift-protobuf"),
         .product(name: "Logging", package: "swift-log"),
+        .product(name: "CoreMetrics", package: "swift-metrics"),
       ],
       swiftSettings: strict
     ),
@@ -75,6 +80,11 @@ let package = Package(
         .product(name: "GRPCNIOTransportHTTP2", package: "grpc-swift-nio-transport"),
         .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
         .product(name: "Logging", package: "swift-log"),
+        .product(name: "CoreMetrics", package: "swift-metrics"),
+        .product(name: "Prometheus", package: "swift-prometheus"),
+        .product(name: "NIOCore", package: "swift-nio"),
+        .product(name: "NIOPosix", package: "swift-nio"),
+        .product(name: "NIOHTTP1", package: "swift-nio"),
       ],
       swiftSettings: strict
     ),
@@ -92,6 +102,8 @@ let package = Package(
         .product(name: "ArgumentParser", package: "swift-argument-parser"),
         .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
         .product(name: "Logging", package: "swift-log"),
+        .product(name: "Metrics", package: "swift-metrics"),
+        .product(name: "Prometheus", package: "swift-prometheus"),
       ],
       swiftSettings: strict
     ),

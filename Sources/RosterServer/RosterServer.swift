@@ -100,6 +100,7 @@ public func buildServices(
   ]
   var interceptors: [any ServerInterceptor] = []
   if logRequests { interceptors.append(RequestLogInterceptor(logger: logger)) }
+  interceptors.append(RequestMetricsInterceptor())
   if let tokens { interceptors.append(AuthInterceptor(tokens: tokens)) }
   if let maxStreamsPerClient { interceptors.append(StreamLimitInterceptor(maximumPerClient: maxStreamsPerClient)) }
   if let defaultDeadline { interceptors.append(DefaultDeadlineInterceptor(deadline: defaultDeadline)) }

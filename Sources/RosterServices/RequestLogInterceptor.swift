@@ -1,4 +1,5 @@
 public import GRPCCore
+internal import CoreMetrics
 public import Logging
 
 /// Logs one structured line per RPC when it ends: method, status, duration, peer, and the
@@ -64,5 +65,32 @@ public struct RequestLogInterceptor: ServerInterceptor {
     if let error = error as? any RPCErrorConvertible { return error.rpcErrorCode }
     if error is CancellationError { return .cancelled }
     return .unknown
+  }
+}
+
+/// Counts every RPC and records its latency, both by method and status, through
+/// swift-metrics: `roster_rpc_requests_total` and `roster_rpc_duration_seconds`.
+public struct RequestMetricsInterceptor: ServerInterceptor {
+  public init() {}
+
+  public func intercept<Input: Sendable, Output: Sendable>(
+    request: StreamingServerRequest<Input>,
+    context: ServerContext,
+    next: @Sendable (StreamingServerRequest<Input>, ServerContext) async throws
+      -> StreamingServerResponse<Output>
+  ) async throws -> StreamingServerResponse<Output> {
+    let started = ContinuousClock.now
+    let method = context.descriptor.fullyQualifiedMethod
+    return try await whenFinished(request: request, context: context, next: next) { error in
+      let elapsed = ContinuousClock.now - started
+      let dimensions = [
+        ("method", method),
+        ("status", error.map { RequestLogInterceptor.name(RequestLogInterceptor.code(of: $0)) } ?? "OK"),
+      ]
+      Counter(label: "roster_rpc_requests_total", dimensions: dimensions).increment()
+      Timer(label: "roster_rpc_duration_seconds", dimensions: dimensions).recordNanoseconds(
+        elapsed.components.seconds * 1_000_000_000 + elapsed.components.attoseconds / 1_000_000_000
+      )
+    }
   }
 }

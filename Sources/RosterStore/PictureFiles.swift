@@ -186,9 +186,11 @@ final class PictureCache: Sendable {
       state.clock += 1
       guard var entry = state.entries[etag] else {
         state.statistics.misses += 1
+        StoreMetrics.pictureCacheMisses.increment()
         return nil
       }
       state.statistics.hits += 1
+      StoreMetrics.pictureCacheHits.increment()
       entry.lastUse = state.clock
       state.entries[etag] = entry
       return entry.bytes

@@ -119,14 +119,29 @@ public struct RosterStore: Sendable {
   /// reader queue and back costs more than the read itself. Keep `body` short and never
   /// hold it across a suspension point; long listings read page by page.
   func read<T>(_ body: (Database) throws -> T) throws -> T {
-    try self.pool.read(body)
+    let requested = ContinuousClock.now
+    return try self.pool.read { db in
+      Self.recordReaderWait(since: requested)
+      return try body(db)
+    }
+  }
+
+  private static func recordReaderWait(since requested: ContinuousClock.Instant) {
+    let wait = ContinuousClock.now - requested
+    StoreMetrics.readerWait.recordNanoseconds(
+      wait.components.seconds * 1_000_000_000 + wait.components.attoseconds / 1_000_000_000
+    )
   }
 
   /// Like `read`, but without BEGIN and COMMIT around `body`: for a body that runs exactly
   /// one SELECT, which SQLite already reads from one consistent snapshot. The transaction
   /// statements cost more than a point read itself.
   func readStatement<T>(_ body: (Database) throws -> T) throws -> T {
-    try self.pool.unsafeRead(body)
+    let requested = ContinuousClock.now
+    return try self.pool.unsafeRead { db in
+      Self.recordReaderWait(since: requested)
+      return try body(db)
+    }
   }
 
   /// Runs `body` in one write transaction on the writer connection, bypassing the
@@ -157,10 +172,14 @@ public struct RosterStore: Sendable {
   /// - Returns: the WAL's size in pages, and how many of them are now in the database file.
   @discardableResult
   public func checkpoint() async throws -> (walPages: Int, checkpointed: Int) {
-    try await self.checkpointer.writeWithoutTransaction { db in
+    let result = try await self.checkpointer.writeWithoutTransaction { db in
       let row = try Row.fetchOne(db, sql: "PRAGMA wal_checkpoint(PASSIVE)")
-      return (row?[1] ?? 0, row?[2] ?? 0)
+      return (walPages: (row?[1] as Int?) ?? 0, checkpointed: (row?[2] as Int?) ?? 0)
     }
+    StoreMetrics.checkpoints.increment()
+    let attributes = try? FileManager.default.attributesOfItem(atPath: self.configuration.path + "-wal")
+    StoreMetrics.walBytes.record((attributes?[.size] as? Int) ?? 0)
+    return result
   }
 
   /// The value of a PRAGMA on a reader connection, for checks and diagnostics.

@@ -32,6 +32,8 @@ final class WriteCoalescer: Sendable {
   private struct Job: Sendable {
     /// Whether this is a chunk of a bulk load.
     var isBulk: Bool
+    /// When the request joined the queue.
+    var enqueued = ContinuousClock.now
     /// Runs the request inside its savepoint and returns how to answer it.
     var run: @Sendable (Database) -> (succeeded: Bool, complete: Completion)
   }
@@ -170,6 +172,14 @@ final class WriteCoalescer: Sendable {
     var pending: [Completion] = []
     var failed = 0
     completions.reserveCapacity(batch.count)
+    let started = ContinuousClock.now
+    for job in batch {
+      let wait = started - job.enqueued
+      StoreMetrics.writerQueueWait.recordNanoseconds(
+        wait.components.seconds * 1_000_000_000 + wait.components.attoseconds / 1_000_000_000
+      )
+    }
+    StoreMetrics.batchSize.record(batch.count)
     do {
       try db.beginTransaction(.immediate)
       for job in batch {
@@ -200,6 +210,7 @@ final class WriteCoalescer: Sendable {
       $0.statistics.failedWrites += failed
       $0.statistics.largestBatch = max($0.statistics.largestBatch, batch.count)
     }
+    StoreMetrics.commits.increment()
     self.afterCommit(db)
     for complete in completions { complete(nil) }
     for complete in pending { complete(nil) }

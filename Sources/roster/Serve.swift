@@ -1,6 +1,8 @@
 import ArgumentParser
 import Foundation
 import Logging
+import Metrics
+import Prometheus
 import RosterServer
 import RosterServices
 import RosterStore
@@ -56,6 +58,9 @@ struct Serve: AsyncParsableCommand {
 
   @Option(help: "Open StreamEmployees and WatchChanges streams per client address.")
   var maxStreamsPerClient: Int = 32
+
+  @Option(help: "Serve Prometheus metrics at http://HOST:PORT/metrics on this port; off when unset.")
+  var metricsPort: Int?
 
   @Flag(inversion: .prefixedNo, help: "Log one line per RPC: method, status, duration, peer, author.")
   var logRequests = true
@@ -148,6 +153,9 @@ struct Serve: AsyncParsableCommand {
         "limits must be positive (--max-idle-s, --max-age-s and --default-deadline-ms may be 0 for none)"
       )
     }
+    if let metricsPort = self.metricsPort, !(0...65535).contains(metricsPort) {
+      throw ValidationError("--metrics-port must be between 0 and 65535")
+    }
     guard (0...65535).contains(self.port) else {
       throw ValidationError("--port must be between 0 and 65535")
     }
@@ -221,9 +229,21 @@ struct Serve: AsyncParsableCommand {
       maximumRows: self.changeLogMaxRows
     )
 
+    var services: [any Service] = []
+    if let metricsPort = self.metricsPort {
+      // Bootstrapped before the store and services exist, so their metrics report here.
+      let registry = PrometheusCollectorRegistry()
+      MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: registry))
+      services.append(
+        MetricsEndpoint(host: self.host, port: metricsPort, registry: registry) { port in
+          FileHandle.standardOutput.write(Data("metrics on http://\(self.host):\(port)/metrics\n".utf8))
+        }
+      )
+    }
     let app = try await buildServer(config: config, logger: logger)
+    services.append(app)
     let group = ServiceGroup(
-      services: [app],
+      services: services,
       gracefulShutdownSignals: [.sigterm, .sigint],
       logger: logger
     )

@@ -16,7 +16,10 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 import unittest
+import urllib.error
+import urllib.request
 import uuid
 
 import grpc
@@ -49,11 +52,12 @@ from roster.v1 import types_pb2  # noqa: E402
 SERVER = None
 SERVER_LOG = None
 ADDRESS = None
+METRICS_URL = None
 TOKENS = {}
 
 
 def setUpModule():
-    global SERVER, SERVER_LOG, ADDRESS
+    global SERVER, SERVER_LOG, ADDRESS, METRICS_URL
     lines = []
     for role in ("reader", "writer", "admin"):
         token, line = subprocess.run([ROSTER, "token", "--role", role], check=True,
@@ -66,12 +70,16 @@ def setUpModule():
     SERVER = subprocess.Popen(
         [ROSTER, "serve", "--port", "0", "--db", os.path.join(WORK, "interop.sqlite"),
          "--seed-employees", "60", "--seed-sales-per-employee", "5",
-         "--tokens", os.path.join(WORK, "tokens")],
+         "--tokens", os.path.join(WORK, "tokens"), "--metrics-port", "0"],
         stdout=subprocess.PIPE, stderr=SERVER_LOG, text=True)
-    line = SERVER.stdout.readline()
-    if not line.startswith("listening on "):
-        raise RuntimeError("server did not start: " + read_log())
-    ADDRESS = line.split()[-1]
+    for _ in range(2):
+        line = SERVER.stdout.readline()
+        if line.startswith("listening on "):
+            ADDRESS = line.split()[-1]
+        elif line.startswith("metrics on "):
+            METRICS_URL = line.split()[-1]
+        else:
+            raise RuntimeError("server did not start: " + read_log())
 
 
 def read_log():
@@ -336,6 +344,43 @@ class Interop(unittest.TestCase):
         deleted = self.analytics.DeleteSales(analytics_pb2.DeleteSalesRequest(before_date="1995-01-01", limit=3),
                                              metadata=auth("admin"))
         self.assertLessEqual(deleted.deleted, 3)
+
+    # Metrics, last (test names run in order), so every kind of call has happened.
+
+    def test_zz_metrics(self):
+        list(self.pictures.GetPicture(pictures_pb2.GetPictureRequest(guid=next(
+            e.guid for e in self.directory.ListEmployees(directory_pb2.ListEmployeesRequest(page_size=50),
+                                                        metadata=auth("reader")).employees if e.has_picture)),
+            metadata=auth("reader")))
+        def scrape():
+            with urllib.request.urlopen(METRICS_URL, timeout=10) as response:
+                self.assertEqual(response.status, 200)
+                text = response.read().decode()
+            samples = {}
+            for line in text.splitlines():
+                if line and not line.startswith("#"):
+                    name, _, value = line.rpartition(" ")
+                    samples[name] = float(value)
+            return text, samples
+        # The first background checkpoint comes after the start-up picture sweep.
+        for _ in range(100):
+            text, samples = scrape()
+            if "roster_wal_checkpoints_total" in samples:
+                break
+            time.sleep(0.1)
+        count = 'roster_rpc_requests_total{method="roster.v1.Directory/CountEmployees",status="OK"}'
+        self.assertGreaterEqual(samples.get(count, 0), 1, text[:2000])
+        denied = 'roster_rpc_requests_total{method="roster.v1.Directory/CreateEmployee",status="PERMISSION_DENIED"}'
+        self.assertGreaterEqual(samples.get(denied, 0), 1)
+        names = {name.split("{")[0] for name in samples}
+        for metric in ("roster_rpc_duration_seconds_bucket", "roster_writer_queue_wait_seconds_count",
+                       "roster_reader_wait_seconds_count", "roster_write_batch_size_count", "roster_commits_total",
+                       "roster_picture_cache_hits_total", "roster_picture_cache_misses_total",
+                       "roster_wal_checkpoints_total", "roster_wal_bytes"):
+            self.assertIn(metric, names)
+        with self.assertRaises(urllib.error.HTTPError) as missing:
+            urllib.request.urlopen(METRICS_URL.replace("/metrics", "/nope"), timeout=10)
+        self.assertEqual(missing.exception.code, 404)
 
     # Documented error statuses, each naming its field, none leaking SQL.
 
