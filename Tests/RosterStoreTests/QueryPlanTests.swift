@@ -159,3 +159,22 @@ struct AnalyticsQueryPlanTests {
     }
   }
 }
+
+@Suite("roster explain")
+struct ExplainTests {
+  @Test("the catalog plans every kind of store query, and none scans employees without an index")
+  func catalog() async throws {
+    try await withTemporaryStore(employees: 300) { store async throws in
+      let plans = try store.explainQueries(analyze: true)
+      let names = plans.map(\.name)
+      for kind in ["ListEmployees", "CountEmployees", "GetEmployee", "DepartmentHeadcounts", "DepartmentSummary",
+                   "EmployeeSales", "SalesCalendar", "AggregateSales", "AggregateEmployees"] {
+        #expect(names.contains { $0.hasPrefix(kind) }, "\(kind) missing")
+      }
+      #expect(plans.allSatisfy { !$0.plan.isEmpty })
+      for query in plans {
+        QueryPlanTests.expectIndexed(query.plan, context: "\(query.name): \(query.plan)")
+      }
+    }
+  }
+}
