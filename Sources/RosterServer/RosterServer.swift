@@ -24,6 +24,7 @@ public struct RosterServer: Service {
   private let server: GRPCServer<HTTP2ServerTransport.Posix>
   private let transport: HTTP2ServerTransport.Posix
   private let maintenance: StoreMaintenance
+  private let shutdownGrace: Duration
   private let logger: Logger
 
   init(
@@ -32,8 +33,10 @@ public struct RosterServer: Service {
     server: GRPCServer<HTTP2ServerTransport.Posix>,
     transport: HTTP2ServerTransport.Posix,
     maintenance: StoreMaintenance,
+    shutdownGrace: Duration,
     logger: Logger
   ) {
+    self.shutdownGrace = shutdownGrace
     self.store = store
     self.health = health
     self.server = server
@@ -52,14 +55,31 @@ public struct RosterServer: Service {
     }
   }
 
-  /// Serves until graceful shutdown: health turns `NOT_SERVING` first, change-feed watchers
-  /// are told to resume elsewhere, then the server stops taking new calls and lets in-flight
-  /// ones finish. Background store maintenance runs alongside and stops last.
+  /// Serves until graceful shutdown, which runs in order: health turns `NOT_SERVING`,
+  /// change-feed watchers are told to resume elsewhere (`UNAVAILABLE`), the server stops
+  /// taking new calls and lets in-flight ones finish, for at most `shutdownGrace` before the
+  /// rest are cancelled. Every write those calls made has been committed by the time they
+  /// answer, so the writer is empty; a final TRUNCATE checkpoint then moves the WAL into the
+  /// database file. Background maintenance stops before it.
   public func run() async throws {
     try await withThrowingTaskGroup(of: Void.self) { group in
       group.addTask { try await self.maintenance.run() }
       try await withGracefulShutdownHandler {
-        try await self.server.serve()
+        try await withThrowingTaskGroup(of: Void.self) { serving in
+          serving.addTask { try await self.server.serve() }
+          serving.addTask {
+            // Only once shutdown has begun: bound how long in-flight calls may take.
+            try await gracefulShutdown()
+            try await Task.sleep(for: self.shutdownGrace)
+            self.logger.warning(
+              "calls still running after the shutdown grace period; cancelling them",
+              metadata: ["grace": "\(self.shutdownGrace)"]
+            )
+          }
+          // Whichever ends first, the server draining or the grace period, ends serving.
+          _ = try await serving.next()
+          serving.cancelAll()
+        }
       } onGracefulShutdown: {
         self.logger.info("shutting down")
         self.health.shutDown()
@@ -68,6 +88,8 @@ public struct RosterServer: Service {
       }
       group.cancelAll()
     }
+    let (walPages, _) = try await self.store.checkpoint(truncate: true)
+    self.logger.info("stopped", metadata: ["wal_pages_checkpointed": "\(walPages)"])
   }
 }
 
@@ -161,6 +183,7 @@ public func buildServer(
     server: server,
     transport: transport,
     maintenance: StoreMaintenance(store: store, config: config, logger: logger),
+    shutdownGrace: config.shutdownGrace,
     logger: logger
   )
 }

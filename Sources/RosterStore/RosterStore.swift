@@ -165,15 +165,17 @@ public struct RosterStore: Sendable {
     self.writer.statistics
   }
 
-  /// Copies committed WAL pages into the database file (a PASSIVE checkpoint) on a
-  /// connection of its own, off the request path. It never blocks writers or readers; pages
-  /// a reader still needs stay in the WAL until a later checkpoint.
+  /// Copies committed WAL pages into the database file on a connection of its own, off the
+  /// request path. A PASSIVE checkpoint (the default) never blocks writers or readers; pages
+  /// a reader still needs stay in the WAL until a later checkpoint. A TRUNCATE checkpoint,
+  /// for shutdown, waits for readers and then empties the WAL file.
   ///
   /// - Returns: the WAL's size in pages, and how many of them are now in the database file.
   @discardableResult
-  public func checkpoint() async throws -> (walPages: Int, checkpointed: Int) {
+  public func checkpoint(truncate: Bool = false) async throws -> (walPages: Int, checkpointed: Int) {
+    let mode = truncate ? "TRUNCATE" : "PASSIVE"
     let result = try await self.checkpointer.writeWithoutTransaction { db in
-      let row = try Row.fetchOne(db, sql: "PRAGMA wal_checkpoint(PASSIVE)")
+      let row = try Row.fetchOne(db, sql: "PRAGMA wal_checkpoint(\(mode))")
       return (walPages: (row?[1] as Int?) ?? 0, checkpointed: (row?[2] as Int?) ?? 0)
     }
     StoreMetrics.checkpoints.increment()

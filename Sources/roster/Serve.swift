@@ -56,6 +56,9 @@ struct Serve: AsyncParsableCommand {
   @Option(help: "Deadline in ms for calls that bring none (WatchChanges exempt); 0 for none.")
   var defaultDeadlineMs: Int = 60_000
 
+  @Option(help: "Seconds in-flight calls may run after SIGTERM before they are cancelled.")
+  var shutdownGraceS: Int = 20
+
   @Option(help: "Open StreamEmployees and WatchChanges streams per client address.")
   var maxStreamsPerClient: Int = 32
 
@@ -147,7 +150,7 @@ struct Serve: AsyncParsableCommand {
     }
     guard self.maxRequestKib >= 1, self.maxConcurrentStreams >= 1, self.keepaliveS >= 1,
       self.keepaliveTimeoutS >= 1, self.maxIdleS >= 0, self.maxAgeS >= 0,
-      self.defaultDeadlineMs >= 0, self.maxStreamsPerClient >= 1
+      self.defaultDeadlineMs >= 0, self.maxStreamsPerClient >= 1, self.shutdownGraceS >= 0
     else {
       throw ValidationError(
         "limits must be positive (--max-idle-s, --max-age-s and --default-deadline-ms may be 0 for none)"
@@ -198,6 +201,7 @@ struct Serve: AsyncParsableCommand {
     config.limits.maxConnectionAge = self.maxAgeS == 0 ? nil : .seconds(self.maxAgeS)
     config.limits.defaultDeadline = self.defaultDeadlineMs == 0 ? nil : .milliseconds(self.defaultDeadlineMs)
     config.limits.maxStreamsPerClient = self.maxStreamsPerClient
+    config.shutdownGrace = .seconds(self.shutdownGraceS)
     if let path = self.tokens {
       do {
         config.tokens = try TokenTable(contentsOfFile: path)

@@ -42,7 +42,7 @@ struct TLSTests {
           transport: .http2NIOPosix(target: .ipv4(address: "127.0.0.1", port: port), transportSecurity: security)
         ) { client in
           var options = CallOptions.defaults
-          options.timeout = .seconds(10)
+          options.timeout = .seconds(60)
           return try await Roster_V1_Directory.Client(wrapping: client).countEmployees(.init(), options: options).count
         }
       )
