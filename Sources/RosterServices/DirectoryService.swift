@@ -1,4 +1,5 @@
 public import GRPCCore
+internal import CoreMetrics
 public import Logging
 public import RosterProto
 public import RosterStore
@@ -38,10 +39,14 @@ extension DirectoryService: Roster_V1_Directory.SimpleServiceProtocol {
     }
   }
 
+  /// Rows `StreamEmployees` has read from the store, over all calls.
+  static let streamedRows = Counter(label: "roster_streamed_rows_total")
+
   /// Streams every matching employee, a page per message, as fast as the client reads.
   ///
   /// No read transaction is held between pages, so a slow reader never pins the WAL.
   /// Statuses: as `ListEmployees`, plus `CANCELLED` when the client goes away.
+
   public func streamEmployees(
     request: Roster_V1_ListEmployeesRequest,
     response: RPCWriter<Roster_V1_EmployeePage>,
@@ -54,6 +59,7 @@ extension DirectoryService: Roster_V1_Directory.SimpleServiceProtocol {
         try Task.checkCancellation()
         let page = try self.readPage(listing, after: cursor)
         if page.employees.isEmpty { break }
+        Self.streamedRows.increment(by: page.employees.count)
         cursor = page.next
         try await response.write(
           .with {

@@ -14,10 +14,24 @@ public final class RosterProcess: Sendable {
   /// The port part of `address`.
   public var port: Int { Int(self.address.split(separator: ":").last ?? "") ?? 0 }
   private let process: Process
+  private let output: OutputBuffer
 
-  private init(process: Process, address: String) {
+  /// Everything the server printed on stdout so far.
+  final class OutputBuffer: Sendable {
+    let text = Mutex("")
+  }
+
+  /// The metrics URL the server printed, when started with `--metrics-port`.
+  public var metricsURL: String? {
+    self.output.text.withLock { text in
+      text.split(separator: "\n").first { $0.hasPrefix("metrics on ") }.map { String($0.dropFirst(11)) }
+    }
+  }
+
+  private init(process: Process, address: String, output: OutputBuffer) {
     self.process = process
     self.address = address
+    self.output = output
   }
 
   /// Path of the built `roster` executable: `ROSTER_BINARY`, or beside the test bundle.
@@ -41,23 +55,23 @@ public final class RosterProcess: Sendable {
     let output = Pipe()
     process.standardOutput = output
     process.standardError = FileHandle.nullDevice
-    let buffer = Mutex("")
+    let buffer = OutputBuffer()
     output.fileHandleForReading.readabilityHandler = { handle in
       let chunk = String(decoding: handle.availableData, as: UTF8.self)
-      buffer.withLock { $0 += chunk }
+      buffer.text.withLock { $0 += chunk }
     }
     try process.run()
     let deadline = ContinuousClock.now + timeout
     while ContinuousClock.now < deadline {
-      let text = buffer.withLock { $0 }
+      let text = buffer.text.withLock { $0 }
       if let line = text.split(separator: "\n").first(where: { $0.hasPrefix("listening on ") }) {
-        return RosterProcess(process: process, address: String(line.dropFirst(13)))
+        return RosterProcess(process: process, address: String(line.dropFirst(13)), output: buffer)
       }
       if !process.isRunning { break }
       try await Task.sleep(for: .milliseconds(50))
     }
     process.terminate()
-    throw CocoaError(.executableLoad, userInfo: ["output": buffer.withLock { $0 }])
+    throw CocoaError(.executableLoad, userInfo: ["output": buffer.text.withLock { $0 }])
   }
 
   /// The server's process id.

@@ -1,0 +1,58 @@
+import Foundation
+import FoundationNetworking
+import GRPCCore
+import GRPCNIOTransportHTTP2
+import RosterProto
+import Testing
+import TestSupport
+
+/// A client that cancels a `StreamEmployees` makes the server stop reading: the rows it has
+/// read (`roster_streamed_rows_total`) stop growing, far short of the table.
+@Suite("Cancellation, end to end")
+struct CancellationTests {
+  static let employees = 20_000
+
+  /// The value of `roster_streamed_rows_total` at `url`.
+  static func streamedRows(_ url: String) async throws -> Double {
+    let (data, _) = try await URLSession.shared.data(from: URL(string: url)!)
+    let text = String(decoding: data, as: UTF8.self)
+    let line = text.split(separator: "\n").first { $0.hasPrefix("roster_streamed_rows_total ") }
+    return Double(line?.split(separator: " ").last ?? "0") ?? 0
+  }
+
+  @Test("a cancelled StreamEmployees stops the server's reads at once")
+  func cancelledStreamStopsReading() async throws {
+    let directory = try makeTemporaryDirectory()
+    defer { try? FileManager.default.removeItem(atPath: directory) }
+    let server = try await RosterProcess.serve(arguments: [
+      "--db", directory + "/cancel.sqlite", "--seed-employees", "\(Self.employees)", "--no-seed-pictures",
+      "--seed-sales-per-employee", "0", "--metrics-port", "0", "--no-log-requests",
+    ], timeout: .seconds(300))
+    defer { server.terminate() }
+    let metrics = try #require(server.metricsURL)
+
+    // A small flow-control window, so the server can run only a little ahead of the client.
+    var config = HTTP2ClientTransport.Posix.Config.defaults
+    config.http2.targetWindowSize = 65_535
+    let firstPage = try await withGRPCClient(
+      transport: .http2NIOPosix(
+        target: .ipv4(address: "127.0.0.1", port: server.port),
+        transportSecurity: .plaintext,
+        config: config
+      )
+    ) { client in
+      try await Roster_V1_Directory.Client(wrapping: client).streamEmployees(.with { $0.pageSize = 100 }) { response in
+        for try await page in response.messages { return page.employees.count }
+        return 0
+      }
+    }
+    #expect(firstPage == 100)
+    // The client is gone: what the server read must stop growing, far short of the table.
+    try await Task.sleep(for: .milliseconds(500))
+    let afterCancel = try await Self.streamedRows(metrics)
+    try await Task.sleep(for: .seconds(1))
+    let later = try await Self.streamedRows(metrics)
+    #expect(later == afterCancel, "still reading after the cancel: \(afterCancel) then \(later)")
+    #expect(afterCancel < Double(Self.employees) / 4, "read \(afterCancel) of \(Self.employees) rows")
+  }
+}
