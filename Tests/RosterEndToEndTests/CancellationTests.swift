@@ -55,6 +55,7 @@ struct CancellationTests {
     let afterCancel = try await Self.streamedRows(metrics)
     try await Task.sleep(for: .seconds(1))
     let later = try await Self.streamedRows(metrics)
+    print("CancellationTests: the server read \(Int(afterCancel)) of \(Self.employees) rows, then stopped")
     #expect(later == afterCancel, "still reading after the cancel: \(afterCancel) then \(later)")
     #expect(afterCancel < Double(Self.employees) / 4, "read \(afterCancel) of \(Self.employees) rows")
   }
