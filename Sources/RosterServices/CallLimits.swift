@@ -2,16 +2,25 @@ public import GRPCCore
 internal import RosterProto
 internal import Synchronization
 
-/// Gives calls that bring no deadline a default one, so a stuck client cannot hold a stream
-/// and its reads forever. When it passes, the handler's task is cancelled (handlers stop at
-/// their next page or chunk) and the call ends with `DEADLINE_EXCEEDED`.
+/// Gives unary calls that bring no deadline a default one, so a call stuck behind a slow
+/// store cannot hold its resources forever. When it passes, the handler's task is cancelled
+/// and the call ends with `DEADLINE_EXCEEDED`.
 ///
-/// `WatchChanges` and health `Watch` are exempt: they are meant to stay open.
+/// Streaming calls are exempt: an upload, an import, a long listing or a watch can rightly
+/// take longer than any fixed bound (a 1M-row `UpsertEmployees` takes minutes), and they end
+/// when their client goes away; `StreamLimitInterceptor` caps how many one client holds.
 public struct DefaultDeadlineInterceptor: ServerInterceptor {
-  /// Calls that stay open by design.
+  /// The streaming methods, which run as long as their client keeps them open.
   static let exempt: Set<MethodDescriptor> = [
+    Roster_V1_Directory.Method.StreamEmployees.descriptor,
+    Roster_V1_Directory.Method.UpsertEmployees.descriptor,
     Roster_V1_Directory.Method.WatchChanges.descriptor,
+    Roster_V1_Pictures.Method.PutPicture.descriptor,
+    Roster_V1_Pictures.Method.GetPicture.descriptor,
+    Roster_V1_Analytics.Method.ImportSales.descriptor,
     Grpc_Health_V1_Health.Method.Watch.descriptor,
+    Grpc_Reflection_V1_ServerReflection.Method.ServerReflectionInfo.descriptor,
+    Grpc_Reflection_V1alpha_ServerReflection.Method.ServerReflectionInfo.descriptor,
   ]
   private let deadline: Duration
 

@@ -53,7 +53,7 @@ struct Serve: AsyncParsableCommand {
   @Option(help: "Ask a connection to reconnect after this many seconds; 0 never.")
   var maxAgeS: Int = 0
 
-  @Option(help: "Deadline in ms for calls that bring none (WatchChanges exempt); 0 for none.")
+  @Option(help: "Deadline in ms for unary calls that bring none (streams exempt); 0 for none.")
   var defaultDeadlineMs: Int = 60_000
 
   @Option(help: "Seconds in-flight calls may run after SIGTERM before they are cancelled.")

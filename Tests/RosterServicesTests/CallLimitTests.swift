@@ -86,6 +86,24 @@ struct CallLimitTests {
     }
   }
 
+  @Test("streaming calls are exempt from the default deadline, unary ones are not")
+  func exemptions() {
+    let exempt = DefaultDeadlineInterceptor.exempt
+    for method in [
+      Roster_V1_Directory.Method.UpsertEmployees.descriptor, Roster_V1_Directory.Method.StreamEmployees.descriptor,
+      Roster_V1_Pictures.Method.GetPicture.descriptor, Roster_V1_Pictures.Method.PutPicture.descriptor,
+      Roster_V1_Analytics.Method.ImportSales.descriptor,
+    ] {
+      #expect(exempt.contains(method), "\(method)")
+    }
+    for method in [
+      Roster_V1_Directory.Method.GetEmployee.descriptor, Roster_V1_Directory.Method.DeleteEmployees.descriptor,
+      Roster_V1_Analytics.Method.AggregateSales.descriptor,
+    ] {
+      #expect(!exempt.contains(method), "\(method)")
+    }
+  }
+
   @Test("WatchChanges is exempt from the default deadline")
   func watchOutlivesTheDefaultDeadline() async throws {
     try await withTemporaryStore(employees: 5) { store async throws in
