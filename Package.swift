@@ -26,6 +26,7 @@ let package = Package(
     .package(url: "https://github.com/apple/swift-metrics.git", exact: "2.13.0"),
     .package(url: "https://github.com/swift-server/swift-prometheus.git", exact: "2.4.1"),
     .package(url: "https://github.com/apple/swift-nio.git", exact: "2.101.3"),
+    .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift.git", exact: "0.2.0"),
   ],
   targets: [
     // Generated messages and service stubs; nothing hand-written.
@@ -88,6 +89,18 @@ let package = Package(
       ],
       swiftSettings: strict
     ),
+    // The load generator behind `roster load`, as a library. Never sees the store.
+    .target(
+      name: "RosterLoad",
+      dependencies: [
+        "RosterProto",
+        .product(name: "GRPCCore", package: "grpc-swift-2"),
+        .product(name: "GRPCNIOTransportHTTP2", package: "grpc-swift-nio-transport"),
+        .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+        .product(name: "Histogram", package: "hdrhistogram-swift"),
+      ],
+      swiftSettings: strict
+    ),
     // The executable: a thin @main plus one file per subcommand.
     .executableTarget(
       name: "roster",
@@ -96,6 +109,7 @@ let package = Package(
         "RosterServices",
         "RosterStore",
         "RosterProto",
+        "RosterLoad",
         .product(name: "GRPCCore", package: "grpc-swift-2"),
         .product(name: "GRPCNIOTransportHTTP2", package: "grpc-swift-nio-transport"),
         .product(name: "SwiftProtobuf", package: "swift-protobuf"),
@@ -140,6 +154,15 @@ let package = Package(
         .product(name: "GRPCCore", package: "grpc-swift-2"),
         .product(name: "GRPCInProcessTransport", package: "grpc-swift-2"),
         .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+      ],
+      swiftSettings: strict
+    ),
+    .testTarget(
+      name: "RosterLoadTests",
+      dependencies: [
+        "RosterLoad",
+        "TestSupport",
+        .product(name: "Histogram", package: "hdrhistogram-swift"),
       ],
       swiftSettings: strict
     ),

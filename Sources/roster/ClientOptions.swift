@@ -4,8 +4,8 @@ import GRPCCore
 import GRPCNIOTransportHTTP2
 import RosterServices
 
-/// Options every client subcommand shares.
-struct ClientOptions: ParsableArguments {
+/// How a client subcommand reaches the server: address, token, TLS and deadline.
+struct ConnectionOptions: ParsableArguments {
   @Option(help: "Server address as HOST:PORT (env ROSTER_TARGET).")
   var target: String = ProcessInfo.processInfo.environment["ROSTER_TARGET"] ?? "127.0.0.1:50051"
 
@@ -26,9 +26,6 @@ struct ClientOptions: ParsableArguments {
 
   @Option(help: "Per-call deadline in milliseconds; 0 for none.")
   var deadlineMs: Int = 0
-
-  @Flag(help: "Print JSON instead of a table.")
-  var json = false
 
   func validate() throws {
     _ = try self.resolvedTarget()
@@ -67,15 +64,38 @@ struct ClientOptions: ParsableArguments {
     return .ipv4(address: host, port: port)
   }
 
+  /// The bearer-token interceptor, when there is a token.
+  var interceptors: [any ClientInterceptor] {
+    self.token.map { [BearerTokenInterceptor(token: $0)] } ?? []
+  }
+
   /// Runs `body` with a connected client, closing it afterwards.
   func withClient<T: Sendable>(
     _ body: (GRPCClient<HTTP2ClientTransport.Posix>) async throws -> T
   ) async throws -> T {
     try await withGRPCClient(
       transport: .http2NIOPosix(target: try self.resolvedTarget(), transportSecurity: self.transportSecurity),
-      interceptors: self.token.map { [BearerTokenInterceptor(token: $0)] } ?? [],
+      interceptors: self.interceptors,
       handleClient: body
     )
+  }
+}
+
+/// Options every table-printing client subcommand shares: the connection, and `--json`.
+struct ClientOptions: ParsableArguments {
+  @OptionGroup var connection: ConnectionOptions
+
+  @Flag(help: "Print JSON instead of a table.")
+  var json = false
+
+  /// Call options with the `--deadline-ms` timeout.
+  var callOptions: CallOptions { self.connection.callOptions }
+
+  /// Runs `body` with a connected client, closing it afterwards.
+  func withClient<T: Sendable>(
+    _ body: (GRPCClient<HTTP2ClientTransport.Posix>) async throws -> T
+  ) async throws -> T {
+    try await self.connection.withClient(body)
   }
 }
 

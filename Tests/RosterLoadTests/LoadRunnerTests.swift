@@ -1,0 +1,137 @@
+import Foundation
+import Testing
+import TestSupport
+
+@testable import RosterLoad
+
+/// The load generator against the real `roster serve`, over loopback.
+@Suite("roster load against a live server", .serialized)
+struct LoadRunnerTests {
+  static func server(
+    employees: Int = 120,
+    pictures: Bool = false,
+    body: (RosterProcess, LoadConfiguration) async throws -> Void
+  ) async throws {
+    let directory = try makeTemporaryDirectory()
+    defer { try? FileManager.default.removeItem(atPath: directory) }
+    var arguments = ["--db", directory + "/load.sqlite", "--seed-employees", String(employees),
+                     "--seed-sales-per-employee", "2", "--no-log-requests"]
+    if !pictures { arguments.append("--no-seed-pictures") }
+    let server = try await RosterProcess.serve(arguments: arguments)
+    defer { _ = server.terminate() }
+    var configuration = LoadConfiguration(target: .ipv4(address: "127.0.0.1", port: server.port))
+    configuration.warmup = .zero
+    try await body(server, configuration)
+  }
+
+  @Test("a closed-loop mix sends exactly the requested count, every scenario runs, nothing fails")
+  func closedLoopMix() async throws {
+    try await Self.server { _, base in
+      var configuration = base
+      configuration.mix = try Mix(parsing: "get=4,list=2,search=1,stream=1,analytics=2,write=1")
+      configuration.model = .closed(concurrency: 8)
+      configuration.connections = 2
+      configuration.length = .requests(600)
+      configuration.warmup = .milliseconds(200)
+      configuration.readMask = ["guid", "name"]
+      let result = try await LoadRunner(configuration: configuration).run()
+      let report = result.report
+      #expect(report.total.requests == 600)
+      #expect(report.total.errors == 0, "\(report.text)")
+      #expect(Set(report.scenarios.map(\.scenario)) == ["get", "list", "search", "stream", "analytics", "write"])
+      #expect(report.employeesDiscovered == 120)
+      // Reads carried rows: a list page is 50 rows of 120 employees, and a stream reads them all.
+      let list = try #require(report.scenarios.first { $0.scenario == "list" })
+      #expect(list.items >= list.requests * 20)
+      let stream = try #require(report.scenarios.first { $0.scenario == "stream" })
+      #expect(stream.items == stream.requests * 120 || stream.items >= stream.requests * 50)
+      #expect(result.total.totalCount == 600)
+      #expect(report.seconds > 0 && report.total.qps > 0)
+    }
+  }
+
+  @Test("an open loop sends rate x duration requests, on schedule")
+  func openLoopSchedule() async throws {
+    try await Self.server { _, base in
+      var configuration = base
+      configuration.model = .open(rate: 200, maxInFlight: 1_000)
+      configuration.length = .duration(.seconds(2))
+      let result = try await LoadRunner(configuration: configuration).run()
+      #expect(result.report.total.requests == 400)
+      #expect(result.report.total.errors == 0)
+      // The measured time is the schedule's, not the speed of the answers.
+      #expect(result.report.seconds >= 1.99 && result.report.seconds < 3)
+    }
+  }
+
+  @Test("an open loop counts a stalled server's queue: latency runs from the intended send time")
+  func coordinatedOmission() async throws {
+    try await Self.server { server, base in
+      var configuration = base
+      configuration.model = .open(rate: 200, maxInFlight: 1_000)
+      configuration.length = .duration(.seconds(2))
+      let runner = LoadRunner(configuration: configuration)
+      async let result = runner.run()
+      // Freeze the server for 600 ms in the middle of the run.
+      try await Task.sleep(for: .milliseconds(700))
+      kill(server.pid, SIGSTOP)
+      try await Task.sleep(for: .milliseconds(600))
+      kill(server.pid, SIGCONT)
+      let report = try await result.report
+      // About 120 of 400 requests were due while the server was frozen, so at least a quarter
+      // waited 100 ms or more, and one waited about the whole stall. A closed loop with one
+      // request in flight would have recorded one slow request.
+      #expect(report.total.requests == 400)
+      #expect(report.total.latencyMicroseconds.p90 >= 100_000, "\(report.text)")
+      #expect(report.total.latencyMicroseconds.max >= 500_000, "\(report.text)")
+    }
+  }
+
+  @Test("a scenario with nothing to fetch is refused by name before any load")
+  func nothingToFetch() async throws {
+    try await Self.server { _, base in
+      var configuration = base
+      configuration.mix = try Mix(parsing: "get=1,thumbnail=1")
+      await #expect {
+        _ = try await LoadRunner(configuration: configuration).run()
+      } throws: { error in
+        (error as? LoadError)?.description.contains("no employee has a picture, so 'thumbnail'") == true
+      }
+    }
+  }
+
+  @Test("pictures and thumbnails are fetched whole")
+  func pictures() async throws {
+    try await Self.server(employees: 30, pictures: true) { _, base in
+      var configuration = base
+      configuration.mix = try Mix(parsing: "picture=1,thumbnail=1")
+      configuration.model = .closed(concurrency: 4)
+      configuration.length = .requests(40)
+      let report = try await LoadRunner(configuration: configuration).run().report
+      #expect(report.total.errors == 0, "\(report.text)")
+      for scenario in report.scenarios {
+        // A demo picture is at least 40 KB; a thumbnail at least 1 KB.
+        let floor = scenario.scenario == "picture" ? 40_000 : 1_000
+        #expect(scenario.items >= scenario.requests * floor, "\(scenario.scenario)")
+      }
+    }
+  }
+
+  @Test("a stop ends the run early and still reports what ran")
+  func stopsEarly() async throws {
+    try await Self.server { _, base in
+      var configuration = base
+      configuration.length = .duration(.seconds(60))
+      configuration.model = .closed(concurrency: 2)
+      let stop = LoadStop()
+      let started = ContinuousClock.now
+      async let result = LoadRunner(configuration: configuration).run(stop: stop)
+      try await Task.sleep(for: .milliseconds(800))
+      stop.stop()
+      let report = try await result.report
+      #expect(ContinuousClock.now - started < .seconds(30))
+      #expect(report.total.requests > 0)
+      #expect(report.total.errors == 0)
+    }
+  }
+}
