@@ -26,6 +26,7 @@ let package = Package(
     .package(url: "https://github.com/apple/swift-metrics.git", exact: "2.13.0"),
     .package(url: "https://github.com/swift-server/swift-prometheus.git", exact: "2.4.1"),
     .package(url: "https://github.com/apple/swift-nio.git", exact: "2.101.3"),
+    .package(url: "https://github.com/apple/swift-nio-http2.git", exact: "1.46.0"),
     .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift.git", exact: "0.2.0"),
   ],
   targets: [
@@ -97,7 +98,11 @@ let package = Package(
         .product(name: "GRPCCore", package: "grpc-swift-2"),
         .product(name: "GRPCNIOTransportHTTP2", package: "grpc-swift-nio-transport"),
         .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+        .product(name: "GRPCProtobuf", package: "grpc-swift-protobuf"),
         .product(name: "Histogram", package: "hdrhistogram-swift"),
+        .product(name: "NIOCore", package: "swift-nio"),
+        .product(name: "NIOPosix", package: "swift-nio"),
+        .product(name: "NIOHTTP2", package: "swift-nio-http2"),
       ],
       swiftSettings: strict
     ),
@@ -118,6 +123,8 @@ let package = Package(
         .product(name: "Logging", package: "swift-log"),
         .product(name: "Metrics", package: "swift-metrics"),
         .product(name: "Prometheus", package: "swift-prometheus"),
+        .product(name: "NIOCore", package: "swift-nio"),
+        .product(name: "NIOPosix", package: "swift-nio"),
       ],
       swiftSettings: strict
     ),
@@ -161,7 +168,9 @@ let package = Package(
       name: "RosterLoadTests",
       dependencies: [
         "RosterLoad",
+        "RosterStore",
         "TestSupport",
+        .product(name: "GRPCCore", package: "grpc-swift-2"),
         .product(name: "Histogram", package: "hdrhistogram-swift"),
       ],
       swiftSettings: strict

@@ -39,6 +39,9 @@ public struct LoadConfiguration: Sendable {
   public var streamPages = 10
   /// At most this many employees are kept from discovery (a uniform sample of the directory).
   public var discoverLimit = 10_000
+  /// Sends unary calls over the lean HTTP/2 path (`UnaryConnection`, plaintext only) instead of
+  /// grpc-swift's client, so that the client's own CPU stays small beside the server's.
+  public var leanUnary = true
   /// Seeds the random choices, so a run can be repeated.
   public var seed: UInt64 = 1
 

@@ -1,6 +1,7 @@
 public import GRPCCore
 internal import GRPCNIOTransportHTTP2
 public import Histogram
+internal import NIOPosix
 internal import Synchronization
 
 #if canImport(Glibc)
@@ -65,12 +66,33 @@ public struct LoadRunner: Sendable {
       )
       clients.append(GRPCClient(transport: transport, interceptors: configuration.interceptors))
     }
-    return try await withThrowingTaskGroup(of: Void.self) { group in
+    let unary = try await Self.unaryConnections(configuration)
+    do {
+      let result = try await Self.run(configuration, clients: clients, unary: unary, stop: stop, discovered: discovered, progress: progress)
+      for connection in unary { await connection?.close() }
+      return result
+    } catch {
+      for connection in unary { await connection?.close() }
+      throw error
+    }
+  }
+
+  // MARK: - Private
+
+  private static func run(
+    _ configuration: LoadConfiguration,
+    clients: [GRPCClient<HTTP2ClientTransport.Posix>],
+    unary: [UnaryConnection?],
+    stop: LoadStop,
+    discovered: @Sendable (Int) -> Void,
+    progress: @escaping @Sendable (LoadProgress) -> Void
+  ) async throws -> LoadResult {
+    try await withThrowingTaskGroup(of: Void.self) { group in
       for client in clients {
         group.addTask { try await client.runConnections() }
       }
       defer { clients.forEach { $0.beginGracefulShutdown() } }
-      let connections = clients.map(Connection.init)
+      let connections = zip(clients, unary).map { Connection($0, unary: $1) }
       let workload = try await Workload.discover(on: connections[0], configuration: configuration)
       discovered(workload.employeesSeen)
       let result = try await Self.drive(
@@ -86,7 +108,33 @@ public struct LoadRunner: Sendable {
     }
   }
 
-  // MARK: - Private
+  /// One lean unary connection per connection when `leanUnary` is on, spread over the loops.
+  private static func unaryConnections(_ configuration: LoadConfiguration) async throws -> [UnaryConnection?] {
+    guard configuration.leanUnary, let address = configuration.target.addresses.first else {
+      return Array(repeating: nil, count: configuration.connections)
+    }
+    var headers: [(String, String)] = []
+    for (key, value) in configuration.metadata {
+      if case .string(let text) = value { headers.append((key, text)) }
+    }
+    var connections: [UnaryConnection?] = []
+    for _ in 0..<configuration.connections {
+      do {
+        connections.append(
+          try await UnaryConnection.connect(
+            host: address.host,
+            port: address.port,
+            metadata: headers,
+            on: MultiThreadedEventLoopGroup.singleton.next()
+          )
+        )
+      } catch {
+        for connection in connections { await connection?.close() }
+        throw RPCError(code: .unavailable, message: "could not connect to \(address.host):\(address.port): \(error)")
+      }
+    }
+    return connections
+  }
 
   /// What the senders and the clock share; a class, so that tasks can capture it.
   private final class SharedCounters: Sendable {

@@ -1,19 +1,23 @@
 internal import GRPCCore
 internal import GRPCNIOTransportHTTP2
+internal import GRPCProtobuf
 internal import RosterProto
 internal import SwiftProtobuf
 internal import Synchronization
 
-/// One connection's typed clients.
+/// One connection: grpc-swift's client, and the lean unary path beside it when in use.
 struct Connection: Sendable {
+  let client: GRPCClient<HTTP2ClientTransport.Posix>
   let directory: Roster_V1_Directory.Client<HTTP2ClientTransport.Posix>
   let pictures: Roster_V1_Pictures.Client<HTTP2ClientTransport.Posix>
-  let analytics: Roster_V1_Analytics.Client<HTTP2ClientTransport.Posix>
+  /// Unary calls go here when set.
+  let unary: UnaryConnection?
 
-  init(_ client: GRPCClient<HTTP2ClientTransport.Posix>) {
+  init(_ client: GRPCClient<HTTP2ClientTransport.Posix>, unary: UnaryConnection?) {
+    self.client = client
     self.directory = Roster_V1_Directory.Client(wrapping: client)
     self.pictures = Roster_V1_Pictures.Client(wrapping: client)
-    self.analytics = Roster_V1_Analytics.Client(wrapping: client)
+    self.unary = unary
   }
 }
 
@@ -133,7 +137,7 @@ final class Workload: Sendable {
         $0.guid = self.guids[random.index(self.guids.count)]
         if let mask = self.readMask { $0.readMask = mask }
       }
-      _ = try await connection.directory.getEmployee(request, metadata: metadata, options: options)
+      let _: Roster_V1_Employee = try await self.unary(Roster_V1_Directory.Method.GetEmployee.descriptor, request, on: connection)
       return 1
 
     case .list:
@@ -145,7 +149,11 @@ final class Workload: Sendable {
       } else if random.next() % 2 == 0, !self.departments.isEmpty {
         request.department = self.departments[random.index(self.departments.count)]
       }
-      let page = try await connection.directory.listEmployees(request, metadata: metadata, options: options)
+      let page: Roster_V1_ListEmployeesResponse = try await self.unary(
+        Roster_V1_Directory.Method.ListEmployees.descriptor,
+        request,
+        on: connection
+      )
       if !page.nextPageToken.isEmpty {
         let cursor = ListCursor(department: request.department, token: page.nextPageToken)
         self.listCursors.withLock { cursors in
@@ -178,7 +186,11 @@ final class Workload: Sendable {
     case .search:
       var request = self.listRequest()
       request.nameContains = self.searchTerms[random.index(self.searchTerms.count)]
-      let page = try await connection.directory.listEmployees(request, metadata: metadata, options: options)
+      let page: Roster_V1_ListEmployeesResponse = try await self.unary(
+        Roster_V1_Directory.Method.ListEmployees.descriptor,
+        request,
+        on: connection
+      )
       return page.employees.count
 
     case .picture:
@@ -196,7 +208,12 @@ final class Workload: Sendable {
       let request = Roster_V1_GetThumbnailRequest.with {
         $0.guid = self.pictureGuids[random.index(self.pictureGuids.count)]
       }
-      return try await connection.pictures.getThumbnail(request, metadata: metadata, options: options).data.count
+      let thumbnail: Roster_V1_GetThumbnailResponse = try await self.unary(
+        Roster_V1_Pictures.Method.GetThumbnail.descriptor,
+        request,
+        on: connection
+      )
+      return thumbnail.data.count
 
     case .analytics:
       return try await self.analytics(on: connection, random: &random)
@@ -214,7 +231,11 @@ final class Workload: Sendable {
             $0.vacationDays = 10
           }
         }
-        _ = try await connection.directory.createEmployee(request, metadata: metadata, options: options)
+        let _: Roster_V1_Employee = try await self.unary(
+          Roster_V1_Directory.Method.CreateEmployee.descriptor,
+          request,
+          on: connection
+        )
       } else {
         let request = Roster_V1_UpdateEmployeeRequest.with {
           $0.employee = .with {
@@ -223,7 +244,11 @@ final class Workload: Sendable {
           }
           $0.updateMask = .with { $0.paths = ["vacation_days"] }
         }
-        _ = try await connection.directory.updateEmployee(request, metadata: metadata, options: options)
+        let _: Roster_V1_Employee = try await self.unary(
+          Roster_V1_Directory.Method.UpdateEmployee.descriptor,
+          request,
+          on: connection
+        )
       }
       return 1
     }
@@ -240,39 +265,69 @@ final class Workload: Sendable {
 
   /// One of the Analytics reads, chosen at random: each family of the service gets its share.
   private func analytics(on connection: Connection, random: inout SplitMix64) async throws -> Int {
-    let metadata = self.configuration.metadata
-    let options = self.configuration.callOptions
     let department = self.departments.isEmpty ? "" : self.departments[random.index(self.departments.count)]
     let guid = self.guids[random.index(self.guids.count)]
+    typealias Method = Roster_V1_Analytics.Method
     switch random.index(5) {
     case 0:
-      let response = try await connection.analytics.departmentHeadcounts(.init(), metadata: metadata, options: options)
+      let response: Roster_V1_DepartmentHeadcountsResponse = try await self.unary(
+        Method.DepartmentHeadcounts.descriptor,
+        Roster_V1_DepartmentHeadcountsRequest(),
+        on: connection
+      )
       return response.departments.count
     case 1:
-      _ = try await connection.analytics.departmentSummary(
-        .with { $0.department = department },
-        metadata: metadata,
-        options: options
+      let _: Roster_V1_DepartmentSummaryResponse = try await self.unary(
+        Method.DepartmentSummary.descriptor,
+        Roster_V1_DepartmentSummaryRequest.with { $0.department = department },
+        on: connection
       )
       return 1
     case 2:
-      _ = try await connection.analytics.employeeSales(.with { $0.guid = guid }, metadata: metadata, options: options)
+      let _: Roster_V1_EmployeeSalesResponse = try await self.unary(
+        Method.EmployeeSales.descriptor,
+        Roster_V1_EmployeeSalesRequest.with { $0.guid = guid },
+        on: connection
+      )
       return 1
     case 3:
-      let response = try await connection.analytics.salesCalendar(
-        .with { $0.department = department },
-        metadata: metadata,
-        options: options
+      let response: Roster_V1_SalesCalendarResponse = try await self.unary(
+        Method.SalesCalendar.descriptor,
+        Roster_V1_SalesCalendarRequest.with { $0.department = department },
+        on: connection
       )
       return response.years.count
     default:
-      let response = try await connection.analytics.salesCalendar(
-        .with { $0.employeeGuid = guid },
-        metadata: metadata,
-        options: options
+      let response: Roster_V1_SalesCalendarResponse = try await self.unary(
+        Method.SalesCalendar.descriptor,
+        Roster_V1_SalesCalendarRequest.with { $0.employeeGuid = guid },
+        on: connection
       )
       return response.years.count
     }
+  }
+
+  /// One unary call: over the lean path when the connection has one, else through grpc-swift.
+  private func unary<Request: SwiftProtobuf.Message, Response: SwiftProtobuf.Message>(
+    _ descriptor: MethodDescriptor,
+    _ request: Request,
+    on connection: Connection
+  ) async throws -> Response {
+    if let lean = connection.unary {
+      let bytes = try await lean.call(
+        path: "/" + descriptor.fullyQualifiedMethod,
+        message: try request.serializedBytes(),
+        timeout: self.configuration.callOptions.timeout
+      )
+      return try Response(serializedBytes: bytes)
+    }
+    return try await connection.client.unary(
+      request: ClientRequest(message: request, metadata: self.configuration.metadata),
+      descriptor: descriptor,
+      serializer: ProtobufSerializer<Request>(),
+      deserializer: ProtobufDeserializer<Response>(),
+      options: self.configuration.callOptions
+    ) { try $0.message }
   }
 
   private func checkCoverage(of mix: Mix) throws {

@@ -35,9 +35,12 @@ struct ConnectionOptions: ParsableArguments {
     if self.deadlineMs < 0 { throw ValidationError("--deadline-ms must not be negative") }
   }
 
+  /// Whether the connection uses TLS.
+  var usesTLS: Bool { self.tls || self.tlsCa != nil || self.tlsCert != nil }
+
   /// Plaintext, or TLS with the given roots and client certificate.
   var transportSecurity: HTTP2ClientTransport.Posix.TransportSecurity {
-    guard self.tls || self.tlsCa != nil || self.tlsCert != nil else { return .plaintext }
+    guard self.usesTLS else { return .plaintext }
     return .tls { tls in
       if let ca = self.tlsCa { tls.trustRoots = .certificates([.file(path: ca, format: .pem)]) }
       if let certificate = self.tlsCert, let key = self.tlsKey {

@@ -1,4 +1,6 @@
 import Foundation
+import GRPCCore
+import RosterStore
 import Testing
 import TestSupport
 
@@ -10,6 +12,7 @@ struct LoadRunnerTests {
   static func server(
     employees: Int = 120,
     pictures: Bool = false,
+    extra: [String] = [],
     body: (RosterProcess, LoadConfiguration) async throws -> Void
   ) async throws {
     let directory = try makeTemporaryDirectory()
@@ -17,6 +20,12 @@ struct LoadRunnerTests {
     var arguments = ["--db", directory + "/load.sqlite", "--seed-employees", String(employees),
                      "--seed-sales-per-employee", "2", "--no-log-requests"]
     if !pictures { arguments.append("--no-seed-pictures") }
+    arguments += extra.map { $0.replacingOccurrences(of: "$DIR", with: directory) }
+    if let tokens = extra.firstIndex(of: "--tokens").map({ extra[$0 + 1] }) {
+      // One reader token, "load-test-token", for servers that require one.
+      let line = "reader \(Digest.sha256Hex(Array("load-test-token".utf8))) load\n"
+      try line.write(toFile: tokens.replacingOccurrences(of: "$DIR", with: directory), atomically: true, encoding: .utf8)
+    }
     let server = try await RosterProcess.serve(arguments: arguments)
     defer { _ = server.terminate() }
     var configuration = LoadConfiguration(target: .ipv4(address: "127.0.0.1", port: server.port))
@@ -132,6 +141,53 @@ struct LoadRunnerTests {
       #expect(ContinuousClock.now - started < .seconds(30))
       #expect(report.total.requests > 0)
       #expect(report.total.errors == 0)
+    }
+  }
+
+  @Test(
+    "both paths carry the bearer token, and count its refusal by status",
+    arguments: [true, false]
+  )
+  func bearerToken(lean: Bool) async throws {
+    try await Self.server(extra: ["--tokens", "$DIR/tokens"]) { _, base in
+      var configuration = base
+      configuration.leanUnary = lean
+      configuration.length = .requests(50)
+      configuration.model = .closed(concurrency: 2)
+      // Discovery streams the directory, so it needs the token too.
+      configuration.metadata.addString("Bearer load-test-token", forKey: "authorization")
+      var report = try await LoadRunner(configuration: configuration).run().report
+      #expect(report.total.requests == 50)
+      #expect(report.total.errors == 0, "\(report.text)")
+
+      // A reader may not write: every write is refused, by name.
+      configuration.mix = Mix(.write)
+      report = try await LoadRunner(configuration: configuration).run().report
+      #expect(report.total.errors == 50)
+      #expect(report.total.errorsByStatus == ["PERMISSION_DENIED": 50], "\(report.text)")
+    }
+  }
+
+  @Test("a per-call deadline ends calls to a frozen server with DEADLINE_EXCEEDED", arguments: [true, false])
+  func deadline(lean: Bool) async throws {
+    try await Self.server { server, base in
+      var configuration = base
+      configuration.leanUnary = lean
+      configuration.callOptions.timeout = .milliseconds(200)
+      configuration.model = .closed(concurrency: 4)
+      configuration.length = .duration(.seconds(2))
+      let runner = LoadRunner(configuration: configuration)
+      async let result = runner.run()
+      try await Task.sleep(for: .milliseconds(600))
+      kill(server.pid, SIGSTOP)
+      try await Task.sleep(for: .milliseconds(700))
+      kill(server.pid, SIGCONT)
+      let report = try await result.report
+      let expired = report.total.errorsByStatus["DEADLINE_EXCEEDED"] ?? 0
+      #expect(expired >= 4, "\(report.text)")
+      #expect(report.total.errors == expired, "\(report.text)")
+      // No call outlived its deadline by much: the client enforces it, not only the server.
+      #expect(report.total.latencyMicroseconds.max < 650_000, "\(report.text)")
     }
   }
 }
