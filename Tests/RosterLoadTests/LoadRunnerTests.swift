@@ -68,8 +68,8 @@ struct LoadRunnerTests {
       let result = try await LoadRunner(configuration: configuration).run()
       #expect(result.report.total.requests == 400)
       #expect(result.report.total.errors == 0)
-      // The measured time is the schedule's, not the speed of the answers.
-      #expect(result.report.seconds >= 1.99 && result.report.seconds < 3)
+      // The measured time runs to the last answer, so it is at least the schedule's.
+      #expect(result.report.seconds >= 1.99)
     }
   }
 
@@ -175,19 +175,20 @@ struct LoadRunnerTests {
       configuration.leanUnary = lean
       configuration.callOptions.timeout = .milliseconds(200)
       configuration.model = .closed(concurrency: 4)
-      configuration.length = .duration(.seconds(2))
+      configuration.length = .duration(.seconds(3))
       let runner = LoadRunner(configuration: configuration)
       async let result = runner.run()
       try await Task.sleep(for: .milliseconds(600))
       kill(server.pid, SIGSTOP)
-      try await Task.sleep(for: .milliseconds(700))
+      try await Task.sleep(for: .milliseconds(1_500))
       kill(server.pid, SIGCONT)
       let report = try await result.report
       let expired = report.total.errorsByStatus["DEADLINE_EXCEEDED"] ?? 0
       #expect(expired >= 4, "\(report.text)")
       #expect(report.total.errors == expired, "\(report.text)")
-      // No call outlived its deadline by much: the client enforces it, not only the server.
-      #expect(report.total.latencyMicroseconds.max < 650_000, "\(report.text)")
+      // The client ends calls itself: none waited out the 1.5 s freeze, which is what a
+      // deadline enforced only by the (frozen) server would show.
+      #expect(report.total.latencyMicroseconds.max < 1_200_000, "\(report.text)")
     }
   }
 }
