@@ -47,39 +47,45 @@ let benchmarks: @Sendable () -> Void = {
     }
   }
 
-  Benchmark(
-    "Coalesced write batch: 64 concurrent updates, synchronous=FULL",
-    configuration: .init(
-      metrics: [.wallClock, .mallocCountTotal, .throughput],
-      warmupIterations: 5,
-      maxDuration: .seconds(5),
-      maxIterations: 10_000
-    )
-  ) { benchmark in
-    let (store, guids) = Fixture.shared.loaded
-    for iteration in benchmark.scaledIterations {
-      try await withThrowingTaskGroup(of: Void.self) { group in
-        for writer in 0..<64 {
-          group.addTask {
-            var changes = EmployeeChanges()
-            changes.vacationDays = (iteration + writer) % 31
-            _ = try await store.updateEmployee(guid: guids[writer], changes: changes)
+  // The same 64 concurrent updates with the writer coalescing (one commit for the batch) and
+  // without (one commit per write), both under synchronous=FULL: group commit, measured.
+  for coalesced in [true, false] {
+    Benchmark(
+      "64 concurrent updates, synchronous=FULL, " + (coalesced ? "coalesced" : "one commit per write"),
+      configuration: .init(
+        metrics: [.wallClock, .mallocCountTotal, .throughput],
+        warmupIterations: 5,
+        maxDuration: .seconds(5),
+        maxIterations: 10_000
+      )
+    ) { benchmark in
+      let (store, guids) = coalesced ? Fixture.shared.loaded : Fixture.shared.uncoalesced
+      for iteration in benchmark.scaledIterations {
+        try await withThrowingTaskGroup(of: Void.self) { group in
+          for writer in 0..<64 {
+            group.addTask {
+              var changes = EmployeeChanges()
+              changes.vacationDays = (iteration + writer) % 31
+              _ = try await store.updateEmployee(guid: guids[writer], changes: changes)
+            }
           }
+          try await group.waitForAll()
         }
-        try await group.waitForAll()
       }
     }
   }
 }
 
 /// A store on a temporary WAL database with 10,000 demo employees; the first 50 by name have
-/// a picture, so their page carries thumbnails.
+/// a picture, so their page carries thumbnails. A second store, with the same employees and
+/// a writer that commits every write alone, is the group-commit baseline.
 final class Fixture: Sendable {
   static let shared = Fixture()
   static let employees = 10_000
 
   private struct Loaded {
     var store: RosterStore
+    var uncoalesced: RosterStore
     var guids: [String]
     var directory: String
   }
@@ -89,6 +95,11 @@ final class Fixture: Sendable {
   /// The store and a shuffled list of its guids.
   var loaded: (store: RosterStore, guids: [String]) {
     self.state.withLock { ($0!.store, $0!.guids) }
+  }
+
+  /// The baseline store, whose writer commits every write alone, and its guids.
+  var uncoalesced: (store: RosterStore, guids: [String]) {
+    self.state.withLock { ($0!.uncoalesced, $0!.guids) }
   }
 
   static func firstPage(_ store: RosterStore, fields: EmployeeFields) throws -> EmployeePage {
@@ -108,9 +119,15 @@ final class Fixture: Sendable {
     for employee in try Self.firstPage(store, fields: .guid).employees {
       try await store.putPicture(guid: employee.guid, file: picture)
     }
+    var baseline = StoreConfiguration(path: directory + "/uncoalesced.sqlite")
+    baseline.writer.coalesces = false
+    let uncoalesced = try RosterStore(configuration: baseline)
+    _ = try await uncoalesced.importEmployees(demo.map(\.employee))
     var random = SystemRandomNumberGenerator()
     let guids = demo.map(\.employee.guid).shuffled(using: &random)
-    self.state.withLock { $0 = Loaded(store: store, guids: guids, directory: directory) }
+    self.state.withLock {
+      $0 = Loaded(store: store, uncoalesced: uncoalesced, guids: guids, directory: directory)
+    }
   }
 
   func tearDown() {
