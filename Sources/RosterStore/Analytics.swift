@@ -1,0 +1,135 @@
+internal import Foundation
+internal import Synchronization
+
+/// A department's counters.
+public struct DepartmentCounts: Sendable, Hashable {
+  public var department: String
+  public var headcount: Int64
+  public var active: Int64
+  public var vacationDaysTotal: Int64
+
+  /// Mean vacation days per employee.
+  public var vacationDaysAverage: Double {
+    self.headcount == 0 ? 0 : Double(self.vacationDaysTotal) / Double(self.headcount)
+  }
+}
+
+/// An aggregate over a column: the functions `AggregateSales` and `AggregateEmployees` take.
+public enum AggregateFunction: String, Sendable, CaseIterable {
+  case count, sum, average, minimum, maximum
+  /// The exact median (the mean of the middle two for an even count).
+  case median
+  /// The population standard deviation (divides by n, not n - 1).
+  case standardDeviation
+}
+
+/// How aggregate results are grouped.
+public enum AggregateGrouping: String, Sendable, CaseIterable {
+  case none, department, employee, year, month, day, active
+}
+
+/// One group of an aggregate: its key (empty for no grouping) and value.
+public struct AggregateValue: Sendable, Hashable {
+  public var key: String
+  public var value: Double
+}
+
+/// Which sales an aggregate covers; nil means any.
+public struct SalesFilter: Sendable, Hashable {
+  public var department: String?
+  public var employeeGUID: String?
+  /// Inclusive `YYYY-MM-DD`.
+  public var fromDate: String?
+  /// Inclusive `YYYY-MM-DD`.
+  public var toDate: String?
+
+  public init(
+    department: String? = nil,
+    employeeGUID: String? = nil,
+    fromDate: String? = nil,
+    toDate: String? = nil
+  ) {
+    self.department = department.flatMap { $0.isEmpty ? nil : $0 }
+    self.employeeGUID = employeeGUID.flatMap { $0.isEmpty ? nil : $0 }
+    self.fromDate = fromDate.flatMap { $0.isEmpty ? nil : $0 }
+    self.toDate = toDate.flatMap { $0.isEmpty ? nil : $0 }
+  }
+}
+
+/// One sale to import.
+public struct SaleRow: Sendable, Hashable {
+  public var employeeGUID: String
+  public var amount: Double
+  public var date: String
+
+  public init(employeeGUID: String, amount: Double, date: String) {
+    self.employeeGUID = employeeGUID
+    self.amount = amount
+    self.date = date
+  }
+}
+
+/// Sales totals by calendar period.
+public struct SalesCalendar: Sendable, Hashable {
+  public struct Period: Sendable, Hashable {
+    /// The year, month or day number.
+    public var number: Int
+    public var count: Int64
+    public var amount: Double
+  }
+  public struct Year: Sendable, Hashable {
+    public var year: Period
+    public var months: [Period]
+  }
+  public var years: [Year] = []
+  /// The requested month's days, when a year and month were given.
+  public var days: [Period] = []
+}
+
+/// Whose sales a calendar covers.
+public enum SalesScope: Sendable, Hashable {
+  case everyone
+  case department(String)
+  case employee(guid: String)
+}
+
+/// The day-breakdown cache's counters.
+public struct CalendarCacheStatistics: Sendable, Hashable {
+  public var hits = 0
+  public var misses = 0
+}
+
+/// Day breakdowns of a month, computed on first request and kept with the month's version;
+/// any write to a sale of that month bumps the version, which retires exactly those entries.
+final class CalendarCache: Sendable {
+  struct Key: Hashable {
+    var scope: SalesScope
+    var month: String
+  }
+  private struct State {
+    var entries: [Key: (version: Int64, days: [SalesCalendar.Period])] = [:]
+    var statistics = CalendarCacheStatistics()
+  }
+  private let state = Mutex(State())
+  private let capacity = 10_000
+
+  func get(_ key: Key, version: Int64) -> [SalesCalendar.Period]? {
+    self.state.withLock { state in
+      if let entry = state.entries[key], entry.version == version {
+        state.statistics.hits += 1
+        return entry.days
+      }
+      state.statistics.misses += 1
+      return nil
+    }
+  }
+
+  func put(_ key: Key, version: Int64, days: [SalesCalendar.Period]) {
+    self.state.withLock { state in
+      if state.entries.count >= self.capacity { state.entries.removeAll(keepingCapacity: true) }
+      state.entries[key] = (version, days)
+    }
+  }
+
+  var statistics: CalendarCacheStatistics { self.state.withLock { $0.statistics } }
+}

@@ -1,0 +1,237 @@
+internal import GRDB
+
+// MARK: Custom aggregates
+
+/// The exact median: keeps every value, sorts once at the end.
+struct MedianAggregate: DatabaseAggregate {
+  var values: [Double] = []
+
+  mutating func step(_ dbValues: [DatabaseValue]) {
+    if let value = Double.fromDatabaseValue(dbValues[0]) { self.values.append(value) }
+  }
+
+  func finalize() -> (any DatabaseValueConvertible)? {
+    guard !self.values.isEmpty else { return nil }
+    let sorted = self.values.sorted()
+    let middle = sorted.count / 2
+    return sorted.count % 2 == 1 ? sorted[middle] : (sorted[middle - 1] + sorted[middle]) / 2
+  }
+}
+
+/// The population standard deviation, by Welford's method (stable in one pass).
+struct StandardDeviationAggregate: DatabaseAggregate {
+  var count = 0.0
+  var mean = 0.0
+  var squares = 0.0
+
+  mutating func step(_ dbValues: [DatabaseValue]) {
+    guard let value = Double.fromDatabaseValue(dbValues[0]) else { return }
+    self.count += 1
+    let delta = value - self.mean
+    self.mean += delta / self.count
+    self.squares += delta * (value - self.mean)
+  }
+
+  func finalize() -> (any DatabaseValueConvertible)? {
+    self.count == 0 ? nil : (self.squares / self.count).squareRoot()
+  }
+}
+
+extension RosterStore {
+  /// Registers `roster_median` and `roster_stddev` on a connection.
+  static func addAggregates(_ db: Database) {
+    db.add(function: DatabaseFunction("roster_median", argumentCount: 1, pure: true, aggregate: MedianAggregate.self))
+    db.add(function: DatabaseFunction("roster_stddev", argumentCount: 1, pure: true, aggregate: StandardDeviationAggregate.self))
+  }
+}
+
+/// The SQL behind every analytics read, in one place so the query-plan test checks exactly
+/// what the store runs.
+enum AnalyticsSQL {
+  static let departments = """
+    SELECT department, headcount, active_count, vacation_days_total
+    FROM department_stats ORDER BY department
+    """
+
+  static let department = """
+    SELECT department, headcount, active_count, vacation_days_total
+    FROM department_stats WHERE department = ?
+    """
+
+  static let employeeSales = "SELECT sales_count, sales_total_cents FROM employees WHERE guid = ?"
+
+  static let employeeMonths = """
+    SELECT substr(day, 1, 7) AS m, sum(count), sum(total_cents) FROM sales_daily
+    WHERE employee_id = ? GROUP BY m ORDER BY m
+    """
+
+  static let departmentMonths = """
+    SELECT month, count, total_cents FROM sales_monthly_department
+    WHERE department = ? ORDER BY month
+    """
+
+  static let everyoneMonths = """
+    SELECT month, count, total_cents FROM sales_monthly WHERE count > 0 ORDER BY month
+    """
+
+  /// Positions in a JSON array of `[guid, cents, date]` whose guid has no employee.
+  static let unknownSaleEmployees = """
+    SELECT j.key FROM json_each(?) j
+    WHERE NOT EXISTS (SELECT 1 FROM employees e WHERE e.guid = j.value ->> 0)
+    ORDER BY j.key
+    """
+
+  /// Inserts the sales of a JSON array of `[guid, cents, date]`, in array order, skipping
+  /// unknown guids.
+  static let insertSales = """
+    INSERT INTO sales (employee_id, amount_cents, date)
+    SELECT e.id, j.value ->> 1, j.value ->> 2 FROM json_each(?) j
+    JOIN employees e ON e.guid = j.value ->> 0
+    ORDER BY j.key
+    """
+
+  /// Logs the inserts of `insertSales`: entity, kind, fields, author, time, then the array.
+  static let logSales = """
+    INSERT INTO change_log (entity, guid, kind, fields, author, time)
+    SELECT ?1, e.guid, ?2, ?3, ?4, ?5 FROM json_each(?6) j
+    JOIN employees e ON e.guid = j.value ->> 0
+    ORDER BY j.key
+    """
+
+  static let monthVersion = "SELECT version FROM sales_monthly WHERE month = ?"
+
+  static let employeeDays = """
+    SELECT day, count, total_cents FROM sales_daily
+    WHERE employee_id = ? AND day BETWEEN ? AND ? ORDER BY day
+    """
+
+  static let departmentDays = """
+    SELECT s.date, count(*), sum(s.amount_cents) FROM sales s
+    JOIN employees e ON e.id = s.employee_id
+    WHERE s.date BETWEEN ? AND ? AND e.department = ? GROUP BY s.date ORDER BY s.date
+    """
+
+  static let everyoneDays = """
+    SELECT date, count(*), sum(amount_cents) FROM sales
+    WHERE date BETWEEN ? AND ? GROUP BY date ORDER BY date
+    """
+
+  /// The raw query for `aggregateEmployees` (the counters serve COUNT, SUM and AVG when only
+  /// a department filters).
+  static func aggregateEmployees(
+    _ function: AggregateFunction,
+    key: String,
+    _ filter: EmployeeFilter
+  ) -> (sql: String, arguments: StatementArguments) {
+    let (terms, arguments) = EmployeeSQL.filterTerms(filter, ordered: false)
+    let whereClause = terms.isEmpty ? "" : " WHERE " + terms.joined(separator: " AND ")
+    let value = RosterStore.aggregateExpression(function, column: "e.vacation_days", scale: 1)
+    return (
+      "SELECT \(key) AS k, \(value) FROM employees e\(whereClause) GROUP BY k ORDER BY k",
+      StatementArguments(arguments.map(Optional.some))
+    )
+  }
+
+  /// COUNT, SUM and AVG need only counts and totals, which the rollups keep.
+  static let additive: Set<AggregateFunction> = [.count, .sum, .average]
+
+  /// The query for `aggregateSales`: from the monthly department rollups when the range is
+  /// whole months and no employee is named; from the employee's daily rollups when one is;
+  /// from raw sales otherwise (MEDIAN, STDDEV, MIN, MAX, or ranges that split a month).
+  static func aggregateSales(
+    _ function: AggregateFunction,
+    _ grouping: AggregateGrouping,
+    _ filter: SalesFilter
+  ) throws -> (sql: String, arguments: StatementArguments) {
+    if grouping == .active {
+      throw StoreError(.invalidArgument, "group_by ACTIVE applies to employees, not sales")
+    }
+    var terms: [String] = []
+    var arguments: [any DatabaseValueConvertible] = []
+    func finish(_ key: String, _ value: String, _ from: String) -> (String, StatementArguments) {
+      let whereClause = terms.isEmpty ? "" : " WHERE " + terms.joined(separator: " AND ")
+      return (
+        "SELECT \(key) AS k, \(value) FROM \(from)\(whereClause) GROUP BY k ORDER BY k",
+        StatementArguments(arguments.map(Optional.some))
+      )
+    }
+    let wholeMonths = (filter.fromDate.map { $0.hasSuffix("-01") } ?? true)
+      && (filter.toDate.map { $0 == Self.lastDay(ofMonth: $0) } ?? true)
+    if additive.contains(function), filter.employeeGUID == nil, wholeMonths,
+      [.none, .department, .year, .month].contains(grouping)
+    {
+      if let department = filter.department {
+        terms.append("department = ?")
+        arguments.append(department)
+      }
+      if let from = filter.fromDate {
+        terms.append("month >= ?")
+        arguments.append(String(from.prefix(7)))
+      }
+      if let to = filter.toDate {
+        terms.append("month <= ?")
+        arguments.append(String(to.prefix(7)))
+      }
+      let key = ["none": "''", "department": "department", "year": "substr(month, 1, 4)",
+                 "month": "month"][grouping.rawValue]!
+      return finish(key, Self.rolledUp(function), "sales_monthly_department")
+    }
+    if additive.contains(function), let guid = filter.employeeGUID,
+      [.none, .employee, .year, .month, .day].contains(grouping)
+    {
+      terms.append("e.guid = ?")
+      arguments.append(guid)
+      if let department = filter.department {
+        terms.append("e.department = ?")
+        arguments.append(department)
+      }
+      if let from = filter.fromDate {
+        terms.append("d.day >= ?")
+        arguments.append(from)
+      }
+      if let to = filter.toDate {
+        terms.append("d.day <= ?")
+        arguments.append(to)
+      }
+      let key = ["none": "''", "employee": "e.guid", "year": "substr(d.day, 1, 4)",
+                 "month": "substr(d.day, 1, 7)", "day": "d.day"][grouping.rawValue]!
+      return finish(key, Self.rolledUp(function), "sales_daily d JOIN employees e ON e.id = d.employee_id")
+    }
+    if let department = filter.department {
+      terms.append("e.department = ?")
+      arguments.append(department)
+    }
+    if let guid = filter.employeeGUID {
+      terms.append("e.guid = ?")
+      arguments.append(guid)
+    }
+    if let from = filter.fromDate {
+      terms.append("s.date >= ?")
+      arguments.append(from)
+    }
+    if let to = filter.toDate {
+      terms.append("s.date <= ?")
+      arguments.append(to)
+    }
+    let key = ["none": "''", "department": "e.department", "employee": "e.guid",
+               "year": "substr(s.date, 1, 4)", "month": "substr(s.date, 1, 7)",
+               "day": "s.date"][grouping.rawValue]!
+    let value = RosterStore.aggregateExpression(function, column: "s.amount_cents", scale: 100)
+    return finish(key, value, "sales s JOIN employees e ON e.id = s.employee_id")
+  }
+
+  /// COUNT, SUM or AVG from rollup rows with `count` and `total_cents`.
+  static func rolledUp(_ function: AggregateFunction) -> String {
+    switch function {
+    case .count: "sum(count)"
+    case .sum: "total(total_cents) / 100"
+    default: "total(total_cents) / 100 / sum(count)"
+    }
+  }
+
+  /// The last day of the month of a valid `YYYY-MM-DD` date.
+  static func lastDay(ofMonth date: String) -> String {
+    CivilDate(date)?.lastDayOfMonth.text ?? date
+  }
+
+}
