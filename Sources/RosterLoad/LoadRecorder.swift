@@ -127,6 +127,11 @@ extension Duration {
     return seconds * 1_000_000 + (attoseconds + 999_999_999_999) / 1_000_000_000_000
   }
 
+  /// The duration in whole milliseconds, rounded up.
+  var milliseconds: Int64 {
+    (self.microseconds + 999) / 1_000
+  }
+
   /// The duration in seconds.
   var inSeconds: Double {
     Double(self.components.seconds) + Double(self.components.attoseconds) / 1e18

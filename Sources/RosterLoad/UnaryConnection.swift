@@ -14,7 +14,7 @@ internal import NIOPosix
 /// `scripts/bench-load-accuracy`). Streaming scenarios and TLS use grpc-swift.
 ///
 /// ```swift
-/// let connection = try await UnaryConnection.connect(host: "127.0.0.1", port: 50051, on: loop)
+/// let connection = try await UnaryConnection.connect(host: "127.0.0.1", port: 50051, metadata: [], on: loop)
 /// let reply = try await connection.call(path: "/roster.v1.Directory/GetEmployee", message: bytes)
 /// ```
 final class UnaryConnection: Sendable {
@@ -66,20 +66,15 @@ final class UnaryConnection: Sendable {
   ///
   /// - Throws: `RPCError` with the server's status, `DEADLINE_EXCEEDED` when `timeout` passes
   ///   first, or `UNAVAILABLE` when the connection fails.
-  func call(
-    path: String,
-    message: [UInt8],
-    metadata: [(String, String)] = [],
-    timeout: Duration? = nil
-  ) async throws -> [UInt8] {
+  func call(path: String, message: [UInt8], timeout: Duration? = nil) async throws -> [UInt8] {
     let loop = self.channel.eventLoop
     let promise = loop.makePromise(of: [UInt8].self)
     let handler = self.handler
     if loop.inEventLoop {
-      handler.start(path: path, message: message, metadata: metadata, timeout: timeout, promise: promise)
+      handler.start(path: path, message: message, timeout: timeout, promise: promise)
     } else {
       loop.execute {
-        handler.start(path: path, message: message, metadata: metadata, timeout: timeout, promise: promise)
+        handler.start(path: path, message: message, timeout: timeout, promise: promise)
       }
     }
     return try await promise.futureResult.get()
@@ -140,7 +135,6 @@ final class UnaryCallHandler: ChannelInboundHandler, @unchecked Sendable {
   func start(
     path: String,
     message: [UInt8],
-    metadata: [(String, String)],
     timeout: Duration?,
     promise: EventLoopPromise<[UInt8]>
   ) {
@@ -151,7 +145,6 @@ final class UnaryCallHandler: ChannelInboundHandler, @unchecked Sendable {
     let streamID = HTTP2StreamID(self.nextStreamID)
     self.nextStreamID += 2
     var headers = self.headers(for: path)
-    for (name, value) in metadata { headers.add(name: name, value: value) }
     if let timeout {
       headers.add(name: "grpc-timeout", value: "\(max(1, timeout.milliseconds))m")
     }
@@ -310,12 +303,5 @@ final class UnaryCallHandler: ChannelInboundHandler, @unchecked Sendable {
 
   private static func percentDecoded(_ text: String) -> String {
     text.removingPercentEncoding ?? text
-  }
-}
-
-extension Duration {
-  /// The duration in whole milliseconds, rounded up.
-  var milliseconds: Int64 {
-    (self.microseconds + 999) / 1_000
   }
 }

@@ -38,7 +38,7 @@ public struct AuthorInterceptor: ServerInterceptor {
     next: @Sendable (StreamingServerRequest<Input>, ServerContext) async throws
       -> StreamingServerResponse<Output>
   ) async throws -> StreamingServerResponse<Output> {
-    let value = request.metadata[stringValues: Self.metadataKey].first(where: { _ in true })
+    let value = request.metadata.firstString(Self.metadataKey)
     let author = String(
       (value ?? "").trimmingCharacters(in: .whitespaces).prefix(Self.maximumLength)
     )
@@ -54,5 +54,12 @@ public struct AuthorInterceptor: ServerInterceptor {
       response.accepted = .success(contents)
     }
     return response
+  }
+}
+
+extension Metadata {
+  /// The first string value under `key`, if any: what the interceptors read from a request.
+  func firstString(_ key: String) -> String? {
+    self[stringValues: key].first(where: { _ in true })
   }
 }

@@ -197,7 +197,7 @@ public struct AuthInterceptor: ServerInterceptor {
       return try await next(request, context)
     }
     let method = context.descriptor.method
-    guard let header = request.metadata[stringValues: Self.metadataKey].first(where: { _ in true }),
+    guard let header = request.metadata.firstString(Self.metadataKey),
       header.count > 7, header.prefix(7).lowercased() == "bearer "
     else {
       throw RPCError(

@@ -36,7 +36,7 @@ public struct DefaultDeadlineInterceptor: ServerInterceptor {
       -> StreamingServerResponse<Output>
   ) async throws -> StreamingServerResponse<Output> {
     guard !Self.exempt.contains(context.descriptor),
-      request.metadata[stringValues: "grpc-timeout"].first(where: { _ in true }) == nil
+      request.metadata.firstString("grpc-timeout") == nil
     else {
       return try await next(request, context)
     }

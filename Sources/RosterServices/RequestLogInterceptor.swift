@@ -25,7 +25,7 @@ public struct RequestLogInterceptor: ServerInterceptor {
       -> StreamingServerResponse<Output>
   ) async throws -> StreamingServerResponse<Output> {
     let started = ContinuousClock.now
-    let author = request.metadata[stringValues: AuthorInterceptor.metadataKey].first(where: { _ in true })
+    let author = request.metadata.firstString(AuthorInterceptor.metadataKey)
     let log: @Sendable (RPCError.Code?) -> Void = { [logger, okLevel] code in
       let elapsed = ContinuousClock.now - started
       var metadata: Logger.Metadata = [

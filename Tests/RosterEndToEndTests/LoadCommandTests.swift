@@ -7,22 +7,7 @@ import TestSupport
 struct LoadCommandTests {
   /// Runs `roster load ARGUMENTS`, returning its exit code, stdout and stderr.
   static func load(_ arguments: [String]) throws -> (status: Int32, output: String, errors: String) {
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: RosterProcess.binaryPath)
-    process.arguments = ["load"] + arguments
-    let output = Pipe()
-    let errors = Pipe()
-    process.standardOutput = output
-    process.standardError = errors
-    try process.run()
-    let outputData = output.fileHandleForReading.readDataToEndOfFile()
-    let errorData = errors.fileHandleForReading.readDataToEndOfFile()
-    process.waitUntilExit()
-    return (
-      process.terminationStatus,
-      String(decoding: outputData, as: UTF8.self),
-      String(decoding: errorData, as: UTF8.self)
-    )
+    try RosterProcess.run(["load"] + arguments)
   }
 
   @Test("a mix against a demo server writes the JSON, the plot and the .hgrm, and gates the exit code")

@@ -81,20 +81,13 @@ struct TLSTests {
     #expect(try await Self.count(port: mutual.port, withCertificate).get() == 25)
 
     // The CLI client speaks it too.
-    let cli = Process()
-    cli.executableURL = URL(fileURLWithPath: RosterProcess.binaryPath)
-    cli.arguments = [
+    let cli = try RosterProcess.run([
       "list", "--target", "127.0.0.1:\(mutual.port)", "--page-size", "3", "--json",
       "--tls-ca", directory + "/ca.pem", "--tls-cert", directory + "/client.pem",
       "--tls-key", directory + "/client.key",
-    ]
-    let output = Pipe()
-    cli.standardOutput = output
-    try cli.run()
-    let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-    cli.waitUntilExit()
-    #expect(cli.terminationStatus == 0)
-    #expect(text.contains("\"guid\""))
+    ])
+    #expect(cli.status == 0, "\(cli.errors)")
+    #expect(cli.output.contains("\"guid\""))
     #expect(mutual.terminate() == 0)
   }
 }

@@ -33,6 +33,15 @@ struct LoadRunnerTests {
     try await body(server, configuration)
   }
 
+  /// Stops the server with SIGSTOP for `duration`, starting `delay` from now, as a stalled
+  /// machine would, then lets it go on.
+  static func freeze(_ server: RosterProcess, after delay: Duration, for duration: Duration) async throws {
+    try await Task.sleep(for: delay)
+    kill(server.pid, SIGSTOP)
+    defer { kill(server.pid, SIGCONT) }
+    try await Task.sleep(for: duration)
+  }
+
   @Test("a closed-loop mix sends exactly the requested count, every scenario runs, nothing fails")
   func closedLoopMix() async throws {
     try await Self.server { _, base in
@@ -82,10 +91,7 @@ struct LoadRunnerTests {
       let runner = LoadRunner(configuration: configuration)
       async let result = runner.run()
       // Freeze the server for 600 ms in the middle of the run.
-      try await Task.sleep(for: .milliseconds(700))
-      kill(server.pid, SIGSTOP)
-      try await Task.sleep(for: .milliseconds(600))
-      kill(server.pid, SIGCONT)
+      try await Self.freeze(server, after: .milliseconds(700), for: .milliseconds(600))
       let report = try await result.report
       // About 120 of 400 requests were due while the server was frozen, so at least a quarter
       // waited 100 ms or more, and one waited about the whole stall. A closed loop with one
@@ -178,10 +184,7 @@ struct LoadRunnerTests {
       configuration.length = .duration(.seconds(3))
       let runner = LoadRunner(configuration: configuration)
       async let result = runner.run()
-      try await Task.sleep(for: .milliseconds(600))
-      kill(server.pid, SIGSTOP)
-      try await Task.sleep(for: .milliseconds(1_500))
-      kill(server.pid, SIGCONT)
+      try await Self.freeze(server, after: .milliseconds(600), for: .milliseconds(1_500))
       let report = try await result.report
       let expired = report.total.errorsByStatus["DEADLINE_EXCEEDED"] ?? 0
       #expect(expired >= 4, "\(report.text)")

@@ -74,6 +74,37 @@ public final class RosterProcess: Sendable {
     throw CocoaError(.executableLoad, userInfo: ["output": buffer.text.withLock { $0 }])
   }
 
+  /// Runs `roster ARGUMENTS` to completion: its exit status, standard output and standard error.
+  ///
+  /// ```swift
+  /// let (status, output, _) = try RosterProcess.run(["list", "--target", server.address])
+  /// ```
+  public static func run(_ arguments: [String]) throws -> (status: Int32, output: String, errors: String) {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: self.binaryPath)
+    process.arguments = arguments
+    let output = Pipe()
+    let errors = Pipe()
+    process.standardOutput = output
+    process.standardError = errors
+    try process.run()
+    // Standard error drains alongside standard output, so neither pipe fills and stalls the child.
+    let errorText = OutputBuffer()
+    let drained = DispatchGroup()
+    DispatchQueue.global().async(group: drained) {
+      let data = errors.fileHandleForReading.readDataToEndOfFile()
+      errorText.text.withLock { $0 = String(decoding: data, as: UTF8.self) }
+    }
+    let outputData = output.fileHandleForReading.readDataToEndOfFile()
+    drained.wait()
+    process.waitUntilExit()
+    return (
+      process.terminationStatus,
+      String(decoding: outputData, as: UTF8.self),
+      errorText.text.withLock { $0 }
+    )
+  }
+
   /// The server's process id.
   public var pid: Int32 { self.process.processIdentifier }
 
