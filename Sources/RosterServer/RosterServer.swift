@@ -1,6 +1,7 @@
 internal import Foundation
 public import GRPCCore
 internal import GRPCNIOTransportHTTP2
+internal import NIOPosix
 public import Logging
 public import RosterServices
 public import RosterStore
@@ -97,9 +98,11 @@ public struct RosterServer: Service {
 ///
 /// Interceptors run outermost first: the request log (so it also records refused calls),
 /// authentication when `tokens` is set, the per-client stream cap, the default deadline, then
-/// the author.
+/// the author. `pacing` keeps streaming handlers from running ahead of the transport: the
+/// HTTP/2 server passes its event loops, the in-process transport needs none.
 public func buildServices(
   store: RosterStore,
+  pacing: any ResponsePacing = UnpacedResponses(),
   tokens: TokenTable? = nil,
   logRequests: Bool = false,
   defaultDeadline: Duration? = nil,
@@ -114,7 +117,7 @@ public func buildServices(
   let health = HealthService(services: reflection.serviceNames.filter { $0 != "grpc.health.v1.Health" })
   let services: [any RegistrableRPCService] = [
     DirectoryService(store: store, logger: logger),
-    PicturesService(store: store, logger: logger),
+    PicturesService(store: store, pacing: pacing, logger: logger),
     AnalyticsService(store: store, logger: logger),
     health,
     reflection,
@@ -150,8 +153,10 @@ public func buildServer(
   logger: Logger = Logger(label: "roster")
 ) async throws -> RosterServer {
   let store = try await openStore(config: config, logger: logger)
+  let eventLoops = MultiThreadedEventLoopGroup.singleton
   let (services, interceptors, health) = try buildServices(
     store: store,
+    pacing: EventLoopPacing(group: eventLoops),
     tokens: config.tokens,
     logRequests: config.logRequests,
     defaultDeadline: config.limits.defaultDeadline,
@@ -174,7 +179,8 @@ public func buildServer(
       transport.connection.maxIdleTime = limits.maxConnectionIdle
       transport.connection.maxAge = limits.maxConnectionAge
       transport.connection.maxGraceTime = limits.maxConnectionGrace
-    }
+    },
+    eventLoopGroup: eventLoops
   )
   let server = GRPCServer(transport: transport, services: services, interceptors: interceptors)
   return RosterServer(

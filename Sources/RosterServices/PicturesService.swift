@@ -12,12 +12,26 @@ internal import Foundation
 public struct PicturesService: Sendable {
   private let store: RosterStore
   private let logger: Logger
+  private let pacing: any ResponsePacing
   /// The most bytes in one `GetPicture` message.
   public static let chunkSize = 64 * 1024
+  /// How many `GetPicture` messages go out between waits for the transport.
+  ///
+  /// Measured with `scripts/bench-pictures` (20 MB picture, h2load) and a 176 MB download to a
+  /// client with an 8 MiB window, release build: unpaced 731–758 MB/s and RSS +11 MB (+20 to
+  /// 32 MB in debug); every message 485–515 MB/s and +0.3 MB; every 8th 592–687 MB/s and
+  /// +2.5 MB; every 16th 691–733 MB/s and +3.4 MB.
+  public static let messagesPerPacing = 16
 
-  /// Creates the service over a shared store.
-  public init(store: RosterStore, logger: Logger = Logger(label: "roster.pictures")) {
+  /// Creates the service over a shared store. `pacing` keeps `GetPicture` from reading ahead
+  /// of the transport; the real server passes its event loops (`EventLoopPacing`).
+  public init(
+    store: RosterStore,
+    pacing: any ResponsePacing = UnpacedResponses(),
+    logger: Logger = Logger(label: "roster.pictures")
+  ) {
     self.store = store
+    self.pacing = pacing
     self.logger = logger
   }
 }
@@ -94,10 +108,14 @@ extension PicturesService: Roster_V1_Pictures.SimpleServiceProtocol {
             message: "offset \(request.offset) is past the end of the \(info.size)-byte picture"
           )
         }
-        // One read per message, straight into the buffer the message sends: nothing is
-        // read ahead of what the transport has taken.
+        // One read per message, straight into the buffer the message sends. Every
+        // `messagesPerPacing` messages the handler waits until the transport has taken the
+        // ones before the last such mark, so at most two spans (2 MiB) are ever ahead of it.
         var offset = request.offset
         var first = true
+        var taken: Task<Void, Never>? = nil
+        var sent = 0
+        defer { taken?.cancel() }
         repeat {
           var message = Roster_V1_GetPictureResponse()
           message.data = try await reader.read(offset: offset, count: Self.chunkSize)
@@ -113,6 +131,11 @@ extension PicturesService: Roster_V1_Pictures.SimpleServiceProtocol {
           offset += Int64(message.data.count)
           let empty = message.data.isEmpty
           try await response.write(message)
+          sent += 1
+          if sent % Self.messagesPerPacing == 0 {
+            await taken?.value
+            taken = Task { await self.pacing.drained() }
+          }
           if empty { break }
         } while offset < info.size
       }
