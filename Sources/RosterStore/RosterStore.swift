@@ -79,18 +79,18 @@ public struct RosterStore: Sendable {
     config.label = "roster"
     let sqlDebug = settings.sqlDebug
     config.prepareDatabase { db in
-      // Temporary data, statement journals included, stays in memory. A statement journal in
-      // memory is a linked list that SQLite walks from the start at the end of every
-      // statement inside a savepoint, which once made a bulk chunk quadratic; bulk chunks now
-      // run with no savepoint, so each journal holds one statement's pages and is dropped at
-      // its end. In a file, those per-statement journals were most of an upsert's pwrites.
+      // Readers sort in memory. The writer keeps its statement journals in a file, so that
+      // one set-based statement over a large table (a batch update of everyone) journals the
+      // pages it touches on disk, not in the heap; the writer switches to memory for bulk
+      // chunks alone, whose statements are small (`WriteCoalescer.commit`).
+      let tempStore = db.configuration.readonly ? "MEMORY" : "FILE"
       try db.execute(
         sql: """
           PRAGMA cache_size = -\(settings.cacheSizeKiB);
           PRAGMA mmap_size = \(settings.mmapSize);
           PRAGMA journal_size_limit = \(settings.journalSizeLimit);
           PRAGMA busy_timeout = \(Int(settings.busyTimeoutSeconds * 1000));
-          PRAGMA temp_store = MEMORY;
+          PRAGMA temp_store = \(tempStore);
           PRAGMA synchronous = \(settings.synchronous.rawValue.uppercased());
           PRAGMA wal_autocheckpoint = \(settings.walAutoCheckpointPages);
           """

@@ -192,6 +192,12 @@ final class WriteCoalescer: Sendable {
     }
   }
 
+  /// Sets where the writer keeps temporary data. A failure only costs speed: SQLite keeps the
+  /// old setting, and every journal works in either place.
+  private static func setTempStore(_ place: String, _ db: Database) {
+    try? db.execute(sql: "PRAGMA temp_store = \(place)")
+  }
+
   /// Runs `batch` in one transaction and answers every caller after the commit.
   private func commit(_ batch: [Job], alone: Bool, _ db: Database) {
     var completions: [Completion] = []
@@ -206,6 +212,14 @@ final class WriteCoalescer: Sendable {
       )
     }
     StoreMetrics.batchSize.record(batch.count)
+    if alone {
+      // A bulk chunk runs many small statements, each with a statement journal of a few
+      // pages. In the writer's usual file, every journaled page cost a pwrite (47,386 of
+      // 61,782 pwrites in a 1M-row upsert); in memory a 1M-row upsert ran 14% faster. SQLite
+      // reads the setting when a write transaction begins, and it can only change outside one.
+      Self.setTempStore("MEMORY", db)
+    }
+    defer { if alone { Self.setTempStore("FILE", db) } }
     do {
       try db.beginTransaction(.immediate)
       for job in batch {

@@ -20,6 +20,19 @@ struct StoreSettingsTests {
     }
   }
 
+  @Test("the writer journals bulk chunks in memory and everything else in a file")
+  func tempStore() async throws {
+    try await withTemporaryStore { store async throws in
+      // PRAGMA temp_store: 1 is FILE, 2 is MEMORY.
+      let place = { @Sendable (db: Database) in try Int.fetchOne(db, sql: "PRAGMA temp_store") }
+      #expect(try await store.submit(bulk: true, place) == 2)
+      #expect(try await store.submit(bulk: false, place) == 1)
+      #expect(try await store.submit(bulk: true, place) == 2)
+      #expect(try store.write(place) == 1)
+      #expect(try store.read(place) == 2)
+    }
+  }
+
   @Test("employees have an integer primary key and a unique guid")
   func schema() async throws {
     try await withTemporaryStore(employees: 3) { store async throws in
