@@ -79,11 +79,8 @@ public struct RosterStore: Sendable {
     config.label = "roster"
     let sqlDebug = settings.sqlDebug
     config.prepareDatabase { db in
-      // Readers sort in memory. The writer keeps its statement journals in a file, so that
-      // one set-based statement over a large table (a batch update of everyone) journals the
-      // pages it touches on disk, not in the heap; the writer switches to memory for bulk
-      // chunks alone, whose statements are small (`WriteCoalescer.commit`).
-      let tempStore = db.configuration.readonly ? "MEMORY" : "FILE"
+      // Readers sort in memory; the writer's setting is `WriteCoalescer.tempStore`'s.
+      let tempStore = db.configuration.readonly ? "MEMORY" : WriteCoalescer.tempStore.usual
       try db.execute(
         sql: """
           PRAGMA cache_size = -\(settings.cacheSizeKiB);
