@@ -56,6 +56,7 @@ let package = Package(
       dependencies: [
         "CVipsShim",
         .product(name: "GRDB", package: "GRDB.swift"),
+        .product(name: "GRDBSQLite", package: "GRDB.swift"),
         .product(name: "Logging", package: "swift-log"),
         .product(name: "CoreMetrics", package: "swift-metrics"),
       ],

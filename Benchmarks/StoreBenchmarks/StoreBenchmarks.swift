@@ -22,7 +22,7 @@ let benchmarks: @Sendable () -> Void = {
   Benchmark("Point read, every field but the thumbnail") { benchmark in
     let (store, guids) = Fixture.shared.loaded
     for index in benchmark.scaledIterations {
-      blackHole(try store.employee(guid: guids[index % guids.count], fields: .allButThumbnail))
+      blackHole(try await store.employee(guid: guids[index % guids.count], fields: .allButThumbnail))
     }
   }
 
@@ -43,7 +43,7 @@ let benchmarks: @Sendable () -> Void = {
   Benchmark("Department headcounts") { benchmark in
     let (store, _) = Fixture.shared.loaded
     for _ in benchmark.scaledIterations {
-      blackHole(try store.departmentCounts())
+      blackHole(try await store.departmentCounts())
     }
   }
 
@@ -103,7 +103,7 @@ final class Fixture: Sendable {
   }
 
   static func firstPage(_ store: RosterStore, fields: EmployeeFields) throws -> EmployeePage {
-    try store.employeePage(fields: fields, filter: EmployeeFilter(), order: .name, after: nil, limit: 50)
+    try await store.employeePage(fields: fields, filter: EmployeeFilter(), order: .name, after: nil, limit: 50)
   }
 
   func setUp() async throws {

@@ -97,7 +97,8 @@ public struct RosterServer: Service {
 /// The services every Roster server registers, in one place for the real server and tests.
 ///
 /// Interceptors run outermost first: the request log (so it also records refused calls),
-/// authentication when `tokens` is set, the per-client stream cap, the default deadline, then
+/// authentication when `tokens` is set, the per-client stream cap, the call control (cancellation
+/// and deadlines reach the store; the default deadline), then
 /// the author. `pacing` keeps streaming handlers from running ahead of the transport: the
 /// HTTP/2 server passes its event loops, the in-process transport needs none.
 public func buildServices(
@@ -128,7 +129,7 @@ public func buildServices(
   interceptors.append(RequestMetricsInterceptor())
   if let tokens { interceptors.append(AuthInterceptor(tokens: tokens)) }
   if let maxStreamsPerClient { interceptors.append(StreamLimitInterceptor(maximumPerClient: maxStreamsPerClient)) }
-  if let defaultDeadline { interceptors.append(DefaultDeadlineInterceptor(deadline: defaultDeadline)) }
+  interceptors.append(CallControlInterceptor(deadline: defaultDeadline))
   interceptors.append(AuthorInterceptor())
   return (services, interceptors, health)
 }

@@ -27,7 +27,7 @@ extension AnalyticsService: Roster_V1_Analytics.SimpleServiceProtocol {
     context: ServerContext
   ) async throws -> Roster_V1_DepartmentHeadcountsResponse {
     try await withStatusMapping("DepartmentHeadcounts", logger: self.logger) {
-      let counts = try self.store.departmentCounts()
+      let counts = try await self.store.departmentCounts()
       return .with {
         $0.departments = counts.map { counts in
           .with {
@@ -50,7 +50,7 @@ extension AnalyticsService: Roster_V1_Analytics.SimpleServiceProtocol {
       throw RPCError(code: .invalidArgument, message: "department is required")
     }
     return try await withStatusMapping("DepartmentSummary", logger: self.logger) {
-      let counts = try self.store.departmentCounts(request.department)
+      let counts = try await self.store.departmentCounts(request.department)
       return .with {
         $0.total = counts.headcount
         $0.active = counts.active
@@ -68,7 +68,7 @@ extension AnalyticsService: Roster_V1_Analytics.SimpleServiceProtocol {
   ) async throws -> Roster_V1_EmployeeSalesResponse {
     let guid = try DirectoryRequests.guid(request.guid)
     return try await withStatusMapping("EmployeeSales", logger: self.logger) {
-      let sales = try self.store.employeeSales(guid: guid)
+      let sales = try await self.store.employeeSales(guid: guid)
       return .with {
         $0.count = sales.count
         $0.totalAmount = sales.total
@@ -76,9 +76,11 @@ extension AnalyticsService: Roster_V1_Analytics.SimpleServiceProtocol {
     }
   }
 
-  /// An aggregate over sale amounts. Statuses: `INVALID_ARGUMENT` for an unset or unknown
-  /// `function` or `group_by`, a bad guid, a date that is not real, or `from_date` after
-  /// `to_date`.
+  /// One page of an aggregate over sale amounts. Statuses: `INVALID_ARGUMENT` for an unset
+  /// or unknown `function` or `group_by`, a bad guid, a date that is not real, `from_date`
+  /// after `to_date`, a negative `page_size` or a bad or mismatched `page_token`;
+  /// `RESOURCE_EXHAUSTED` when too many heavy calls wait; `DEADLINE_EXCEEDED` when the call's
+  /// deadline or the server's query budget passes; `CANCELLED`.
   public func aggregateSales(
     request: Roster_V1_AggregateSalesRequest,
     context: ServerContext
@@ -93,14 +95,23 @@ extension AnalyticsService: Roster_V1_Analytics.SimpleServiceProtocol {
       fromDate: request.fromDate,
       toDate: request.toDate
     )
+    let fingerprint = PageToken.fingerprint(
+      parts: ["sales", "\(function)", "\(grouping)", filter.department ?? "", filter.employeeGUID ?? "",
+              filter.fromDate ?? "", filter.toDate ?? ""]
+    )
+    let page = try AnalyticsRequests.page(request.pageSize, token: request.pageToken, fingerprint: fingerprint)
     return try await withStatusMapping("AggregateSales", logger: self.logger) {
-      AnalyticsRequests.response(try self.store.aggregateSales(function, groupedBy: grouping, filter: filter))
+      AnalyticsRequests.response(
+        try await self.store.aggregateSales(function, groupedBy: grouping, filter: filter, page: page),
+        fingerprint: fingerprint
+      )
     }
   }
 
-  /// An aggregate over vacation days, or a count of employees. Statuses: `INVALID_ARGUMENT`
-  /// for an unset or unknown `function`, or a `group_by` other than NONE, DEPARTMENT or
-  /// ACTIVE.
+  /// One page of an aggregate over vacation days, or a count of employees. Statuses:
+  /// `INVALID_ARGUMENT` for an unset or unknown `function`, a `group_by` other than NONE,
+  /// DEPARTMENT or ACTIVE, a negative `page_size` or a bad or mismatched `page_token`; and
+  /// as `AggregateSales` for busy, deadline and cancellation.
   public func aggregateEmployees(
     request: Roster_V1_AggregateEmployeesRequest,
     context: ServerContext
@@ -112,8 +123,17 @@ extension AnalyticsService: Roster_V1_Analytics.SimpleServiceProtocol {
       active: request.hasActive ? request.active : nil,
       nameContains: request.nameContains
     )
+    let active = filter.active.map { $0 ? "1" : "0" } ?? "-"
+    let fingerprint = PageToken.fingerprint(
+      parts: ["employees", "\(function)", "\(grouping)", filter.department ?? "", active,
+              filter.nameContains.map(TextFolding.fold) ?? ""]
+    )
+    let page = try AnalyticsRequests.page(request.pageSize, token: request.pageToken, fingerprint: fingerprint)
     return try await withStatusMapping("AggregateEmployees", logger: self.logger) {
-      AnalyticsRequests.response(try self.store.aggregateEmployees(function, groupedBy: grouping, filter: filter))
+      AnalyticsRequests.response(
+        try await self.store.aggregateEmployees(function, groupedBy: grouping, filter: filter, page: page),
+        fingerprint: fingerprint
+      )
     }
   }
 
@@ -136,7 +156,7 @@ extension AnalyticsService: Roster_V1_Analytics.SimpleServiceProtocol {
       scope = .everyone
     }
     return try await withStatusMapping("SalesCalendar", logger: self.logger) {
-      let calendar = try self.store.salesCalendar(
+      let calendar = try await self.store.salesCalendar(
         scope: scope,
         year: request.year == 0 ? nil : Int(request.year),
         month: request.month == 0 ? nil : Int(request.month)
@@ -248,13 +268,37 @@ enum AnalyticsRequests {
     }
   }
 
-  static func response(_ groups: [AggregateValue]) -> Roster_V1_AggregateResponse {
+  /// The page an aggregate request asks for. A token carries the last key of the page before,
+  /// bound to the request's other fields by `fingerprint`.
+  static func page(_ size: Int32, token: String, fingerprint: UInt64) throws -> AggregatePageRequest {
+    if size < 0 {
+      throw RPCError(code: .invalidArgument, message: "page_size must not be negative")
+    }
+    let limit = size == 0 ? AggregatePageRequest.defaultLimit : Int(size)
+    guard !token.isEmpty else { return AggregatePageRequest(limit: limit) }
+    guard let decoded = PageToken(decoding: token), decoded.cursor.keys.count == 1 else {
+      throw RPCError(code: .invalidArgument, message: "page_token is not a valid token")
+    }
+    guard decoded.fingerprint == fingerprint else {
+      throw RPCError(
+        code: .invalidArgument,
+        message: "page_token was issued for another function, group_by or filters"
+      )
+    }
+    return AggregatePageRequest(after: decoded.cursor.keys[0], limit: limit)
+  }
+
+  static func response(_ page: AggregatePage, fingerprint: UInt64) -> Roster_V1_AggregateResponse {
     .with {
-      $0.groups = groups.map { group in
+      $0.groups = page.groups.map { group in
         .with {
           $0.key = group.key
           $0.value = group.value
         }
+      }
+      if let next = page.next {
+        $0.nextPageToken = PageToken(fingerprint: fingerprint, cursor: EmployeeCursor(keys: [next], id: 0))
+          .encoded()
       }
     }
   }

@@ -1,15 +1,23 @@
 public import GRPCCore
 internal import RosterProto
+internal import RosterStore
 internal import Synchronization
 
-/// Gives unary calls that bring no deadline a default one, so a call stuck behind a slow
-/// store cannot hold its resources forever. When it passes, the handler's task is cancelled
-/// and the call ends with `DEADLINE_EXCEEDED`.
+/// Binds every call to a `CallControl`, so the store stops a call's work when the call ends:
+/// when the client cancels or goes away, when the client's `grpc-timeout` passes, or when the
+/// server's default deadline does. gRPC signals the first two through the RPC's cancellation
+/// handle, not by cancelling the handler's task, so this forwards that signal to the control.
 ///
-/// Streaming calls are exempt: an upload, an import, a long listing or a watch can rightly
-/// take longer than any fixed bound (a 1M-row `UpsertEmployees` takes minutes), and they end
-/// when their client goes away; `StreamLimitInterceptor` caps how many one client holds.
-public struct DefaultDeadlineInterceptor: ServerInterceptor {
+/// Unary calls that bring no deadline get a default one: when it passes, the handler's task
+/// is cancelled and the call ends with `DEADLINE_EXCEEDED`. One shared `DeadlineReaper`
+/// watches every such call, so a call holds no timer of its own and nothing of it outlives
+/// the call (a timer per call stayed until its deadline: 1.5 KB for 60 s per call).
+///
+/// Streaming calls are exempt from the default: an upload, an import, a long listing or a
+/// watch can rightly take longer than any fixed bound (a 1M-row `UpsertEmployees` takes
+/// minutes), and they end when their client goes away; `StreamLimitInterceptor` caps how many
+/// one client holds.
+public struct CallControlInterceptor: ServerInterceptor {
   /// The streaming methods, which run as long as their client keeps them open.
   static let exempt: Set<MethodDescriptor> = [
     Roster_V1_Directory.Method.StreamEmployees.descriptor,
@@ -22,10 +30,11 @@ public struct DefaultDeadlineInterceptor: ServerInterceptor {
     Grpc_Reflection_V1_ServerReflection.Method.ServerReflectionInfo.descriptor,
     Grpc_Reflection_V1alpha_ServerReflection.Method.ServerReflectionInfo.descriptor,
   ]
-  private let deadline: Duration
+  private let deadline: Duration?
+  private let reaper = DeadlineReaper()
 
-  /// Ends calls without a `grpc-timeout` after `deadline`.
-  public init(deadline: Duration) {
+  /// Ends unary calls without a `grpc-timeout` after `deadline`; nil for no default.
+  public init(deadline: Duration?) {
     self.deadline = deadline
   }
 
@@ -35,49 +44,153 @@ public struct DefaultDeadlineInterceptor: ServerInterceptor {
     next: @Sendable (StreamingServerRequest<Input>, ServerContext) async throws
       -> StreamingServerResponse<Output>
   ) async throws -> StreamingServerResponse<Output> {
-    guard !Self.exempt.contains(context.descriptor),
-      request.metadata.firstString("grpc-timeout") == nil
-    else {
-      return try await next(request, context)
+    let now = ContinuousClock.now
+    let clientTimeout = request.metadata.firstString("grpc-timeout").flatMap(Self.timeout)
+    let useDefault = clientTimeout == nil && !Self.exempt.contains(context.descriptor)
+    let limit = useDefault ? self.deadline : nil
+    let end = clientTimeout.map { now + $0 } ?? limit.map { now + $0 }
+    let control = CallControl(deadline: end)
+    let reaper = self.reaper
+    @Sendable func bounded<T: Sendable>(_ body: @escaping @Sendable () async throws -> T) async throws -> T {
+      try await withRPCCancellationHandler {
+        try await CallControl.$current.withValue(control) {
+          guard let limit, let end else { return try await body() }
+          return try await Self.run(until: end, limit: limit, reaper: reaper, body)
+        }
+      } onCancelRPC: {
+        control.cancel()
+      }
     }
-    let end = ContinuousClock.now + self.deadline
-    let limit = self.deadline
     // A unary handler runs inside `next`, a streaming one inside the producer: bound both.
     var response = try await withoutActuallyEscaping(next) { next in
-      try await Self.run(until: end, limit: limit) { try await next(request, context) }
+      try await bounded { try await next(request, context) }
     }
     if case .success(var contents) = response.accepted {
       let producer = contents.producer
       contents.producer = { writer in
-        try await Self.run(until: end, limit: limit) { try await producer(writer) }
+        try await bounded { try await producer(writer) }
       }
       response.accepted = .success(contents)
     }
     return response
   }
 
-  /// Runs `body`, cancelling it at `end`; a cancelled body ends in `DEADLINE_EXCEEDED`.
+  /// Runs `body` in a task the reaper cancels at `end`; a body cancelled that way ends in
+  /// `DEADLINE_EXCEEDED`. The task and the reaper's entry end with the body.
   static func run<T: Sendable>(
     until end: ContinuousClock.Instant,
     limit: Duration,
+    reaper: DeadlineReaper,
     _ body: @escaping @Sendable () async throws -> T
   ) async throws -> T {
-    try await withThrowingTaskGroup(of: T?.self) { group in
-      group.addTask { try await body() }
-      group.addTask {
-        try await Task.sleep(until: end, clock: .continuous)
-        return nil
+    let task = Task { try await body() }
+    let control = CallControl.current
+    let entry = reaper.watch(until: end) {
+      task.cancel()
+      control?.cancel()
+    }
+    defer { reaper.forget(entry) }
+    do {
+      return try await withTaskCancellationHandler {
+        try await task.value
+      } onCancel: {
+        task.cancel()
       }
-      defer { group.cancelAll() }
-      do {
-        if let first = try await group.next(), let value = first { return value }
-      } catch is CancellationError where ContinuousClock.now >= end {
-      }
-      group.cancelAll()
+    } catch let error where ContinuousClock.now >= end && Self.isCancellation(error) {
       throw RPCError(
         code: .deadlineExceeded,
         message: "the call brought no deadline and ran past the default of \(limit)"
       )
+    }
+  }
+
+  private static func isCancellation(_ error: any Error) -> Bool {
+    if error is CancellationError { return true }
+    if let error = error as? RPCError { return error.code == .cancelled }
+    if let error = error as? StoreError { return error.code == .cancelled }
+    return false
+  }
+
+  /// A `grpc-timeout` value ("100m", "2S", ...) as a duration; nil when malformed.
+  static func timeout(_ text: String) -> Duration? {
+    guard let unit = text.last, let value = Int64(text.dropLast()), value >= 0, text.count <= 9
+    else { return nil }
+    switch unit {
+    case "H": return .seconds(value * 3600)
+    case "M": return .seconds(value * 60)
+    case "S": return .seconds(value)
+    case "m": return .milliseconds(value)
+    case "u": return .microseconds(value)
+    case "n": return .nanoseconds(value)
+    default: return nil
+    }
+  }
+}
+
+/// Watches the deadlines of many calls with one task, so no call needs a timer of its own.
+///
+/// Each call adds an entry when it starts and removes it when it ends; the reaper wakes every
+/// `tick` while it has entries, runs the expiry of those whose deadline passed, and stops
+/// when it has had none for a while. A deadline is therefore met within about one tick.
+public final class DeadlineReaper: Sendable {
+  private struct State {
+    var entries: [Int: (end: ContinuousClock.Instant, expire: @Sendable () -> Void)] = [:]
+    var nextID = 0
+    var running = false
+  }
+
+  private let state = Mutex(State())
+  private let tick: Duration
+
+  /// Creates a reaper that checks every `tick`.
+  public init(tick: Duration = .milliseconds(20)) {
+    self.tick = tick
+  }
+
+  /// How many calls it watches now.
+  public var watched: Int { self.state.withLock { $0.entries.count } }
+
+  /// Runs `expire` once `end` has passed, unless `forget` is called first.
+  func watch(until end: ContinuousClock.Instant, expire: @escaping @Sendable () -> Void) -> Int {
+    let (id, start) = self.state.withLock { state in
+      let id = state.nextID
+      state.nextID &+= 1
+      state.entries[id] = (end, expire)
+      defer { state.running = true }
+      return (id, !state.running)
+    }
+    if start {
+      // One task for every call, alive only while there are calls to watch.
+      Task { await self.reap() }
+    }
+    return id
+  }
+
+  func forget(_ id: Int) {
+    _ = self.state.withLock { $0.entries.removeValue(forKey: id) }
+  }
+
+  private func reap() async {
+    var idleTicks = 0
+    while true {
+      try? await Task.sleep(for: self.tick)
+      let now = ContinuousClock.now
+      let (expired, stop): ([@Sendable () -> Void], Bool) = self.state.withLock { state in
+        var expired: [@Sendable () -> Void] = []
+        for (id, entry) in state.entries where entry.end <= now {
+          expired.append(entry.expire)
+          state.entries[id] = nil
+        }
+        idleTicks = state.entries.isEmpty ? idleTicks + 1 : 0
+        // Idle for about a second: stop; the next call starts a new reaper.
+        if idleTicks >= 50 {
+          state.running = false
+          return (expired, true)
+        }
+        return (expired, false)
+      }
+      for expire in expired { expire() }
+      if stop { return }
     }
   }
 }

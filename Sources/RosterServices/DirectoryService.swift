@@ -31,7 +31,7 @@ extension DirectoryService: Roster_V1_Directory.SimpleServiceProtocol {
   ) async throws -> Roster_V1_ListEmployeesResponse {
     let listing = try DirectoryRequests.listing(request)
     return try await withStatusMapping("ListEmployees", logger: self.logger) {
-      let page = try self.readPage(listing, after: listing.cursor)
+      let page = try await self.readPage(listing, after: listing.cursor)
       return .with {
         $0.employees = page.employees.map { Roster_V1_Employee($0, mask: listing.mask) }
         $0.nextPageToken = listing.token(after: page.next)
@@ -57,7 +57,7 @@ extension DirectoryService: Roster_V1_Directory.SimpleServiceProtocol {
       var cursor = listing.cursor
       repeat {
         try Task.checkCancellation()
-        let page = try self.readPage(listing, after: cursor)
+        let page = try await self.readPage(listing, after: cursor)
         if page.employees.isEmpty { break }
         Self.streamedRows.increment(by: page.employees.count)
         cursor = page.next
@@ -82,7 +82,7 @@ extension DirectoryService: Roster_V1_Directory.SimpleServiceProtocol {
     let guid = try DirectoryRequests.guid(request.guid)
     let mask = try EmployeeReadMask(request.hasReadMask ? request.readMask : nil)
     return try await withStatusMapping("GetEmployee", logger: self.logger) {
-      Roster_V1_Employee(try self.store.employee(guid: guid, fields: mask.fields), mask: mask)
+      Roster_V1_Employee(try await self.store.employee(guid: guid, fields: mask.fields), mask: mask)
     }
   }
 
@@ -107,7 +107,7 @@ extension DirectoryService: Roster_V1_Directory.SimpleServiceProtocol {
     let guids = try request.guids.map { try DirectoryRequests.guid($0, field: "guids") }
     let mask = try EmployeeReadMask(request.hasReadMask ? request.readMask : nil)
     return try await withStatusMapping("BatchGetEmployees", logger: self.logger) {
-      let employees = try self.store.employees(guids: guids, fields: mask.fields)
+      let employees = try await self.store.employees(guids: guids, fields: mask.fields)
       return .with { $0.employees = employees.map { Roster_V1_Employee($0, mask: mask) } }
     }
   }
@@ -125,7 +125,7 @@ extension DirectoryService: Roster_V1_Directory.SimpleServiceProtocol {
       nameContains: request.nameContains
     )
     return try await withStatusMapping("CountEmployees", logger: self.logger) {
-      let count = try self.store.countEmployees(filter: filter)
+      let count = try await self.store.countEmployees(filter: filter)
       return .with { $0.count = count }
     }
   }
@@ -298,7 +298,7 @@ extension DirectoryService: Roster_V1_Directory.SimpleServiceProtocol {
     try await withStatusMapping("WatchChanges", logger: self.logger) {
       while true {
         try Task.checkCancellation()
-        let changes = try self.store.changes(after: last, limit: Self.watchPage)
+        let changes = try await self.store.changes(after: last, limit: Self.watchPage)
         if let newest = changes.last {
           try await response.write(contentsOf: changes.map(Roster_V1_ChangeEvent.init))
           last = newest.sequence
@@ -317,8 +317,8 @@ extension DirectoryService: Roster_V1_Directory.SimpleServiceProtocol {
   private func readPage(
     _ listing: DirectoryRequests.Listing,
     after cursor: EmployeeCursor?
-  ) throws -> EmployeePage {
-    try self.store.employeePage(
+  ) async throws -> EmployeePage {
+    try await self.store.employeePage(
       fields: listing.mask.fields,
       filter: listing.filter,
       order: listing.order,

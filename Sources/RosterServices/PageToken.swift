@@ -1,7 +1,8 @@
 internal import Foundation
 internal import RosterStore
 
-/// The opaque `page_token`: a keyset cursor bound to the filters and order that made it.
+/// The opaque `page_token`: a keyset cursor bound to the filters and order that made it. An
+/// aggregate's token holds the last group key as its one key.
 ///
 /// Layout before base64url: version (1), fingerprint (8), checksum (8), row id (8), key count
 /// (1), then each key as a 4-byte length and UTF-8 bytes. The fingerprint ties the token to
@@ -16,11 +17,15 @@ struct PageToken: Equatable {
   /// A fingerprint of what a token must be reused with.
   static func fingerprint(filter: EmployeeFilter, order: EmployeeOrder) -> UInt64 {
     let active = filter.active.map { $0 ? "1" : "0" } ?? "-"
-    let parts = [
+    return self.fingerprint(parts: [
       order.rawValue, filter.department ?? "", active,
       filter.nameContains.map(TextFolding.fold) ?? "",
-    ]
-    return fnv1a(Array(parts.joined(separator: "\u{1F}").utf8))
+    ])
+  }
+
+  /// A fingerprint of any request's fields that a token must be reused with.
+  static func fingerprint(parts: [String]) -> UInt64 {
+    fnv1a(Array(parts.joined(separator: "\u{1F}").utf8))
   }
 
   func encoded() -> String {

@@ -13,6 +13,8 @@ extension StoreError: RPCErrorConvertible {
     case .outOfRange: .outOfRange
     case .resourceExhausted: .resourceExhausted
     case .unavailable: .unavailable
+    case .cancelled: .cancelled
+    case .deadlineExceeded: .deadlineExceeded
     default: .internalError
     }
   }

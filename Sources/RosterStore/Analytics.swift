@@ -34,6 +34,39 @@ public struct AggregateValue: Sendable, Hashable {
   public var value: Double
 }
 
+/// Which groups of an aggregate to answer: those after a key, at most `limit` of them.
+public struct AggregatePageRequest: Sendable, Hashable {
+  /// The default number of groups per page.
+  public static let defaultLimit = 1000
+  /// The most groups one page may hold: with 100-character keys, about 2 MB.
+  public static let maximumLimit = 5000
+
+  /// Only groups whose key sorts after this one; nil for the first page.
+  public var after: String?
+  /// The most groups to answer, 1 to `maximumLimit`.
+  public var limit: Int
+
+  /// Creates a page request; `limit` is clamped to 1...`maximumLimit`.
+  public init(after: String? = nil, limit: Int = Self.defaultLimit) {
+    self.after = after
+    self.limit = min(max(1, limit), Self.maximumLimit)
+  }
+}
+
+/// One page of an aggregate's groups.
+public struct AggregatePage: Sendable, Hashable {
+  /// The groups, sorted by key.
+  public var groups: [AggregateValue]
+  /// The key to continue after; nil on the last page.
+  public var next: String?
+
+  /// Creates a page.
+  public init(groups: [AggregateValue], next: String?) {
+    self.groups = groups
+    self.next = next
+  }
+}
+
 /// Which sales an aggregate covers; nil means any.
 public struct SalesFilter: Sendable, Hashable {
   public var department: String?

@@ -121,9 +121,14 @@ enum AnalyticsSQL {
   static func aggregateEmployees(
     _ function: AggregateFunction,
     key: String,
-    _ filter: EmployeeFilter
+    _ filter: EmployeeFilter,
+    after: String? = nil
   ) -> (sql: String, arguments: StatementArguments) {
-    let (terms, arguments) = EmployeeSQL.filterTerms(filter, ordered: false)
+    var (terms, arguments) = EmployeeSQL.filterTerms(filter, ordered: false)
+    if let after {
+      terms.append("(\(key)) > ?")
+      arguments.append(after)
+    }
     let whereClause = terms.isEmpty ? "" : " WHERE " + terms.joined(separator: " AND ")
     let value = RosterStore.aggregateExpression(function, column: "e.vacation_days", scale: 1)
     return (
@@ -138,10 +143,14 @@ enum AnalyticsSQL {
   /// The query for `aggregateSales`: from the monthly department rollups when the range is
   /// whole months and no employee is named; from the employee's daily rollups when one is;
   /// from raw sales otherwise (MEDIAN, STDDEV, MIN, MAX, or ranges that split a month).
+  ///
+  /// With `after`, only groups whose key sorts after it: the term filters rows by their
+  /// group's key before grouping, so a page never aggregates the groups before it.
   static func aggregateSales(
     _ function: AggregateFunction,
     _ grouping: AggregateGrouping,
-    _ filter: SalesFilter
+    _ filter: SalesFilter,
+    after: String? = nil
   ) throws -> (sql: String, arguments: StatementArguments) {
     if grouping == .active {
       throw StoreError(.invalidArgument, "group_by ACTIVE applies to employees, not sales")
@@ -149,6 +158,10 @@ enum AnalyticsSQL {
     var terms: [String] = []
     var arguments: [any DatabaseValueConvertible] = []
     func finish(_ key: String, _ value: String, _ from: String) -> (String, StatementArguments) {
+      if let after {
+        terms.append("(\(key)) > ?")
+        arguments.append(after)
+      }
       let whereClause = terms.isEmpty ? "" : " WHERE " + terms.joined(separator: " AND ")
       return (
         "SELECT \(key) AS k, \(value) FROM \(from)\(whereClause) GROUP BY k ORDER BY k",

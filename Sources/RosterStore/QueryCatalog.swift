@@ -71,7 +71,7 @@ extension RosterStore {
         queries.append(("AggregateEmployees \(function) by \(grouping), a department", query.sql, query.arguments))
       }
     }
-    return try self.read { db in
+    return try self.read { (db: Database) in
       try queries.map { name, sql, arguments in
         let plan = try Row.fetchAll(db, sql: "EXPLAIN QUERY PLAN " + sql, arguments: arguments)
           .map { $0["detail"] as String }

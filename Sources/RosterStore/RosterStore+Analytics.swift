@@ -6,8 +6,8 @@ extension RosterStore {
 
   /// Every department with its counters, sorted by department. Reads the counters the
   /// writes keep, never the employees.
-  public func departmentCounts() throws -> [DepartmentCounts] {
-    try self.readStatement { db in
+  public func departmentCounts() async throws -> [DepartmentCounts] {
+    try await self.read(.point, statement: true) { db in
       try Row.fetchAll(
         db,
         sql: AnalyticsSQL.departments
@@ -18,63 +18,61 @@ extension RosterStore {
   /// One department's counters.
   ///
   /// - Throws: `notFound` for a department with no employees.
-  public func departmentCounts(_ department: String) throws -> DepartmentCounts {
-    let row = try self.readStatement { db in
+  public func departmentCounts(_ department: String) async throws -> DepartmentCounts {
+    let counts = try await self.read(.point, statement: true) { db in
       try Row.fetchOne(
         db,
         sql: AnalyticsSQL.department,
         arguments: [department]
-      )
+      ).map { DepartmentCounts(department: $0[0], headcount: $0[1], active: $0[2], vacationDaysTotal: $0[3]) }
     }
-    guard let row else { throw StoreError(.notFound, "no department '\(department)'") }
-    return DepartmentCounts(department: row[0], headcount: row[1], active: row[2], vacationDaysTotal: row[3])
+    guard let counts else { throw StoreError(.notFound, "no department '\(department)'") }
+    return counts
   }
 
   /// An employee's number of sales and their total amount, from the employee's counters.
   ///
   /// - Throws: `notFound` for an unknown guid.
-  public func employeeSales(guid: String) throws -> (count: Int64, total: Double) {
-    let row = try self.readStatement { db in
+  public func employeeSales(guid: String) async throws -> (count: Int64, total: Double) {
+    let sales = try await self.read(.point, statement: true) { db in
       try Row.fetchOne(
         db,
         sql: AnalyticsSQL.employeeSales,
         arguments: [guid]
-      )
+      ).map { (count: $0[0] as Int64, cents: $0[1] as Int64) }
     }
-    guard let row else { throw StoreError(.notFound, "no employee with guid '\(guid)'") }
-    return (row[0], Double(row[1] as Int64) / 100)
+    guard let sales else { throw StoreError(.notFound, "no employee with guid '\(guid)'") }
+    return (sales.count, Double(sales.cents) / 100)
   }
 
   // MARK: Aggregates
 
-  /// `function` over sale amounts, grouped, with filters; groups sorted by key.
+  /// One page of `function` over sale amounts, grouped, with filters; groups sorted by key.
+  /// In the heavy lane: the raw queries visit every matching sale.
   ///
   /// - Throws: `invalidArgument` for grouping by `active`, or a bad date range.
   public func aggregateSales(
     _ function: AggregateFunction,
     groupedBy grouping: AggregateGrouping,
-    filter: SalesFilter
-  ) throws -> [AggregateValue] {
+    filter: SalesFilter,
+    page: AggregatePageRequest = AggregatePageRequest()
+  ) async throws -> AggregatePage {
     try Self.checkRange(from: filter.fromDate, to: filter.toDate)
-    let query = try AnalyticsSQL.aggregateSales(function, grouping, filter)
-    let groups = try self.readStatement { db in
-      try Row.fetchAll(db, sql: query.sql, arguments: query.arguments)
-        .map { AggregateValue(key: $0[0], value: $0[1] ?? 0) }
-    }
-    // With no grouping there is always one answer, even over no sales.
-    if grouping == .none && groups.isEmpty { return [AggregateValue(key: "", value: 0)] }
-    return groups
+    let query = try AnalyticsSQL.aggregateSales(function, grouping, filter, after: page.after)
+    let groups = try await self.aggregateGroups(query, limit: page.limit)
+    return Self.paged(groups, grouping: grouping, page: page)
   }
 
-  /// `function` over `vacation_days` (or a count of employees), grouped by nothing,
-  /// department or active, with the List filters; groups sorted by key.
+  /// One page of `function` over `vacation_days` (or a count of employees), grouped by
+  /// nothing, department or active, with the List filters; groups sorted by key.
   ///
   /// - Throws: `invalidArgument` for a grouping that does not apply to employees.
   public func aggregateEmployees(
     _ function: AggregateFunction,
     groupedBy grouping: AggregateGrouping,
-    filter: EmployeeFilter
-  ) throws -> [AggregateValue] {
+    filter: EmployeeFilter,
+    page: AggregatePageRequest = AggregatePageRequest()
+  ) async throws -> AggregatePage {
     let key: String
     switch grouping {
     case .none: key = "''"
@@ -89,15 +87,42 @@ extension RosterStore {
     if grouping != .active && filter.nameContains == nil && filter.active == nil
       && [.count, .sum, .average].contains(function)
     {
-      return try self.aggregateFromCounters(function, byDepartment: grouping == .department, filter: filter)
+      var groups = try await self.aggregateFromCounters(function, byDepartment: grouping == .department, filter: filter)
+      if let after = page.after { groups = groups.filter { $0.key > after } }
+      return Self.paged(Array(groups.prefix(page.limit + 1)), grouping: grouping, page: page)
     }
-    let query = AnalyticsSQL.aggregateEmployees(function, key: key, filter)
-    let groups = try self.readStatement { db in
-      try Row.fetchAll(db, sql: query.sql, arguments: query.arguments)
+    let query = AnalyticsSQL.aggregateEmployees(function, key: key, filter, after: page.after)
+    let groups = try await self.aggregateGroups(query, limit: page.limit)
+    return Self.paged(groups, grouping: grouping, page: page)
+  }
+
+  /// Up to `limit + 1` groups of an aggregate query, in the heavy lane.
+  private func aggregateGroups(
+    _ query: (sql: String, arguments: StatementArguments),
+    limit: Int
+  ) async throws -> [AggregateValue] {
+    let sql = query.sql + " LIMIT \(limit + 1)"
+    let arguments = query.arguments
+    return try await self.read(.heavy, statement: true) { db in
+      try Row.fetchAll(db, sql: sql, arguments: arguments)
         .map { AggregateValue(key: $0[0], value: $0[1] ?? 0) }
     }
-    if grouping == .none && groups.isEmpty { return [AggregateValue(key: "", value: 0)] }
-    return groups
+  }
+
+  /// Cuts one extra group off into the next page's key. With no grouping there is always one
+  /// answer, even over no rows.
+  private static func paged(
+    _ groups: [AggregateValue],
+    grouping: AggregateGrouping,
+    page: AggregatePageRequest
+  ) -> AggregatePage {
+    if grouping == .none {
+      if page.after != nil { return AggregatePage(groups: [], next: nil) }
+      return AggregatePage(groups: groups.isEmpty ? [AggregateValue(key: "", value: 0)] : groups, next: nil)
+    }
+    guard groups.count > page.limit else { return AggregatePage(groups: groups, next: nil) }
+    let kept = Array(groups.prefix(page.limit))
+    return AggregatePage(groups: kept, next: kept.last?.key)
   }
 
   /// COUNT, SUM and AVG of vacation days by department (or overall) from the counters.
@@ -105,8 +130,8 @@ extension RosterStore {
     _ function: AggregateFunction,
     byDepartment: Bool,
     filter: EmployeeFilter
-  ) throws -> [AggregateValue] {
-    var counts = try self.departmentCounts()
+  ) async throws -> [AggregateValue] {
+    var counts = try await self.departmentCounts()
     if let department = filter.department { counts = counts.filter { $0.department == department } }
     func value(_ headcount: Int64, _ total: Int64) -> Double {
       switch function {
@@ -158,7 +183,7 @@ extension RosterStore {
     scope: SalesScope,
     year: Int? = nil,
     month: Int? = nil
-  ) throws -> SalesCalendar {
+  ) async throws -> SalesCalendar {
     if month != nil && year == nil {
       throw StoreError(.invalidArgument, "month needs a year")
     }
@@ -168,7 +193,8 @@ extension RosterStore {
     if let year, !(1900...9999).contains(year) {
       throw StoreError(.invalidArgument, "year \(year) is not between 1900 and 9999")
     }
-    return try self.read { db in
+    // Heavy: a department's or everyone's month of days is read from raw sales.
+    return try await self.read(.heavy) { db in
       let months: [Row]
       var employeeID: Int64? = nil
       switch scope {

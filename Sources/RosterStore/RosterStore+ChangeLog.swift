@@ -44,9 +44,9 @@ extension RosterStore {
   ///
   /// - Throws: `StoreError.outOfRange` when changes after `sequence` were already pruned, or
   ///   when `sequence` is past the end of the log (a token from another database).
-  public func changes(after sequence: Int64, limit: Int) throws -> [Change] {
+  public func changes(after sequence: Int64, limit: Int) async throws -> [Change] {
     precondition(limit > 0 && limit <= Self.maximumChangePage)
-    return try self.read { db in
+    return try await self.read(.interactive) { db in
       let prunedThrough =
         try Int64.fetchOne(db, sql: "SELECT pruned_through FROM change_log_state") ?? 0
       if sequence < prunedThrough {

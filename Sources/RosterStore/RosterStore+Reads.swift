@@ -9,8 +9,8 @@ extension RosterStore {
   /// One employee by guid, reading only `fields`.
   ///
   /// - Throws: `StoreError.notFound` naming the guid.
-  public func employee(guid: String, fields: EmployeeFields) throws -> Employee {
-    try self.readStatement { db in
+  public func employee(guid: String, fields: EmployeeFields) async throws -> Employee {
+    try await self.read(.point, statement: true) { db in
       guard let employee = try Self.fetchEmployee(db, guid: guid, fields: fields) else {
         throw StoreError(.notFound, "no employee with guid '\(guid)'")
       }
@@ -21,8 +21,8 @@ extension RosterStore {
   /// Employees by guid, in the order asked, all or nothing, from one read transaction.
   ///
   /// - Throws: `StoreError.notFound` naming the first unknown guid.
-  public func employees(guids: [String], fields: EmployeeFields) throws -> [Employee] {
-    try self.read { db in
+  public func employees(guids: [String], fields: EmployeeFields) async throws -> [Employee] {
+    try await self.read(.point) { db in
       var result: [Employee] = []
       result.reserveCapacity(guids.count)
       for guid in guids {
@@ -35,14 +35,15 @@ extension RosterStore {
     }
   }
 
-  /// One keyset page of employees strictly after `cursor`.
+  /// One keyset page of employees strictly after `cursor`: in the interactive lane, or the
+  /// heavy one when a name filter makes its cost grow with the data.
   public func employeePage(
     fields: EmployeeFields,
     filter: EmployeeFilter,
     order: EmployeeOrder,
     after cursor: EmployeeCursor?,
     limit: Int
-  ) throws -> EmployeePage {
+  ) async throws -> EmployeePage {
     precondition(limit > 0 && limit <= Self.maximumPageSize)
     if let cursor, cursor.keys.count != EmployeeSQL.sortKeys(order).count {
       throw StoreError(.invalidArgument, "page_token does not belong to this order")
@@ -54,7 +55,8 @@ extension RosterStore {
       after: cursor,
       limit: limit + 1
     )
-    return try self.readStatement { db in
+    let kind: ReadKind = filter.nameContains == nil ? .interactive : .heavy
+    return try await self.read(kind, statement: true) { db in
       let statement = try db.cachedStatement(sql: query.sql)
       var employees: [Employee] = []
       employees.reserveCapacity(limit)
@@ -75,10 +77,11 @@ extension RosterStore {
     }
   }
 
-  /// How many employees match `filter`, counted in SQL.
-  public func countEmployees(filter: EmployeeFilter) throws -> Int64 {
+  /// How many employees match `filter`, counted in SQL, in the heavy lane: a count visits
+  /// every match.
+  public func countEmployees(filter: EmployeeFilter) async throws -> Int64 {
     let query = EmployeeSQL.count(filter)
-    return try self.readStatement { db in
+    return try await self.read(.heavy, statement: true) { db in
       let statement = try db.cachedStatement(sql: query.sql)
       return try Int64.fetchOne(statement, arguments: query.arguments) ?? 0
     }

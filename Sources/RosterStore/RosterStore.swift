@@ -1,15 +1,19 @@
 internal import Foundation
 internal import GRDB
+internal import GRDBSQLite
 public import Logging
 
 /// The one store every service shares: a WAL-mode SQLite database behind a GRDB pool.
 ///
-/// Reads run on reader connections in the calling task, with cached prepared statements,
-/// so a point read costs no thread hop. Writes go through the single writer connection.
+/// Reads run on reader connections on threads the store owns, in two lanes: cheap
+/// interactive reads, and heavy work (searches, aggregates, calendars) at a lower priority
+/// with bounded concurrency and queue. A cancelled call or a passed deadline interrupts its
+/// statement. Point reads may run inline in the caller (`StoreConfiguration.pointReads`).
+/// Writes go through the single writer connection.
 ///
 /// ```swift
 /// let store = try RosterStore(configuration: StoreConfiguration(path: "data/roster.sqlite"))
-/// let employee = try store.employee(guid: guid, fields: .all)
+/// let employee = try await store.employee(guid: guid, fields: .all)
 /// ```
 public struct RosterStore: Sendable {
   let pool: DatabasePool
@@ -29,6 +33,10 @@ public struct RosterStore: Sendable {
   let io: BlockingPool
   /// libvips work, with bounded concurrency.
   let imaging: BlockingPool
+  /// Cheap reads whose cost is bounded by a page.
+  let interactive: StoreLane
+  /// Reads whose cost grows with the data.
+  let heavy: StoreLane
 
   /// Opens (creating if needed) the database and brings its schema up to date.
   public init(
@@ -38,12 +46,18 @@ public struct RosterStore: Sendable {
     self.configuration = configuration
     self.logger = logger
     self.pictureFiles = try PictureFiles(directory: configuration.picturesDirectory)
-    self.pictureCache = PictureCache(budget: configuration.pictures.cacheBytes)
+    self.pictureCache = PictureCache(budget: configuration.effectivePictureCacheBytes)
     self.io = BlockingPool(label: "roster.io", width: 4)
     self.imaging = BlockingPool(
       label: "roster.imaging",
       width: configuration.pictures.thumbnailConcurrency
     )
+    self.interactive = StoreLane(name: "interactive", configuration: configuration.interactiveLane)
+    self.heavy = StoreLane(name: "heavy", configuration: configuration.heavyLane)
+    if let limit = configuration.memory.sqliteHeapBytes {
+      // Process-wide: SQLite frees cache pages to stay under it (a soft limit).
+      sqlite3_soft_heap_limit64(Int64(limit))
+    }
     let directory = URL(fileURLWithPath: configuration.path).deletingLastPathComponent()
     try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
     let pool = try DatabasePool(
@@ -83,7 +97,7 @@ public struct RosterStore: Sendable {
       let tempStore = db.configuration.readonly ? "MEMORY" : WriteCoalescer.tempStore.usual
       try db.execute(
         sql: """
-          PRAGMA cache_size = -\(settings.cacheSizeKiB);
+          PRAGMA cache_size = -\(settings.effectiveCacheSizeKiB);
           PRAGMA mmap_size = \(settings.mmapSize);
           PRAGMA journal_size_limit = \(settings.journalSizeLimit);
           PRAGMA busy_timeout = \(Int(settings.busyTimeoutSeconds * 1000));
@@ -128,6 +142,70 @@ public struct RosterStore: Sendable {
     StoreMetrics.readerWait.recordNanoseconds(
       wait.components.seconds * 1_000_000_000 + wait.components.attoseconds / 1_000_000_000
     )
+  }
+
+  /// Which lane a read runs in.
+  enum ReadKind {
+    /// A read of a few rows by key: inline or in the interactive lane, as configured.
+    case point
+    /// A read bounded by a page: the interactive lane.
+    case interactive
+    /// A read whose cost grows with the data: the heavy lane.
+    case heavy
+  }
+
+  /// Runs `body` on a reader connection in the lane for `kind`, inside one read transaction
+  /// (or none when `statement` says it runs one SELECT), with the statement interrupted when
+  /// the call is cancelled, its deadline passes or the lane's budget runs out.
+  func read<T: Sendable>(
+    _ kind: ReadKind,
+    statement: Bool = false,
+    _ body: @escaping @Sendable (Database) throws -> T
+  ) async throws -> T {
+    let lane: StoreLane
+    switch kind {
+    case .point:
+      if self.configuration.pointReads == .inline {
+        try LaneJob.check(CallControl.current)
+        return try statement ? self.readStatement(body) : self.read(body)
+      }
+      lane = self.interactive
+    case .interactive: lane = self.interactive
+    case .heavy: lane = self.heavy
+    }
+    return try await lane.run { job in
+      let run: (Database) throws -> T = { db in
+        try Self.interruptible(db, job) { try body(db) }
+      }
+      return try statement ? self.readStatement(run) : self.read(run)
+    }
+  }
+
+  /// Runs `body` with SQLite's progress handler polling `job.shouldStop`, so a long statement
+  /// stops within microseconds of its call's end.
+  static func interruptible<T>(_ db: Database, _ job: LaneJob, _ body: () throws -> T) throws -> T {
+    if job.shouldStop { throw StoreError.callCancelled }
+    let connection = db.sqliteConnection
+    sqlite3_progress_handler(
+      connection,
+      Self.progressInterval,
+      { context in
+        guard let context else { return 0 }
+        return Unmanaged<LaneJob>.fromOpaque(context).takeUnretainedValue().shouldStop ? 1 : 0
+      },
+      Unmanaged.passUnretained(job).toOpaque()
+    )
+    defer { sqlite3_progress_handler(connection, 0, nil, nil) }
+    return try body()
+  }
+
+  /// SQLite virtual-machine steps between two checks of a job's cancellation and deadline:
+  /// a few microseconds of work.
+  static let progressInterval: Int32 = 1000
+
+  /// The lanes' counters.
+  public var laneStatistics: (interactive: LaneStatistics, heavy: LaneStatistics) {
+    (self.interactive.statistics, self.heavy.statistics)
   }
 
   /// Like `read`, but without BEGIN and COMMIT around `body`: for a body that runs exactly
@@ -183,6 +261,6 @@ public struct RosterStore: Sendable {
 
   /// The value of a PRAGMA on a reader connection, for checks and diagnostics.
   public func pragma(_ name: String) throws -> String? {
-    try self.read { db in try String.fetchOne(db, sql: "PRAGMA \(name)") }
+    try self.read { (db: Database) in try String.fetchOne(db, sql: "PRAGMA \(name)") }
   }
 }

@@ -33,6 +33,30 @@ public struct StoreConfiguration: Sendable {
   public var changeLogRetention: ChangeLogRetention = ChangeLogRetention()
   /// Where full pictures live, and how they are checked, thumbnailed and cached.
   public var pictures: PictureConfiguration = PictureConfiguration()
+  /// The lane for cheap reads bounded by a page (and point reads, unless inline).
+  public var interactiveLane = LaneConfiguration(width: 2, queueLimit: 1024)
+  /// The lane for reads whose cost grows with the data: searches, counts with a name filter,
+  /// grouped aggregates, calendars. Lower priority (nice 10), and each query stops after 30 s.
+  public var heavyLane = LaneConfiguration(width: 2, queueLimit: 16, niceness: 10, budget: .seconds(30))
+  /// Where point reads (one employee, a batch by guid, counters) run.
+  public var pointReads: PointReads = .inline
+  /// The process-wide memory budget that SQLite's heap, every connection's page cache and
+  /// the picture cache share.
+  public var memory = MemoryBudget()
+
+  /// The page cache of each connection, in KiB: `cacheSizeKiB`, or the budget's share.
+  public var effectiveCacheSizeKiB: Int {
+    guard let share = self.memory.pageCacheBytes(connections: self.maximumReaderCount + 1) else {
+      return self.cacheSizeKiB
+    }
+    return max(256, min(self.cacheSizeKiB, share / 1024))
+  }
+
+  /// The picture cache's size: `pictures.cacheBytes`, or the budget's share.
+  public var effectivePictureCacheBytes: Int {
+    guard let share = self.memory.pictureCacheBytes else { return self.pictures.cacheBytes }
+    return min(self.pictures.cacheBytes, share)
+  }
 
   /// The directory of large picture files: `pictures.directory`, or `<path>-pictures`.
   public var picturesDirectory: String {
@@ -53,6 +77,43 @@ public struct StoreConfiguration: Sendable {
     /// fsync of the WAL at every commit: survives a power loss.
     case full
   }
+}
+
+/// Where point reads run.
+public enum PointReads: String, Sendable, CaseIterable {
+  /// In the calling task, with no thread hop: a point read takes microseconds.
+  case inline
+  /// In the interactive lane, like page reads.
+  case lane
+}
+
+/// How much memory the store may use, and how it is shared.
+///
+/// SQLite's whole heap (page caches, sorters, statements) is held under three quarters of
+/// the budget by its soft heap limit, which is process-wide; the page caches of all
+/// connections together get three eighths, and the picture cache a quarter. Memory-mapped
+/// database pages are file-backed and not counted.
+public struct MemoryBudget: Sendable, Hashable {
+  /// The budget in MiB; nil for none (each cache keeps its own setting).
+  public var megabytes: Int?
+
+  /// Creates a budget of `megabytes` MiB; 96 by default.
+  public init(megabytes: Int? = 96) {
+    self.megabytes = megabytes
+  }
+
+  private var bytes: Int? { self.megabytes.map { $0 * 1024 * 1024 } }
+
+  /// SQLite's soft heap limit, in bytes.
+  public var sqliteHeapBytes: Int? { self.bytes.map { $0 / 4 * 3 } }
+
+  /// Each connection's page cache, when `connections` share three eighths of the budget.
+  public func pageCacheBytes(connections: Int) -> Int? {
+    self.bytes.map { $0 / 8 * 3 / max(1, connections) }
+  }
+
+  /// The picture cache's share.
+  public var pictureCacheBytes: Int? { self.bytes.map { $0 / 4 } }
 }
 
 /// How the single writer groups write requests into transactions (group commit).

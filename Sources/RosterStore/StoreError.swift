@@ -11,6 +11,8 @@ public struct StoreError: Error, Hashable, Sendable, CustomStringConvertible {
       case outOfRange
       case resourceExhausted
       case unavailable
+      case cancelled
+      case deadlineExceeded
     }
 
     private let wrapped: Wrapped
@@ -28,6 +30,10 @@ public struct StoreError: Error, Hashable, Sendable, CustomStringConvertible {
     public static let resourceExhausted = Code(.resourceExhausted)
     /// The store cannot serve this now (shutting down); retrying later may succeed.
     public static let unavailable = Code(.unavailable)
+    /// The caller cancelled the call; its work was stopped.
+    public static let cancelled = Code(.cancelled)
+    /// The call's deadline, or the server's budget for one query, passed; its work was stopped.
+    public static let deadlineExceeded = Code(.deadlineExceeded)
 
     public var description: String { String(describing: self.wrapped) }
   }
@@ -44,4 +50,19 @@ public struct StoreError: Error, Hashable, Sendable, CustomStringConvertible {
   }
 
   public var description: String { "\(self.code): \(self.message)" }
+}
+
+extension StoreError {
+  /// The work stopped because its call was cancelled.
+  static let callCancelled = StoreError(.cancelled, "the call was cancelled; its query was stopped")
+  /// The work stopped because its call's deadline passed.
+  static let deadlinePassed = StoreError(
+    .deadlineExceeded,
+    "the call's deadline passed; its query was stopped"
+  )
+  /// The work stopped because it ran past the server's budget for one query.
+  static let budgetSpent = StoreError(
+    .deadlineExceeded,
+    "the query ran past the server's limit for one query (--max-query-seconds); narrow it"
+  )
 }

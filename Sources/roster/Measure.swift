@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import RosterStore
+import Synchronization
 
 /// `roster measure-analytics`: the server-side time of each analytics read, measured in
 /// process on a database file, the way the Analytics service calls the store.
@@ -8,7 +9,7 @@ import RosterStore
 /// It leaves out gRPC on purpose: this is the figure that must not grow with the data, and
 /// the transport's fixed cost would only hide it. `scripts/bench-analytics` runs it at 1k and
 /// at 1M employees.
-struct MeasureAnalytics: ParsableCommand {
+struct MeasureAnalytics: AsyncParsableCommand {
   static let configuration = CommandConfiguration(
     commandName: "measure-analytics",
     abstract: "Time the analytics reads in process on a database (median and p90, in µs)."
@@ -27,9 +28,9 @@ struct MeasureAnalytics: ParsableCommand {
     if self.iterations < 1 { throw ValidationError("--iterations must be at least 1") }
   }
 
-  func run() throws {
+  func run() async throws {
     let store = try RosterStore(configuration: StoreConfiguration(path: self.db))
-    let guids = try store.employeePage(
+    let guids = try await store.employeePage(
       fields: .all,
       filter: EmployeeFilter(),
       order: .startDate,
@@ -38,32 +39,34 @@ struct MeasureAnalytics: ParsableCommand {
     ).employees.map(\.guid)
     guard !guids.isEmpty else { throw ValidationError("the database has no employees") }
     let department = self.department
-    var next = 0
-    func guid() -> String {
-      next += 1
-      return guids[next % guids.count]
+    let next = Mutex(0)
+    @Sendable func guid() -> String {
+      next.withLock { next in
+        next += 1
+        return guids[next % guids.count]
+      }
     }
-    let reads: [(String, () throws -> Void)] = [
-      ("DepartmentHeadcounts", { _ = try store.departmentCounts() }),
-      ("DepartmentSummary", { _ = try store.departmentCounts(department) }),
-      ("EmployeeSales", { _ = try store.employeeSales(guid: guid()) }),
-      ("SalesCalendar, everyone", { _ = try store.salesCalendar(scope: .everyone) }),
-      ("SalesCalendar, a department", { _ = try store.salesCalendar(scope: .department(department)) }),
-      ("SalesCalendar, an employee", { _ = try store.salesCalendar(scope: .employee(guid: guid())) }),
+    let reads: [(String, @Sendable () async throws -> Void)] = [
+      ("DepartmentHeadcounts", { _ = try await store.departmentCounts() }),
+      ("DepartmentSummary", { _ = try await store.departmentCounts(department) }),
+      ("EmployeeSales", { _ = try await store.employeeSales(guid: guid()) }),
+      ("SalesCalendar, everyone", { _ = try await store.salesCalendar(scope: .everyone) }),
+      ("SalesCalendar, a department", { _ = try await store.salesCalendar(scope: .department(department)) }),
+      ("SalesCalendar, an employee", { _ = try await store.salesCalendar(scope: .employee(guid: guid())) }),
       (
         "SalesCalendar, everyone, 2024-03 days",
-        { _ = try store.salesCalendar(scope: .everyone, year: 2024, month: 3) }
+        { _ = try await store.salesCalendar(scope: .everyone, year: 2024, month: 3) }
       ),
     ]
     print("| read | median µs | p90 µs |")
     print("| --- | ---: | ---: |")
     for (name, read) in reads {
-      for _ in 0..<self.iterations { try read() }
+      for _ in 0..<self.iterations { try await read() }
       var samples: [Double] = []
       samples.reserveCapacity(self.iterations)
       for _ in 0..<self.iterations {
         let started = ContinuousClock.now
-        try read()
+        try await read()
         samples.append((ContinuousClock.now - started).seconds * 1e6)
       }
       samples.sort()

@@ -124,6 +124,35 @@ struct Serve: AsyncParsableCommand {
   @Option(help: "Rows per transaction of a bulk upsert (UpsertEmployees).")
   var bulkChunkRows: Int = 2_000
 
+  @Option(help: "Heavy store calls (searches, counts, aggregates, calendars) run at once, on threads of their own at a lower priority.")
+  var heavyConcurrency: Int = 2
+
+  @Option(help: "Heavy store calls that may wait for a thread; past that, RESOURCE_EXHAUSTED at once.")
+  var heavyQueue: Int = 16
+
+  @Option(help: "Interactive store reads (pages, change-log reads) run at once.")
+  var interactiveConcurrency: Int = 2
+
+  @Option(help: "Interactive store reads that may wait for a thread.")
+  var interactiveQueue: Int = 1024
+
+  @Option(help: "The longest one heavy query may run, in seconds, whatever the call's deadline; 0 for no limit.")
+  var maxQuerySeconds: Double = 30
+
+  @Option(
+    help: "Where point reads (GetEmployee, BatchGetEmployees, counters) run: inline (in the handler) or lane (the interactive lane).",
+    transform: { text in
+      guard let value = PointReads(rawValue: text.lowercased()) else {
+        throw ValidationError("--point-reads must be inline or lane")
+      }
+      return value
+    }
+  )
+  var pointReads: PointReads = .inline
+
+  @Option(help: "Memory budget in MiB shared by SQLite's heap (soft limit), every connection's page cache and the picture cache; 0 for none (each cache keeps its own flag).")
+  var memoryBudgetMb: Int = 96
+
   @Option(help: "Hours of history the change log keeps.")
   var changeLogMaxAgeHours: Int = 7 * 24
 
@@ -179,6 +208,16 @@ struct Serve: AsyncParsableCommand {
         "--max-picture-mb must be positive; --picture-cache-mb and --inline-picture-max-kib not negative"
       )
     }
+    guard self.heavyConcurrency >= 1, self.interactiveConcurrency >= 1, self.heavyQueue >= 0,
+      self.interactiveQueue >= 0
+    else {
+      throw ValidationError(
+        "--heavy-concurrency and --interactive-concurrency must be at least 1; the queues not negative"
+      )
+    }
+    guard self.maxQuerySeconds >= 0, self.memoryBudgetMb >= 0 else {
+      throw ValidationError("--max-query-seconds and --memory-budget-mb must not be negative")
+    }
     guard self.changeLogMaxAgeHours >= 1, self.changeLogMaxRows >= 1 else {
       throw ValidationError("--change-log-max-age-hours and --change-log-max-rows must be positive")
     }
@@ -228,6 +267,13 @@ struct Serve: AsyncParsableCommand {
     config.store.writer.window = .microseconds(self.commitWindowUs)
     config.store.writer.maximumBatch = self.maxWriteBatch
     config.store.writer.bulkChunkRows = self.bulkChunkRows
+    config.store.heavyLane.width = self.heavyConcurrency
+    config.store.heavyLane.queueLimit = self.heavyQueue
+    config.store.heavyLane.budget = self.maxQuerySeconds == 0 ? nil : .milliseconds(Int64(self.maxQuerySeconds * 1000))
+    config.store.interactiveLane.width = self.interactiveConcurrency
+    config.store.interactiveLane.queueLimit = self.interactiveQueue
+    config.store.pointReads = self.pointReads
+    config.store.memory = MemoryBudget(megabytes: self.memoryBudgetMb == 0 ? nil : self.memoryBudgetMb)
     config.store.changeLogRetention = ChangeLogRetention(
       maximumAge: .seconds(self.changeLogMaxAgeHours * 3600),
       maximumRows: self.changeLogMaxRows

@@ -94,7 +94,7 @@ struct AuthTests {
           _ = try await directory.deleteEmployees(.with { $0.all = true; $0.limit = 100 })
         }
       }
-      #expect(try store.countEmployees(filter: EmployeeFilter()) == 21)
+      #expect(try await store.countEmployees(filter: EmployeeFilter()) == 21)
       try await client(admin) { directory async throws in
         let deleted = try await directory.deleteEmployees(.with { $0.department = "Design"; $0.limit = 1000 })
         #expect(deleted.deleted >= 1)

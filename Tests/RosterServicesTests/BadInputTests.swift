@@ -243,23 +243,23 @@ struct BadInputTests {
   @Test("answers with the right status, naming the field", arguments: cases)
   func badInput(_ badCase: Case) async throws {
     try await withTemporaryStore(employees: 30) { store async throws in
-      let before = try store.countEmployees(filter: EmployeeFilter())
+      let before = try await store.countEmployees(filter: EmployeeFilter())
       let changesBefore = store.latestChange
-      let digest = try Self.digest(store)
+      let digest = try await Self.digest(store)
       try await withInProcessClient(store: store) { client async throws in
         await expectStatus(badCase.code, mentioning: badCase.mentioning) {
           try await badCase.call(Roster_V1_Directory.Client(wrapping: client))
         }
       }
-      #expect(try store.countEmployees(filter: EmployeeFilter()) == before)
+      #expect(try await store.countEmployees(filter: EmployeeFilter()) == before)
       #expect(store.latestChange == changesBefore, "a refused request records no change")
-      #expect(try Self.digest(store) == digest, "a refused request changes no row")
+      #expect(try await Self.digest(store) == digest, "a refused request changes no row")
     }
   }
 
   /// Every employee as stored, to compare before and after a refused request.
-  static func digest(_ store: RosterStore) throws -> [Employee] {
-    try store.employeePage(
+  static func digest(_ store: RosterStore) async throws -> [Employee] {
+    try await store.employeePage(
       fields: .all,
       filter: EmployeeFilter(),
       order: .name,

@@ -62,8 +62,9 @@ struct CallLimitTests {
     let limit = Duration.milliseconds(300)
     let started = ContinuousClock.now
     let pagesRead = Mutex(0)
+    let reaper = DeadlineReaper()
     await expectStatus(.deadlineExceeded, mentioning: "default of") {
-      _ = try await DefaultDeadlineInterceptor.run(until: started + limit, limit: limit) {
+      _ = try await CallControlInterceptor.run(until: started + limit, limit: limit, reaper: reaper) {
         // A handler that reads a page every 20 ms and checks for cancellation, as
         // StreamEmployees does: 100 pages would take 2 s.
         for _ in 0..<100 {
@@ -77,10 +78,12 @@ struct CallLimitTests {
     // Cut short: it never read all 100 pages (no timing bound: the machine is shared).
     #expect(pagesRead.withLock { $0 } < 100)
     // A body that finishes in time returns its value, and its own errors pass through.
-    let value = try await DefaultDeadlineInterceptor.run(until: .now + limit, limit: limit) { 42 }
+    let value = try await CallControlInterceptor.run(until: .now + limit, limit: limit, reaper: reaper) { 42 }
     #expect(value == 42)
+    // The call that ended in time left nothing behind: no timer, no entry in the reaper.
+    #expect(reaper.watched == 0)
     await expectStatus(.notFound, mentioning: "mine") {
-      _ = try await DefaultDeadlineInterceptor.run(until: .now + limit, limit: limit) { () async throws -> Int in
+      _ = try await CallControlInterceptor.run(until: .now + limit, limit: limit, reaper: reaper) { () async throws -> Int in
         throw RPCError(code: .notFound, message: "mine")
       }
     }
@@ -88,7 +91,7 @@ struct CallLimitTests {
 
   @Test("streaming calls are exempt from the default deadline, unary ones are not")
   func exemptions() {
-    let exempt = DefaultDeadlineInterceptor.exempt
+    let exempt = CallControlInterceptor.exempt
     for method in [
       Roster_V1_Directory.Method.UpsertEmployees.descriptor, Roster_V1_Directory.Method.StreamEmployees.descriptor,
       Roster_V1_Pictures.Method.GetPicture.descriptor, Roster_V1_Pictures.Method.PutPicture.descriptor,
@@ -123,7 +126,7 @@ struct CallLimitTests {
           }
           return ""
         }
-        #expect(try store.employee(guid: late, fields: .all).name == "Late Larry")
+        #expect(try await store.employee(guid: late, fields: .all).name == "Late Larry")
       }
       store.closeChangeFeed()
     }

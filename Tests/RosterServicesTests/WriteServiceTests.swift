@@ -65,7 +65,7 @@ struct WriteServiceTests {
       await expectStatus(.notFound, mentioning: created.guid) {
         _ = try await directory.getEmployee(.with { $0.guid = created.guid })
       }
-      #expect(try store.countEmployees(filter: EmployeeFilter()) == 0)
+      #expect(try await store.countEmployees(filter: EmployeeFilter()) == 0)
     }
   }
 
@@ -107,9 +107,9 @@ struct WriteServiceTests {
       #expect(response.updated == 1)
       #expect(response.rejected.map(\.index) == [1, 3])
       #expect(response.rejected[1].reason.contains("department"))
-      let merged = try store.employee(guid: existing.guid, fields: .all)
+      let merged = try await store.employee(guid: existing.guid, fields: .all)
       #expect(merged.about == "Merged" && merged.name == existing.name)
-      #expect(try store.employee(guid: newGUID, fields: .name).name == "Nova Stream")
+      #expect(try await store.employee(guid: newGUID, fields: .name).name == "Nova Stream")
     }
   }
 
@@ -130,7 +130,7 @@ struct WriteServiceTests {
         }
       )
       #expect(all.affected > 0)
-      #expect(try store.countEmployees(filter: EmployeeFilter()) == 300)
+      #expect(try await store.countEmployees(filter: EmployeeFilter()) == 300)
       let deleted = try await directory.deleteEmployees(
         .with {
           $0.department = "Sales"

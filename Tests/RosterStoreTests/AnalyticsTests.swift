@@ -74,12 +74,12 @@ struct AnalyticsTests {
   func countersStayInStep() async throws {
     try await withTemporaryStore(employees: 40) { store async throws in
       var random = SplitMix64(seed: 0xA11)
-      func guids() throws -> [String] {
-        try store.employeePage(fields: .all, filter: EmployeeFilter(), order: .name, after: nil, limit: 1000)
+      func guids() async throws -> [String] {
+        try await store.employeePage(fields: .all, filter: EmployeeFilter(), order: .name, after: nil, limit: 1000)
           .employees.map(\.guid)
       }
       for step in 0..<160 {
-        let everyone = try guids()
+        let everyone = try await guids()
         let someone = everyone.isEmpty ? nil : everyone[Int(random.next() % UInt64(everyone.count))]
         let department = Self.departments[Int(random.next() % 4)]
         let operation = random.next() % 9
@@ -149,6 +149,23 @@ struct AnalyticsTests {
     }
   }
 
+  /// Every group of an aggregate, walked in pages of 7; no page is larger, and no key comes
+  /// twice or out of order.
+  static func everyPage(
+    _ read: (AggregatePageRequest) async throws -> AggregatePage
+  ) async throws -> [AggregateValue] {
+    var groups: [AggregateValue] = []
+    var after: String?
+    repeat {
+      let page = try await read(AggregatePageRequest(after: after, limit: 7))
+      #expect(page.groups.count <= 7)
+      if let last = groups.last, let first = page.groups.first { #expect(first.key > last.key) }
+      groups += page.groups
+      after = page.next
+    } while after != nil
+    return groups
+  }
+
   static func reference(_ function: AggregateFunction, _ values: [Double]) -> Double {
     guard !values.isEmpty else { return 0 }
     let n = Double(values.count)
@@ -176,7 +193,7 @@ struct AnalyticsTests {
   func aggregateSales(function: AggregateFunction) async throws {
     try await withTemporaryStore(employees: 30) { store async throws in
       var random = SplitMix64(seed: 77)
-      let guids = try store.employeePage(fields: .all, filter: EmployeeFilter(), order: .name, after: nil, limit: 100)
+      let guids = try await store.employeePage(fields: .all, filter: EmployeeFilter(), order: .name, after: nil, limit: 100)
         .employees.map(\.guid)
       let sales = (0..<400).map { _ in
         SaleRow(
@@ -194,11 +211,15 @@ struct AnalyticsTests {
         (.day, { _, _, date in date }),
       ]
       for (grouping, key) in groupings {
-        let got = try store.aggregateSales(
-          function,
-          groupedBy: grouping,
-          filter: SalesFilter(fromDate: "2021-03-01", toDate: "2022-06-30")
-        )
+        // Walked in pages of 7 groups, so paging is checked against the same reference.
+        let got = try await Self.everyPage { page in
+          try await store.aggregateSales(
+            function,
+            groupedBy: grouping,
+            filter: SalesFilter(fromDate: "2021-03-01", toDate: "2022-06-30"),
+            page: page
+          )
+        }
         let expected = Dictionary(grouping: filtered) { key($0.department, $0.guid, $0.date) }
           .mapValues { Self.reference(function, $0.map(\.amount)) }
         #expect(got.map(\.key) == expected.keys.sorted(), "\(grouping) keys")
@@ -208,15 +229,16 @@ struct AnalyticsTests {
       }
       let one = guids[0]
       let mine = raw.filter { $0.guid == one }.map(\.amount)
-      let got = try store.aggregateSales(function, groupedBy: .none, filter: SalesFilter(employeeGUID: one))
-      #expect(Self.close(got.first?.value ?? .nan, Self.reference(function, mine)))
+      let got = try await store.aggregateSales(function, groupedBy: .none, filter: SalesFilter(employeeGUID: one))
+      #expect(got.next == nil)
+      #expect(Self.close(got.groups.first?.value ?? .nan, Self.reference(function, mine)))
     }
   }
 
   @Test("each function and grouping of AggregateEmployees matches a reference", arguments: AggregateFunction.allCases)
   func aggregateEmployees(function: AggregateFunction) async throws {
     try await withTemporaryStore(employees: 120) { store async throws in
-      let everyone = try store.employeePage(fields: .all, filter: EmployeeFilter(), order: .name, after: nil, limit: 1000)
+      let everyone = try await store.employeePage(fields: .all, filter: EmployeeFilter(), order: .name, after: nil, limit: 1000)
         .employees
       for filter in [EmployeeFilter(), EmployeeFilter(department: "Sales"), EmployeeFilter(active: true)] {
         let chosen = everyone.filter {
@@ -226,7 +248,9 @@ struct AnalyticsTests {
           (.none, { _ in "" }), (.department, { $0.department }), (.active, { $0.active ? "true" : "false" }),
         ]
         for (grouping, key) in groupings {
-          let got = try store.aggregateEmployees(function, groupedBy: grouping, filter: filter)
+          let got = try await Self.everyPage { page in
+            try await store.aggregateEmployees(function, groupedBy: grouping, filter: filter, page: page)
+          }
           let expected = Dictionary(grouping: chosen, by: key)
             .mapValues { Self.reference(function, $0.map { Double($0.vacationDays) }) }
           #expect(got.map(\.key) == expected.keys.sorted(), "\(grouping) keys with \(filter)")
@@ -235,14 +259,14 @@ struct AnalyticsTests {
           }
         }
       }
-      #expect(throws: StoreError.self) { try store.aggregateEmployees(function, groupedBy: .month, filter: EmployeeFilter()) }
+      await #expect(throws: StoreError.self) { try await store.aggregateEmployees(function, groupedBy: .month, filter: EmployeeFilter()) }
     }
   }
 
   @Test("a write in March invalidates March's cached days, not April's")
   func calendarCache() async throws {
     try await withTemporaryStore(employees: 5) { store async throws in
-      let guid = try store.employeePage(fields: .all, filter: EmployeeFilter(), order: .name, after: nil, limit: 1)
+      let guid = try await store.employeePage(fields: .all, filter: EmployeeFilter(), order: .name, after: nil, limit: 1)
         .employees[0].guid
       let sales = [
         SaleRow(employeeGUID: guid, amount: 10, date: "2024-03-05"),
@@ -250,8 +274,8 @@ struct AnalyticsTests {
         SaleRow(employeeGUID: guid, amount: 7.5, date: "2024-04-11"),
       ]
       _ = try await store.importSales(AsyncStreamOf([sales]))
-      let march = try store.salesCalendar(scope: .everyone, year: 2024, month: 3)
-      _ = try store.salesCalendar(scope: .everyone, year: 2024, month: 4)
+      let march = try await store.salesCalendar(scope: .everyone, year: 2024, month: 3)
+      _ = try await store.salesCalendar(scope: .everyone, year: 2024, month: 4)
       #expect(march.days.map(\.number) == [5])
       #expect(march.days.first?.count == 2)
       #expect(march.days.first?.amount == 30)
@@ -262,13 +286,13 @@ struct AnalyticsTests {
       #expect(before.misses == 2 && before.hits == 0)
 
       _ = try await store.importSales(AsyncStreamOf([[SaleRow(employeeGUID: guid, amount: 1, date: "2024-03-20")]]))
-      let again = try store.salesCalendar(scope: .everyone, year: 2024, month: 3)
-      _ = try store.salesCalendar(scope: .everyone, year: 2024, month: 4)
+      let again = try await store.salesCalendar(scope: .everyone, year: 2024, month: 3)
+      _ = try await store.salesCalendar(scope: .everyone, year: 2024, month: 4)
       let after = store.calendarCacheStatistics
       #expect(after.misses == 3, "March was computed again")
       #expect(after.hits == 1, "April came from the cache")
       #expect(again.days.map(\.number) == [5, 20])
-      let byEmployee = try store.salesCalendar(scope: .employee(guid: guid), year: 2024, month: 4)
+      let byEmployee = try await store.salesCalendar(scope: .employee(guid: guid), year: 2024, month: 4)
       #expect(byEmployee.days.map(\.amount) == [7.5])
     }
   }
@@ -276,7 +300,7 @@ struct AnalyticsTests {
   @Test("bad sales are rejected per row and the good ones land")
   func importRejections() async throws {
     try await withTemporaryStore(employees: 3) { store async throws in
-      let guid = try store.employeePage(fields: .all, filter: EmployeeFilter(), order: .name, after: nil, limit: 1)
+      let guid = try await store.employeePage(fields: .all, filter: EmployeeFilter(), order: .name, after: nil, limit: 1)
         .employees[0].guid
       let result = try await store.importSales(AsyncStreamOf([[
         SaleRow(employeeGUID: guid, amount: 12.34, date: "2023-01-02"),
@@ -294,7 +318,7 @@ struct AnalyticsTests {
       #expect(result.rejected[1].reason.contains("amount"))
       #expect(result.rejected[2].reason.contains("1899-12-31"))
       #expect(result.rejected[4].reason.contains("date"))
-      let sales = try store.employeeSales(guid: guid)
+      let sales = try await store.employeeSales(guid: guid)
       #expect(sales.count == 2)
       #expect(sales.total == 17.34)
       #expect(try Self.drift(store) == nil)

@@ -88,7 +88,7 @@ struct DemoSalesTests {
       #expect(try AnalyticsTests.drift(store) == nil)
       let first = try #require(Array(employees).first)
       let expected = Array(sales).filter { $0.employeeGUID == first.employee.guid }
-      let counted = try store.employeeSales(guid: first.employee.guid)
+      let counted = try await store.employeeSales(guid: first.employee.guid)
       #expect(counted.count == Int64(expected.count))
       #expect(abs(counted.total - expected.map(\.amount).reduce(0, +)) < 0.005)
     }

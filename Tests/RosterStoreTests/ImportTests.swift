@@ -24,7 +24,7 @@ struct ImportTests {
       #expect(summary.rejected[1].reason.contains("start_date"))
       #expect(summary.rejected[2].reason.contains("vacation_days"))
       #expect(summary.rejected[3].reason.contains("name"))
-      #expect(try store.countEmployees(filter: EmployeeFilter()) == 1)
+      #expect(try await store.countEmployees(filter: EmployeeFilter()) == 1)
     }
   }
 
@@ -34,11 +34,11 @@ struct ImportTests {
     try await withTemporaryStore(extra: [employee]) { store async throws in
       employee.name = "Second Name"
       _ = try await store.importEmployees([employee])
-      #expect(try store.countEmployees(filter: EmployeeFilter()) == 1)
-      let stored = try store.employee(guid: employee.guid.lowercased(), fields: .all)
+      #expect(try await store.countEmployees(filter: EmployeeFilter()) == 1)
+      let stored = try await store.employee(guid: employee.guid.lowercased(), fields: .all)
       #expect(stored.name == "Second Name")
-      #expect(try store.countEmployees(filter: EmployeeFilter(nameContains: "first")) == 0)
-      #expect(try store.countEmployees(filter: EmployeeFilter(nameContains: "second")) == 1)
+      #expect(try await store.countEmployees(filter: EmployeeFilter(nameContains: "first")) == 0)
+      #expect(try await store.countEmployees(filter: EmployeeFilter(nameContains: "second")) == 1)
     }
   }
 
@@ -61,14 +61,14 @@ struct ImportTests {
       }
       #expect(summary.imported == 501)
       #expect(
-        try store.departmentCounts().map(\.headcount).reduce(0, +) == 501,
+        try await store.departmentCounts().map(\.headcount).reduce(0, +) == 501,
         "the department counters are counted once after the load"
       )
       #expect(try store.read { db in try Row.fetchAll(db, sql: schema) } == before)
-      #expect(try store.countEmployees(filter: EmployeeFilter(nameContains: "NUÑEZ")) >= 1)
+      #expect(try await store.countEmployees(filter: EmployeeFilter(nameContains: "NUÑEZ")) >= 1)
       // Triggers work again: a later import is indexed for search at once.
       _ = try await store.importEmployees([makeEmployee(name: "Quintessa Unique")])
-      #expect(try store.countEmployees(filter: EmployeeFilter(nameContains: "quintessa")) == 1)
+      #expect(try await store.countEmployees(filter: EmployeeFilter(nameContains: "quintessa")) == 1)
       let integrity = try store.read { db in
         try String.fetchOne(db, sql: "PRAGMA integrity_check")
       }
@@ -96,7 +96,7 @@ struct ImportTests {
       try Int.fetchOne(db, sql: "SELECT count(*) FROM sqlite_master WHERE type = 'index' AND tbl_name = 'employees'")
     }
     #expect(indexes == 11, "nine listing indexes, the guid's, and the picture reference's")
-    #expect(try reopened.countEmployees(filter: EmployeeFilter(nameContains: "zoe")) == 1)
+    #expect(try await reopened.countEmployees(filter: EmployeeFilter(nameContains: "zoe")) == 1)
     let pending = try reopened.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM bulk_load_pending") }
     #expect(pending == 0)
   }
@@ -111,7 +111,7 @@ struct ImportTests {
           throw Boom()
         }
       }
-      #expect(try store.countEmployees(filter: EmployeeFilter(nameContains: "half")) == 1)
+      #expect(try await store.countEmployees(filter: EmployeeFilter(nameContains: "half")) == 1)
       let triggers = try store.read { db in
         try Int.fetchOne(db, sql: "SELECT count(*) FROM sqlite_master WHERE type = 'trigger'")
       }

@@ -21,11 +21,11 @@ struct PaginationTests {
   @Test("pages cover every matching employee exactly once, in order", arguments: shapes)
   func coverage(order: EmployeeOrder, filter: EmployeeFilter) async throws {
     try await withTemporaryStore(employees: 700) { store async throws in
-      let pages = try Self.walk(store, order: order, filter: filter, pageSize: 37)
+      let pages = try await Self.walk(store, order: order, filter: filter, pageSize: 37)
       let expected = try Self.bruteForce(store, order: order, filter: filter)
       #expect(pages.map(\.guid) == expected.map(\.guid))
       #expect(Set(pages.map(\.guid)).count == pages.count)
-      #expect(try store.countEmployees(filter: filter) == Int64(expected.count))
+      #expect(try await store.countEmployees(filter: filter) == Int64(expected.count))
     }
   }
 
@@ -37,7 +37,7 @@ struct PaginationTests {
       var cursor: EmployeeCursor?
       var round = 0
       repeat {
-        let page = try store.employeePage(
+        let page = try await store.employeePage(
           fields: [.guid], filter: EmployeeFilter(), order: order, after: cursor, limit: 25
         )
         seen += page.employees.map(\.guid)
@@ -59,7 +59,7 @@ struct PaginationTests {
   func duplicateNames() async throws {
     let twins = (0..<25).map { _ in makeEmployee(name: "Same Name") }
     try await withTemporaryStore(employees: 20, extra: twins) { store async throws in
-      let pages = try Self.walk(store, order: .name, filter: EmployeeFilter(), pageSize: 7)
+      let pages = try await Self.walk(store, order: .name, filter: EmployeeFilter(), pageSize: 7)
       #expect(pages.count == 45)
       #expect(Set(pages.map(\.guid)).count == 45)
     }
@@ -68,8 +68,8 @@ struct PaginationTests {
   @Test("a cursor with the wrong number of keys is rejected")
   func wrongCursor() async throws {
     try await withTemporaryStore(employees: 5) { store async throws in
-      #expect(throws: StoreError.self) {
-        _ = try store.employeePage(
+      await #expect(throws: StoreError.self) {
+        _ = try await store.employeePage(
           fields: .all, filter: EmployeeFilter(), order: .department,
           after: EmployeeCursor(keys: ["x"], id: 1), limit: 5
         )
@@ -82,11 +82,11 @@ struct PaginationTests {
     order: EmployeeOrder,
     filter: EmployeeFilter,
     pageSize: Int
-  ) throws -> [Employee] {
+  ) async throws -> [Employee] {
     var all: [Employee] = []
     var cursor: EmployeeCursor?
     repeat {
-      let page = try store.employeePage(
+      let page = try await store.employeePage(
         fields: [.guid, .name, .department, .startDate], filter: filter, order: order,
         after: cursor, limit: pageSize
       )

@@ -12,13 +12,13 @@ struct ReadTests {
   @Test("a read mask fills only the asked fields")
   func readMask() async throws {
     try await withTemporaryStore(employees: 10, extra: [Self.nunez]) { store async throws in
-      let partial = try store.employee(guid: Self.nunez.guid, fields: [.name, .department])
+      let partial = try await store.employee(guid: Self.nunez.guid, fields: [.name, .department])
       #expect(partial.name == "José Núñez")
       #expect(partial.department == "Legal")
       #expect(partial.guid == "")
       #expect(partial.email == "")
       #expect(partial.startDate == "")
-      let full = try store.employee(guid: Self.nunez.guid, fields: .all)
+      let full = try await store.employee(guid: Self.nunez.guid, fields: .all)
       #expect(full.guid == Self.nunez.guid)
       #expect(full.email == Self.nunez.email)
       #expect(full.startDate == Self.nunez.startDate)
@@ -41,10 +41,10 @@ struct ReadTests {
           arguments: [Self.nunez.guid, Self.nunez.guid]
         )
       }
-      let with = try store.employee(guid: Self.nunez.guid, fields: .all)
+      let with = try await store.employee(guid: Self.nunez.guid, fields: .all)
       #expect(with.thumbnail == [0xFF, 0xD8, 0xFF, 0xE0])
       #expect(with.pictureEtag == "etag-1")
-      let without = try store.employeePage(
+      let without = try await store.employeePage(
         fields: .all.subtracting(.thumbnail), filter: EmployeeFilter(), order: .name,
         after: nil, limit: 10
       )
@@ -62,13 +62,13 @@ struct ReadTests {
   )
   func search(text: String, findsNunez: Bool) async throws {
     try await withTemporaryStore(extra: [Self.nunez, Self.zoe]) { store async throws in
-      let page = try store.employeePage(
+      let page = try await store.employeePage(
         fields: [.guid], filter: EmployeeFilter(nameContains: text), order: .name, after: nil,
         limit: 10
       )
       #expect(page.employees.contains { $0.guid == Self.nunez.guid } == findsNunez)
       #expect(
-        try store.countEmployees(filter: EmployeeFilter(nameContains: text))
+        try await store.countEmployees(filter: EmployeeFilter(nameContains: text))
           == Int64(page.employees.count)
       )
     }
@@ -79,7 +79,7 @@ struct ReadTests {
     let odd = makeEmployee(name: "Star*Bright [QA]")
     try await withTemporaryStore(extra: [odd, Self.nunez]) { store async throws in
       for text in ["*", "r*b", "[qa]", "?"] {
-        let count = try store.countEmployees(filter: EmployeeFilter(nameContains: text))
+        let count = try await store.countEmployees(filter: EmployeeFilter(nameContains: text))
         #expect(count == (text == "?" ? 0 : 1), "searching \(text)")
       }
     }
@@ -88,12 +88,12 @@ struct ReadTests {
   @Test("department and active filters are exact")
   func filters() async throws {
     try await withTemporaryStore(extra: [Self.nunez, Self.zoe]) { store async throws in
-      #expect(try store.countEmployees(filter: EmployeeFilter(department: "Legal")) == 1)
-      #expect(try store.countEmployees(filter: EmployeeFilter(department: "legal")) == 0)
-      #expect(try store.countEmployees(filter: EmployeeFilter(department: "Nope")) == 0)
-      #expect(try store.countEmployees(filter: EmployeeFilter(active: true)) == 1)
-      #expect(try store.countEmployees(filter: EmployeeFilter(active: false)) == 1)
-      #expect(try store.countEmployees(filter: EmployeeFilter()) == 2)
+      #expect(try await store.countEmployees(filter: EmployeeFilter(department: "Legal")) == 1)
+      #expect(try await store.countEmployees(filter: EmployeeFilter(department: "legal")) == 0)
+      #expect(try await store.countEmployees(filter: EmployeeFilter(department: "Nope")) == 0)
+      #expect(try await store.countEmployees(filter: EmployeeFilter(active: true)) == 1)
+      #expect(try await store.countEmployees(filter: EmployeeFilter(active: false)) == 1)
+      #expect(try await store.countEmployees(filter: EmployeeFilter()) == 2)
     }
   }
 
@@ -101,11 +101,11 @@ struct ReadTests {
   func batchGet() async throws {
     try await withTemporaryStore(employees: 50, extra: [Self.nunez, Self.zoe]) { store async throws in
       let guids = [Self.zoe.guid, Self.nunez.guid, Self.zoe.guid]
-      let found = try store.employees(guids: guids, fields: [.guid])
+      let found = try await store.employees(guids: guids, fields: [.guid])
       #expect(found.map(\.guid) == guids)
       let unknown = "00000000-0000-4000-8000-000000000000"
-      #expect(throws: StoreError(.notFound, "no employee with guid '\(unknown)'")) {
-        _ = try store.employees(guids: [Self.zoe.guid, unknown], fields: [.guid])
+      await #expect(throws: StoreError(.notFound, "no employee with guid '\(unknown)'")) {
+        _ = try await store.employees(guids: [Self.zoe.guid, unknown], fields: [.guid])
       }
     }
   }

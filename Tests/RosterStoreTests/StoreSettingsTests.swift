@@ -11,12 +11,28 @@ struct StoreSettingsTests {
     try await withTemporaryStore { store async throws in
       #expect(try store.pragma("journal_mode") == "wal")
       #expect(try store.pragma("foreign_keys") == "1")
-      #expect(try store.pragma("cache_size") == "-\(store.configuration.cacheSizeKiB)")
+      #expect(try store.pragma("cache_size") == "-\(store.configuration.effectiveCacheSizeKiB)")
       #expect(try store.pragma("mmap_size") == "\(store.configuration.mmapSize)")
       #expect(
         try store.pragma("journal_size_limit") == "\(store.configuration.journalSizeLimit)"
       )
       #expect(try store.pragma("busy_timeout") == "5000")
+    }
+  }
+
+  @Test("the memory budget sizes every page cache and the picture cache, and bounds SQLite's heap")
+  func memoryBudget() async throws {
+    // 96 MiB by default: 3/8 shared by 8 readers and the writer, a quarter for pictures.
+    try await withTemporaryStore { store async throws in
+      #expect(store.configuration.memory.megabytes == 96)
+      #expect(try store.pragma("cache_size") == "-\(96 * 1024 / 8 * 3 / 9)")
+      #expect(store.configuration.effectivePictureCacheBytes == 24 * 1024 * 1024)
+      #expect(try store.pragma("soft_heap_limit") == "\(72 * 1024 * 1024)")
+    }
+    // Without a budget, each cache keeps its own setting.
+    try await withTemporaryStore(configure: { $0.memory = MemoryBudget(megabytes: nil) }) { store async throws in
+      #expect(try store.pragma("cache_size") == "-\(store.configuration.cacheSizeKiB)")
+      #expect(store.configuration.effectivePictureCacheBytes == store.configuration.pictures.cacheBytes)
     }
   }
 

@@ -33,7 +33,7 @@ struct WriterTests {
       #expect(after.commits - before.commits < 64, "64 writes should share commits")
       #expect(after.largestBatch > 1)
       for (offset, guid) in guids.enumerated() {
-        #expect(try store.employee(guid: guid, fields: .vacationDays).vacationDays == 100 + offset)
+        #expect(try await store.employee(guid: guid, fields: .vacationDays).vacationDays == 100 + offset)
       }
     }
   }
@@ -97,9 +97,9 @@ struct WriterTests {
       #expect(after.commits - before.commits < 7, "the neighbours shared a commit")
       #expect(after.failedWrites - before.failedWrites == 1)
       for index in 0..<8 where index != 3 {
-        #expect(try store.employee(guid: guids[index], fields: .name).name == "Renamed \(index)")
+        #expect(try await store.employee(guid: guids[index], fields: .name).name == "Renamed \(index)")
       }
-      #expect(try store.employee(guid: taken, fields: .name).name != "Dup")
+      #expect(try await store.employee(guid: taken, fields: .name).name != "Dup")
       #expect(store.latestChange - changesBefore == 7, "only the 7 good writes are logged")
     }
   }
@@ -122,7 +122,7 @@ struct WriterTests {
       #expect(updated.vacationDays == 3 && updated.department == "Sales")
       #expect(updated.updateTimeMillis >= created.updateTimeMillis)
       try await store.deleteEmployee(guid: created.guid)
-      let log = try store.changes(after: start, limit: 10)
+      let log = try await store.changes(after: start, limit: 10)
       #expect(log.map(\.kind) == [.inserted, .updated, .deleted])
       #expect(log.map(\.sequence) == [start + 1, start + 2, start + 3])
       #expect(log[1].fields == ["department", "vacation_days"])
@@ -169,12 +169,12 @@ struct WriterTests {
       #expect(summary.rejected[0].reason.contains("guid"))
       #expect(summary.rejected[1].reason.contains("name"))
       #expect(summary.rejected[2].reason.contains("start_date"))
-      let merged = try store.employee(guid: existing.guid, fields: .all)
+      let merged = try await store.employee(guid: existing.guid, fields: .all)
       #expect(merged.name == "New Name" && !merged.active)
       #expect(merged.department == "Sales", "a field the row leaves out keeps its value")
-      let inserted = try store.employee(guid: freshGUID.lowercased(), fields: .all)
+      let inserted = try await store.employee(guid: freshGUID.lowercased(), fields: .all)
       #expect(inserted.vacationDays == 7 && inserted.active)
-      let log = try store.changes(after: 0, limit: 100).suffix(2)
+      let log = try await store.changes(after: 0, limit: 100).suffix(2)
       #expect(log.map(\.kind) == [.updated, .inserted])
       #expect(log.first?.fields == ["name", "active"])
       #expect(log.allSatisfy { $0.author == "hr-feed" })
@@ -184,8 +184,8 @@ struct WriterTests {
   @Test("batch update changes only rows that differ; an unknown department matches nothing")
   func batchUpdate() async throws {
     try await withTemporaryStore(employees: 200) { store async throws in
-      let sales = try store.countEmployees(filter: EmployeeFilter(department: "Sales"))
-      let inactiveSales = try store.countEmployees(
+      let sales = try await store.countEmployees(filter: EmployeeFilter(department: "Sales"))
+      let inactiveSales = try await store.countEmployees(
         filter: EmployeeFilter(department: "Sales", active: false)
       )
       var changes = EmployeeChanges()
@@ -197,7 +197,7 @@ struct WriterTests {
       )
       #expect(affected == sales - inactiveSales)
       #expect(store.latestChange - start == Int64(affected))
-      #expect(try store.countEmployees(filter: EmployeeFilter(department: "Sales", active: true)) == 0)
+      #expect(try await store.countEmployees(filter: EmployeeFilter(department: "Sales", active: true)) == 0)
       let again = try await store.batchUpdateEmployees(
         filter: EmployeeFilter(department: "Sales"),
         changes: changes
@@ -215,7 +215,7 @@ struct WriterTests {
   func deleteMany() async throws {
     try await withTemporaryStore(employees: 1200) { store async throws in
       let filter = EmployeeFilter(active: true)
-      let matching = Int(try store.countEmployees(filter: filter))
+      let matching = Int(try await store.countEmployees(filter: filter))
       let commits = store.writerStatistics.commits
       let first = try await store.deleteEmployees(filter: filter, limit: matching - 10)
       #expect(first.deleted == matching - 10)
@@ -224,29 +224,29 @@ struct WriterTests {
       let rest = try await store.deleteEmployees(filter: filter, limit: 100)
       #expect(rest.deleted == 10)
       #expect(!rest.more)
-      #expect(try store.countEmployees(filter: filter) == 0)
-      #expect(try store.countEmployees(filter: EmployeeFilter()) == Int64(1200 - matching))
+      #expect(try await store.countEmployees(filter: filter) == 0)
+      #expect(try await store.countEmployees(filter: EmployeeFilter()) == Int64(1200 - matching))
     }
   }
 
   @Test("pruning moves the retention boundary, and a token behind it is out of range")
   func pruning() async throws {
     try await withTemporaryStore(employees: 50) { store async throws in
-      #expect(try store.changes(after: 0, limit: 100).count == 50)
+      #expect(try await store.changes(after: 0, limit: 100).count == 50)
       let pruned = try await store.pruneChangeLog(
         retention: ChangeLogRetention(maximumAge: .seconds(3600), maximumRows: 20)
       )
       #expect(pruned == 30)
-      #expect(throws: StoreError.self) { _ = try store.changes(after: 29, limit: 10) }
-      #expect(try store.changes(after: 30, limit: 100).map(\.sequence) == Array(31...50))
-      #expect(throws: StoreError.self) { _ = try store.changes(after: 51, limit: 10) }
+      await #expect(throws: StoreError.self) { _ = try await store.changes(after: 29, limit: 10) }
+      #expect(try await store.changes(after: 30, limit: 100).map(\.sequence) == Array(31...50))
+      await #expect(throws: StoreError.self) { _ = try await store.changes(after: 51, limit: 10) }
       // Age-based: everything is older than a cutoff in the future.
       let byAge = try await store.pruneChangeLog(
         retention: ChangeLogRetention(maximumAge: .seconds(0), maximumRows: 1000),
         nowMillis: RosterStore.nowMillis() + 60_000
       )
       #expect(byAge == 20)
-      #expect(try store.changes(after: 50, limit: 10).isEmpty)
+      #expect(try await store.changes(after: 50, limit: 10).isEmpty)
     }
   }
 

@@ -5,7 +5,7 @@ public import RosterStore
 ///
 /// ```swift
 /// try await withTemporaryStore(employees: 500) { store in
-///   #expect(try store.countEmployees(filter: EmployeeFilter()) == 500)
+///   #expect(try await store.countEmployees(filter: EmployeeFilter()) == 500)
 /// }
 /// ```
 @discardableResult

@@ -222,7 +222,7 @@ extension Roster_V1_Analytics {
         ///
         /// > Source IDL Documentation:
         /// >
-        /// > An aggregate over sale amounts, optionally grouped.
+        /// > An aggregate over sale amounts, optionally grouped; one page of groups per call.
         ///
         /// - Parameters:
         ///   - request: A streaming request of `Roster_V1_AggregateSalesRequest` messages.
@@ -240,7 +240,8 @@ extension Roster_V1_Analytics {
         ///
         /// > Source IDL Documentation:
         /// >
-        /// > An aggregate over employees' vacation days (or a count), optionally grouped.
+        /// > An aggregate over employees' vacation days (or a count), optionally grouped; one page of
+        /// > groups per call.
         ///
         /// - Parameters:
         ///   - request: A streaming request of `Roster_V1_AggregateEmployeesRequest` messages.
@@ -379,7 +380,7 @@ extension Roster_V1_Analytics {
         ///
         /// > Source IDL Documentation:
         /// >
-        /// > An aggregate over sale amounts, optionally grouped.
+        /// > An aggregate over sale amounts, optionally grouped; one page of groups per call.
         ///
         /// - Parameters:
         ///   - request: A request containing a single `Roster_V1_AggregateSalesRequest` message.
@@ -397,7 +398,8 @@ extension Roster_V1_Analytics {
         ///
         /// > Source IDL Documentation:
         /// >
-        /// > An aggregate over employees' vacation days (or a count), optionally grouped.
+        /// > An aggregate over employees' vacation days (or a count), optionally grouped; one page of
+        /// > groups per call.
         ///
         /// - Parameters:
         ///   - request: A request containing a single `Roster_V1_AggregateEmployeesRequest` message.
@@ -534,7 +536,7 @@ extension Roster_V1_Analytics {
         ///
         /// > Source IDL Documentation:
         /// >
-        /// > An aggregate over sale amounts, optionally grouped.
+        /// > An aggregate over sale amounts, optionally grouped; one page of groups per call.
         ///
         /// - Parameters:
         ///   - request: A `Roster_V1_AggregateSalesRequest` message.
@@ -552,7 +554,8 @@ extension Roster_V1_Analytics {
         ///
         /// > Source IDL Documentation:
         /// >
-        /// > An aggregate over employees' vacation days (or a count), optionally grouped.
+        /// > An aggregate over employees' vacation days (or a count), optionally grouped; one page of
+        /// > groups per call.
         ///
         /// - Parameters:
         ///   - request: A `Roster_V1_AggregateEmployeesRequest` message.
@@ -1003,7 +1006,7 @@ extension Roster_V1_Analytics {
         ///
         /// > Source IDL Documentation:
         /// >
-        /// > An aggregate over sale amounts, optionally grouped.
+        /// > An aggregate over sale amounts, optionally grouped; one page of groups per call.
         ///
         /// - Parameters:
         ///   - request: A request containing a single `Roster_V1_AggregateSalesRequest` message.
@@ -1026,7 +1029,8 @@ extension Roster_V1_Analytics {
         ///
         /// > Source IDL Documentation:
         /// >
-        /// > An aggregate over employees' vacation days (or a count), optionally grouped.
+        /// > An aggregate over employees' vacation days (or a count), optionally grouped; one page of
+        /// > groups per call.
         ///
         /// - Parameters:
         ///   - request: A request containing a single `Roster_V1_AggregateEmployeesRequest` message.
@@ -1241,7 +1245,7 @@ extension Roster_V1_Analytics {
         ///
         /// > Source IDL Documentation:
         /// >
-        /// > An aggregate over sale amounts, optionally grouped.
+        /// > An aggregate over sale amounts, optionally grouped; one page of groups per call.
         ///
         /// - Parameters:
         ///   - request: A request containing a single `Roster_V1_AggregateSalesRequest` message.
@@ -1275,7 +1279,8 @@ extension Roster_V1_Analytics {
         ///
         /// > Source IDL Documentation:
         /// >
-        /// > An aggregate over employees' vacation days (or a count), optionally grouped.
+        /// > An aggregate over employees' vacation days (or a count), optionally grouped; one page of
+        /// > groups per call.
         ///
         /// - Parameters:
         ///   - request: A request containing a single `Roster_V1_AggregateEmployeesRequest` message.
@@ -1503,7 +1508,7 @@ extension Roster_V1_Analytics.ClientProtocol {
     ///
     /// > Source IDL Documentation:
     /// >
-    /// > An aggregate over sale amounts, optionally grouped.
+    /// > An aggregate over sale amounts, optionally grouped; one page of groups per call.
     ///
     /// - Parameters:
     ///   - request: A request containing a single `Roster_V1_AggregateSalesRequest` message.
@@ -1532,7 +1537,8 @@ extension Roster_V1_Analytics.ClientProtocol {
     ///
     /// > Source IDL Documentation:
     /// >
-    /// > An aggregate over employees' vacation days (or a count), optionally grouped.
+    /// > An aggregate over employees' vacation days (or a count), optionally grouped; one page of
+    /// > groups per call.
     ///
     /// - Parameters:
     ///   - request: A request containing a single `Roster_V1_AggregateEmployeesRequest` message.
@@ -1751,7 +1757,7 @@ extension Roster_V1_Analytics.ClientProtocol {
     ///
     /// > Source IDL Documentation:
     /// >
-    /// > An aggregate over sale amounts, optionally grouped.
+    /// > An aggregate over sale amounts, optionally grouped; one page of groups per call.
     ///
     /// - Parameters:
     ///   - message: request message to send.
@@ -1784,7 +1790,8 @@ extension Roster_V1_Analytics.ClientProtocol {
     ///
     /// > Source IDL Documentation:
     /// >
-    /// > An aggregate over employees' vacation days (or a count), optionally grouped.
+    /// > An aggregate over employees' vacation days (or a count), optionally grouped; one page of
+    /// > groups per call.
     ///
     /// - Parameters:
     ///   - message: request message to send.

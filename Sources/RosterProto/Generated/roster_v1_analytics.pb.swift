@@ -301,6 +301,15 @@ public nonisolated struct Roster_V1_AggregateSalesRequest: Sendable {
   /// Only sales on or before this date (YYYY-MM-DD).
   public var toDate: String = String()
 
+  /// The most groups in one response (AIP-158): 0 means 1,000; larger values are capped at
+  /// 5,000, so a response stays under about 2 MB even with 100-character department keys
+  /// (every reply of the server is bounded, at most 4 MB).
+  public var pageSize: Int32 = 0
+
+  /// Token from a previous response's next_page_token, sent with the same other fields; empty
+  /// for the first page.
+  public var pageToken: String = String()
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
@@ -334,6 +343,12 @@ public nonisolated struct Roster_V1_AggregateEmployeesRequest: Sendable {
   /// Only employees whose name contains this text, ignoring case and diacritics.
   public var nameContains: String = String()
 
+  /// The most groups in one response, as in AggregateSalesRequest.page_size.
+  public var pageSize: Int32 = 0
+
+  /// Token from a previous response's next_page_token; empty for the first page.
+  public var pageToken: String = String()
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
@@ -358,14 +373,17 @@ public nonisolated struct Roster_V1_AggregateGroup: Sendable {
   public init() {}
 }
 
-/// Response of AggregateSales and AggregateEmployees.
+/// Response of AggregateSales and AggregateEmployees: one page of groups.
 public nonisolated struct Roster_V1_AggregateResponse: Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
   // methods supported on all messages.
 
-  /// The groups, sorted by key.
+  /// The groups of this page, sorted by key; every group appears on exactly one page.
   public var groups: [Roster_V1_AggregateGroup] = []
+
+  /// Token for the next page (pass it as page_token); empty on the last page.
+  public var nextPageToken: String = String()
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
@@ -803,7 +821,7 @@ nonisolated extension Roster_V1_EmployeeSalesResponse: SwiftProtobuf.Message, Sw
 
 nonisolated extension Roster_V1_AggregateSalesRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".AggregateSalesRequest"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}function\0\u{3}group_by\0\u{1}department\0\u{3}employee_guid\0\u{3}from_date\0\u{3}to_date\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}function\0\u{3}group_by\0\u{1}department\0\u{3}employee_guid\0\u{3}from_date\0\u{3}to_date\0\u{3}page_size\0\u{3}page_token\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -817,6 +835,8 @@ nonisolated extension Roster_V1_AggregateSalesRequest: SwiftProtobuf.Message, Sw
       case 4: try { try decoder.decodeSingularStringField(value: &self.employeeGuid) }()
       case 5: try { try decoder.decodeSingularStringField(value: &self.fromDate) }()
       case 6: try { try decoder.decodeSingularStringField(value: &self.toDate) }()
+      case 7: try { try decoder.decodeSingularInt32Field(value: &self.pageSize) }()
+      case 8: try { try decoder.decodeSingularStringField(value: &self.pageToken) }()
       default: break
       }
     }
@@ -841,6 +861,12 @@ nonisolated extension Roster_V1_AggregateSalesRequest: SwiftProtobuf.Message, Sw
     if !self.toDate.isEmpty {
       try visitor.visitSingularStringField(value: self.toDate, fieldNumber: 6)
     }
+    if self.pageSize != 0 {
+      try visitor.visitSingularInt32Field(value: self.pageSize, fieldNumber: 7)
+    }
+    if !self.pageToken.isEmpty {
+      try visitor.visitSingularStringField(value: self.pageToken, fieldNumber: 8)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -851,6 +877,8 @@ nonisolated extension Roster_V1_AggregateSalesRequest: SwiftProtobuf.Message, Sw
     if lhs.employeeGuid != rhs.employeeGuid {return false}
     if lhs.fromDate != rhs.fromDate {return false}
     if lhs.toDate != rhs.toDate {return false}
+    if lhs.pageSize != rhs.pageSize {return false}
+    if lhs.pageToken != rhs.pageToken {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
@@ -858,7 +886,7 @@ nonisolated extension Roster_V1_AggregateSalesRequest: SwiftProtobuf.Message, Sw
 
 nonisolated extension Roster_V1_AggregateEmployeesRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".AggregateEmployeesRequest"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}function\0\u{3}group_by\0\u{1}department\0\u{1}active\0\u{3}name_contains\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}function\0\u{3}group_by\0\u{1}department\0\u{1}active\0\u{3}name_contains\0\u{3}page_size\0\u{3}page_token\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -871,6 +899,8 @@ nonisolated extension Roster_V1_AggregateEmployeesRequest: SwiftProtobuf.Message
       case 3: try { try decoder.decodeSingularStringField(value: &self.department) }()
       case 4: try { try decoder.decodeSingularBoolField(value: &self._active) }()
       case 5: try { try decoder.decodeSingularStringField(value: &self.nameContains) }()
+      case 6: try { try decoder.decodeSingularInt32Field(value: &self.pageSize) }()
+      case 7: try { try decoder.decodeSingularStringField(value: &self.pageToken) }()
       default: break
       }
     }
@@ -896,6 +926,12 @@ nonisolated extension Roster_V1_AggregateEmployeesRequest: SwiftProtobuf.Message
     if !self.nameContains.isEmpty {
       try visitor.visitSingularStringField(value: self.nameContains, fieldNumber: 5)
     }
+    if self.pageSize != 0 {
+      try visitor.visitSingularInt32Field(value: self.pageSize, fieldNumber: 6)
+    }
+    if !self.pageToken.isEmpty {
+      try visitor.visitSingularStringField(value: self.pageToken, fieldNumber: 7)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -905,6 +941,8 @@ nonisolated extension Roster_V1_AggregateEmployeesRequest: SwiftProtobuf.Message
     if lhs.department != rhs.department {return false}
     if lhs._active != rhs._active {return false}
     if lhs.nameContains != rhs.nameContains {return false}
+    if lhs.pageSize != rhs.pageSize {return false}
+    if lhs.pageToken != rhs.pageToken {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
@@ -947,7 +985,7 @@ nonisolated extension Roster_V1_AggregateGroup: SwiftProtobuf.Message, SwiftProt
 
 nonisolated extension Roster_V1_AggregateResponse: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".AggregateResponse"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}groups\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}groups\0\u{3}next_page_token\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -956,6 +994,7 @@ nonisolated extension Roster_V1_AggregateResponse: SwiftProtobuf.Message, SwiftP
       // enabled. https://github.com/apple/swift-protobuf/issues/1034
       switch fieldNumber {
       case 1: try { try decoder.decodeRepeatedMessageField(value: &self.groups) }()
+      case 2: try { try decoder.decodeSingularStringField(value: &self.nextPageToken) }()
       default: break
       }
     }
@@ -965,11 +1004,15 @@ nonisolated extension Roster_V1_AggregateResponse: SwiftProtobuf.Message, SwiftP
     if !self.groups.isEmpty {
       try visitor.visitRepeatedMessageField(value: self.groups, fieldNumber: 1)
     }
+    if !self.nextPageToken.isEmpty {
+      try visitor.visitSingularStringField(value: self.nextPageToken, fieldNumber: 2)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
   public static func ==(lhs: Roster_V1_AggregateResponse, rhs: Roster_V1_AggregateResponse) -> Bool {
     if lhs.groups != rhs.groups {return false}
+    if lhs.nextPageToken != rhs.nextPageToken {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

@@ -1,0 +1,25 @@
+// Thread naming and per-thread priority, which need _GNU_SOURCE (gettid, pthread_setname_np)
+// that Swift's Glibc module does not expose.
+#ifndef ROSTER_THREAD_H
+#define ROSTER_THREAD_H
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/// Names the calling thread (at most 15 bytes are kept) and, when `niceness` is not 0, sets
+/// its nice value alone (Linux applies PRIO_PROCESS with a thread id to that thread).
+/// Returns 0, or -1 when the priority could not be set.
+int roster_thread_setup(const char *name, int niceness);
+
+/// The calling thread's nice value.
+int roster_thread_niceness(void);
+
+/// Copies the calling thread's name into `name` (at least 16 bytes).
+void roster_thread_name(char *name, int size);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
