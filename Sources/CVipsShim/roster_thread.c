@@ -16,6 +16,10 @@ int roster_thread_setup(const char *name, int niceness) {
   return setpriority(PRIO_PROCESS, (id_t)gettid(), niceness);
 }
 
+int roster_thread_set_niceness(int niceness) {
+  return setpriority(PRIO_PROCESS, (id_t)gettid(), niceness);
+}
+
 int roster_thread_niceness(void) {
   errno = 0;
   return getpriority(PRIO_PROCESS, (id_t)gettid());

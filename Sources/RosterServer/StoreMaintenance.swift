@@ -2,7 +2,7 @@ internal import Logging
 internal import RosterStore
 
 /// Background work on the store, off the request path: WAL checkpoints on their own
-/// connection, pruning of the change log to its retention policy, and a sweep of picture
+/// connection, the memory budget's gauges, pruning of the change log to its retention policy, and a sweep of picture
 /// files nothing references (at start, which clears uploads a crash cut off, then with every
 /// prune).
 ///
@@ -26,6 +26,7 @@ struct StoreMaintenance: Sendable {
         return
       }
       sincePrune += self.config.checkpointInterval
+      self.store.recordMemoryMetrics()
       do {
         let commits = self.store.writerStatistics.commits
         if commits != lastCommits {

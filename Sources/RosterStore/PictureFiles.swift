@@ -181,6 +181,9 @@ final class PictureCache: Sendable {
   /// flushes the rest.
   var largestEntry: Int { self.budget / 8 }
 
+  /// Bytes of pictures held now.
+  var heldBytes: Int { self.state.withLock { $0.bytes } }
+
   func get(_ etag: String) -> [UInt8]? {
     self.state.withLock { state in
       state.clock += 1

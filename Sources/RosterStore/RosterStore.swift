@@ -259,6 +259,21 @@ public struct RosterStore: Sendable {
     return result
   }
 
+  /// What the memory budget's parts use now: SQLite's heap (every connection's page cache,
+  /// statements and sorters) and the picture cache, in bytes.
+  public var memoryUse: (sqliteHeap: Int, pictureCache: Int) {
+    (Int(sqlite3_memory_used()), self.pictureCache.heldBytes)
+  }
+
+  /// Records the memory budget and its use as metrics (`roster_memory_budget_bytes`,
+  /// `roster_sqlite_heap_bytes`, `roster_picture_cache_bytes`).
+  public func recordMemoryMetrics() {
+    let use = self.memoryUse
+    StoreMetrics.memoryBudget.record((self.configuration.memory.megabytes ?? 0) * 1024 * 1024)
+    StoreMetrics.sqliteHeap.record(use.sqliteHeap)
+    StoreMetrics.pictureCacheBytes.record(use.pictureCache)
+  }
+
   /// The value of a PRAGMA on a reader connection, for checks and diagnostics.
   public func pragma(_ name: String) throws -> String? {
     try self.read { (db: Database) in try String.fetchOne(db, sql: "PRAGMA \(name)") }

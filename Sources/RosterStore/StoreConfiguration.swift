@@ -134,6 +134,9 @@ public struct WriterConfiguration: Sendable {
   /// Rows per chunk of a bulk upsert. Each chunk is one request to the writer: big enough to
   /// amortise a commit, small enough that an interactive write never waits long behind it.
   public var bulkChunkRows: Int = 2_000
+  /// The writer thread's nice value while it runs a bulk chunk, so interactive reads and
+  /// writes get the CPU first; 0 runs bulk work at the usual priority.
+  public var bulkNiceness: Int32 = 10
 
   /// Creates the default writer configuration.
   public init() {}

@@ -58,12 +58,15 @@ final class StoreLane: Sendable {
   let configuration: LaneConfiguration
   private let core: Core
   private let metrics: Metrics
+  /// Answers the callers of a lane below the usual priority (see `ThreadPriority`).
+  private let handoff: PriorityHandoff?
 
   init(name: String, configuration: LaneConfiguration) {
     self.name = name
     self.configuration = configuration
     self.core = Core()
     self.metrics = Metrics(lane: name)
+    self.handoff = configuration.niceness > 0 ? PriorityHandoff() : nil
   }
 
   /// Runs `body` on one of the lane's threads and returns its result.
@@ -160,8 +163,9 @@ final class StoreLane: Sendable {
         state.statistics.completed += 1
         if interrupted { state.statistics.interrupted += 1 }
       }
-      // Answered after the counters, so a caller that sees its answer sees them too.
-      answer()
+      // Answered after the counters, so a caller that sees its answer sees them too; from a
+      // thread at the usual priority when this one is lower.
+      if let handoff = self.handoff { handoff.run(answer) } else { answer() }
     }
   }
 
@@ -185,7 +189,7 @@ final class StoreLane: Sendable {
   }
 
   /// The calling thread's nice value, for tests and diagnostics.
-  static func currentNiceness() -> Int32 { roster_thread_niceness() }
+  static func currentNiceness() -> Int32 { ThreadPriority.current }
 
   /// The calling thread's name, for tests and diagnostics.
   static func currentThreadName() -> String {

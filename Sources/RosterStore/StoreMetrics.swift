@@ -18,4 +18,9 @@ enum StoreMetrics {
   /// Background WAL checkpoints, and the WAL's size after the last one.
   static let checkpoints = Counter(label: "roster_wal_checkpoints_total")
   static let walBytes = Gauge(label: "roster_wal_bytes")
+  /// The memory budget, and what its parts use: SQLite's whole heap (page caches included)
+  /// and the picture cache.
+  static let memoryBudget = Gauge(label: "roster_memory_budget_bytes")
+  static let sqliteHeap = Gauge(label: "roster_sqlite_heap_bytes")
+  static let pictureCacheBytes = Gauge(label: "roster_picture_cache_bytes")
 }

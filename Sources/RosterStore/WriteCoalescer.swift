@@ -225,6 +225,11 @@ final class WriteCoalescer: Sendable {
     // store's `write`) also uses this connection.
     if alone { Self.setTempStore(Self.tempStore.bulk, db) }
     defer { if alone { Self.setTempStore(Self.tempStore.usual, db) } }
+    // A bulk chunk yields the CPU to interactive work (the QoS lesson): the writer's thread
+    // runs its statements at the bulk niceness, and goes back before it answers anyone (a
+    // thread it starts would inherit the lower priority) and before GRDB's queue reuses it.
+    var priority = PriorityScope(lowerTo: alone ? self.configuration.bulkNiceness : 0)
+    defer { priority.restore() }
     do {
       try db.beginTransaction(.immediate)
       for job in batch {
@@ -245,6 +250,7 @@ final class WriteCoalescer: Sendable {
         // A lone job has no savepoint: its failure rolls back its transaction, which holds
         // nothing else.
         try db.rollback()
+        priority.restore()
         self.state.withLock { $0.statistics.failedWrites += failed }
         for complete in completions { complete(nil) }
         return
@@ -252,6 +258,7 @@ final class WriteCoalescer: Sendable {
       try db.commit()
     } catch {
       try? db.rollback()
+      priority.restore()
       for complete in completions { complete(nil) }
       for complete in pending { complete(error) }
       self.state.withLock { $0.statistics.failedWrites += batch.count }
@@ -264,8 +271,28 @@ final class WriteCoalescer: Sendable {
       $0.statistics.largestBatch = max($0.statistics.largestBatch, batch.count)
     }
     StoreMetrics.commits.increment()
+    priority.restore()
     self.afterCommit(db)
     for complete in completions { complete(nil) }
     for complete in pending { complete(nil) }
+  }
+}
+
+/// Lowers the calling thread's priority until `restore`, when the process may raise it back
+/// (`ThreadPriority.canRestore`); otherwise does nothing.
+struct PriorityScope {
+  private var previous: Int32?
+
+  init(lowerTo niceness: Int32) {
+    let current = ThreadPriority.current
+    guard niceness > current, ThreadPriority.canRestore, ThreadPriority.set(niceness) else { return }
+    self.previous = current
+  }
+
+  /// Puts the thread's priority back; idempotent.
+  mutating func restore() {
+    guard let previous = self.previous else { return }
+    ThreadPriority.set(previous)
+    self.previous = nil
   }
 }

@@ -8,9 +8,10 @@ import TestSupport
 /// The store's lanes: interrupts on cancellation, deadline and budget; admission; priority.
 @Suite("Store lanes", .timeLimit(.minutes(1)))
 struct LaneTests {
-  /// A statement that never ends by itself: counts an endless recursive sequence.
+  /// A statement that runs for minutes: counts a recursive sequence of 500 million. Bounded, so
+  /// a broken interrupt fails the suite (by its time limit) without running forever.
   static let endless = """
-    WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT count(*) FROM c
+    WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 500000000) SELECT count(*) FROM c
     """
 
   static func runEndless(_ store: RosterStore) async throws -> Int {
@@ -119,6 +120,12 @@ struct LaneTests {
       #expect(interactive == 0)
       let name = try await store.read(.heavy) { _ in StoreLane.currentThreadName() }
       #expect(name.hasPrefix("roster.heavy"))
+      // Heavy threads hand their answers to a thread at the usual priority, so no thread the
+      // runtime starts to resume a caller inherits the lower one.
+      for _ in 0..<20 {
+        _ = try await store.read(.heavy) { _ in 0 }
+        #expect(StoreLane.currentNiceness() == 0)
+      }
     }
   }
 

@@ -49,6 +49,17 @@ struct StoreSettingsTests {
     }
   }
 
+  @Test("the writer runs bulk chunks at a lower priority, and interactive writes at the usual one")
+  func bulkPriority() async throws {
+    try await withTemporaryStore { store async throws in
+      let niceness = { @Sendable (_: Database) in StoreLane.currentNiceness() }
+      #expect(try await store.submit(bulk: true, niceness) == 10)
+      #expect(try await store.submit(bulk: false, niceness) == 0)
+      #expect(try await store.submit(bulk: true, niceness) == 10)
+      #expect(try await store.submit(bulk: false, niceness) == 0)
+    }
+  }
+
   @Test("employees have an integer primary key and a unique guid")
   func schema() async throws {
     try await withTemporaryStore(employees: 3) { store async throws in
