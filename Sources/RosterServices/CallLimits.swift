@@ -52,13 +52,13 @@ public struct CallControlInterceptor: ServerInterceptor {
     let control = CallControl(deadline: end)
     let reaper = self.reaper
     @Sendable func bounded<T: Sendable>(_ body: @escaping @Sendable () async throws -> T) async throws -> T {
-      try await withRPCCancellationHandler {
-        try await CallControl.$current.withValue(control) {
+      try await CallControl.$current.withValue(control) {
+        try await withRPCCancellationHandler {
           guard let limit, let end else { return try await body() }
           return try await Self.run(until: end, limit: limit, reaper: reaper, body)
+        } onCancelRPC: {
+          control.cancel()
         }
-      } onCancelRPC: {
-        control.cancel()
       }
     }
     // A unary handler runs inside `next`, a streaming one inside the producer: bound both.

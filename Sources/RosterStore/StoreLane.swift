@@ -56,7 +56,7 @@ public struct LaneStatistics: Sendable, Hashable {
 final class StoreLane: Sendable {
   let name: String
   let configuration: LaneConfiguration
-  private let core: Core
+  private let core = LockedCondition(State())
   private let metrics: Metrics
   /// Answers the callers of a lane below the usual priority (see `ThreadPriority`).
   private let handoff: PriorityHandoff?
@@ -64,7 +64,6 @@ final class StoreLane: Sendable {
   init(name: String, configuration: LaneConfiguration) {
     self.name = name
     self.configuration = configuration
-    self.core = Core()
     self.metrics = Metrics(lane: name)
     self.handoff = configuration.niceness > 0 ? PriorityHandoff() : nil
   }
@@ -201,30 +200,12 @@ final class StoreLane: Sendable {
   /// How long a thread with nothing to do stays.
   static let idleTimeout: TimeInterval = 5
 
-  /// The queue and counters, under a condition variable the idle threads wait on.
-  ///
-  /// `@unchecked Sendable`: every access to `state` holds `condition`'s lock.
-  private final class Core: @unchecked Sendable {
-    struct State {
-      var queue: [LaneJob] = []
-      var threads = 0
-      var idle = 0
-      var statistics = LaneStatistics()
-    }
-    private let condition = NSCondition()
-    private var state = State()
-
-    func withLock<T>(_ body: (inout State) -> T) -> T {
-      self.condition.lock()
-      defer { self.condition.unlock() }
-      return body(&self.state)
-    }
-
-    /// Inside `withLock` only.
-    func wait(until date: Date) -> Bool { self.condition.wait(until: date) }
-
-    /// Inside `withLock` only.
-    func signal() { self.condition.signal() }
+  /// The queue and counters, under the condition variable the idle threads wait on.
+  private struct State {
+    var queue: [LaneJob] = []
+    var threads = 0
+    var idle = 0
+    var statistics = LaneStatistics()
   }
 
   private struct Metrics: Sendable {

@@ -44,7 +44,7 @@ enum ThreadPriority {
 /// lower priority answer their callers (see `ThreadPriority`). It starts when work arrives and
 /// exits after a few idle seconds.
 final class PriorityHandoff: Sendable {
-  private let core = Core()
+  private let core = LockedCondition(State())
 
   /// Runs `body` soon on the handoff thread.
   func run(_ body: @escaping @Sendable () -> Void) {
@@ -62,7 +62,7 @@ final class PriorityHandoff: Sendable {
     }
   }
 
-  private static func work(_ core: Core) {
+  private static func work(_ core: LockedCondition<State>) {
     while true {
       let batch: [@Sendable () -> Void]? = core.withLock { state in
         while state.queue.isEmpty {
@@ -79,25 +79,8 @@ final class PriorityHandoff: Sendable {
     }
   }
 
-  /// `@unchecked Sendable`: every access to `state` holds `condition`'s lock.
-  private final class Core: @unchecked Sendable {
-    struct State {
-      var queue: [@Sendable () -> Void] = []
-      var running = false
-    }
-    private let condition = NSCondition()
-    private var state = State()
-
-    func withLock<T>(_ body: (inout State) -> T) -> T {
-      self.condition.lock()
-      defer { self.condition.unlock() }
-      return body(&self.state)
-    }
-
-    /// Inside `withLock` only.
-    func wait(until date: Date) -> Bool { self.condition.wait(until: date) }
-
-    /// Inside `withLock` only.
-    func signal() { self.condition.signal() }
+  private struct State {
+    var queue: [@Sendable () -> Void] = []
+    var running = false
   }
 }
