@@ -75,28 +75,36 @@ public struct CallControlInterceptor: ServerInterceptor {
     return response
   }
 
-  /// Runs `body` in a task the reaper cancels at `end`; a body cancelled that way ends in
-  /// `DEADLINE_EXCEEDED`. The task and the reaper's entry end with the body.
+  /// Runs `body` as a child task that the reaper cancels at `end`; a body cancelled that way
+  /// ends in `DEADLINE_EXCEEDED`. A second child waits for the reaper's signal, and is woken by
+  /// cancellation when the body finishes first, so nothing of the call (no timer, no task, no
+  /// reaper entry) outlives it. Structured on purpose: `body` may capture a closure that must
+  /// not escape the call (`withoutActuallyEscaping`).
   static func run<T: Sendable>(
     until end: ContinuousClock.Instant,
     limit: Duration,
     reaper: DeadlineReaper,
     _ body: @escaping @Sendable () async throws -> T
   ) async throws -> T {
-    let task = Task { try await body() }
+    let expiry = Expiry()
     let control = CallControl.current
     let entry = reaper.watch(until: end) {
-      task.cancel()
+      expiry.fire()
       control?.cancel()
     }
     defer { reaper.forget(entry) }
-    do {
-      return try await withTaskCancellationHandler {
-        try await task.value
-      } onCancel: {
-        task.cancel()
+    return try await withThrowingTaskGroup(of: T?.self) { group in
+      group.addTask { try await body() }
+      group.addTask {
+        await expiry.wait()
+        return nil
       }
-    } catch let error where ContinuousClock.now >= end && Self.isCancellation(error) {
+      defer { group.cancelAll() }
+      do {
+        if let first = try await group.next(), let value = first { return value }
+      } catch let error where !(ContinuousClock.now >= end && Self.isCancellation(error)) {
+        throw error
+      }
       throw RPCError(
         code: .deadlineExceeded,
         message: "the call brought no deadline and ran past the default of \(limit)"
@@ -123,6 +131,41 @@ public struct CallControlInterceptor: ServerInterceptor {
     case "u": return .microseconds(value)
     case "n": return .nanoseconds(value)
     default: return nil
+    }
+  }
+}
+
+/// A one-shot signal from the reaper to a call: `wait` returns once `fire` was called, or when
+/// the waiting task is cancelled.
+final class Expiry: Sendable {
+  private enum State {
+    case idle
+    case waiting(CheckedContinuation<Void, Never>)
+    case done
+  }
+  private let state = Mutex(State.idle)
+
+  func fire() {
+    let waiter: CheckedContinuation<Void, Never>? = self.state.withLock { state in
+      defer { state = .done }
+      if case .waiting(let continuation) = state { return continuation }
+      return nil
+    }
+    waiter?.resume()
+  }
+
+  func wait() async {
+    await withTaskCancellationHandler {
+      await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+        let resumeNow = self.state.withLock { state -> Bool in
+          if case .done = state { return true }
+          state = .waiting(continuation)
+          return false
+        }
+        if resumeNow { continuation.resume() }
+      }
+    } onCancel: {
+      self.fire()
     }
   }
 }

@@ -13,14 +13,34 @@ final class LockedCondition<State>: @unchecked Sendable {
     self.state = state
   }
 
+  /// Runs `body` with the lock held. `body` must not wait: a wait releases the lock while an
+  /// `inout` access to the state is open, and other threads' changes would be lost.
   func withLock<T>(_ body: (inout State) -> T) -> T {
     self.condition.lock()
     defer { self.condition.unlock() }
     return body(&self.state)
   }
 
-  /// Sleeps until signalled or `date`; false on time-out. Inside `withLock` only.
-  func wait(until date: Date) -> Bool { self.condition.wait(until: date) }
+  /// Waits until `ready` holds or `deadline` passes, then runs `body` with the lock held;
+  /// `body`'s flag says whether `ready` held. Each check reads the state afresh, so changes
+  /// made while this thread slept are seen.
+  func wait<T>(
+    until deadline: Date,
+    for ready: (State) -> Bool,
+    beforeSleeping: (inout State) -> Void = { _ in },
+    afterSleeping: (inout State) -> Void = { _ in },
+    then body: (inout State, Bool) -> T
+  ) -> T {
+    self.condition.lock()
+    defer { self.condition.unlock() }
+    while !ready(self.state) {
+      beforeSleeping(&self.state)
+      let signalled = self.condition.wait(until: deadline)
+      afterSleeping(&self.state)
+      if !signalled { break }
+    }
+    return body(&self.state, ready(self.state))
+  }
 
   /// Wakes one waiter. Inside `withLock` only.
   func signal() { self.condition.signal() }

@@ -170,15 +170,15 @@ final class StoreLane: Sendable {
 
   /// The next job, waiting for one; nil when the thread should exit (idle too long).
   private func next() -> LaneJob? {
-    self.core.withLock { state in
-      while state.queue.isEmpty {
-        state.idle += 1
-        let signalled = self.core.wait(until: Date(timeIntervalSinceNow: Self.idleTimeout))
-        state.idle -= 1
-        if !signalled && state.queue.isEmpty {
-          state.threads -= 1
-          return nil
-        }
+    self.core.wait(
+      until: Date(timeIntervalSinceNow: Self.idleTimeout),
+      for: { !$0.queue.isEmpty },
+      beforeSleeping: { $0.idle += 1 },
+      afterSleeping: { $0.idle -= 1 }
+    ) { state, ready in
+      guard ready else {
+        state.threads -= 1
+        return nil
       }
       let job = state.queue.removeFirst()
       state.statistics.running += 1

@@ -64,12 +64,13 @@ final class PriorityHandoff: Sendable {
 
   private static func work(_ core: LockedCondition<State>) {
     while true {
-      let batch: [@Sendable () -> Void]? = core.withLock { state in
-        while state.queue.isEmpty {
-          if !core.wait(until: Date(timeIntervalSinceNow: StoreLane.idleTimeout)) && state.queue.isEmpty {
-            state.running = false
-            return nil
-          }
+      let batch: [@Sendable () -> Void]? = core.wait(
+        until: Date(timeIntervalSinceNow: StoreLane.idleTimeout),
+        for: { !$0.queue.isEmpty }
+      ) { state, ready in
+        guard ready else {
+          state.running = false
+          return nil
         }
         defer { state.queue.removeAll(keepingCapacity: true) }
         return state.queue
