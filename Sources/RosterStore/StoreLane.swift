@@ -11,7 +11,8 @@ public struct LaneConfiguration: Sendable, Hashable {
   /// Jobs waiting for a thread; one more is refused with `resourceExhausted` at once.
   public var queueLimit: Int
   /// The lane's threads' nice value (Linux): 0 for interactive work, higher so heavy work
-  /// yields the CPU to whatever else wants it, the server's QoS.
+  /// yields the CPU to whatever else wants it, the server's QoS; 19 also puts the threads in
+  /// the SCHED_IDLE class, preempted at once by any ordinary thread that wakes.
   public var niceness: Int32
   /// The longest one job may run before it is interrupted, whatever its caller's deadline;
   /// nil for no bound.
@@ -46,8 +47,8 @@ public struct LaneStatistics: Sendable, Hashable {
 ///
 /// Store work whose cost grows with the data must never run on the cooperative pool (two
 /// threads on this machine) or an event loop: it would hold up every other call, health
-/// checks included. The store has two lanes: one for cheap interactive reads and one, at a
-/// lower priority, for heavy work (searches, aggregates, imports). Each job's statement is
+/// checks included. The store has two lanes: one for cheap interactive reads and one, in the
+/// background scheduling class, for heavy work (searches, aggregates, imports). Each job's statement is
 /// stopped when its call is cancelled, its deadline passes or the lane's budget runs out
 /// (see `LaneJob.shouldStop`, polled by SQLite's progress handler).
 ///

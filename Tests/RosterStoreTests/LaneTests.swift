@@ -117,7 +117,7 @@ struct LaneTests {
     try await withTemporaryStore { store async throws in
       let heavy = try await store.read(.heavy) { _ in StoreLane.currentNiceness() }
       let interactive = try await store.read(.interactive) { _ in StoreLane.currentNiceness() }
-      #expect(heavy == 10)
+      #expect(heavy == 19)
       #expect(interactive == 0)
       let name = try await store.read(.heavy) { _ in StoreLane.currentThreadName() }
       #expect(name.hasPrefix("roster.heavy"))

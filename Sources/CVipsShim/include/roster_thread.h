@@ -8,7 +8,8 @@ extern "C" {
 #endif
 
 /// Names the calling thread (at most 15 bytes are kept) and, when `niceness` is not 0, sets
-/// its nice value alone (Linux applies PRIO_PROCESS with a thread id to that thread).
+/// its nice value alone (Linux applies PRIO_PROCESS with a thread id to that thread); 19 or
+/// more also puts it in the SCHED_IDLE class.
 /// Returns 0, or -1 when the priority could not be set.
 int roster_thread_setup(const char *name, int niceness);
 
