@@ -11,12 +11,12 @@ import TestSupport
 /// deadline stops the server's work, a full heavy queue refuses at once, and aggregates page.
 ///
 /// The database is seeded once for the suite: `ROSTER_ROBUST_EMPLOYEES` employees (100,000 by
-/// default) with `ROSTER_ROBUST_SALES` demo sales each (10), so one heavy call (a MEDIAN over
+/// default) with `ROSTER_ROBUST_SALES` demo sales each (20), so one heavy call (a MEDIAN over
 /// every sale, grouped by department) takes seconds in a debug build.
 @Suite("Robust under load, end to end", .serialized, .timeLimit(.minutes(10)))
 struct RobustnessTests {
   static let employees = Int(ProcessInfo.processInfo.environment["ROSTER_ROBUST_EMPLOYEES"] ?? "") ?? 100_000
-  static let salesPerEmployee = Int(ProcessInfo.processInfo.environment["ROSTER_ROBUST_SALES"] ?? "") ?? 10
+  static let salesPerEmployee = Int(ProcessInfo.processInfo.environment["ROSTER_ROBUST_SALES"] ?? "") ?? 20
   /// The heavy call: every sale read, every amount kept for the exact median.
   static let heavy = Roster_V1_AggregateSalesRequest.with {
     $0.function = .median
@@ -97,8 +97,8 @@ struct RobustnessTests {
         try await checkHealth()
         try await getEmployee()
       }
-      let idleHealth = try await Self.p99(400, checkHealth)
-      let idleGet = try await Self.p99(400, getEmployee)
+      let idleHealth = try await Self.p99(1000, checkHealth)
+      let idleGet = try await Self.p99(1000, getEmployee)
 
       let finished = Tally()
       let (loadedHealth, loadedGet) = try await withThrowingTaskGroup(of: Void.self) { group in
@@ -119,8 +119,8 @@ struct RobustnessTests {
         try await Task.sleep(for: .milliseconds(500))
         let cpuBefore = try Self.cpuSeconds(server.pid)
         let started = ContinuousClock.now
-        let loadedHealth = try await Self.p99(400, checkHealth)
-        let loadedGet = try await Self.p99(400, getEmployee)
+        let loadedHealth = try await Self.p99(1000, checkHealth)
+        let loadedGet = try await Self.p99(1000, getEmployee)
         let wall = ContinuousClock.now - started
         let cpu = try Self.cpuSeconds(server.pid) - cpuBefore
         print("RobustnessTests: server CPU \(cpu) s over \(wall) while measuring under load")
