@@ -139,9 +139,7 @@ public struct RosterStore: Sendable {
 
   private static func recordReaderWait(since requested: ContinuousClock.Instant) {
     let wait = ContinuousClock.now - requested
-    StoreMetrics.readerWait.recordNanoseconds(
-      wait.components.seconds * 1_000_000_000 + wait.components.attoseconds / 1_000_000_000
-    )
+    StoreMetrics.readerWait.recordNanoseconds(wait.nanoseconds)
   }
 
   /// Which lane a read runs in.

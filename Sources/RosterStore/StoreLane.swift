@@ -356,10 +356,3 @@ final class LaneJob: @unchecked Sendable {
     }
   }
 }
-
-extension Duration {
-  /// The duration in whole nanoseconds.
-  var nanoseconds: Int64 {
-    self.components.seconds * 1_000_000_000 + self.components.attoseconds / 1_000_000_000
-  }
-}

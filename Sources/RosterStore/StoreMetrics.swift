@@ -24,3 +24,10 @@ enum StoreMetrics {
   static let sqliteHeap = Gauge(label: "roster_sqlite_heap_bytes")
   static let pictureCacheBytes = Gauge(label: "roster_picture_cache_bytes")
 }
+
+extension Duration {
+  /// The duration in whole nanoseconds, as the metrics' timers take it.
+  var nanoseconds: Int64 {
+    self.components.seconds * 1_000_000_000 + self.components.attoseconds / 1_000_000_000
+  }
+}

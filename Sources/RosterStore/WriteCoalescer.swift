@@ -215,9 +215,7 @@ final class WriteCoalescer: Sendable {
     let started = ContinuousClock.now
     for job in batch {
       let wait = started - job.enqueued
-      StoreMetrics.writerQueueWait.recordNanoseconds(
-        wait.components.seconds * 1_000_000_000 + wait.components.attoseconds / 1_000_000_000
-      )
+      StoreMetrics.writerQueueWait.recordNanoseconds(wait.nanoseconds)
     }
     StoreMetrics.batchSize.record(batch.count)
     // Only a bulk chunk runs alone. SQLite reads the setting when a write transaction begins,
