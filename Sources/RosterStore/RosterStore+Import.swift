@@ -56,13 +56,26 @@ extension RosterStore {
   /// never stop the good ones. Each chunk is one bulk request to the writer, and while one
   /// chunk commits the next one fills, so memory holds at most two chunks however long the
   /// input is.
-  public func upsertEmployees<Rows: AsyncSequence>(
-    _ messages: Rows,
+  ///
+  /// The rows are read (for a gRPC stream: decoded) and checked on the store's bulk thread,
+  /// below the usual priority (`BulkExecutor`).
+  public func upsertEmployees<Rows: AsyncSequence & SendableMetatype>(
+    _ messages: sending Rows,
     context: WriteContext = WriteContext(),
     chunkRows: Int? = nil
   ) async throws -> ImportSummary where Rows.Element == [UpsertRow] {
     let chunkRows = max(1, chunkRows ?? self.configuration.writer.bulkChunkRows)
-    return try await withThrowingTaskGroup(of: ImportSummary.self) { group in
+    return try await self.bulk.run {
+      try await self.mergeRows(messages, context: context, chunkRows: chunkRows)
+    }
+  }
+
+  private func mergeRows<Rows: AsyncSequence>(
+    _ messages: Rows,
+    context: WriteContext,
+    chunkRows: Int
+  ) async throws -> ImportSummary where Rows.Element == [UpsertRow] {
+    try await withThrowingTaskGroup(of: ImportSummary.self) { group in
       var summary = ImportSummary()
       var chunk: [(index: Int, row: UpsertRow)] = []
       chunk.reserveCapacity(chunkRows)
@@ -105,7 +118,7 @@ extension RosterStore {
   /// Imports complete employees (the seed format), merged by guid; a thin wrapper over
   /// `upsertEmployees` for the CLI and first-start seeding.
   public func importEmployees(
-    _ employees: some Sequence<Employee>,
+    _ employees: sending some Sequence<Employee>,
     context: WriteContext = WriteContext(author: "import"),
     chunkRows: Int = 20_000
   ) async throws -> ImportSummary {

@@ -13,11 +13,31 @@ extension RosterStore {
   /// employee, a negative amount, a date before 1900 or more than a year ahead) are reported
   /// with their index and reason; the good rows land.
   ///
+  /// The rows are read (for a gRPC stream: decoded) and checked on the store's bulk thread,
+  /// below the usual priority (`BulkExecutor`).
+  ///
   /// - Returns: how many were inserted, and the rejections in input order.
-  public func importSales<Rows: AsyncSequence>(
-    _ messages: Rows,
+  public func importSales<Rows: AsyncSequence & SendableMetatype>(
+    _ messages: sending Rows,
     context: WriteContext = WriteContext(),
     chunkRows: Int = 5_000
+  ) async throws -> (inserted: Int, rejected: [ImportSummary.Rejected]) where Rows.Element == [SaleRow] {
+    let result = try await self.bulk.run {
+      let (inserted, rejected) = try await self.insertSaleStream(messages, context: context, chunkRows: chunkRows)
+      return SalesImportResult(inserted: inserted, rejected: rejected)
+    }
+    return (result.inserted, result.rejected)
+  }
+
+  private struct SalesImportResult: Sendable {
+    var inserted: Int
+    var rejected: [ImportSummary.Rejected]
+  }
+
+  private func insertSaleStream<Rows: AsyncSequence>(
+    _ messages: Rows,
+    context: WriteContext,
+    chunkRows: Int
   ) async throws -> (inserted: Int, rejected: [ImportSummary.Rejected]) where Rows.Element == [SaleRow] {
     let latest = Self.latestSaleDate()
     var inserted = 0

@@ -37,6 +37,8 @@ public struct RosterStore: Sendable {
   let interactive: StoreLane
   /// Reads whose cost grows with the data.
   let heavy: StoreLane
+  /// Decoding and checking of bulk streams, below the usual priority.
+  let bulk: BulkExecutor
 
   /// Opens (creating if needed) the database and brings its schema up to date.
   public init(
@@ -54,6 +56,7 @@ public struct RosterStore: Sendable {
     )
     self.interactive = StoreLane(name: "interactive", configuration: configuration.interactiveLane)
     self.heavy = StoreLane(name: "heavy", configuration: configuration.heavyLane)
+    self.bulk = BulkExecutor(niceness: configuration.writer.bulkNiceness)
     if let limit = configuration.memory.sqliteHeapBytes {
       // Process-wide: SQLite frees cache pages to stay under it (a soft limit).
       sqlite3_soft_heap_limit64(Int64(limit))
@@ -247,7 +250,12 @@ public struct RosterStore: Sendable {
   @discardableResult
   public func checkpoint(truncate: Bool = false) async throws -> (walPages: Int, checkpointed: Int) {
     let mode = truncate ? "TRUNCATE" : "PASSIVE"
+    let niceness = self.configuration.writer.bulkNiceness
     let result = try await self.checkpointer.writeWithoutTransaction { db in
+      // Background work: at the bulk priority, so reads keep the CPU while a bulk load's
+      // pages are copied back (the writer's own autocheckpoint bounds the WAL if this lags).
+      var priority = PriorityScope(lowerTo: truncate ? 0 : niceness)
+      defer { priority.restore() }
       let row = try Row.fetchOne(db, sql: "PRAGMA wal_checkpoint(\(mode))")
       return (walPages: (row?[1] as Int?) ?? 0, checkpointed: (row?[2] as Int?) ?? 0)
     }

@@ -60,13 +60,13 @@ final class StoreLane: Sendable {
   private let core = LockedCondition(State())
   private let metrics: Metrics
   /// Answers the callers of a lane below the usual priority (see `ThreadPriority`).
-  private let handoff: PriorityHandoff?
+  private let handoff: SerialThread?
 
   init(name: String, configuration: LaneConfiguration) {
     self.name = name
     self.configuration = configuration
     self.metrics = Metrics(lane: name)
-    self.handoff = configuration.niceness > 0 ? PriorityHandoff() : nil
+    self.handoff = configuration.niceness > 0 ? SerialThread.answers() : nil
   }
 
   /// Runs `body` on one of the lane's threads and returns its result.

@@ -7,7 +7,7 @@ internal import Synchronization
 /// 1. A thread inherits its creator's nice value. A low-priority thread that answers a caller
 ///    (resumes a continuation) may make the Swift runtime or Dispatch start a worker thread, which
 ///    would then run every later task at the low priority. So low-priority threads never answer
-///    callers themselves: they hand the answer to `PriorityHandoff`, whose thread runs at 0.
+///    callers themselves: they hand the answer to `SerialThread.answers()`, whose thread runs at 0.
 /// 2. Lowering a thread's priority is always allowed; raising it back needs `CAP_SYS_NICE` or
 ///    an `RLIMIT_NICE` that allows it (systemd `LimitNICE=+0`). Code that lowers a shared
 ///    thread's priority for a while (the writer's bulk chunks) does so only when
@@ -40,20 +40,33 @@ enum ThreadPriority {
   }()
 }
 
-/// A thread at the usual priority that runs closures handed to it, in order: how threads at a
-/// lower priority answer their callers (see `ThreadPriority`). It starts when work arrives and
-/// exits after a few idle seconds.
-final class PriorityHandoff: Sendable {
+/// One thread at a chosen priority that runs closures handed to it, in order. It starts when
+/// work arrives and exits after a few idle seconds. `answers()` is the one at the usual
+/// priority through which threads at a lower priority answer their callers (see
+/// `ThreadPriority`).
+final class SerialThread: Sendable {
+  private let name: String
+  private let niceness: Int32
   private let core = LockedCondition(State())
 
-  /// Runs `body` soon on the handoff thread.
+  init(name: String, niceness: Int32) {
+    self.name = name
+    self.niceness = niceness
+  }
+
+  /// A thread at the usual priority, for answering callers.
+  static func answers() -> SerialThread {
+    SerialThread(name: "roster.answers", niceness: 0)
+  }
+
+  /// Runs `body` soon on the thread.
   func run(_ body: @escaping @Sendable () -> Void) {
     self.core.withLock { state in
       state.queue.append(body)
       if !state.running {
         state.running = true
-        let thread = Thread { [core = self.core] in
-          _ = roster_thread_setup("roster.answers", 0)
+        let thread = Thread { [core = self.core, name = self.name, niceness = self.niceness] in
+          _ = roster_thread_setup(name, niceness)
           Self.work(core)
         }
         thread.start()

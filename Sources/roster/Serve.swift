@@ -124,6 +124,9 @@ struct Serve: AsyncParsableCommand {
   @Option(help: "Rows per transaction of a bulk upsert (UpsertEmployees).")
   var bulkChunkRows: Int = 2_000
 
+  @Option(help: "Nice value of bulk work (upsert and import chunks, and decoding their rows): 0 to 19; 19 is Linux's background class (SCHED_IDLE).")
+  var bulkNiceness: Int32 = 10
+
   @Option(help: "Heavy store calls (searches, counts, aggregates, calendars) run at once, on threads of their own at a lower priority.")
   var heavyConcurrency: Int = 2
 
@@ -200,6 +203,9 @@ struct Serve: AsyncParsableCommand {
     guard self.bulkChunkRows >= 1 else {
       throw ValidationError("--bulk-chunk-rows must be at least 1")
     }
+    guard (0...19).contains(self.bulkNiceness) else {
+      throw ValidationError("--bulk-niceness must be 0 to 19")
+    }
     guard self.maxWriteBatch >= 1 else {
       throw ValidationError("--max-write-batch must be at least 1")
     }
@@ -267,6 +273,7 @@ struct Serve: AsyncParsableCommand {
     config.store.writer.window = .microseconds(self.commitWindowUs)
     config.store.writer.maximumBatch = self.maxWriteBatch
     config.store.writer.bulkChunkRows = self.bulkChunkRows
+    config.store.writer.bulkNiceness = self.bulkNiceness
     config.store.heavyLane.width = self.heavyConcurrency
     config.store.heavyLane.queueLimit = self.heavyQueue
     config.store.heavyLane.budget = self.maxQuerySeconds == 0 ? nil : .milliseconds(Int64(self.maxQuerySeconds * 1000))

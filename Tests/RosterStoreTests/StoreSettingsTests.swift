@@ -1,4 +1,5 @@
 import GRDB
+import Synchronization
 import Testing
 import TestSupport
 
@@ -60,6 +61,30 @@ struct StoreSettingsTests {
     }
   }
 
+  @Test("an upsert's rows are read on the bulk thread, below the usual priority, and the caller resumes at the usual one")
+  func bulkThread() async throws {
+    try await withTemporaryStore { store async throws in
+      let employee = makeEmployee(name: "Bulk Row")
+      let rows = ThreadRecordingRows(messages: [
+        [UpsertRow(guid: employee.guid, changes: EmployeeChanges(setting: employee))]
+      ])
+      let summary = try await store.upsertEmployees(rows)
+      #expect(summary.inserted == 1)
+      // Every next(), the one that ends the stream too: where gRPC decodes each message.
+      let threads = rows.recorded
+      #expect(threads.count == 2)
+      for (name, niceness) in threads {
+        #expect(name == "roster.bulk")
+        #expect(niceness == 10)
+      }
+      #expect(StoreLane.currentNiceness() == 0)
+      for _ in 0..<20 {
+        _ = try await store.upsertEmployees(ThreadRecordingRows(messages: []))
+        #expect(StoreLane.currentNiceness() == 0)
+      }
+    }
+  }
+
   @Test("employees have an integer primary key and a unique guid")
   func schema() async throws {
     try await withTemporaryStore(employees: 3) { store async throws in
@@ -100,4 +125,31 @@ struct TextFoldingTests {
   func globEscaping() {
     #expect(TextFolding.containsPattern("a*b?[c]") == "*a[*]b[?][[]c[]]*")
   }
+}
+
+/// Fixed messages of rows that record the thread (name and nice value) of every `next()`.
+final class ThreadRecordingRows: AsyncSequence, Sendable {
+  private let messages: [[UpsertRow]]
+  private let threads = Mutex<[(String, Int32)]>([])
+
+  init(messages: [[UpsertRow]]) {
+    self.messages = messages
+  }
+
+  var recorded: [(String, Int32)] { self.threads.withLock { $0 } }
+
+  struct AsyncIterator: AsyncIteratorProtocol {
+    let owner: ThreadRecordingRows
+    var index = 0
+
+    mutating func next() async -> [UpsertRow]? {
+      self.owner.threads.withLock {
+        $0.append((StoreLane.currentThreadName(), StoreLane.currentNiceness()))
+      }
+      defer { self.index += 1 }
+      return self.index < self.owner.messages.count ? self.owner.messages[self.index] : nil
+    }
+  }
+
+  func makeAsyncIterator() -> AsyncIterator { AsyncIterator(owner: self) }
 }

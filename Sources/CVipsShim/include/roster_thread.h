@@ -13,7 +13,8 @@ extern "C" {
 /// Returns 0, or -1 when the priority could not be set.
 int roster_thread_setup(const char *name, int niceness);
 
-/// Sets the calling thread's nice value alone; returns 0, or -1 when it could not be set.
+/// Sets the calling thread's nice value alone; 19 or more also puts it in the SCHED_IDLE
+/// class, and less takes it back out. Returns 0, or -1 when it could not be set.
 int roster_thread_set_niceness(int niceness);
 
 /// The calling thread's nice value.
