@@ -22,16 +22,9 @@ extension RosterStore {
     context: WriteContext = WriteContext(),
     chunkRows: Int = 5_000
   ) async throws -> (inserted: Int, rejected: [ImportSummary.Rejected]) where Rows.Element == [SaleRow] {
-    let result = try await self.bulk.run {
-      let (inserted, rejected) = try await self.insertSaleStream(messages, context: context, chunkRows: chunkRows)
-      return SalesImportResult(inserted: inserted, rejected: rejected)
+    try await self.bulk.run {
+      try await self.insertSaleStream(messages, context: context, chunkRows: chunkRows)
     }
-    return (result.inserted, result.rejected)
-  }
-
-  private struct SalesImportResult: Sendable {
-    var inserted: Int
-    var rejected: [ImportSummary.Rejected]
   }
 
   private func insertSaleStream<Rows: AsyncSequence>(
