@@ -13,7 +13,6 @@ internal import Synchronization
 /// would run at the bulk niceness for good (`ThreadPriority`, rule 1).
 final class BulkExecutor: TaskExecutor {
   private let thread: SerialThread
-  private let answers = SerialThread.answers()
 
   init(niceness: Int32) {
     self.thread = SerialThread(name: "roster.bulk", niceness: niceness)
@@ -32,14 +31,14 @@ final class BulkExecutor: TaskExecutor {
     nonisolated(unsafe) let body = body
     return try await withTaskCancellationHandler {
       try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
-        let task = Task(executorPreference: self) { [answers = self.answers] in
+        let task = Task(executorPreference: self) {
           let result: Result<T, any Error>
           do {
             result = .success(try await body())
           } catch {
             result = .failure(error)
           }
-          answers.run { continuation.resume(with: result) }
+          SerialThread.answers.run { continuation.resume(with: result) }
         }
         let cancelled = inner.withLock { state in
           state.task = task

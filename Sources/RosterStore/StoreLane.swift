@@ -66,7 +66,7 @@ final class StoreLane: Sendable {
     self.name = name
     self.configuration = configuration
     self.metrics = Metrics(lane: name)
-    self.handoff = configuration.niceness > 0 ? SerialThread.answers() : nil
+    self.handoff = configuration.niceness > 0 ? SerialThread.answers : nil
   }
 
   /// Runs `body` on one of the lane's threads and returns its result.

@@ -7,7 +7,7 @@ internal import Synchronization
 /// 1. A thread inherits its creator's nice value. A low-priority thread that answers a caller
 ///    (resumes a continuation) may make the Swift runtime or Dispatch start a worker thread, which
 ///    would then run every later task at the low priority. So low-priority threads never answer
-///    callers themselves: they hand the answer to `SerialThread.answers()`, whose thread runs at 0.
+///    callers themselves: they hand the answer to `SerialThread.answers`, whose thread runs at 0.
 /// 2. Lowering a thread's priority is always allowed; raising it back needs `CAP_SYS_NICE` or
 ///    an `RLIMIT_NICE` that allows it (systemd `LimitNICE=+0`). Code that lowers a shared
 ///    thread's priority for a while (the writer's bulk chunks) does so only when
@@ -41,7 +41,7 @@ enum ThreadPriority {
 }
 
 /// One thread at a chosen priority that runs closures handed to it, in order. It starts when
-/// work arrives and exits after a few idle seconds. `answers()` is the one at the usual
+/// work arrives and exits after a few idle seconds. `answers` is the one at the usual
 /// priority through which threads at a lower priority answer their callers (see
 /// `ThreadPriority`).
 final class SerialThread: Sendable {
@@ -54,10 +54,9 @@ final class SerialThread: Sendable {
     self.niceness = niceness
   }
 
-  /// A thread at the usual priority, for answering callers.
-  static func answers() -> SerialThread {
-    SerialThread(name: "roster.answers", niceness: 0)
-  }
+  /// The process's thread at the usual priority for answering callers, shared by every lane
+  /// and the bulk executor.
+  static let answers = SerialThread(name: "roster.answers", niceness: 0)
 
   /// Runs `body` soon on the thread.
   func run(_ body: @escaping @Sendable () -> Void) {
