@@ -124,7 +124,7 @@ enum AnalyticsSQL {
     _ filter: EmployeeFilter,
     after: String? = nil
   ) -> (sql: String, arguments: StatementArguments) {
-    var (terms, arguments) = EmployeeSQL.filterTerms(filter, ordered: false)
+    var (terms, arguments) = EmployeeSQL.filterTerms(filter)
     if let after {
       terms.append("(\(key)) > ?")
       arguments.append(after)

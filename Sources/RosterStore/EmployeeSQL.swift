@@ -91,14 +91,52 @@ enum EmployeeSQL {
     }
   }
 
+  /// The distinct folded names (`employee_names`) that contain `text`, selecting `columns`:
+  /// through the names' trigram index when the folded text has three characters or more,
+  /// else by testing every distinct name. Either way the cost grows with the distinct names
+  /// that match (or exist), never with the employees.
+  static func matchingNames(
+    _ text: String,
+    selecting columns: String = "name_folded",
+    from first: String? = nil
+  ) -> (sql: String, arguments: [any DatabaseValueConvertible]) {
+    let folded = TextFolding.fold(text)
+    var sql: String
+    var arguments: [any DatabaseValueConvertible]
+    if folded.count >= 3 {
+      sql = "SELECT \(columns) FROM employee_names WHERE id IN "
+        + "(SELECT rowid FROM employee_names_fts WHERE employee_names_fts.name_folded GLOB ?)"
+      arguments = [TextFolding.containsPattern(text)]
+    } else {
+      sql = "SELECT \(columns) FROM employee_names WHERE instr(name_folded, ?) > 0"
+      arguments = [folded]
+    }
+    if let first {
+      sql += " AND name_folded >= ?"
+      arguments.append(first)
+    }
+    return (sql, arguments)
+  }
+
+  /// How a name filter meets the listing's order.
+  enum NameAccess {
+    /// The matching names drive the scan: their employees come from the (…, name_folded)
+    /// indexes, in name order, or are sorted when the order is another one (few matches).
+    case drive
+    /// The order's index is walked and each row's name tested (many matches: the page
+    /// fills after a few rows).
+    case test
+  }
+
   /// WHERE terms and their arguments for a filter.
   ///
-  /// `ordered` marks a listing that must walk an ordered index: the search term is then
-  /// written `+e.id IN (…)` so the planner checks membership instead of driving the scan
-  /// from the search results, which would need a temp B-tree to sort.
+  /// `names` says how a name filter is applied: driving the scan from the matching names
+  /// (`e.name_folded IN (…)`), or only testing membership while another index is walked
+  /// (`+e.name_folded IN (…)`, which the planner cannot use to drive).
   static func filterTerms(
     _ filter: EmployeeFilter,
-    ordered: Bool
+    names: NameAccess = .drive,
+    namesFrom first: String? = nil
   ) -> (terms: [String], arguments: [any DatabaseValueConvertible]) {
     var terms: [String] = []
     var arguments: [any DatabaseValueConvertible] = []
@@ -111,32 +149,44 @@ enum EmployeeSQL {
       arguments.append(active)
     }
     if let text = filter.nameContains {
-      let membership = ordered ? "+e.id" : "e.id"
-      terms.append(
-        "\(membership) IN (SELECT rowid FROM employees_fts WHERE employees_fts.name_folded GLOB ?)"
-      )
-      arguments.append(TextFolding.containsPattern(text))
+      let matching = self.matchingNames(text, from: first)
+      let column = names == .drive ? "e.name_folded" : "+e.name_folded"
+      terms.append("\(column) IN (\(matching.sql))")
+      arguments += matching.arguments
     }
     return (terms, arguments)
   }
 
   /// The SQL and arguments of one keyset page: rows strictly after `cursor`, in order.
+  ///
+  /// A name filter drives the scan in name order, which the matching names' employees come
+  /// in. In another order it drives only when `few` says the matches are few enough to sort
+  /// (`RosterStore.fewNameMatches`); otherwise the order's index is walked and tested.
   static func page(
     fields: EmployeeFields,
     filter: EmployeeFilter,
     order: EmployeeOrder,
     after cursor: EmployeeCursor?,
-    limit: Int
+    limit: Int,
+    few: Bool = false
   ) -> (sql: String, arguments: StatementArguments) {
     let keys = self.sortKeys(order)
     // With one department filtered, "department, then name" is just "name": saying so lets
     // the planner walk the (department, …, name) index without a sort.
     let dropped = order == .department && filter.department != nil ? 1 : 0
     let orderKeys = Array(keys.dropFirst(dropped)) + ["e.id"]
-    var (terms, arguments) = self.filterTerms(filter, ordered: true)
+    let names: NameAccess = order == .name || few ? .drive : .test
+    let driven = filter.nameContains != nil && names == .drive
+    // When the names drive, the cursor's columns are written as expressions (`+column`), so
+    // the planner reads the rows through the names instead of walking an index from the
+    // cursor; in name order the names themselves start at the cursor's. Outside name order,
+    // so are the ORDER BY's, and the few matches are sorted.
+    let expressions = orderKeys.map { $0 == "e.id" ? $0 : "+" + $0 }
+    let first = driven && order == .name ? cursor?.keys.first : nil
+    var (terms, arguments) = self.filterTerms(filter, names: names, namesFrom: first)
     if let cursor {
       let marks = Array(repeating: "?", count: orderKeys.count).joined(separator: ", ")
-      terms.append("(\(orderKeys.joined(separator: ", "))) > (\(marks))")
+      terms.append("(\((driven ? expressions : orderKeys).joined(separator: ", "))) > (\(marks))")
       arguments += cursor.keys.dropFirst(dropped).map { $0 as any DatabaseValueConvertible }
       arguments.append(cursor.id)
     }
@@ -144,7 +194,8 @@ enum EmployeeSQL {
     if !terms.isEmpty {
       sql += " WHERE " + terms.joined(separator: " AND ")
     }
-    sql += " ORDER BY " + orderKeys.joined(separator: ", ") + " LIMIT ?"
+    let sorted = driven && order != .name ? expressions : orderKeys
+    sql += " ORDER BY " + sorted.joined(separator: ", ") + " LIMIT ?"
     arguments.append(limit)
     return (sql, StatementArguments(arguments))
   }
@@ -152,12 +203,11 @@ enum EmployeeSQL {
   /// The SQL and arguments that count the rows matching `filter`.
   static func count(_ filter: EmployeeFilter) -> (sql: String, arguments: StatementArguments) {
     if let text = filter.nameContains, filter.department == nil, filter.active == nil {
-      return (
-        "SELECT count(*) FROM employees_fts WHERE name_folded GLOB ?",
-        [TextFolding.containsPattern(text)]
-      )
+      // The names keep their employee counts.
+      let matching = self.matchingNames(text, selecting: "coalesce(sum(employees), 0)")
+      return (matching.sql, StatementArguments(matching.arguments))
     }
-    let (terms, arguments) = self.filterTerms(filter, ordered: false)
+    let (terms, arguments) = self.filterTerms(filter)
     var sql = "SELECT count(*) FROM employees e"
     if !terms.isEmpty {
       sql += " WHERE " + terms.joined(separator: " AND ")

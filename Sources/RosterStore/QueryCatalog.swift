@@ -8,6 +8,14 @@ public struct QueryPlan: Sendable {
   public var sql: String
   /// `EXPLAIN QUERY PLAN`'s lines.
   public var plan: [String]
+
+  /// Whether a plan line scans `employees` (as itself or as `e`) without an index. A search
+  /// may scan the distinct names, `employee_names`: their count, not the employees', sets
+  /// its cost.
+  public static func scansEmployees(_ line: String) -> Bool {
+    guard !line.contains("INDEX") else { return false }
+    return ["SCAN e", "SCAN employees"].contains { line == $0 || line.hasPrefix($0 + " ") }
+  }
 }
 
 extension RosterStore {

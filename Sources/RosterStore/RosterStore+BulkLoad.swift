@@ -53,17 +53,20 @@ extension RosterStore {
     }
   }
 
-  /// Recreates whatever a bulk load dropped and rebuilds the search index, in one
+  /// Recreates whatever a bulk load dropped and rebuilds the names and counters, in one
   /// transaction that also clears the journal. Does nothing when the journal is empty.
   func finishBulkLoad() throws {
     try self.write { db in
       let pending = try String.fetchAll(db, sql: "SELECT sql FROM bulk_load_pending ORDER BY rowid")
       guard !pending.isEmpty else { return }
       for sql in pending { try db.execute(sql: sql) }
-      try db.execute(sql: "INSERT INTO employees_fts(employees_fts) VALUES ('rebuild')")
-      // The counter triggers were dropped with the rest: count once, as they would have.
+      // The counter triggers were dropped with the rest: count once, as they would have. The
+      // names' own triggers were not, and index each new name.
       try db.execute(
         sql: """
+          DELETE FROM employee_names;
+          INSERT INTO employee_names (name_folded, employees)
+            SELECT name_folded, count(*) FROM employees GROUP BY name_folded;
           DELETE FROM department_stats;
           INSERT INTO department_stats
             SELECT department, count(*), sum(active), sum(vacation_days) FROM employees

@@ -1,4 +1,11 @@
 internal import GRDB
+internal import Synchronization
+
+/// How many distinct names there are (the largest id of `employee_names`), as the last name
+/// search saw it; until one has, as many as can be.
+final class NameCount: Sendable {
+  let value = Atomic<Int>(.max)
+}
 
 extension RosterStore {
   // MARK: Reads
@@ -48,15 +55,25 @@ extension RosterStore {
     if let cursor, cursor.keys.count != EmployeeSQL.sortKeys(order).count {
       throw StoreError(.invalidArgument, "page_token does not belong to this order")
     }
-    let query = EmployeeSQL.page(
-      fields: fields,
-      filter: filter,
-      order: order,
-      after: cursor,
-      limit: limit + 1
-    )
-    let kind: ReadKind = filter.nameContains == nil ? .interactive : .heavy
+    // A name filter costs up to a scan of the distinct names: the interactive lane while
+    // there are few of them, the heavy lane otherwise.
+    let kind: ReadKind =
+      filter.nameContains == nil || self.nameCount.value.load(ordering: .relaxed) <= Self.fewNames
+      ? .interactive : .heavy
+    let nameCount = self.nameCount
     return try await self.read(kind, statement: true) { db in
+      if filter.nameContains != nil {
+        let names = try Int.fetchOne(db.cachedStatement(sql: "SELECT max(id) FROM employee_names"))
+        nameCount.value.store(names ?? 0, ordering: .relaxed)
+      }
+      let query = EmployeeSQL.page(
+        fields: fields,
+        filter: filter,
+        order: order,
+        after: cursor,
+        limit: limit + 1,
+        few: try Self.fewNameMatches(db, filter: filter, order: order)
+      )
       let statement = try db.cachedStatement(sql: query.sql)
       var employees: [Employee] = []
       employees.reserveCapacity(limit)
@@ -85,6 +102,29 @@ extension RosterStore {
       let statement = try db.cachedStatement(sql: query.sql)
       return try Int64.fetchOne(statement, arguments: query.arguments) ?? 0
     }
+  }
+
+  /// Up to this many distinct names, a name search runs in the interactive lane: testing
+  /// every name (one and two characters) then takes under 10 ms.
+  static let fewNames = 50_000
+
+  /// At most this many employees matching a name filter are read and sorted into an order
+  /// other than by name; with more, the order's index is walked and the page fills after
+  /// about `limit × employees / matches` rows (10,000 for 50 at a million employees). The
+  /// two costs meet near √(limit × employees).
+  static let fewNameMatches: Int64 = 5_000
+
+  /// Whether a name filter matches few enough employees to read them all and sort them
+  /// into `order`; the names' counters answer without visiting any employee.
+  static func fewNameMatches(
+    _ db: Database,
+    filter: EmployeeFilter,
+    order: EmployeeOrder
+  ) throws -> Bool {
+    guard order != .name, let text = filter.nameContains else { return false }
+    let matching = EmployeeSQL.matchingNames(text, selecting: "coalesce(sum(employees), 0)")
+    let matches = try Int64.fetchOne(db.cachedStatement(sql: matching.sql), arguments: StatementArguments(matching.arguments))
+    return (matches ?? 0) <= Self.fewNameMatches
   }
 
   static func fetchEmployee(

@@ -149,7 +149,7 @@ extension RosterStore {
       differs.append("e.vacation_days IS NOT ?")
       values.append(vacationDays)
     }
-    let (terms, filterArguments) = EmployeeSQL.filterTerms(filter, ordered: false)
+    let (terms, filterArguments) = EmployeeSQL.filterTerms(filter)
     let conditions = terms + ["(" + differs.joined(separator: " OR ") + ")"]
     let sql = """
       UPDATE employees AS e SET \(assignments.joined(separator: ", ")), update_time = ?
@@ -188,7 +188,7 @@ extension RosterStore {
     context: WriteContext = WriteContext()
   ) async throws -> (deleted: Int, more: Bool) {
     precondition(limit > 0 && limit <= Self.maximumDeleteLimit)
-    let (terms, filterArguments) = EmployeeSQL.filterTerms(filter, ordered: false)
+    let (terms, filterArguments) = EmployeeSQL.filterTerms(filter)
     let whereClause = terms.isEmpty ? "" : " WHERE " + terms.joined(separator: " AND ")
     let sql = """
       DELETE FROM employees WHERE id IN (SELECT e.id FROM employees e\(whereClause) LIMIT ?)

@@ -29,6 +29,7 @@ public struct RosterStore: Sendable {
   let pictureRegistry = PictureRegistry()
   let pictureCache: PictureCache
   let calendarCache = CalendarCache()
+  let nameCount = NameCount()
   /// Blocking file I/O, off the request threads.
   let io: BlockingPool
   /// libvips work, with bounded concurrency.

@@ -27,7 +27,7 @@ struct Explain: ParsableCommand {
       }
       for line in query.plan { print("  " + line) }
     }
-    let scans = plans.filter { $0.plan.contains { $0.hasPrefix("SCAN e") && !$0.contains("INDEX") } }
+    let scans = plans.filter { $0.plan.contains(where: QueryPlan.scansEmployees) }
     print("\n\(plans.count) queries; \(scans.count) scan employees without an index")
   }
 }
