@@ -106,14 +106,13 @@ enum AnalyticsSQL {
     """
 
   static let departmentDays = """
-    SELECT s.date, count(*), sum(s.amount_cents) FROM sales s
-    JOIN employees e ON e.id = s.employee_id
-    WHERE s.date BETWEEN ? AND ? AND e.department = ? GROUP BY s.date ORDER BY s.date
+    SELECT day, count, total_cents FROM sales_daily_department
+    WHERE day BETWEEN ? AND ? AND department = ? ORDER BY day
     """
 
   static let everyoneDays = """
-    SELECT date, count(*), sum(amount_cents) FROM sales
-    WHERE date BETWEEN ? AND ? GROUP BY date ORDER BY date
+    SELECT day, sum(count), sum(total_cents) FROM sales_daily_department
+    WHERE day BETWEEN ? AND ? GROUP BY day ORDER BY day
     """
 
   /// The raw query for `aggregateEmployees` (the counters serve COUNT, SUM and AVG when only
@@ -140,9 +139,11 @@ enum AnalyticsSQL {
   /// COUNT, SUM and AVG need only counts and totals, which the rollups keep.
   static let additive: Set<AggregateFunction> = [.count, .sum, .average]
 
-  /// The query for `aggregateSales`: from the monthly department rollups when the range is
-  /// whole months and no employee is named; from the employee's daily rollups when one is;
-  /// from raw sales otherwise (MEDIAN, STDDEV, MIN, MAX, or ranges that split a month).
+  /// The query for `aggregateSales`: COUNT, SUM and AVG from the monthly department rollups
+  /// when the range is whole months and no employee is named, from the employee's daily
+  /// rollups when one is; every function but the median from the daily statistics per
+  /// department when no employee is named; from raw sales otherwise (the median, and groups
+  /// by employee).
   ///
   /// With `after`, only groups whose key sorts after it: the term filters rows by their
   /// group's key before grouping, so a page never aggregates the groups before it.
@@ -210,6 +211,25 @@ enum AnalyticsSQL {
                  "month": "substr(d.day, 1, 7)", "day": "d.day"][grouping.rawValue]!
       return finish(key, Self.rolledUp(function), "sales_daily d JOIN employees e ON e.id = d.employee_id")
     }
+    if function != .median, filter.employeeGUID == nil,
+      [.none, .department, .year, .month, .day].contains(grouping)
+    {
+      if let department = filter.department {
+        terms.append("department = ?")
+        arguments.append(department)
+      }
+      if let from = filter.fromDate {
+        terms.append("day >= ?")
+        arguments.append(from)
+      }
+      if let to = filter.toDate {
+        terms.append("day <= ?")
+        arguments.append(to)
+      }
+      let key = ["none": "''", "department": "department", "year": "substr(day, 1, 4)",
+                 "month": "substr(day, 1, 7)", "day": "day"][grouping.rawValue]!
+      return finish(key, Self.fromDailyStatistics(function), "sales_daily_department")
+    }
     if let department = filter.department {
       terms.append("e.department = ?")
       arguments.append(department)
@@ -230,7 +250,25 @@ enum AnalyticsSQL {
                "year": "substr(s.date, 1, 4)", "month": "substr(s.date, 1, 7)",
                "day": "s.date"][grouping.rawValue]!
     let value = RosterStore.aggregateExpression(function, column: "s.amount_cents", scale: 100)
-    return finish(key, value, "sales s JOIN employees e ON e.id = s.employee_id")
+    // By employee, the employees are walked in guid order (CROSS JOIN fixes the loop order),
+    // each with their sales from `sales_by_employee_date`: a page reads its own groups only.
+    let from = grouping == .employee
+      ? "employees e CROSS JOIN sales s ON s.employee_id = e.id"
+      : "sales s JOIN employees e ON e.id = s.employee_id"
+    return finish(key, value, from)
+  }
+
+  /// Any function but the median from rows of `sales_daily_department`.
+  static func fromDailyStatistics(_ function: AggregateFunction) -> String {
+    switch function {
+    case .count, .sum, .average: Self.rolledUp(function)
+    case .minimum: "min(min_cents) / 100.0"
+    case .maximum: "max(max_cents) / 100.0"
+    case .standardDeviation:
+      // Population variance as E[x²] - E[x]², from sums kept exactly in integers.
+      "sqrt(max(0, total(squares) / sum(count) - (total(total_cents) / sum(count)) * (total(total_cents) / sum(count)))) / 100"
+    case .median: preconditionFailure("the median needs every value")
+    }
   }
 
   /// COUNT, SUM or AVG from rollup rows with `count` and `total_cents`.

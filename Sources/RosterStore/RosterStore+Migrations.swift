@@ -28,6 +28,9 @@ extension RosterStore {
     migrator.registerMigration("v7: search over distinct names") { db in
       try db.execute(sql: Self.nameDictionarySchema)
     }
+    migrator.registerMigration("v8: daily sales statistics per department") { db in
+      try db.execute(sql: Self.dailyDepartmentSchema)
+    }
     return migrator
   }
 
@@ -314,6 +317,138 @@ extension RosterStore {
     DROP TRIGGER employees_fts_delete;
     DROP TRIGGER employees_fts_update;
     DROP TABLE employees_fts;
+    """
+
+  /// Each day's sales per department, with what every aggregate but the median needs: count,
+  /// total, sum of squares (for the standard deviation), smallest and largest. A grouped
+  /// aggregate over any range of days then reads a few rows per day instead of every sale:
+  /// 16,000 rows for 45 years of 15 departments, against 10M sales.
+  ///
+  /// Kept like the monthly rollups: by the sales triggers, with an employee's days settled
+  /// before the employee goes (the cascaded sale deletes then find no department and change
+  /// nothing), and moved when the employee changes department. The smallest and largest are
+  /// recounted from that day's sales in the department when a sale that held one goes.
+  ///
+  /// The sales indexes also carry the amount, so a scan of a date range or of an employee's
+  /// sales (the median, and groups by employee) reads no table row.
+  static let dailyDepartmentSchema = """
+    DROP INDEX sales_by_employee_date;
+    CREATE INDEX sales_by_employee_date ON sales(employee_id, date, amount_cents);
+    DROP INDEX sales_by_date;
+    CREATE INDEX sales_by_date ON sales(date, amount_cents);
+
+    CREATE TABLE sales_daily_department (
+      day         TEXT    NOT NULL,
+      department  TEXT    NOT NULL,
+      count       INTEGER NOT NULL,
+      total_cents INTEGER NOT NULL,
+      squares     INTEGER NOT NULL,
+      min_cents   INTEGER NOT NULL,
+      max_cents   INTEGER NOT NULL,
+      PRIMARY KEY (day, department)
+    ) WITHOUT ROWID;
+    INSERT INTO sales_daily_department
+      SELECT s.date, e.department, count(*), sum(s.amount_cents),
+             sum(s.amount_cents * s.amount_cents), min(s.amount_cents), max(s.amount_cents)
+      FROM sales s JOIN employees e ON e.id = s.employee_id
+      GROUP BY 1, 2;
+
+    CREATE TRIGGER sales_daily_department_insert AFTER INSERT ON sales BEGIN
+      INSERT INTO sales_daily_department
+        (day, department, count, total_cents, squares, min_cents, max_cents)
+        SELECT new.date, department, 1, new.amount_cents, new.amount_cents * new.amount_cents,
+               new.amount_cents, new.amount_cents
+        FROM employees WHERE id = new.employee_id
+        ON CONFLICT (day, department) DO UPDATE SET
+          count = count + 1,
+          total_cents = total_cents + excluded.total_cents,
+          squares = squares + excluded.squares,
+          min_cents = min(min_cents, excluded.min_cents),
+          max_cents = max(max_cents, excluded.max_cents);
+    END;
+    CREATE TRIGGER sales_daily_department_delete AFTER DELETE ON sales BEGIN
+      UPDATE sales_daily_department SET
+        count = count - 1,
+        total_cents = total_cents - old.amount_cents,
+        squares = squares - old.amount_cents * old.amount_cents
+        WHERE day = old.date
+          AND department = (SELECT department FROM employees WHERE id = old.employee_id);
+      DELETE FROM sales_daily_department
+        WHERE day = old.date
+          AND department = (SELECT department FROM employees WHERE id = old.employee_id)
+          AND count = 0;
+      UPDATE sales_daily_department SET
+        min_cents = (SELECT min(s.amount_cents) FROM sales s JOIN employees e ON e.id = s.employee_id
+                     WHERE s.date = old.date AND e.department = sales_daily_department.department),
+        max_cents = (SELECT max(s.amount_cents) FROM sales s JOIN employees e ON e.id = s.employee_id
+                     WHERE s.date = old.date AND e.department = sales_daily_department.department)
+        WHERE day = old.date
+          AND department = (SELECT department FROM employees WHERE id = old.employee_id)
+          AND (old.amount_cents <= min_cents OR old.amount_cents >= max_cents);
+    END;
+    CREATE TRIGGER sales_daily_department_employee_delete BEFORE DELETE ON employees BEGIN
+      UPDATE sales_daily_department SET
+        count = sales_daily_department.count - d.count,
+        total_cents = sales_daily_department.total_cents - d.total_cents,
+        squares = sales_daily_department.squares - d.squares
+        FROM (SELECT date AS day, count(*) AS count, sum(amount_cents) AS total_cents,
+                     sum(amount_cents * amount_cents) AS squares
+              FROM sales WHERE employee_id = old.id GROUP BY date) AS d
+        WHERE sales_daily_department.department = old.department
+          AND sales_daily_department.day = d.day;
+      DELETE FROM sales_daily_department
+        WHERE department = old.department AND count = 0
+          AND day IN (SELECT date FROM sales WHERE employee_id = old.id);
+      UPDATE sales_daily_department SET
+        min_cents = (SELECT min(s.amount_cents) FROM sales s JOIN employees e ON e.id = s.employee_id
+                     WHERE s.date = sales_daily_department.day AND e.department = old.department
+                       AND s.employee_id != old.id),
+        max_cents = (SELECT max(s.amount_cents) FROM sales s JOIN employees e ON e.id = s.employee_id
+                     WHERE s.date = sales_daily_department.day AND e.department = old.department
+                       AND s.employee_id != old.id)
+        WHERE department = old.department
+          AND EXISTS (SELECT 1 FROM sales s WHERE s.employee_id = old.id
+                        AND s.date = sales_daily_department.day
+                        AND (s.amount_cents <= sales_daily_department.min_cents
+                             OR s.amount_cents >= sales_daily_department.max_cents));
+    END;
+    CREATE TRIGGER sales_daily_department_move AFTER UPDATE OF department ON employees
+    WHEN old.department IS NOT new.department BEGIN
+      UPDATE sales_daily_department SET
+        count = sales_daily_department.count - d.count,
+        total_cents = sales_daily_department.total_cents - d.total_cents,
+        squares = sales_daily_department.squares - d.squares
+        FROM (SELECT date AS day, count(*) AS count, sum(amount_cents) AS total_cents,
+                     sum(amount_cents * amount_cents) AS squares
+              FROM sales WHERE employee_id = new.id GROUP BY date) AS d
+        WHERE sales_daily_department.department = old.department
+          AND sales_daily_department.day = d.day;
+      DELETE FROM sales_daily_department
+        WHERE department = old.department AND count = 0
+          AND day IN (SELECT date FROM sales WHERE employee_id = new.id);
+      -- The employee's row already names the new department: these recounts leave them out.
+      UPDATE sales_daily_department SET
+        min_cents = (SELECT min(s.amount_cents) FROM sales s JOIN employees e ON e.id = s.employee_id
+                     WHERE s.date = sales_daily_department.day AND e.department = old.department),
+        max_cents = (SELECT max(s.amount_cents) FROM sales s JOIN employees e ON e.id = s.employee_id
+                     WHERE s.date = sales_daily_department.day AND e.department = old.department)
+        WHERE department = old.department
+          AND EXISTS (SELECT 1 FROM sales s WHERE s.employee_id = new.id
+                        AND s.date = sales_daily_department.day
+                        AND (s.amount_cents <= sales_daily_department.min_cents
+                             OR s.amount_cents >= sales_daily_department.max_cents));
+      INSERT INTO sales_daily_department
+        (day, department, count, total_cents, squares, min_cents, max_cents)
+        SELECT date, new.department, count(*), sum(amount_cents),
+               sum(amount_cents * amount_cents), min(amount_cents), max(amount_cents)
+        FROM sales WHERE employee_id = new.id GROUP BY date
+        ON CONFLICT (day, department) DO UPDATE SET
+          count = count + excluded.count,
+          total_cents = total_cents + excluded.total_cents,
+          squares = squares + excluded.squares,
+          min_cents = min(min_cents, excluded.min_cents),
+          max_cents = max(max_cents, excluded.max_cents);
+    END;
     """
 
   private static let picturesSchema = """

@@ -76,3 +76,79 @@ struct MeasureAnalytics: AsyncParsableCommand {
     }
   }
 }
+
+/// `roster measure-aggregates`: the time of every `AggregateSales` shape (each function, each
+/// grouping, over a month, a year and all dates, with and without a department filter), its
+/// first page, in process on a database file.
+struct MeasureAggregates: AsyncParsableCommand {
+  static let configuration = CommandConfiguration(
+    commandName: "measure-aggregates",
+    abstract: "Time every AggregateSales shape's first page in process (p50 and p99, in ms)."
+  )
+
+  @Option(help: "SQLite database path (env ROSTER_DB).")
+  var db: String = ProcessInfo.processInfo.environment["ROSTER_DB"] ?? "data/roster.sqlite"
+
+  @Option(help: "Timed calls per shape, after one warm-up call.")
+  var iterations: Int = 5
+
+  @Option(help: "The department of the filtered shapes.")
+  var department: String = "Engineering"
+
+  @Option(help: "The month and the year of the ranged shapes, as YYYY-MM.")
+  var month: String = "2024-03"
+
+  @Option(help: "Seconds one call may run before it is stopped and reported as over.")
+  var budgetSeconds: Int = 30
+
+  func validate() throws {
+    if self.iterations < 1 { throw ValidationError("--iterations must be at least 1") }
+    if CivilDate(self.month + "-01") == nil { throw ValidationError("--month must be YYYY-MM") }
+  }
+
+  func run() async throws {
+    var configuration = StoreConfiguration(path: self.db)
+    configuration.heavyLane.budget = .seconds(self.budgetSeconds)
+    let store = try RosterStore(configuration: configuration)
+    let year = String(self.month.prefix(4))
+    let monthEnd = CivilDate(self.month + "-01")!.lastDayOfMonth.text
+    let ranges: [(String, String?, String?)] = [
+      ("month \(self.month)", self.month + "-01", monthEnd),
+      ("year \(year)", year + "-01-01", year + "-12-31"),
+      ("all dates", nil, nil),
+    ]
+    print("| function | group_by | range | department | groups | p50 ms | p99 ms |")
+    print("| --- | --- | --- | --- | ---: | ---: | ---: |")
+    for function in AggregateFunction.allCases {
+      for grouping in AggregateGrouping.allCases where grouping != .active {
+        for (range, from, to) in ranges {
+          for department in [nil, self.department] {
+            let filter = SalesFilter(department: department, fromDate: from, toDate: to)
+            var samples: [Double] = []
+            var groups = 0
+            var over = false
+            for index in 0...self.iterations {
+              let started = ContinuousClock.now
+              do {
+                groups = try await store.aggregateSales(function, groupedBy: grouping, filter: filter).groups.count
+              } catch let error as StoreError where error.code == .deadlineExceeded {
+                over = true
+                break
+              }
+              if index > 0 { samples.append((ContinuousClock.now - started).seconds * 1000) }
+            }
+            let label = "| \(function) | \(grouping) | \(range) | \(department ?? "any") |"
+            if over {
+              print("\(label) | | over \(self.budgetSeconds) s | over \(self.budgetSeconds) s |")
+              continue
+            }
+            samples.sort()
+            let p50 = samples[samples.count / 2]
+            let p99 = samples[min(samples.count - 1, samples.count * 99 / 100)]
+            print("\(label) \(groups) | \(String(format: "%.1f", p50)) | \(String(format: "%.1f", p99)) |")
+          }
+        }
+      }
+    }
+  }
+}

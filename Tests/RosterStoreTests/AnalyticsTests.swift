@@ -43,6 +43,15 @@ struct AnalyticsTests {
         """
       ),
       (
+        "daily statistics per department",
+        "SELECT day, department, count, total_cents, squares, min_cents, max_cents FROM sales_daily_department",
+        """
+        SELECT s.date, e.department, count(*), sum(s.amount_cents), sum(s.amount_cents * s.amount_cents),
+               min(s.amount_cents), max(s.amount_cents)
+        FROM sales s JOIN employees e ON e.id = s.employee_id GROUP BY 1, 2
+        """
+      ),
+      (
         "monthly totals",
         "SELECT month, count, total_cents FROM sales_monthly WHERE count > 0",
         "SELECT substr(date, 1, 7), count(*), sum(amount_cents) FROM sales GROUP BY 1"
@@ -204,27 +213,35 @@ struct AnalyticsTests {
       }
       _ = try await store.importSales(AsyncStreamOf([sales]))
       let raw = try Self.rawSales(store)
-      let filtered = raw.filter { $0.date >= "2021-03-01" && $0.date <= "2022-06-30" }
+      let department = raw[0].department
+      // A range of whole months, one that splits months, a department in a range, and all.
+      let filters = [
+        SalesFilter(fromDate: "2021-03-01", toDate: "2022-06-30"),
+        SalesFilter(fromDate: "2021-03-05", toDate: "2022-06-17"),
+        SalesFilter(department: department, fromDate: "2021-03-05", toDate: "2022-06-30"),
+        SalesFilter(),
+      ]
       let groupings: [(AggregateGrouping, (String, String, String) -> String)] = [
         (.none, { _, _, _ in "" }), (.department, { d, _, _ in d }), (.employee, { _, g, _ in g }),
         (.year, { _, _, date in String(date.prefix(4)) }), (.month, { _, _, date in String(date.prefix(7)) }),
         (.day, { _, _, date in date }),
       ]
-      for (grouping, key) in groupings {
-        // Walked in pages of 7 groups, so paging is checked against the same reference.
-        let got = try await Self.everyPage { page in
-          try await store.aggregateSales(
-            function,
-            groupedBy: grouping,
-            filter: SalesFilter(fromDate: "2021-03-01", toDate: "2022-06-30"),
-            page: page
-          )
+      for filter in filters {
+        let filtered = raw.filter {
+          (filter.department == nil || $0.department == filter.department)
+            && $0.date >= (filter.fromDate ?? "") && $0.date <= (filter.toDate ?? "9999")
         }
-        let expected = Dictionary(grouping: filtered) { key($0.department, $0.guid, $0.date) }
-          .mapValues { Self.reference(function, $0.map(\.amount)) }
-        #expect(got.map(\.key) == expected.keys.sorted(), "\(grouping) keys")
-        for group in got {
-          #expect(Self.close(group.value, expected[group.key] ?? .nan), "\(function) by \(grouping), \(group.key): \(group.value) vs \(expected[group.key] ?? .nan)")
+        for (grouping, key) in groupings {
+          // Walked in pages of 7 groups, so paging is checked against the same reference.
+          let got = try await Self.everyPage { page in
+            try await store.aggregateSales(function, groupedBy: grouping, filter: filter, page: page)
+          }
+          let expected = Dictionary(grouping: filtered) { key($0.department, $0.guid, $0.date) }
+            .mapValues { Self.reference(function, $0.map(\.amount)) }
+          #expect(got.map(\.key) == expected.keys.sorted(), "\(grouping) keys, \(filter)")
+          for group in got {
+            #expect(Self.close(group.value, expected[group.key] ?? .nan), "\(function) by \(grouping), \(filter), \(group.key): \(group.value) vs \(expected[group.key] ?? .nan)")
+          }
         }
       }
       let one = guids[0]

@@ -116,8 +116,8 @@ struct ImportTests {
         try Int.fetchOne(db, sql: "SELECT count(*) FROM sqlite_master WHERE type = 'trigger'")
       }
       #expect(
-        triggers == 14,
-        "names 3 and their trigram index 2, picture release 2, department counters 3, sales rollups 4"
+        triggers == 18,
+        "names 3 and their trigram index 2, picture release 2, department counters 3, sales rollups 4, daily statistics 4"
       )
     }
   }

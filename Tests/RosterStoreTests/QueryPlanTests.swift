@@ -173,8 +173,8 @@ struct AnalyticsQueryPlanTests {
         (AnalyticsSQL.departmentMonths, ["Sales"], "SEARCH sales_monthly_department USING PRIMARY KEY"),
         (AnalyticsSQL.monthVersion, ["2024-03"], "SEARCH sales_monthly USING PRIMARY KEY"),
         (AnalyticsSQL.employeeDays, [1, "2024-03-01", "2024-03-31"], "SEARCH sales_daily USING PRIMARY KEY"),
-        (AnalyticsSQL.departmentDays, ["2024-03-01", "2024-03-31", "Sales"], "SEARCH s USING INDEX sales_by_employee_date"),
-        (AnalyticsSQL.everyoneDays, ["2024-03-01", "2024-03-31"], "SEARCH sales USING INDEX sales_by_date"),
+        (AnalyticsSQL.departmentDays, ["2024-03-01", "2024-03-31", "Sales"], "SEARCH sales_daily_department USING PRIMARY KEY"),
+        (AnalyticsSQL.everyoneDays, ["2024-03-01", "2024-03-31"], "SEARCH sales_daily_department USING PRIMARY KEY"),
       ]
       for (sql, arguments, expected) in keyed {
         let plan = try QueryPlanTests.plan(store, sql, arguments)
