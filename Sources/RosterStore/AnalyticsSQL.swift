@@ -151,7 +151,8 @@ enum AnalyticsSQL {
     _ function: AggregateFunction,
     _ grouping: AggregateGrouping,
     _ filter: SalesFilter,
-    after: String? = nil
+    after: String? = nil,
+    through last: String? = nil
   ) throws -> (sql: String, arguments: StatementArguments) {
     if grouping == .active {
       throw StoreError(.invalidArgument, "group_by ACTIVE applies to employees, not sales")
@@ -231,7 +232,8 @@ enum AnalyticsSQL {
       return finish(key, Self.fromDailyStatistics(function), "sales_daily_department")
     }
     if let department = filter.department {
-      terms.append("e.department = ?")
+      // By employee, the guid order must drive (see below), not the department's index.
+      terms.append(grouping == .employee ? "+e.department = ?" : "e.department = ?")
       arguments.append(department)
     }
     if let guid = filter.employeeGUID {
@@ -246,16 +248,57 @@ enum AnalyticsSQL {
       terms.append("s.date <= ?")
       arguments.append(to)
     }
+    if let last {
+      // The page's last group, as a bound the indexes serve.
+      switch grouping {
+      case .department: terms.append("e.department <= ?")
+      case .employee: terms.append("e.guid <= ?")
+      default: terms.append("s.date <= ?")
+      }
+      arguments.append(grouping == .year ? last + "-12-31" : grouping == .month ? last + "-31" : last)
+    }
     let key = ["none": "''", "department": "e.department", "employee": "e.guid",
                "year": "substr(s.date, 1, 4)", "month": "substr(s.date, 1, 7)",
                "day": "s.date"][grouping.rawValue]!
     let value = RosterStore.aggregateExpression(function, column: "s.amount_cents", scale: 100)
-    // By employee, the employees are walked in guid order (CROSS JOIN fixes the loop order),
-    // each with their sales from `sales_by_employee_date`: a page reads its own groups only.
-    let from = grouping == .employee
-      ? "employees e CROSS JOIN sales s ON s.employee_id = e.id"
-      : "sales s JOIN employees e ON e.id = s.employee_id"
+    // By employee or department, the employees are walked in that order (CROSS JOIN fixes
+    // the loop order), each with their sales from `sales_by_employee_date`: a page reads its
+    // own groups only.
+    // Without a department or an employee, the employee is not needed at all: every sale has
+    // one (the foreign key), and `sales_by_date` holds the date and amount.
+    let from = if grouping == .employee || grouping == .department {
+      "employees e CROSS JOIN sales s ON s.employee_id = e.id"
+    } else if filter.department == nil, filter.employeeGUID == nil, grouping != .department {
+      "sales s"
+    } else {
+      "sales s JOIN employees e ON e.id = s.employee_id"
+    }
     return finish(key, value, from)
+  }
+
+  /// Each group's sale count from `sales_daily_department`, in key order, for the groups of
+  /// `grouping` (department, year, month or day) after `after` that `filter` selects.
+  static func groupSizes(
+    _ grouping: AggregateGrouping,
+    _ filter: SalesFilter,
+    after: String?
+  ) -> (sql: String, arguments: StatementArguments) {
+    let key = ["department": "department", "year": "substr(day, 1, 4)", "month": "substr(day, 1, 7)",
+               "day": "day"][grouping.rawValue]!
+    var terms: [String] = []
+    var arguments: [any DatabaseValueConvertible] = []
+    for (term, value) in [("department = ?", filter.department), ("day >= ?", filter.fromDate),
+                          ("day <= ?", filter.toDate), ("\(key) > ?", after)] {
+      if let value {
+        terms.append(term)
+        arguments.append(value)
+      }
+    }
+    let whereClause = terms.isEmpty ? "" : " WHERE " + terms.joined(separator: " AND ")
+    return (
+      "SELECT \(key), sum(count) FROM sales_daily_department\(whereClause) GROUP BY 1 ORDER BY 1",
+      StatementArguments(arguments)
+    )
   }
 
   /// Any function but the median from rows of `sales_daily_department`.

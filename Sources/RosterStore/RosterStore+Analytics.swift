@@ -58,9 +58,50 @@ extension RosterStore {
     page: AggregatePageRequest = AggregatePageRequest()
   ) async throws -> AggregatePage {
     try Self.checkRange(from: filter.fromDate, to: filter.toDate)
-    let query = try AnalyticsSQL.aggregateSales(function, grouping, filter, after: page.after)
+    // The median reads every value of its groups: its pages end early, at a group boundary,
+    // once they hold `configuration.medianRowsPerPage` sales (AIP-158 lets a page hold fewer groups than
+    // asked), so each call stays bounded wherever the groups' sizes differ.
+    var last: (key: String, more: Bool)?
+    if function == .median, filter.employeeGUID == nil, grouping != .none, grouping != .employee {
+      last = try await self.medianPageEnd(grouping, filter, after: page.after, limit: page.limit)
+    }
+    let query = try AnalyticsSQL.aggregateSales(function, grouping, filter, after: page.after, through: last?.key)
     let groups = try await self.aggregateGroups(query, limit: page.limit)
-    return Self.paged(groups, grouping: grouping, page: page)
+    var result = Self.paged(groups, grouping: grouping, page: page)
+    if let last, last.more, result.next == nil { result.next = groups.last?.key }
+    return result
+  }
+
+  /// The last group of a page of medians and whether groups follow it: from the groups'
+  /// sizes in the daily statistics, as many groups as `limit` and `medianRowsPerPage` allow
+  /// (one department), and at least one.
+  private func medianPageEnd(
+    _ grouping: AggregateGrouping,
+    _ filter: SalesFilter,
+    after: String?,
+    limit: Int
+  ) async throws -> (key: String, more: Bool)? {
+    let query = AnalyticsSQL.groupSizes(grouping, filter, after: after)
+    let budget = self.configuration.medianRowsPerPage
+    // A department's sales are read through its employees (every one of them, whatever the
+    // range): one department per page.
+    let maximumGroups = grouping == .department ? 1 : limit
+    return try await self.read(.heavy, statement: true) { db in
+      let rows = try Row.fetchCursor(db, sql: query.sql, arguments: query.arguments)
+      var last: String?
+      var groups = 0
+      var sales: Int64 = 0
+      while let row = try rows.next() {
+        let size: Int64 = row[1]
+        if let last, groups == maximumGroups || sales + size > budget {
+          return (last, true)
+        }
+        last = row[0]
+        groups += 1
+        sales += size
+      }
+      return last.map { ($0, false) }
+    }
   }
 
   /// One page of `function` over `vacation_days` (or a count of employees), grouped by

@@ -40,6 +40,10 @@ public struct StoreConfiguration: Sendable {
   /// nothing else wants the CPU (P14 p99 ratio 1.5 against 3.3 with nice 10, same run setup),
   /// and each query stops after 30 s.
   public var heavyLane = LaneConfiguration(width: 2, queueLimit: 16, niceness: 19, budget: .seconds(30))
+  /// The most sales one page of medians reads, unless one group holds more: the page ends at
+  /// a group boundary with fewer groups than asked. 500,000 take about half a second here
+  /// (2 cores, 10M sales).
+  public var medianRowsPerPage: Int64 = 500_000
   /// Where point reads (one employee, a batch by guid, counters) run.
   public var pointReads: PointReads = .inline
   /// The process-wide memory budget that SQLite's heap, every connection's page cache and
