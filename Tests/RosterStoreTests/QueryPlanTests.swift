@@ -175,6 +175,7 @@ struct AnalyticsQueryPlanTests {
         (AnalyticsSQL.employeeDays, [1, "2024-03-01", "2024-03-31"], "SEARCH sales_daily USING PRIMARY KEY"),
         (AnalyticsSQL.departmentDays, ["2024-03-01", "2024-03-31", "Sales"], "SEARCH sales_daily_department USING PRIMARY KEY"),
         (AnalyticsSQL.everyoneDays, ["2024-03-01", "2024-03-31"], "SEARCH sales_daily_department USING PRIMARY KEY"),
+        (AnalyticsSQL.medianOfEverySale, [10], "SCAN sales USING COVERING INDEX sales_by_amount"),
       ]
       for (sql, arguments, expected) in keyed {
         let plan = try QueryPlanTests.plan(store, sql, arguments)
