@@ -65,7 +65,9 @@ extension RosterStore {
       return try await self.medianOfEverySale(after: page.after)
     }
     var last: (key: String, more: Bool)?
-    if function == .median, filter.employeeGUID == nil, grouping != .none, grouping != .employee {
+    if function == .median, filter.employeeGUID == nil, grouping != .none, grouping != .employee,
+      self.configuration.medianRowsPerPage > 0
+    {
       last = try await self.medianPageEnd(grouping, filter, after: page.after, limit: page.limit)
     }
     let query = try AnalyticsSQL.aggregateSales(function, grouping, filter, after: page.after, through: last?.key)

@@ -42,7 +42,7 @@ public struct StoreConfiguration: Sendable {
   public var heavyLane = LaneConfiguration(width: 2, queueLimit: 16, niceness: 19, budget: .seconds(30))
   /// The most sales one page of medians reads, unless one group holds more: the page ends at
   /// a group boundary with fewer groups than asked. 500,000 take about half a second here
-  /// (2 cores, 10M sales).
+  /// (2 cores, 10M sales). 0 means no limit: a page holds as many groups as asked.
   public var medianRowsPerPage: Int64 = 500_000
   /// Where point reads (one employee, a batch by guid, counters) run.
   public var pointReads: PointReads = .inline

@@ -142,6 +142,9 @@ struct Serve: AsyncParsableCommand {
   @Option(help: "The longest one heavy query may run, in seconds, whatever the call's deadline; 0 for no limit.")
   var maxQuerySeconds: Double = 30
 
+  @Option(help: "The most sales one page of AggregateSales medians reads (it then ends early, at a group boundary, one department per page); 0 for no limit.")
+  var medianRowsPerPage: Int64 = 500_000
+
   @Option(
     help: "Where point reads (GetEmployee, BatchGetEmployees, counters) run: inline (in the handler) or lane (the interactive lane).",
     transform: { text in
@@ -221,8 +224,8 @@ struct Serve: AsyncParsableCommand {
         "--heavy-concurrency and --interactive-concurrency must be at least 1; the queues not negative"
       )
     }
-    guard self.maxQuerySeconds >= 0, self.memoryBudgetMb >= 0 else {
-      throw ValidationError("--max-query-seconds and --memory-budget-mb must not be negative")
+    guard self.maxQuerySeconds >= 0, self.memoryBudgetMb >= 0, self.medianRowsPerPage >= 0 else {
+      throw ValidationError("--max-query-seconds, --memory-budget-mb and --median-rows-per-page must not be negative")
     }
     guard self.changeLogMaxAgeHours >= 1, self.changeLogMaxRows >= 1 else {
       throw ValidationError("--change-log-max-age-hours and --change-log-max-rows must be positive")
@@ -277,6 +280,7 @@ struct Serve: AsyncParsableCommand {
     config.store.heavyLane.width = self.heavyConcurrency
     config.store.heavyLane.queueLimit = self.heavyQueue
     config.store.heavyLane.budget = self.maxQuerySeconds == 0 ? nil : .milliseconds(Int64(self.maxQuerySeconds * 1000))
+    config.store.medianRowsPerPage = self.medianRowsPerPage
     config.store.interactiveLane.width = self.interactiveConcurrency
     config.store.interactiveLane.queueLimit = self.interactiveQueue
     config.store.pointReads = self.pointReads

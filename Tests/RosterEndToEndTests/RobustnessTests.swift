@@ -12,7 +12,8 @@ import TestSupport
 ///
 /// The database is seeded once for the suite: `ROSTER_ROBUST_EMPLOYEES` employees (100,000 by
 /// default) with `ROSTER_ROBUST_SALES` demo sales each (20), so one heavy call (a MEDIAN over
-/// every sale, grouped by department) takes seconds in a debug build.
+/// every sale, grouped by department, on a server whose median pages have no sales budget:
+/// `--median-rows-per-page 0`) takes seconds in a debug build.
 @Suite("Robust under load, end to end", .serialized, .timeLimit(.minutes(10)))
 struct RobustnessTests {
   static let employees = Int(ProcessInfo.processInfo.environment["ROSTER_ROBUST_EMPLOYEES"] ?? "") ?? 100_000
@@ -43,7 +44,9 @@ struct RobustnessTests {
     _ body: (RosterProcess, GRPCClient<HTTP2ClientTransport.Posix>) async throws -> T
   ) async throws -> T {
     let path = try await Self.database.value
-    let server = try await RosterProcess.serve(arguments: ["--db", path, "--no-log-requests"] + arguments)
+    let server = try await RosterProcess.serve(
+      arguments: ["--db", path, "--no-log-requests", "--median-rows-per-page", "0"] + arguments
+    )
     defer { server.terminate() }
     return try await withGRPCClient(
       transport: .http2NIOPosix(
