@@ -98,9 +98,10 @@ extension RosterStore {
     limit: Int
   ) async throws -> (key: String, more: Bool)? {
     let query = AnalyticsSQL.groupSizes(grouping, filter, after: after)
-    let budget = self.configuration.medianRowsPerPage
     // A department's sales are read through its employees (every one of them, whatever the
-    // range): one department per page.
+    // range, a seek each): one department per page, and half the sales when one department
+    // filters (1.1 to 1.2 s for a page of 500,000 at 10M sales, against 0.5 s without).
+    let budget = self.configuration.medianRowsPerPage / (filter.department == nil ? 1 : 2)
     let maximumGroups = grouping == .department ? 1 : limit
     return try await self.read(.heavy, statement: true) { db in
       let rows = try Row.fetchCursor(db, sql: query.sql, arguments: query.arguments)
