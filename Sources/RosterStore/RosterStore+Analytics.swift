@@ -58,12 +58,12 @@ extension RosterStore {
     page: AggregatePageRequest = AggregatePageRequest()
   ) async throws -> AggregatePage {
     try Self.checkRange(from: filter.fromDate, to: filter.toDate)
-    // The median reads every value of its groups: its pages end early, at a group boundary,
-    // once they hold `configuration.medianRowsPerPage` sales (AIP-158 lets a page hold fewer groups than
-    // asked), so each call stays bounded wherever the groups' sizes differ.
     if function == .median, grouping == .none, filter == SalesFilter() {
       return try await self.medianOfEverySale(after: page.after)
     }
+    // Other medians read every value of their groups: their pages end early, at a group
+    // boundary, once they hold `configuration.medianRowsPerPage` sales (AIP-158 lets a page
+    // hold fewer groups than asked), so each call stays bounded whatever the groups' sizes.
     var last: (key: String, more: Bool)?
     if function == .median, filter.employeeGUID == nil, grouping != .none, grouping != .employee,
       self.configuration.medianRowsPerPage > 0

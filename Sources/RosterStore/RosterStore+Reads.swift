@@ -43,7 +43,7 @@ extension RosterStore {
   }
 
   /// One keyset page of employees strictly after `cursor`: in the interactive lane, or the
-  /// heavy one when a name filter makes its cost grow with the data.
+  /// heavy one when a name filter has many distinct names to test (`fewNames`).
   public func employeePage(
     fields: EmployeeFields,
     filter: EmployeeFilter,
@@ -123,7 +123,8 @@ extension RosterStore {
   ) throws -> Bool {
     guard order != .name, let text = filter.nameContains else { return false }
     let matching = EmployeeSQL.matchingNames(text, selecting: "coalesce(sum(employees), 0)")
-    let matches = try Int64.fetchOne(db.cachedStatement(sql: matching.sql), arguments: StatementArguments(matching.arguments))
+    let statement = try db.cachedStatement(sql: matching.sql)
+    let matches = try Int64.fetchOne(statement, arguments: StatementArguments(matching.arguments))
     return (matches ?? 0) <= Self.fewNameMatches
   }
 
