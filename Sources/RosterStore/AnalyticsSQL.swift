@@ -170,23 +170,23 @@ enum AnalyticsSQL {
         StatementArguments(arguments.map(Optional.some))
       )
     }
+    /// The filter's department and date range, on these columns (`months` compares months).
+    func scope(department: String, date: String, months: Bool = false) {
+      let from = months ? filter.fromDate.map { String($0.prefix(7)) } : filter.fromDate
+      let to = months ? filter.toDate.map { String($0.prefix(7)) } : filter.toDate
+      for (term, value) in [("\(department) = ?", filter.department), ("\(date) >= ?", from), ("\(date) <= ?", to)] {
+        if let value {
+          terms.append(term)
+          arguments.append(value)
+        }
+      }
+    }
     let wholeMonths = (filter.fromDate.map { $0.hasSuffix("-01") } ?? true)
       && (filter.toDate.map { $0 == Self.lastDay(ofMonth: $0) } ?? true)
     if additive.contains(function), filter.employeeGUID == nil, wholeMonths,
       [.none, .department, .year, .month].contains(grouping)
     {
-      if let department = filter.department {
-        terms.append("department = ?")
-        arguments.append(department)
-      }
-      if let from = filter.fromDate {
-        terms.append("month >= ?")
-        arguments.append(String(from.prefix(7)))
-      }
-      if let to = filter.toDate {
-        terms.append("month <= ?")
-        arguments.append(String(to.prefix(7)))
-      }
+      scope(department: "department", date: "month", months: true)
       let key = ["none": "''", "department": "department", "year": "substr(month, 1, 4)",
                  "month": "month"][grouping.rawValue]!
       return finish(key, Self.rolledUp(function), "sales_monthly_department")
@@ -196,18 +196,7 @@ enum AnalyticsSQL {
     {
       terms.append("e.guid = ?")
       arguments.append(guid)
-      if let department = filter.department {
-        terms.append("e.department = ?")
-        arguments.append(department)
-      }
-      if let from = filter.fromDate {
-        terms.append("d.day >= ?")
-        arguments.append(from)
-      }
-      if let to = filter.toDate {
-        terms.append("d.day <= ?")
-        arguments.append(to)
-      }
+      scope(department: "e.department", date: "d.day")
       let key = ["none": "''", "employee": "e.guid", "year": "substr(d.day, 1, 4)",
                  "month": "substr(d.day, 1, 7)", "day": "d.day"][grouping.rawValue]!
       return finish(key, Self.rolledUp(function), "sales_daily d JOIN employees e ON e.id = d.employee_id")
@@ -215,38 +204,16 @@ enum AnalyticsSQL {
     if function != .median, filter.employeeGUID == nil,
       [.none, .department, .year, .month, .day].contains(grouping)
     {
-      if let department = filter.department {
-        terms.append("department = ?")
-        arguments.append(department)
-      }
-      if let from = filter.fromDate {
-        terms.append("day >= ?")
-        arguments.append(from)
-      }
-      if let to = filter.toDate {
-        terms.append("day <= ?")
-        arguments.append(to)
-      }
+      scope(department: "department", date: "day")
       let key = ["none": "''", "department": "department", "year": "substr(day, 1, 4)",
                  "month": "substr(day, 1, 7)", "day": "day"][grouping.rawValue]!
       return finish(key, Self.fromDailyStatistics(function), "sales_daily_department")
     }
-    if let department = filter.department {
-      // By employee, the guid order must drive (see below), not the department's index.
-      terms.append(grouping == .employee ? "+e.department = ?" : "e.department = ?")
-      arguments.append(department)
-    }
+    // By employee, the guid order must drive (see below), not the department's index.
+    scope(department: grouping == .employee ? "+e.department" : "e.department", date: "s.date")
     if let guid = filter.employeeGUID {
       terms.append("e.guid = ?")
       arguments.append(guid)
-    }
-    if let from = filter.fromDate {
-      terms.append("s.date >= ?")
-      arguments.append(from)
-    }
-    if let to = filter.toDate {
-      terms.append("s.date <= ?")
-      arguments.append(to)
     }
     if let last {
       // The page's last group, as a bound the indexes serve.
