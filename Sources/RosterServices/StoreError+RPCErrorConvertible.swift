@@ -38,6 +38,9 @@ func withStatusMapping<T>(
     throw RPCError(error)
   } catch is CancellationError {
     throw RPCError(code: .cancelled, message: "\(method) was cancelled")
+  } catch where CallControl.current?.isCancelled == true {
+    // The client went away: writing to its stream failed because it is closed.
+    throw RPCError(code: .cancelled, message: "\(method) was cancelled")
   } catch {
     logger.error("\(method) failed", metadata: ["error": "\(String(reflecting: error))"])
     throw RPCError(code: .internalError, message: "\(method) failed; see the server log")

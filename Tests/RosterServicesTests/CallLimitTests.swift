@@ -1,6 +1,8 @@
 import GRPCCore
 import GRPCInProcessTransport
+import Logging
 import RosterProto
+import RosterStore
 @testable import RosterServices
 import Synchronization
 import Testing
@@ -85,6 +87,22 @@ struct CallLimitTests {
     await expectStatus(.notFound, mentioning: "mine") {
       _ = try await CallControlInterceptor.run(until: .now + limit, limit: limit, reaper: reaper) { () async throws -> Int in
         throw RPCError(code: .notFound, message: "mine")
+      }
+    }
+  }
+
+  @Test("a failure once the client has gone away is CANCELLED, not INTERNAL")
+  func failureOfACancelledCall() async throws {
+    struct Closed: Error {}  // what a write to a reset stream throws
+    let logger = Logger(label: "test")
+    await expectStatus(.internalError, mentioning: "see the server log") {
+      try await withStatusMapping("StreamEmployees", logger: logger) { throw Closed() }
+    }
+    let control = CallControl(deadline: nil)
+    control.cancel()
+    await CallControl.$current.withValue(control) {
+      await expectStatus(.cancelled, mentioning: "StreamEmployees was cancelled") {
+        try await withStatusMapping("StreamEmployees", logger: logger) { throw Closed() }
       }
     }
   }
