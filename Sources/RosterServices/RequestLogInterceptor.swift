@@ -1,6 +1,7 @@
 public import GRPCCore
 internal import CoreMetrics
 public import Logging
+internal import Synchronization
 
 /// Logs one structured line per RPC when it ends: method, status, duration, peer, and the
 /// author from `x-roster-author` if one is set. Streaming calls are logged when their last
@@ -70,7 +71,12 @@ public struct RequestLogInterceptor: ServerInterceptor {
 
 /// Counts every RPC and records its latency, both by method and status, through
 /// swift-metrics: `roster_rpc_requests_total` and `roster_rpc_duration_seconds`.
+///
+/// The instruments of each method and status are made once and kept (a few hundred at most:
+/// the registered methods times the status codes), so a call makes none.
 public struct RequestMetricsInterceptor: ServerInterceptor {
+  private let instruments = Instruments()
+
   public init() {}
 
   public func intercept<Input: Sendable, Output: Sendable>(
@@ -80,17 +86,41 @@ public struct RequestMetricsInterceptor: ServerInterceptor {
       -> StreamingServerResponse<Output>
   ) async throws -> StreamingServerResponse<Output> {
     let started = ContinuousClock.now
-    let method = context.descriptor.fullyQualifiedMethod
-    return try await whenFinished(request: request, context: context, next: next) { error in
+    let method = context.descriptor
+    return try await whenFinished(request: request, context: context, next: next) { [instruments] error in
       let elapsed = ContinuousClock.now - started
-      let dimensions = [
-        ("method", method),
-        ("status", error.map { RequestLogInterceptor.name(RequestLogInterceptor.code(of: $0)) } ?? "OK"),
-      ]
-      Counter(label: "roster_rpc_requests_total", dimensions: dimensions).increment()
-      Timer(label: "roster_rpc_duration_seconds", dimensions: dimensions).recordNanoseconds(
+      let (counter, timer) = instruments.of(method, error.map(RequestLogInterceptor.code(of:)))
+      counter.increment()
+      timer.recordNanoseconds(
         elapsed.components.seconds * 1_000_000_000 + elapsed.components.attoseconds / 1_000_000_000
       )
+    }
+  }
+
+  /// The counter and timer of each method and status, made on first use.
+  final class Instruments: Sendable {
+    private struct Key: Hashable {
+      var method: MethodDescriptor
+      var code: RPCError.Code?
+    }
+    private let table = Mutex<[Key: (Counter, Timer)]>([:])
+
+    func of(_ method: MethodDescriptor, _ code: RPCError.Code?) -> (Counter, Timer) {
+      let key = Key(method: method, code: code)
+      if let found = self.table.withLock({ $0[key] }) { return found }
+      let dimensions = [
+        ("method", method.fullyQualifiedMethod),
+        ("status", code.map(RequestLogInterceptor.name) ?? "OK"),
+      ]
+      let made = (
+        Counter(label: "roster_rpc_requests_total", dimensions: dimensions),
+        Timer(label: "roster_rpc_duration_seconds", dimensions: dimensions)
+      )
+      return self.table.withLock { table in
+        if let found = table[key] { return found }
+        table[key] = made
+        return made
+      }
     }
   }
 }
