@@ -68,6 +68,12 @@ public struct RosterStore: Sendable {
       path: configuration.path,
       configuration: Self.grdbConfiguration(configuration, logger: logger)
     )
+    // GRDB sets `synchronous = NORMAL` on the writer when it turns WAL on, after the
+    // connection's own setup: without this the writer never flushed a commit, whatever
+    // `synchronous` said (readers keep the setup's value, which hid it).
+    try pool.writeWithoutTransaction { db in
+      try db.execute(sql: "PRAGMA synchronous = \(configuration.synchronous.rawValue.uppercased())")
+    }
     try Self.migrator.migrate(pool)
     let feed = ChangeFeed(latest: try pool.read(Self.lastSequence))
     self.pool = pool
@@ -284,5 +290,10 @@ public struct RosterStore: Sendable {
   /// The value of a PRAGMA on a reader connection, for checks and diagnostics.
   public func pragma(_ name: String) throws -> String? {
     try self.read { (db: Database) in try String.fetchOne(db, sql: "PRAGMA \(name)") }
+  }
+
+  /// The value of `PRAGMA name` on the writer connection, which commits every write.
+  func writerPragma(_ name: String) throws -> String? {
+    try self.pool.writeWithoutTransaction { db in try String.fetchOne(db, sql: "PRAGMA \(name)") }
   }
 }

@@ -254,6 +254,9 @@ struct WriterTests {
   func durabilitySettings() async throws {
     try await withTemporaryStore(employees: 100) { store async throws in
       #expect(try store.pragma("synchronous") == "2")
+      // The writer is the connection that commits: FULL must hold there (GRDB's WAL setup
+      // had turned it to NORMAL, 1).
+      #expect(try store.writerPragma("synchronous") == "2")
       let (walPages, checkpointed) = try await store.checkpoint()
       #expect(walPages > 0)
       #expect(checkpointed == walPages)
