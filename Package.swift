@@ -30,6 +30,7 @@ let package = Package(
     .package(url: "https://github.com/apple/swift-nio.git", exact: "2.101.3"),
     .package(url: "https://github.com/apple/swift-nio-http2.git", exact: "1.46.0"),
     .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift.git", exact: "0.2.0"),
+    .package(url: "https://github.com/apple/swift-crypto.git", exact: "4.5.2"),
   ],
   targets: [
     // Generated messages and service stubs; nothing hand-written.
@@ -42,19 +43,15 @@ let package = Package(
       ],
       swiftSettings: [.swiftLanguageMode(.v6)]
     ),
-    // libvips, found through pkg-config (Debian's libvips-dev).
-    .systemLibrary(
-      name: "CVips",
-      pkgConfig: "vips",
-      providers: [.apt(["libvips-dev"])]
-    ),
-    // A small non-variadic C face on libvips (thumbnails, demo pictures) and glib's SHA-256.
-    .target(name: "CVipsShim", dependencies: ["CVips"]),
+    // A small non-variadic C face on libvips (thumbnails, demo pictures), which it opens on
+    // first use (Debian's libvips42); nothing links libvips.
+    .target(name: "CVipsShim"),
     // Schema, migrations, queries and the reader path. Never sees gRPC.
     .target(
       name: "RosterStore",
       dependencies: [
         "CVipsShim",
+        .product(name: "Crypto", package: "swift-crypto"),
         .product(name: "GRDB", package: "GRDB.swift"),
         .product(name: "GRDBSQLite", package: "GRDB.swift"),
         .product(name: "Logging", package: "swift-log"),

@@ -1,4 +1,5 @@
 internal import CVipsShim
+internal import Crypto
 internal import Foundation
 internal import Synchronization
 
@@ -79,27 +80,27 @@ enum Vips {
   }
 }
 
-/// An incremental SHA-256 (glib's, through the shim), as lowercase hex: picture etags.
-struct SHA256Hasher: ~Copyable {
-  private let state: OpaquePointer
-
-  init() {
-    self.state = roster_sha256_new()
-  }
+/// An incremental SHA-256 (swift-crypto's), as lowercase hex: picture etags.
+struct SHA256Hasher {
+  private var hash = SHA256()
 
   mutating func update(_ bytes: UnsafeRawBufferPointer) {
-    roster_sha256_update(self.state, bytes.baseAddress, bytes.count)
+    self.hash.update(bufferPointer: bytes)
   }
 
   consuming func finish() -> String {
-    var hex = [CChar](repeating: 0, count: 65)
-    roster_sha256_finish(self.state, &hex)
-    discard self
-    return String(decoding: hex.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    Self.hexDigits(self.hash.finalize())
   }
 
-  deinit {
-    roster_sha256_discard(self.state)
+  private static func hexDigits(_ digest: SHA256.Digest) -> String {
+    let digits = Array("0123456789abcdef".utf8)
+    var text: [UInt8] = []
+    text.reserveCapacity(SHA256.byteCount * 2)
+    for byte in digest {
+      text.append(digits[Int(byte >> 4)])
+      text.append(digits[Int(byte & 0x0F)])
+    }
+    return String(decoding: text, as: UTF8.self)
   }
 
   /// The hex digest of `bytes`.
@@ -133,7 +134,7 @@ final class BlockingPool: Sendable {
   }
 }
 
-/// SHA-256 for callers outside the store (API token hashes), on the same glib code as etags.
+/// SHA-256 for callers outside the store (API token hashes), the same code as etags.
 public enum Digest {
   /// The lowercase hex SHA-256 of `bytes`.
   public static func sha256Hex(_ bytes: [UInt8]) -> String {

@@ -68,6 +68,39 @@ struct PictureMemoryTests {
     }
   }
 
+  /// libvips and the hundred libraries it pulls in held 15 MiB of every server's RSS while it
+  /// was linked; it is opened when the first thumbnail is made.
+  @Test("the server maps libvips only once it makes a thumbnail")
+  func libvipsOnFirstUse() async throws {
+    let directory = try makeTemporaryDirectory()
+    defer { try? FileManager.default.removeItem(atPath: directory) }
+    let server = try await RosterProcess.serve(
+      arguments: ["--db", directory + "/lazy.sqlite", "--seed-employees", "1", "--no-seed-pictures"]
+    )
+    defer { server.terminate() }
+    func mapsLibvips() throws -> Bool {
+      // Read to the end: /proc files report a size of 0, and the list is longer than a page.
+      let maps = try #require(FileHandle(forReadingAtPath: "/proc/\(server.pid)/maps"))
+      defer { try? maps.close() }
+      return String(decoding: try maps.readToEnd() ?? Data(), as: UTF8.self).contains("libvips")
+    }
+    try await withGRPCClient(
+      transport: .http2NIOPosix(
+        target: .ipv4(address: "127.0.0.1", port: server.port),
+        transportSecurity: .plaintext
+      )
+    ) { client in
+      let guid = try #require(
+        try await Roster_V1_Directory.Client(wrapping: client).listEmployees(.init()).employees.first?.guid
+      )
+      #expect(try !mapsLibvips(), "libvips is mapped before any thumbnail")
+      let picture = try DemoPictures.jpeg(width: 320, height: 240, seed: 7, noise: 10)
+      let put = try await Self.put(Roster_V1_Pictures.Client(wrapping: client), guid: guid, picture)
+      #expect(put.width == 320 && put.height == 240)
+      #expect(try mapsLibvips(), "the thumbnail came from libvips")
+    }
+  }
+
   static func put(
     _ pictures: Roster_V1_Pictures.Client<HTTP2ClientTransport.Posix>,
     guid: String,

@@ -1,5 +1,5 @@
-// A small, non-variadic face on libvips (and glib's SHA-256) for Swift: libvips' main calls
-// take NULL-terminated option lists, which Swift cannot call.
+// A small, non-variadic face on libvips for Swift: libvips' main calls take NULL-terminated
+// option lists, which Swift cannot call. libvips is opened on first use, not linked.
 #ifndef ROSTER_VIPS_H
 #define ROSTER_VIPS_H
 
@@ -10,7 +10,8 @@
 extern "C" {
 #endif
 
-/// Starts libvips once per process: no operation cache (it would hold decoded pictures) and
+/// Opens and starts libvips once per process (call it once, before the others; it fails with
+/// a message when libvips 8 is not installed): no operation cache (it would hold decoded pictures) and
 /// one worker thread per pipeline (the caller bounds how many pipelines run at once).
 /// Returns 0, or -1 with a message in `error`.
 int roster_vips_start(char *error, size_t error_size);
@@ -41,15 +42,6 @@ int roster_vips_synthetic_jpeg(
 
 /// Releases memory that libvips handed out.
 void roster_vips_free(void *data);
-
-/// An incremental SHA-256.
-typedef struct roster_sha256 roster_sha256;
-roster_sha256 *roster_sha256_new(void);
-void roster_sha256_update(roster_sha256 *hash, const void *data, size_t size);
-/// Writes the 64-character lowercase hex digest and a NUL to `hex`, and frees `hash`.
-void roster_sha256_finish(roster_sha256 *hash, char hex[65]);
-/// Frees `hash` without a digest.
-void roster_sha256_discard(roster_sha256 *hash);
 
 #ifdef __cplusplus
 }
