@@ -78,12 +78,7 @@ struct PictureMemoryTests {
       arguments: ["--db", directory + "/lazy.sqlite", "--seed-employees", "1", "--no-seed-pictures"]
     )
     defer { server.terminate() }
-    func mapsLibvips() throws -> Bool {
-      // Read to the end: /proc files report a size of 0, and the list is longer than a page.
-      let maps = try #require(FileHandle(forReadingAtPath: "/proc/\(server.pid)/maps"))
-      defer { try? maps.close() }
-      return String(decoding: try maps.readToEnd() ?? Data(), as: UTF8.self).contains("libvips")
-    }
+    func mapsLibvips() throws -> Bool { try server.procFile("maps").contains("libvips") }
     try await withGRPCClient(
       transport: .http2NIOPosix(
         target: .ipv4(address: "127.0.0.1", port: server.port),

@@ -108,12 +108,21 @@ public final class RosterProcess: Sendable {
   /// The server's process id.
   public var pid: Int32 { self.process.processIdentifier }
 
+  /// The text of the server's `/proc/PID/NAME` (`status`, `maps`, ...), read to the end:
+  /// `/proc` files report a size of 0, and `String(contentsOfFile:)` returned only the first
+  /// part of a `maps` longer than a page.
+  public func procFile(_ name: String) throws -> String {
+    let path = "/proc/\(self.process.processIdentifier)/\(name)"
+    guard let file = FileHandle(forReadingAtPath: path) else {
+      throw CocoaError(.fileReadNoSuchFile, userInfo: [NSFilePathErrorKey: path])
+    }
+    defer { try? file.close() }
+    return String(decoding: try file.readToEnd() ?? Data(), as: UTF8.self)
+  }
+
   /// The server's resident memory now and at its peak, in bytes, from `/proc`.
   public func memory() throws -> (resident: Int, peak: Int) {
-    let status = try String(
-      contentsOfFile: "/proc/\(self.process.processIdentifier)/status",
-      encoding: .utf8
-    )
+    let status = try self.procFile("status")
     func field(_ name: String) -> Int {
       let line = status.split(separator: "\n").first { $0.hasPrefix(name + ":") } ?? ""
       return (Int(line.split(separator: " ").dropFirst().first ?? "") ?? 0) * 1024
