@@ -71,7 +71,7 @@ extension AnalyticsService: Roster_V1_Analytics.SimpleServiceProtocol {
       let sales = try await self.store.employeeSales(guid: guid)
       return .with {
         $0.count = sales.count
-        $0.totalAmount = sales.total
+        $0.totalAmountCents = sales.totalCents
       }
     }
   }
@@ -166,12 +166,12 @@ extension AnalyticsService: Roster_V1_Analytics.SimpleServiceProtocol {
           .with {
             $0.year = Int32(year.year.number)
             $0.count = year.year.count
-            $0.amount = year.year.amount
+            $0.amountCents = year.year.amountCents
             $0.months = year.months.map { month in
               .with {
                 $0.month = Int32(month.number)
                 $0.count = month.count
-                $0.amount = month.amount
+                $0.amountCents = month.amountCents
               }
             }
           }
@@ -180,7 +180,7 @@ extension AnalyticsService: Roster_V1_Analytics.SimpleServiceProtocol {
           .with {
             $0.day = Int32(day.number)
             $0.count = day.count
-            $0.amount = day.amount
+            $0.amountCents = day.amountCents
           }
         }
       }
@@ -194,7 +194,7 @@ extension AnalyticsService: Roster_V1_Analytics.SimpleServiceProtocol {
   ) async throws -> Roster_V1_ImportSalesResponse {
     try await withStatusMapping("ImportSales", logger: self.logger) {
       let rows = request.map { message in
-        message.sales.map { SaleRow(employeeGUID: $0.employeeGuid, amount: $0.amount, date: $0.date) }
+        message.sales.map { SaleRow(employeeGUID: $0.employeeGuid, amountCents: $0.amountCents, date: $0.date) }
       }
       let result = try await self.store.importSales(rows, context: RequestAuthor.writeContext)
       return .with {

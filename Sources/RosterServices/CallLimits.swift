@@ -254,11 +254,6 @@ public final class StreamLimitInterceptor: ServerInterceptor, Sendable {
     self.maximum = maximumPerClient
   }
 
-  /// How many streams `client` (as `ipv4:ADDRESS`) has open.
-  public func openStreams(of client: String) -> Int {
-    self.open.withLock { $0[client] ?? 0 }
-  }
-
   public func intercept<Input: Sendable, Output: Sendable>(
     request: StreamingServerRequest<Input>,
     context: ServerContext,

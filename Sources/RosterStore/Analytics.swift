@@ -92,12 +92,13 @@ public struct SalesFilter: Sendable, Hashable {
 /// One sale to import.
 public struct SaleRow: Sendable, Hashable {
   public var employeeGUID: String
-  public var amount: Double
+  /// The amount in cents (integer units of the currency's smallest part).
+  public var amountCents: Int64
   public var date: String
 
-  public init(employeeGUID: String, amount: Double, date: String) {
+  public init(employeeGUID: String, amountCents: Int64, date: String) {
     self.employeeGUID = employeeGUID
-    self.amount = amount
+    self.amountCents = amountCents
     self.date = date
   }
 }
@@ -108,7 +109,8 @@ public struct SalesCalendar: Sendable, Hashable {
     /// The year, month or day number.
     public var number: Int
     public var count: Int64
-    public var amount: Double
+    /// The sum of the period's amounts, in cents.
+    public var amountCents: Int64
   }
   public struct Year: Sendable, Hashable {
     public var year: Period

@@ -129,7 +129,7 @@ enum AnalyticsSQL {
       arguments.append(after)
     }
     let whereClause = terms.isEmpty ? "" : " WHERE " + terms.joined(separator: " AND ")
-    let value = RosterStore.aggregateExpression(function, column: "e.vacation_days", scale: 1)
+    let value = RosterStore.aggregateExpression(function, column: "e.vacation_days")
     return (
       "SELECT \(key) AS k, \(value) FROM employees e\(whereClause) GROUP BY k ORDER BY k",
       StatementArguments(arguments.map(Optional.some))
@@ -227,7 +227,7 @@ enum AnalyticsSQL {
     let key = ["none": "''", "department": "e.department", "employee": "e.guid",
                "year": "substr(s.date, 1, 4)", "month": "substr(s.date, 1, 7)",
                "day": "s.date"][grouping.rawValue]!
-    let value = RosterStore.aggregateExpression(function, column: "s.amount_cents", scale: 100)
+    let value = RosterStore.aggregateExpression(function, column: "s.amount_cents")
     // By employee or department, the employees are walked in that order (CROSS JOIN fixes
     // the loop order), each with their sales from `sales_by_employee_date`: a page reads its
     // own groups only.
@@ -280,11 +280,11 @@ enum AnalyticsSQL {
   static func fromDailyStatistics(_ function: AggregateFunction) -> String {
     switch function {
     case .count, .sum, .average: Self.rolledUp(function)
-    case .minimum: "min(min_cents) / 100.0"
-    case .maximum: "max(max_cents) / 100.0"
+    case .minimum: "min(min_cents)"
+    case .maximum: "max(max_cents)"
     case .standardDeviation:
       // Population variance as E[x²] - E[x]², from sums kept exactly in integers.
-      "sqrt(max(0, total(squares) / sum(count) - (total(total_cents) / sum(count)) * (total(total_cents) / sum(count)))) / 100"
+      "sqrt(max(0, total(squares) / sum(count) - (total(total_cents) / sum(count)) * (total(total_cents) / sum(count))))"
     case .median: preconditionFailure("the median needs every value")
     }
   }
@@ -293,8 +293,8 @@ enum AnalyticsSQL {
   static func rolledUp(_ function: AggregateFunction) -> String {
     switch function {
     case .count: "sum(count)"
-    case .sum: "total(total_cents) / 100"
-    default: "total(total_cents) / 100 / sum(count)"
+    case .sum: "total(total_cents)"
+    default: "total(total_cents) / sum(count)"
     }
   }
 

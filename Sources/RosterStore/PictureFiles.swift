@@ -168,7 +168,6 @@ final class PictureCache: Sendable {
     var entries: [String: Entry] = [:]
     var bytes = 0
     var clock: UInt64 = 0
-    var statistics = PictureCacheStatistics()
   }
   private let state = Mutex(State())
   let budget: Int
@@ -188,11 +187,9 @@ final class PictureCache: Sendable {
     self.state.withLock { state in
       state.clock += 1
       guard var entry = state.entries[etag] else {
-        state.statistics.misses += 1
         StoreMetrics.pictureCacheMisses.increment()
         return nil
       }
-      state.statistics.hits += 1
       StoreMetrics.pictureCacheHits.increment()
       entry.lastUse = state.clock
       state.entries[etag] = entry
@@ -212,28 +209,7 @@ final class PictureCache: Sendable {
       {
         state.entries[oldest.key] = nil
         state.bytes -= oldest.value.bytes.count
-        state.statistics.evictions += 1
       }
-      state.statistics.bytes = state.bytes
-      state.statistics.entries = state.entries.count
     }
   }
-
-  var statistics: PictureCacheStatistics {
-    self.state.withLock { $0.statistics }
-  }
-}
-
-/// The picture cache's counters.
-public struct PictureCacheStatistics: Sendable, Hashable {
-  /// Reads served from memory.
-  public var hits = 0
-  /// Reads that went to the database or a file.
-  public var misses = 0
-  /// Pictures dropped to stay within the budget.
-  public var evictions = 0
-  /// Bytes held now.
-  public var bytes = 0
-  /// Pictures held now.
-  public var entries = 0
 }

@@ -30,10 +30,11 @@ extension RosterStore {
     return counts
   }
 
-  /// An employee's number of sales and their total amount, from the employee's counters.
+  /// An employee's number of sales and their total amount in cents, from the employee's
+  /// counters.
   ///
   /// - Throws: `notFound` for an unknown guid.
-  public func employeeSales(guid: String) async throws -> (count: Int64, total: Double) {
+  public func employeeSales(guid: String) async throws -> (count: Int64, totalCents: Int64) {
     let sales = try await self.read(.point, statement: true) { db in
       try Row.fetchOne(
         db,
@@ -42,7 +43,7 @@ extension RosterStore {
       ).map { (count: $0[0] as Int64, cents: $0[1] as Int64) }
     }
     guard let sales else { throw StoreError(.notFound, "no employee with guid '\(guid)'") }
-    return (sales.count, Double(sales.cents) / 100)
+    return (sales.count, sales.cents)
   }
 
   // MARK: Aggregates
@@ -83,7 +84,7 @@ extension RosterStore {
     let median = try await self.read(.heavy) { db -> Double in
       let count = try Int64.fetchOne(db, sql: AnalyticsSQL.salesCount) ?? 0
       let middle = try Int64.fetchAll(db, sql: AnalyticsSQL.medianOfEverySale, arguments: [count])
-      return middle.isEmpty ? 0 : Double(middle.reduce(0, +)) / Double(middle.count) / 100
+      return middle.isEmpty ? 0 : Double(middle.reduce(0, +)) / Double(middle.count)
     }
     return AggregatePage(groups: [AggregateValue(key: "", value: median)], next: nil)
   }
@@ -206,16 +207,15 @@ extension RosterStore {
     return [AggregateValue(key: "", value: value(headcount, total))]
   }
 
-  static func aggregateExpression(_ function: AggregateFunction, column: String, scale: Double) -> String {
-    let divide = scale == 1 ? "" : " / \(scale)"
+  static func aggregateExpression(_ function: AggregateFunction, column: String) -> String {
     switch function {
     case .count: return "count(*)"
-    case .sum: return "total(\(column))\(divide)"
-    case .average: return "avg(\(column))\(divide)"
-    case .minimum: return "min(\(column))\(divide)"
-    case .maximum: return "max(\(column))\(divide)"
-    case .median: return "roster_median(\(column))\(divide)"
-    case .standardDeviation: return "roster_stddev(\(column))\(divide)"
+    case .sum: return "total(\(column))"
+    case .average: return "avg(\(column))"
+    case .minimum: return "min(\(column))"
+    case .maximum: return "max(\(column))"
+    case .median: return "roster_median(\(column))"
+    case .standardDeviation: return "roster_stddev(\(column))"
     }
   }
 
@@ -284,14 +284,14 @@ extension RosterStore {
         let period = SalesCalendar.Period(
           number: Int(text.suffix(2)) ?? 0,
           count: row[1],
-          amount: Double(row[2] as Int64) / 100
+          amountCents: row[2] as Int64
         )
         if calendar.years.last?.year.number != y {
-          calendar.years.append(.init(year: .init(number: y, count: 0, amount: 0), months: []))
+          calendar.years.append(.init(year: .init(number: y, count: 0, amountCents: 0), months: []))
         }
         calendar.years[calendar.years.count - 1].months.append(period)
         calendar.years[calendar.years.count - 1].year.count += period.count
-        calendar.years[calendar.years.count - 1].year.amount += period.amount
+        calendar.years[calendar.years.count - 1].year.amountCents += period.amountCents
       }
       if let year, let month {
         calendar.days = try self.days(db, scope: scope, employeeID: employeeID, year: year, month: month)
@@ -341,7 +341,7 @@ extension RosterStore {
       SalesCalendar.Period(
         number: Int((row[0] as String).suffix(2)) ?? 0,
         count: row[1],
-        amount: Double(row[2] as Int64) / 100
+        amountCents: row[2] as Int64
       )
     }
     self.calendarCache.put(key, version: version, days: days)

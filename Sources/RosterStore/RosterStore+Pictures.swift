@@ -160,14 +160,6 @@ extension RosterStore {
 
   // MARK: Reads
 
-  /// The description of `guid`'s picture.
-  ///
-  /// - Throws: `invalidArgument` for a malformed guid, `notFound` for an unknown employee or
-  ///   one with no picture.
-  public func pictureInfo(guid: String) throws -> PictureInfo {
-    try self.pictureRow(guid: try EmployeeValidation.requireGUID(guid)).info
-  }
-
   private func pictureRow(guid: String) throws -> (info: PictureInfo, inline: Bool) {
     let row = try self.readStatement { db in
       try Row.fetchOne(
@@ -275,11 +267,6 @@ extension RosterStore {
       width: row[2],
       height: row[3]
     )
-  }
-
-  /// The picture cache's counters.
-  public var pictureCacheStatistics: PictureCacheStatistics {
-    self.pictureCache.statistics
   }
 
   // MARK: Removal

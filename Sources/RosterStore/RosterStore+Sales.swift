@@ -4,13 +4,16 @@ internal import GRDB
 extension RosterStore {
   /// The earliest sale date accepted.
   public static let earliestSaleDate = "1900-01-01"
+  /// The largest amount one sale may have, in cents (a billion in currency units): ten
+  /// million such sales still sum exactly in the 64-bit totals the rollups keep.
+  public static let largestSaleCents: Int64 = 100_000_000_000
   /// How far ahead of today a sale may be dated.
   public static let saleDaysAhead = 366
 
   // MARK: Sales writes
 
   /// Imports sales as they stream in, in chunks through the writer. Bad rows (an unknown
-  /// employee, a negative amount, a date before 1900 or more than a year ahead) are reported
+  /// employee, a negative amount or one over `largestSaleCents`, a date before 1900 or more than a year ahead) are reported
   /// with their index and reason; the good rows land.
   ///
   /// The rows are read (for a gRPC stream: decoded) and checked on the store's bulk thread,
@@ -54,8 +57,10 @@ extension RosterStore {
           rejected.append(.init(index: index, reason: "employee_guid '\(sale.employeeGUID)' is not a UUID"))
           continue
         }
-        guard sale.amount.isFinite, sale.amount >= 0, sale.amount < 1e13 else {
-          rejected.append(.init(index: index, reason: "amount \(sale.amount) must be zero or more"))
+        guard (0...Self.largestSaleCents).contains(sale.amountCents) else {
+          rejected.append(
+            .init(index: index, reason: "amount_cents \(sale.amountCents) must be 0 to \(Self.largestSaleCents)")
+          )
           continue
         }
         guard EmployeeValidation.isValidDate(sale.date) else {
@@ -68,7 +73,7 @@ extension RosterStore {
           )
           continue
         }
-        chunk.append((index, guid, Int64((sale.amount * 100).rounded()), sale.date))
+        chunk.append((index, guid, sale.amountCents, sale.date))
         if chunk.count >= chunkRows { try await flush() }
       }
     }

@@ -45,8 +45,7 @@ struct DemoSalesTests {
     for sale in sales {
       let start = try #require(starts[sale.employeeGUID])
       #expect(sale.date >= start && sale.date <= DemoSales.lastDate.text, "\(sale)")
-      #expect(sale.amount >= 20 && sale.amount <= 5_000)
-      #expect(abs((sale.amount * 100).rounded() - sale.amount * 100) < 1e-6, "whole cents")
+      #expect(sale.amountCents >= 2_000 && sale.amountCents <= 500_000)
     }
     #expect(Array(DemoSales(employees: employees, perEmployee: 0)).isEmpty)
   }
@@ -77,6 +76,26 @@ struct DemoSalesTests {
     }
   }
 
+  @Test("sales file amounts are read into cents exactly, and anything but two decimals is refused")
+  func salesFileAmounts() {
+    let good: [(String, Int64)] = [
+      ("0", 0), ("12", 1_200), ("12.5", 1_250), ("12.50", 1_250), ("0.07", 7), ("-3.05", -305),
+      ("1234567.89", 123_456_789), ("999999999999999.99", 99_999_999_999_999_999),
+      // 0.29 × 100 is 28.999999999999996 in floating point; the text is read as integers.
+      ("0.29", 29), ("4.35", 435),
+    ]
+    for (text, cents) in good {
+      #expect(SalesFile.cents(Substring(text)) == cents, "\(text)")
+      #expect(SalesFile.cents(Substring(SalesFile.amountText(cents: cents))) == cents, "\(text) round trip")
+    }
+    #expect(SalesFile.amountText(cents: 1_250) == "12.50")
+    #expect(SalesFile.amountText(cents: -305) == "-3.05")
+    #expect(SalesFile.amountText(cents: 7) == "0.07")
+    for bad in ["", "-", ".5", "12.", "12.345", "1e3", "12,5", "twelve", "1 2", "+1", "1234567890123456"] {
+      #expect(SalesFile.cents(Substring(bad)) == nil, "\(bad)")
+    }
+  }
+
   @Test("imported demo sales land in full, and the counters match them")
   func importDemoSales() async throws {
     try await withTemporaryStore(employees: 200) { store async throws in
@@ -90,7 +109,7 @@ struct DemoSalesTests {
       let expected = Array(sales).filter { $0.employeeGUID == first.employee.guid }
       let counted = try await store.employeeSales(guid: first.employee.guid)
       #expect(counted.count == Int64(expected.count))
-      #expect(abs(counted.total - expected.map(\.amount).reduce(0, +)) < 0.005)
+      #expect(counted.totalCents == expected.map(\.amountCents).reduce(0, +))
     }
   }
 }

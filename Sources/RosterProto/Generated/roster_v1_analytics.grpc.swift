@@ -163,12 +163,21 @@ extension Roster_V1_Analytics {
     /// > Source IDL Documentation:
     /// >
     /// > Headcounts, sales counts, grouped aggregates and calendar rollups.
+    /// > 
+    /// > Money is in integer cents (int64) everywhere: a sale's amount, totals, calendar sums.
+    /// > Aggregates over amounts are in cents too (see AggregateGroup.value).
+    /// > 
+    /// > Status codes: each method lists its own; every method may also end with UNAUTHENTICATED,
+    /// > PERMISSION_DENIED, RESOURCE_EXHAUSTED, DEADLINE_EXCEEDED, CANCELLED, UNAVAILABLE or
+    /// > INTERNAL, as described on the Directory service. The aggregates run in the server's heavy
+    /// > lane: RESOURCE_EXHAUSTED when too many heavy calls already wait.
     public protocol StreamingServiceProtocol: GRPCCore.RegistrableRPCService {
         /// Handle the "DepartmentHeadcounts" method.
         ///
         /// > Source IDL Documentation:
         /// >
         /// > Every department with its headcount and active count, sorted by department.
+        /// > Codes: only the common ones.
         ///
         /// - Parameters:
         ///   - request: A streaming request of `Roster_V1_DepartmentHeadcountsRequest` messages.
@@ -187,6 +196,8 @@ extension Roster_V1_Analytics {
         /// > Source IDL Documentation:
         /// >
         /// > Totals for one department.
+        /// > Codes: INVALID_ARGUMENT for no department; NOT_FOUND for a department with no
+        /// > employees.
         ///
         /// - Parameters:
         ///   - request: A streaming request of `Roster_V1_DepartmentSummaryRequest` messages.
@@ -205,6 +216,7 @@ extension Roster_V1_Analytics {
         /// > Source IDL Documentation:
         /// >
         /// > Sales count and total amount for one employee.
+        /// > Codes: INVALID_ARGUMENT for a missing or malformed guid; NOT_FOUND for an unknown one.
         ///
         /// - Parameters:
         ///   - request: A streaming request of `Roster_V1_EmployeeSalesRequest` messages.
@@ -223,6 +235,9 @@ extension Roster_V1_Analytics {
         /// > Source IDL Documentation:
         /// >
         /// > An aggregate over sale amounts, optionally grouped; one page of groups per call.
+        /// > Codes: INVALID_ARGUMENT for an unset or unknown function or group_by, a bad guid, a
+        /// > date that is not real, from_date after to_date, a negative page_size, or a bad
+        /// > page_token or one made for another request.
         ///
         /// - Parameters:
         ///   - request: A streaming request of `Roster_V1_AggregateSalesRequest` messages.
@@ -242,6 +257,9 @@ extension Roster_V1_Analytics {
         /// >
         /// > An aggregate over employees' vacation days (or a count), optionally grouped; one page of
         /// > groups per call.
+        /// > Codes: INVALID_ARGUMENT for an unset or unknown function, a group_by other than NONE,
+        /// > DEPARTMENT or ACTIVE, a negative page_size, or a bad page_token or one made for another
+        /// > request.
         ///
         /// - Parameters:
         ///   - request: A streaming request of `Roster_V1_AggregateEmployeesRequest` messages.
@@ -260,6 +278,8 @@ extension Roster_V1_Analytics {
         /// > Source IDL Documentation:
         /// >
         /// > Yearly and monthly sales totals, and one month's daily totals on request.
+        /// > Codes: INVALID_ARGUMENT for a month without a year, a month outside 1 to 12, a bad guid,
+        /// > or both a guid and a department; NOT_FOUND for an unknown employee.
         ///
         /// - Parameters:
         ///   - request: A streaming request of `Roster_V1_SalesCalendarRequest` messages.
@@ -277,7 +297,10 @@ extension Roster_V1_Analytics {
         ///
         /// > Source IDL Documentation:
         /// >
-        /// > Bulk sales import through the coalescing writer.
+        /// > Bulk sales import through the coalescing writer. Bad sales are reported in the
+        /// > response, not as a status.
+        /// > Codes: OK with the counts and rejections; CANCELLED or DEADLINE_EXCEEDED part-way keeps
+        /// > the chunks already committed (each chunk is all or nothing).
         ///
         /// - Parameters:
         ///   - request: A streaming request of `Roster_V1_ImportSalesRequest` messages.
@@ -296,6 +319,7 @@ extension Roster_V1_Analytics {
         /// > Source IDL Documentation:
         /// >
         /// > Deletes sales dated before a date, in bounded chunks.
+        /// > Codes: INVALID_ARGUMENT for a missing or unreal before_date or a bad limit.
         ///
         /// - Parameters:
         ///   - request: A streaming request of `Roster_V1_DeleteSalesRequest` messages.
@@ -321,12 +345,21 @@ extension Roster_V1_Analytics {
     /// > Source IDL Documentation:
     /// >
     /// > Headcounts, sales counts, grouped aggregates and calendar rollups.
+    /// > 
+    /// > Money is in integer cents (int64) everywhere: a sale's amount, totals, calendar sums.
+    /// > Aggregates over amounts are in cents too (see AggregateGroup.value).
+    /// > 
+    /// > Status codes: each method lists its own; every method may also end with UNAUTHENTICATED,
+    /// > PERMISSION_DENIED, RESOURCE_EXHAUSTED, DEADLINE_EXCEEDED, CANCELLED, UNAVAILABLE or
+    /// > INTERNAL, as described on the Directory service. The aggregates run in the server's heavy
+    /// > lane: RESOURCE_EXHAUSTED when too many heavy calls already wait.
     public protocol ServiceProtocol: Roster_V1_Analytics.StreamingServiceProtocol {
         /// Handle the "DepartmentHeadcounts" method.
         ///
         /// > Source IDL Documentation:
         /// >
         /// > Every department with its headcount and active count, sorted by department.
+        /// > Codes: only the common ones.
         ///
         /// - Parameters:
         ///   - request: A request containing a single `Roster_V1_DepartmentHeadcountsRequest` message.
@@ -345,6 +378,8 @@ extension Roster_V1_Analytics {
         /// > Source IDL Documentation:
         /// >
         /// > Totals for one department.
+        /// > Codes: INVALID_ARGUMENT for no department; NOT_FOUND for a department with no
+        /// > employees.
         ///
         /// - Parameters:
         ///   - request: A request containing a single `Roster_V1_DepartmentSummaryRequest` message.
@@ -363,6 +398,7 @@ extension Roster_V1_Analytics {
         /// > Source IDL Documentation:
         /// >
         /// > Sales count and total amount for one employee.
+        /// > Codes: INVALID_ARGUMENT for a missing or malformed guid; NOT_FOUND for an unknown one.
         ///
         /// - Parameters:
         ///   - request: A request containing a single `Roster_V1_EmployeeSalesRequest` message.
@@ -381,6 +417,9 @@ extension Roster_V1_Analytics {
         /// > Source IDL Documentation:
         /// >
         /// > An aggregate over sale amounts, optionally grouped; one page of groups per call.
+        /// > Codes: INVALID_ARGUMENT for an unset or unknown function or group_by, a bad guid, a
+        /// > date that is not real, from_date after to_date, a negative page_size, or a bad
+        /// > page_token or one made for another request.
         ///
         /// - Parameters:
         ///   - request: A request containing a single `Roster_V1_AggregateSalesRequest` message.
@@ -400,6 +439,9 @@ extension Roster_V1_Analytics {
         /// >
         /// > An aggregate over employees' vacation days (or a count), optionally grouped; one page of
         /// > groups per call.
+        /// > Codes: INVALID_ARGUMENT for an unset or unknown function, a group_by other than NONE,
+        /// > DEPARTMENT or ACTIVE, a negative page_size, or a bad page_token or one made for another
+        /// > request.
         ///
         /// - Parameters:
         ///   - request: A request containing a single `Roster_V1_AggregateEmployeesRequest` message.
@@ -418,6 +460,8 @@ extension Roster_V1_Analytics {
         /// > Source IDL Documentation:
         /// >
         /// > Yearly and monthly sales totals, and one month's daily totals on request.
+        /// > Codes: INVALID_ARGUMENT for a month without a year, a month outside 1 to 12, a bad guid,
+        /// > or both a guid and a department; NOT_FOUND for an unknown employee.
         ///
         /// - Parameters:
         ///   - request: A request containing a single `Roster_V1_SalesCalendarRequest` message.
@@ -435,7 +479,10 @@ extension Roster_V1_Analytics {
         ///
         /// > Source IDL Documentation:
         /// >
-        /// > Bulk sales import through the coalescing writer.
+        /// > Bulk sales import through the coalescing writer. Bad sales are reported in the
+        /// > response, not as a status.
+        /// > Codes: OK with the counts and rejections; CANCELLED or DEADLINE_EXCEEDED part-way keeps
+        /// > the chunks already committed (each chunk is all or nothing).
         ///
         /// - Parameters:
         ///   - request: A streaming request of `Roster_V1_ImportSalesRequest` messages.
@@ -454,6 +501,7 @@ extension Roster_V1_Analytics {
         /// > Source IDL Documentation:
         /// >
         /// > Deletes sales dated before a date, in bounded chunks.
+        /// > Codes: INVALID_ARGUMENT for a missing or unreal before_date or a bad limit.
         ///
         /// - Parameters:
         ///   - request: A request containing a single `Roster_V1_DeleteSalesRequest` message.
@@ -477,12 +525,21 @@ extension Roster_V1_Analytics {
     /// > Source IDL Documentation:
     /// >
     /// > Headcounts, sales counts, grouped aggregates and calendar rollups.
+    /// > 
+    /// > Money is in integer cents (int64) everywhere: a sale's amount, totals, calendar sums.
+    /// > Aggregates over amounts are in cents too (see AggregateGroup.value).
+    /// > 
+    /// > Status codes: each method lists its own; every method may also end with UNAUTHENTICATED,
+    /// > PERMISSION_DENIED, RESOURCE_EXHAUSTED, DEADLINE_EXCEEDED, CANCELLED, UNAVAILABLE or
+    /// > INTERNAL, as described on the Directory service. The aggregates run in the server's heavy
+    /// > lane: RESOURCE_EXHAUSTED when too many heavy calls already wait.
     public protocol SimpleServiceProtocol: Roster_V1_Analytics.ServiceProtocol {
         /// Handle the "DepartmentHeadcounts" method.
         ///
         /// > Source IDL Documentation:
         /// >
         /// > Every department with its headcount and active count, sorted by department.
+        /// > Codes: only the common ones.
         ///
         /// - Parameters:
         ///   - request: A `Roster_V1_DepartmentHeadcountsRequest` message.
@@ -501,6 +558,8 @@ extension Roster_V1_Analytics {
         /// > Source IDL Documentation:
         /// >
         /// > Totals for one department.
+        /// > Codes: INVALID_ARGUMENT for no department; NOT_FOUND for a department with no
+        /// > employees.
         ///
         /// - Parameters:
         ///   - request: A `Roster_V1_DepartmentSummaryRequest` message.
@@ -519,6 +578,7 @@ extension Roster_V1_Analytics {
         /// > Source IDL Documentation:
         /// >
         /// > Sales count and total amount for one employee.
+        /// > Codes: INVALID_ARGUMENT for a missing or malformed guid; NOT_FOUND for an unknown one.
         ///
         /// - Parameters:
         ///   - request: A `Roster_V1_EmployeeSalesRequest` message.
@@ -537,6 +597,9 @@ extension Roster_V1_Analytics {
         /// > Source IDL Documentation:
         /// >
         /// > An aggregate over sale amounts, optionally grouped; one page of groups per call.
+        /// > Codes: INVALID_ARGUMENT for an unset or unknown function or group_by, a bad guid, a
+        /// > date that is not real, from_date after to_date, a negative page_size, or a bad
+        /// > page_token or one made for another request.
         ///
         /// - Parameters:
         ///   - request: A `Roster_V1_AggregateSalesRequest` message.
@@ -556,6 +619,9 @@ extension Roster_V1_Analytics {
         /// >
         /// > An aggregate over employees' vacation days (or a count), optionally grouped; one page of
         /// > groups per call.
+        /// > Codes: INVALID_ARGUMENT for an unset or unknown function, a group_by other than NONE,
+        /// > DEPARTMENT or ACTIVE, a negative page_size, or a bad page_token or one made for another
+        /// > request.
         ///
         /// - Parameters:
         ///   - request: A `Roster_V1_AggregateEmployeesRequest` message.
@@ -574,6 +640,8 @@ extension Roster_V1_Analytics {
         /// > Source IDL Documentation:
         /// >
         /// > Yearly and monthly sales totals, and one month's daily totals on request.
+        /// > Codes: INVALID_ARGUMENT for a month without a year, a month outside 1 to 12, a bad guid,
+        /// > or both a guid and a department; NOT_FOUND for an unknown employee.
         ///
         /// - Parameters:
         ///   - request: A `Roster_V1_SalesCalendarRequest` message.
@@ -591,7 +659,10 @@ extension Roster_V1_Analytics {
         ///
         /// > Source IDL Documentation:
         /// >
-        /// > Bulk sales import through the coalescing writer.
+        /// > Bulk sales import through the coalescing writer. Bad sales are reported in the
+        /// > response, not as a status.
+        /// > Codes: OK with the counts and rejections; CANCELLED or DEADLINE_EXCEEDED part-way keeps
+        /// > the chunks already committed (each chunk is all or nothing).
         ///
         /// - Parameters:
         ///   - request: A stream of `Roster_V1_ImportSalesRequest` messages.
@@ -610,6 +681,7 @@ extension Roster_V1_Analytics {
         /// > Source IDL Documentation:
         /// >
         /// > Deletes sales dated before a date, in bounded chunks.
+        /// > Codes: INVALID_ARGUMENT for a missing or unreal before_date or a bad limit.
         ///
         /// - Parameters:
         ///   - request: A `Roster_V1_DeleteSalesRequest` message.
@@ -932,12 +1004,21 @@ extension Roster_V1_Analytics {
     /// > Source IDL Documentation:
     /// >
     /// > Headcounts, sales counts, grouped aggregates and calendar rollups.
+    /// > 
+    /// > Money is in integer cents (int64) everywhere: a sale's amount, totals, calendar sums.
+    /// > Aggregates over amounts are in cents too (see AggregateGroup.value).
+    /// > 
+    /// > Status codes: each method lists its own; every method may also end with UNAUTHENTICATED,
+    /// > PERMISSION_DENIED, RESOURCE_EXHAUSTED, DEADLINE_EXCEEDED, CANCELLED, UNAVAILABLE or
+    /// > INTERNAL, as described on the Directory service. The aggregates run in the server's heavy
+    /// > lane: RESOURCE_EXHAUSTED when too many heavy calls already wait.
     public protocol ClientProtocol: Sendable {
         /// Call the "DepartmentHeadcounts" method.
         ///
         /// > Source IDL Documentation:
         /// >
         /// > Every department with its headcount and active count, sorted by department.
+        /// > Codes: only the common ones.
         ///
         /// - Parameters:
         ///   - request: A request containing a single `Roster_V1_DepartmentHeadcountsRequest` message.
@@ -961,6 +1042,8 @@ extension Roster_V1_Analytics {
         /// > Source IDL Documentation:
         /// >
         /// > Totals for one department.
+        /// > Codes: INVALID_ARGUMENT for no department; NOT_FOUND for a department with no
+        /// > employees.
         ///
         /// - Parameters:
         ///   - request: A request containing a single `Roster_V1_DepartmentSummaryRequest` message.
@@ -984,6 +1067,7 @@ extension Roster_V1_Analytics {
         /// > Source IDL Documentation:
         /// >
         /// > Sales count and total amount for one employee.
+        /// > Codes: INVALID_ARGUMENT for a missing or malformed guid; NOT_FOUND for an unknown one.
         ///
         /// - Parameters:
         ///   - request: A request containing a single `Roster_V1_EmployeeSalesRequest` message.
@@ -1007,6 +1091,9 @@ extension Roster_V1_Analytics {
         /// > Source IDL Documentation:
         /// >
         /// > An aggregate over sale amounts, optionally grouped; one page of groups per call.
+        /// > Codes: INVALID_ARGUMENT for an unset or unknown function or group_by, a bad guid, a
+        /// > date that is not real, from_date after to_date, a negative page_size, or a bad
+        /// > page_token or one made for another request.
         ///
         /// - Parameters:
         ///   - request: A request containing a single `Roster_V1_AggregateSalesRequest` message.
@@ -1031,6 +1118,9 @@ extension Roster_V1_Analytics {
         /// >
         /// > An aggregate over employees' vacation days (or a count), optionally grouped; one page of
         /// > groups per call.
+        /// > Codes: INVALID_ARGUMENT for an unset or unknown function, a group_by other than NONE,
+        /// > DEPARTMENT or ACTIVE, a negative page_size, or a bad page_token or one made for another
+        /// > request.
         ///
         /// - Parameters:
         ///   - request: A request containing a single `Roster_V1_AggregateEmployeesRequest` message.
@@ -1054,6 +1144,8 @@ extension Roster_V1_Analytics {
         /// > Source IDL Documentation:
         /// >
         /// > Yearly and monthly sales totals, and one month's daily totals on request.
+        /// > Codes: INVALID_ARGUMENT for a month without a year, a month outside 1 to 12, a bad guid,
+        /// > or both a guid and a department; NOT_FOUND for an unknown employee.
         ///
         /// - Parameters:
         ///   - request: A request containing a single `Roster_V1_SalesCalendarRequest` message.
@@ -1076,7 +1168,10 @@ extension Roster_V1_Analytics {
         ///
         /// > Source IDL Documentation:
         /// >
-        /// > Bulk sales import through the coalescing writer.
+        /// > Bulk sales import through the coalescing writer. Bad sales are reported in the
+        /// > response, not as a status.
+        /// > Codes: OK with the counts and rejections; CANCELLED or DEADLINE_EXCEEDED part-way keeps
+        /// > the chunks already committed (each chunk is all or nothing).
         ///
         /// - Parameters:
         ///   - request: A streaming request producing `Roster_V1_ImportSalesRequest` messages.
@@ -1100,6 +1195,7 @@ extension Roster_V1_Analytics {
         /// > Source IDL Documentation:
         /// >
         /// > Deletes sales dated before a date, in bounded chunks.
+        /// > Codes: INVALID_ARGUMENT for a missing or unreal before_date or a bad limit.
         ///
         /// - Parameters:
         ///   - request: A request containing a single `Roster_V1_DeleteSalesRequest` message.
@@ -1128,6 +1224,14 @@ extension Roster_V1_Analytics {
     /// > Source IDL Documentation:
     /// >
     /// > Headcounts, sales counts, grouped aggregates and calendar rollups.
+    /// > 
+    /// > Money is in integer cents (int64) everywhere: a sale's amount, totals, calendar sums.
+    /// > Aggregates over amounts are in cents too (see AggregateGroup.value).
+    /// > 
+    /// > Status codes: each method lists its own; every method may also end with UNAUTHENTICATED,
+    /// > PERMISSION_DENIED, RESOURCE_EXHAUSTED, DEADLINE_EXCEEDED, CANCELLED, UNAVAILABLE or
+    /// > INTERNAL, as described on the Directory service. The aggregates run in the server's heavy
+    /// > lane: RESOURCE_EXHAUSTED when too many heavy calls already wait.
     public struct Client<Transport>: ClientProtocol where Transport: GRPCCore.ClientTransport {
         private let client: GRPCCore.GRPCClient<Transport>
 
@@ -1144,6 +1248,7 @@ extension Roster_V1_Analytics {
         /// > Source IDL Documentation:
         /// >
         /// > Every department with its headcount and active count, sorted by department.
+        /// > Codes: only the common ones.
         ///
         /// - Parameters:
         ///   - request: A request containing a single `Roster_V1_DepartmentHeadcountsRequest` message.
@@ -1178,6 +1283,8 @@ extension Roster_V1_Analytics {
         /// > Source IDL Documentation:
         /// >
         /// > Totals for one department.
+        /// > Codes: INVALID_ARGUMENT for no department; NOT_FOUND for a department with no
+        /// > employees.
         ///
         /// - Parameters:
         ///   - request: A request containing a single `Roster_V1_DepartmentSummaryRequest` message.
@@ -1212,6 +1319,7 @@ extension Roster_V1_Analytics {
         /// > Source IDL Documentation:
         /// >
         /// > Sales count and total amount for one employee.
+        /// > Codes: INVALID_ARGUMENT for a missing or malformed guid; NOT_FOUND for an unknown one.
         ///
         /// - Parameters:
         ///   - request: A request containing a single `Roster_V1_EmployeeSalesRequest` message.
@@ -1246,6 +1354,9 @@ extension Roster_V1_Analytics {
         /// > Source IDL Documentation:
         /// >
         /// > An aggregate over sale amounts, optionally grouped; one page of groups per call.
+        /// > Codes: INVALID_ARGUMENT for an unset or unknown function or group_by, a bad guid, a
+        /// > date that is not real, from_date after to_date, a negative page_size, or a bad
+        /// > page_token or one made for another request.
         ///
         /// - Parameters:
         ///   - request: A request containing a single `Roster_V1_AggregateSalesRequest` message.
@@ -1281,6 +1392,9 @@ extension Roster_V1_Analytics {
         /// >
         /// > An aggregate over employees' vacation days (or a count), optionally grouped; one page of
         /// > groups per call.
+        /// > Codes: INVALID_ARGUMENT for an unset or unknown function, a group_by other than NONE,
+        /// > DEPARTMENT or ACTIVE, a negative page_size, or a bad page_token or one made for another
+        /// > request.
         ///
         /// - Parameters:
         ///   - request: A request containing a single `Roster_V1_AggregateEmployeesRequest` message.
@@ -1315,6 +1429,8 @@ extension Roster_V1_Analytics {
         /// > Source IDL Documentation:
         /// >
         /// > Yearly and monthly sales totals, and one month's daily totals on request.
+        /// > Codes: INVALID_ARGUMENT for a month without a year, a month outside 1 to 12, a bad guid,
+        /// > or both a guid and a department; NOT_FOUND for an unknown employee.
         ///
         /// - Parameters:
         ///   - request: A request containing a single `Roster_V1_SalesCalendarRequest` message.
@@ -1348,7 +1464,10 @@ extension Roster_V1_Analytics {
         ///
         /// > Source IDL Documentation:
         /// >
-        /// > Bulk sales import through the coalescing writer.
+        /// > Bulk sales import through the coalescing writer. Bad sales are reported in the
+        /// > response, not as a status.
+        /// > Codes: OK with the counts and rejections; CANCELLED or DEADLINE_EXCEEDED part-way keeps
+        /// > the chunks already committed (each chunk is all or nothing).
         ///
         /// - Parameters:
         ///   - request: A streaming request producing `Roster_V1_ImportSalesRequest` messages.
@@ -1383,6 +1502,7 @@ extension Roster_V1_Analytics {
         /// > Source IDL Documentation:
         /// >
         /// > Deletes sales dated before a date, in bounded chunks.
+        /// > Codes: INVALID_ARGUMENT for a missing or unreal before_date or a bad limit.
         ///
         /// - Parameters:
         ///   - request: A request containing a single `Roster_V1_DeleteSalesRequest` message.
@@ -1422,6 +1542,7 @@ extension Roster_V1_Analytics.ClientProtocol {
     /// > Source IDL Documentation:
     /// >
     /// > Every department with its headcount and active count, sorted by department.
+    /// > Codes: only the common ones.
     ///
     /// - Parameters:
     ///   - request: A request containing a single `Roster_V1_DepartmentHeadcountsRequest` message.
@@ -1451,6 +1572,8 @@ extension Roster_V1_Analytics.ClientProtocol {
     /// > Source IDL Documentation:
     /// >
     /// > Totals for one department.
+    /// > Codes: INVALID_ARGUMENT for no department; NOT_FOUND for a department with no
+    /// > employees.
     ///
     /// - Parameters:
     ///   - request: A request containing a single `Roster_V1_DepartmentSummaryRequest` message.
@@ -1480,6 +1603,7 @@ extension Roster_V1_Analytics.ClientProtocol {
     /// > Source IDL Documentation:
     /// >
     /// > Sales count and total amount for one employee.
+    /// > Codes: INVALID_ARGUMENT for a missing or malformed guid; NOT_FOUND for an unknown one.
     ///
     /// - Parameters:
     ///   - request: A request containing a single `Roster_V1_EmployeeSalesRequest` message.
@@ -1509,6 +1633,9 @@ extension Roster_V1_Analytics.ClientProtocol {
     /// > Source IDL Documentation:
     /// >
     /// > An aggregate over sale amounts, optionally grouped; one page of groups per call.
+    /// > Codes: INVALID_ARGUMENT for an unset or unknown function or group_by, a bad guid, a
+    /// > date that is not real, from_date after to_date, a negative page_size, or a bad
+    /// > page_token or one made for another request.
     ///
     /// - Parameters:
     ///   - request: A request containing a single `Roster_V1_AggregateSalesRequest` message.
@@ -1539,6 +1666,9 @@ extension Roster_V1_Analytics.ClientProtocol {
     /// >
     /// > An aggregate over employees' vacation days (or a count), optionally grouped; one page of
     /// > groups per call.
+    /// > Codes: INVALID_ARGUMENT for an unset or unknown function, a group_by other than NONE,
+    /// > DEPARTMENT or ACTIVE, a negative page_size, or a bad page_token or one made for another
+    /// > request.
     ///
     /// - Parameters:
     ///   - request: A request containing a single `Roster_V1_AggregateEmployeesRequest` message.
@@ -1568,6 +1698,8 @@ extension Roster_V1_Analytics.ClientProtocol {
     /// > Source IDL Documentation:
     /// >
     /// > Yearly and monthly sales totals, and one month's daily totals on request.
+    /// > Codes: INVALID_ARGUMENT for a month without a year, a month outside 1 to 12, a bad guid,
+    /// > or both a guid and a department; NOT_FOUND for an unknown employee.
     ///
     /// - Parameters:
     ///   - request: A request containing a single `Roster_V1_SalesCalendarRequest` message.
@@ -1596,7 +1728,10 @@ extension Roster_V1_Analytics.ClientProtocol {
     ///
     /// > Source IDL Documentation:
     /// >
-    /// > Bulk sales import through the coalescing writer.
+    /// > Bulk sales import through the coalescing writer. Bad sales are reported in the
+    /// > response, not as a status.
+    /// > Codes: OK with the counts and rejections; CANCELLED or DEADLINE_EXCEEDED part-way keeps
+    /// > the chunks already committed (each chunk is all or nothing).
     ///
     /// - Parameters:
     ///   - request: A streaming request producing `Roster_V1_ImportSalesRequest` messages.
@@ -1626,6 +1761,7 @@ extension Roster_V1_Analytics.ClientProtocol {
     /// > Source IDL Documentation:
     /// >
     /// > Deletes sales dated before a date, in bounded chunks.
+    /// > Codes: INVALID_ARGUMENT for a missing or unreal before_date or a bad limit.
     ///
     /// - Parameters:
     ///   - request: A request containing a single `Roster_V1_DeleteSalesRequest` message.
@@ -1659,6 +1795,7 @@ extension Roster_V1_Analytics.ClientProtocol {
     /// > Source IDL Documentation:
     /// >
     /// > Every department with its headcount and active count, sorted by department.
+    /// > Codes: only the common ones.
     ///
     /// - Parameters:
     ///   - message: request message to send.
@@ -1692,6 +1829,8 @@ extension Roster_V1_Analytics.ClientProtocol {
     /// > Source IDL Documentation:
     /// >
     /// > Totals for one department.
+    /// > Codes: INVALID_ARGUMENT for no department; NOT_FOUND for a department with no
+    /// > employees.
     ///
     /// - Parameters:
     ///   - message: request message to send.
@@ -1725,6 +1864,7 @@ extension Roster_V1_Analytics.ClientProtocol {
     /// > Source IDL Documentation:
     /// >
     /// > Sales count and total amount for one employee.
+    /// > Codes: INVALID_ARGUMENT for a missing or malformed guid; NOT_FOUND for an unknown one.
     ///
     /// - Parameters:
     ///   - message: request message to send.
@@ -1758,6 +1898,9 @@ extension Roster_V1_Analytics.ClientProtocol {
     /// > Source IDL Documentation:
     /// >
     /// > An aggregate over sale amounts, optionally grouped; one page of groups per call.
+    /// > Codes: INVALID_ARGUMENT for an unset or unknown function or group_by, a bad guid, a
+    /// > date that is not real, from_date after to_date, a negative page_size, or a bad
+    /// > page_token or one made for another request.
     ///
     /// - Parameters:
     ///   - message: request message to send.
@@ -1792,6 +1935,9 @@ extension Roster_V1_Analytics.ClientProtocol {
     /// >
     /// > An aggregate over employees' vacation days (or a count), optionally grouped; one page of
     /// > groups per call.
+    /// > Codes: INVALID_ARGUMENT for an unset or unknown function, a group_by other than NONE,
+    /// > DEPARTMENT or ACTIVE, a negative page_size, or a bad page_token or one made for another
+    /// > request.
     ///
     /// - Parameters:
     ///   - message: request message to send.
@@ -1825,6 +1971,8 @@ extension Roster_V1_Analytics.ClientProtocol {
     /// > Source IDL Documentation:
     /// >
     /// > Yearly and monthly sales totals, and one month's daily totals on request.
+    /// > Codes: INVALID_ARGUMENT for a month without a year, a month outside 1 to 12, a bad guid,
+    /// > or both a guid and a department; NOT_FOUND for an unknown employee.
     ///
     /// - Parameters:
     ///   - message: request message to send.
@@ -1857,7 +2005,10 @@ extension Roster_V1_Analytics.ClientProtocol {
     ///
     /// > Source IDL Documentation:
     /// >
-    /// > Bulk sales import through the coalescing writer.
+    /// > Bulk sales import through the coalescing writer. Bad sales are reported in the
+    /// > response, not as a status.
+    /// > Codes: OK with the counts and rejections; CANCELLED or DEADLINE_EXCEEDED part-way keeps
+    /// > the chunks already committed (each chunk is all or nothing).
     ///
     /// - Parameters:
     ///   - metadata: Additional metadata to send, defaults to empty.
@@ -1892,6 +2043,7 @@ extension Roster_V1_Analytics.ClientProtocol {
     /// > Source IDL Documentation:
     /// >
     /// > Deletes sales dated before a date, in bounded chunks.
+    /// > Codes: INVALID_ARGUMENT for a missing or unreal before_date or a bad limit.
     ///
     /// - Parameters:
     ///   - message: request message to send.

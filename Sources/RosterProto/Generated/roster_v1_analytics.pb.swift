@@ -269,8 +269,8 @@ public nonisolated struct Roster_V1_EmployeeSalesResponse: Sendable {
   /// Number of sales.
   public var count: Int64 = 0
 
-  /// Sum of the sales' amounts.
-  public var totalAmount: Double = 0
+  /// Sum of the sales' amounts, in cents.
+  public var totalAmountCents: Int64 = 0
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
@@ -365,7 +365,9 @@ public nonisolated struct Roster_V1_AggregateGroup: Sendable {
   /// The group key; empty for GROUP_BY_NONE.
   public var key: String = String()
 
-  /// The aggregate's value over the group.
+  /// The aggregate's value over the group. For AggregateSales: COUNT is a number of sales;
+  /// SUM, MIN and MAX are whole cents (exact up to 2^53); AVG, MEDIAN and STDDEV are cents
+  /// that may have a fraction. For AggregateEmployees: days of vacation, or a count.
   public var value: Double = 0
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
@@ -425,8 +427,8 @@ public nonisolated struct Roster_V1_CalendarMonth: Sendable {
   /// Number of sales.
   public var count: Int64 = 0
 
-  /// Sum of amounts.
-  public var amount: Double = 0
+  /// Sum of amounts, in cents.
+  public var amountCents: Int64 = 0
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
@@ -445,8 +447,8 @@ public nonisolated struct Roster_V1_CalendarYear: Sendable {
   /// Number of sales.
   public var count: Int64 = 0
 
-  /// Sum of amounts.
-  public var amount: Double = 0
+  /// Sum of amounts, in cents.
+  public var amountCents: Int64 = 0
 
   /// The months of the year that have sales.
   public var months: [Roster_V1_CalendarMonth] = []
@@ -468,8 +470,8 @@ public nonisolated struct Roster_V1_CalendarDay: Sendable {
   /// Number of sales.
   public var count: Int64 = 0
 
-  /// Sum of amounts.
-  public var amount: Double = 0
+  /// Sum of amounts, in cents.
+  public var amountCents: Int64 = 0
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
@@ -502,8 +504,8 @@ public nonisolated struct Roster_V1_Sale: Sendable {
   /// The employee who made the sale.
   public var employeeGuid: String = String()
 
-  /// The amount, zero or more.
-  public var amount: Double = 0
+  /// The amount in cents, zero or more.
+  public var amountCents: Int64 = 0
 
   /// The date, YYYY-MM-DD.
   public var date: String = String()
@@ -786,7 +788,7 @@ nonisolated extension Roster_V1_EmployeeSalesRequest: SwiftProtobuf.Message, Swi
 
 nonisolated extension Roster_V1_EmployeeSalesResponse: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".EmployeeSalesResponse"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}count\0\u{3}total_amount\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}count\0\u{4}\u{2}total_amount_cents\0\u{b}total_amount\0\u{c}\u{2}\u{1}")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -795,7 +797,7 @@ nonisolated extension Roster_V1_EmployeeSalesResponse: SwiftProtobuf.Message, Sw
       // enabled. https://github.com/apple/swift-protobuf/issues/1034
       switch fieldNumber {
       case 1: try { try decoder.decodeSingularInt64Field(value: &self.count) }()
-      case 2: try { try decoder.decodeSingularDoubleField(value: &self.totalAmount) }()
+      case 3: try { try decoder.decodeSingularInt64Field(value: &self.totalAmountCents) }()
       default: break
       }
     }
@@ -805,15 +807,15 @@ nonisolated extension Roster_V1_EmployeeSalesResponse: SwiftProtobuf.Message, Sw
     if self.count != 0 {
       try visitor.visitSingularInt64Field(value: self.count, fieldNumber: 1)
     }
-    if self.totalAmount.bitPattern != 0 {
-      try visitor.visitSingularDoubleField(value: self.totalAmount, fieldNumber: 2)
+    if self.totalAmountCents != 0 {
+      try visitor.visitSingularInt64Field(value: self.totalAmountCents, fieldNumber: 3)
     }
     try unknownFields.traverse(visitor: &visitor)
   }
 
   public static func ==(lhs: Roster_V1_EmployeeSalesResponse, rhs: Roster_V1_EmployeeSalesResponse) -> Bool {
     if lhs.count != rhs.count {return false}
-    if lhs.totalAmount != rhs.totalAmount {return false}
+    if lhs.totalAmountCents != rhs.totalAmountCents {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
@@ -1065,7 +1067,7 @@ nonisolated extension Roster_V1_SalesCalendarRequest: SwiftProtobuf.Message, Swi
 
 nonisolated extension Roster_V1_CalendarMonth: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".CalendarMonth"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}month\0\u{1}count\0\u{1}amount\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}month\0\u{1}count\0\u{4}\u{3}amount_cents\0\u{b}amount\0\u{c}\u{3}\u{1}")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -1075,7 +1077,7 @@ nonisolated extension Roster_V1_CalendarMonth: SwiftProtobuf.Message, SwiftProto
       switch fieldNumber {
       case 1: try { try decoder.decodeSingularInt32Field(value: &self.month) }()
       case 2: try { try decoder.decodeSingularInt64Field(value: &self.count) }()
-      case 3: try { try decoder.decodeSingularDoubleField(value: &self.amount) }()
+      case 5: try { try decoder.decodeSingularInt64Field(value: &self.amountCents) }()
       default: break
       }
     }
@@ -1088,8 +1090,8 @@ nonisolated extension Roster_V1_CalendarMonth: SwiftProtobuf.Message, SwiftProto
     if self.count != 0 {
       try visitor.visitSingularInt64Field(value: self.count, fieldNumber: 2)
     }
-    if self.amount.bitPattern != 0 {
-      try visitor.visitSingularDoubleField(value: self.amount, fieldNumber: 3)
+    if self.amountCents != 0 {
+      try visitor.visitSingularInt64Field(value: self.amountCents, fieldNumber: 5)
     }
     try unknownFields.traverse(visitor: &visitor)
   }
@@ -1097,7 +1099,7 @@ nonisolated extension Roster_V1_CalendarMonth: SwiftProtobuf.Message, SwiftProto
   public static func ==(lhs: Roster_V1_CalendarMonth, rhs: Roster_V1_CalendarMonth) -> Bool {
     if lhs.month != rhs.month {return false}
     if lhs.count != rhs.count {return false}
-    if lhs.amount != rhs.amount {return false}
+    if lhs.amountCents != rhs.amountCents {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
@@ -1105,7 +1107,7 @@ nonisolated extension Roster_V1_CalendarMonth: SwiftProtobuf.Message, SwiftProto
 
 nonisolated extension Roster_V1_CalendarYear: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".CalendarYear"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}year\0\u{1}count\0\u{1}amount\0\u{1}months\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}year\0\u{1}count\0\u{2}\u{2}months\0\u{3}amount_cents\0\u{b}amount\0\u{c}\u{3}\u{1}")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -1115,8 +1117,8 @@ nonisolated extension Roster_V1_CalendarYear: SwiftProtobuf.Message, SwiftProtob
       switch fieldNumber {
       case 1: try { try decoder.decodeSingularInt32Field(value: &self.year) }()
       case 2: try { try decoder.decodeSingularInt64Field(value: &self.count) }()
-      case 3: try { try decoder.decodeSingularDoubleField(value: &self.amount) }()
       case 4: try { try decoder.decodeRepeatedMessageField(value: &self.months) }()
+      case 5: try { try decoder.decodeSingularInt64Field(value: &self.amountCents) }()
       default: break
       }
     }
@@ -1129,11 +1131,11 @@ nonisolated extension Roster_V1_CalendarYear: SwiftProtobuf.Message, SwiftProtob
     if self.count != 0 {
       try visitor.visitSingularInt64Field(value: self.count, fieldNumber: 2)
     }
-    if self.amount.bitPattern != 0 {
-      try visitor.visitSingularDoubleField(value: self.amount, fieldNumber: 3)
-    }
     if !self.months.isEmpty {
       try visitor.visitRepeatedMessageField(value: self.months, fieldNumber: 4)
+    }
+    if self.amountCents != 0 {
+      try visitor.visitSingularInt64Field(value: self.amountCents, fieldNumber: 5)
     }
     try unknownFields.traverse(visitor: &visitor)
   }
@@ -1141,7 +1143,7 @@ nonisolated extension Roster_V1_CalendarYear: SwiftProtobuf.Message, SwiftProtob
   public static func ==(lhs: Roster_V1_CalendarYear, rhs: Roster_V1_CalendarYear) -> Bool {
     if lhs.year != rhs.year {return false}
     if lhs.count != rhs.count {return false}
-    if lhs.amount != rhs.amount {return false}
+    if lhs.amountCents != rhs.amountCents {return false}
     if lhs.months != rhs.months {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
@@ -1150,7 +1152,7 @@ nonisolated extension Roster_V1_CalendarYear: SwiftProtobuf.Message, SwiftProtob
 
 nonisolated extension Roster_V1_CalendarDay: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".CalendarDay"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}day\0\u{1}count\0\u{1}amount\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}day\0\u{1}count\0\u{4}\u{3}amount_cents\0\u{b}amount\0\u{c}\u{3}\u{1}")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -1160,7 +1162,7 @@ nonisolated extension Roster_V1_CalendarDay: SwiftProtobuf.Message, SwiftProtobu
       switch fieldNumber {
       case 1: try { try decoder.decodeSingularInt32Field(value: &self.day) }()
       case 2: try { try decoder.decodeSingularInt64Field(value: &self.count) }()
-      case 3: try { try decoder.decodeSingularDoubleField(value: &self.amount) }()
+      case 5: try { try decoder.decodeSingularInt64Field(value: &self.amountCents) }()
       default: break
       }
     }
@@ -1173,8 +1175,8 @@ nonisolated extension Roster_V1_CalendarDay: SwiftProtobuf.Message, SwiftProtobu
     if self.count != 0 {
       try visitor.visitSingularInt64Field(value: self.count, fieldNumber: 2)
     }
-    if self.amount.bitPattern != 0 {
-      try visitor.visitSingularDoubleField(value: self.amount, fieldNumber: 3)
+    if self.amountCents != 0 {
+      try visitor.visitSingularInt64Field(value: self.amountCents, fieldNumber: 5)
     }
     try unknownFields.traverse(visitor: &visitor)
   }
@@ -1182,7 +1184,7 @@ nonisolated extension Roster_V1_CalendarDay: SwiftProtobuf.Message, SwiftProtobu
   public static func ==(lhs: Roster_V1_CalendarDay, rhs: Roster_V1_CalendarDay) -> Bool {
     if lhs.day != rhs.day {return false}
     if lhs.count != rhs.count {return false}
-    if lhs.amount != rhs.amount {return false}
+    if lhs.amountCents != rhs.amountCents {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
@@ -1225,7 +1227,7 @@ nonisolated extension Roster_V1_SalesCalendarResponse: SwiftProtobuf.Message, Sw
 
 nonisolated extension Roster_V1_Sale: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".Sale"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}employee_guid\0\u{1}amount\0\u{1}date\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}employee_guid\0\u{2}\u{2}date\0\u{3}amount_cents\0\u{b}amount\0\u{c}\u{2}\u{1}")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -1234,8 +1236,8 @@ nonisolated extension Roster_V1_Sale: SwiftProtobuf.Message, SwiftProtobuf._Mess
       // enabled. https://github.com/apple/swift-protobuf/issues/1034
       switch fieldNumber {
       case 1: try { try decoder.decodeSingularStringField(value: &self.employeeGuid) }()
-      case 2: try { try decoder.decodeSingularDoubleField(value: &self.amount) }()
       case 3: try { try decoder.decodeSingularStringField(value: &self.date) }()
+      case 4: try { try decoder.decodeSingularInt64Field(value: &self.amountCents) }()
       default: break
       }
     }
@@ -1245,18 +1247,18 @@ nonisolated extension Roster_V1_Sale: SwiftProtobuf.Message, SwiftProtobuf._Mess
     if !self.employeeGuid.isEmpty {
       try visitor.visitSingularStringField(value: self.employeeGuid, fieldNumber: 1)
     }
-    if self.amount.bitPattern != 0 {
-      try visitor.visitSingularDoubleField(value: self.amount, fieldNumber: 2)
-    }
     if !self.date.isEmpty {
       try visitor.visitSingularStringField(value: self.date, fieldNumber: 3)
+    }
+    if self.amountCents != 0 {
+      try visitor.visitSingularInt64Field(value: self.amountCents, fieldNumber: 4)
     }
     try unknownFields.traverse(visitor: &visitor)
   }
 
   public static func ==(lhs: Roster_V1_Sale, rhs: Roster_V1_Sale) -> Bool {
     if lhs.employeeGuid != rhs.employeeGuid {return false}
-    if lhs.amount != rhs.amount {return false}
+    if lhs.amountCents != rhs.amountCents {return false}
     if lhs.date != rhs.date {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true

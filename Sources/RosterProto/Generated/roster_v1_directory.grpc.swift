@@ -219,12 +219,28 @@ extension Roster_V1_Directory {
     /// > Source IDL Documentation:
     /// >
     /// > The employee directory: reads, pages, search, writes and the change feed.
+    /// > 
+    /// > Status codes. Each method below lists the codes its own checks return. Every method may
+    /// > also end with these, added by the server around every call:
+    /// > - UNAUTHENTICATED: the server requires tokens and the call has no
+    /// >   "authorization: Bearer TOKEN" metadata, or a token the server does not know.
+    /// > - PERMISSION_DENIED: the token's role is below the method's (reads need "reader", single
+    /// >   writes and imports "writer", bulk changes and deletes "admin").
+    /// > - RESOURCE_EXHAUSTED: the server is busy (too many calls of the kind already wait), or a
+    /// >   request message is over the size limit (4 MiB by default).
+    /// > - DEADLINE_EXCEEDED: the call's deadline, or the server's default deadline, passed.
+    /// > - CANCELLED: the client cancelled the call.
+    /// > - UNAVAILABLE: the server is shutting down; retry on another connection.
+    /// > - INTERNAL: an unexpected failure; the server logs it, the status says only which method.
+    /// > A call that fails changes nothing, except where a method says otherwise.
     public protocol StreamingServiceProtocol: GRPCCore.RegistrableRPCService {
         /// Handle the "ListEmployees" method.
         ///
         /// > Source IDL Documentation:
         /// >
         /// > Returns one page of employees (AIP-158 pagination).
+        /// > Codes: INVALID_ARGUMENT for a negative page_size, a bad page_token or one made for
+        /// > other filters, an unknown order_by or read_mask path, or an over-long filter.
         ///
         /// - Parameters:
         ///   - request: A streaming request of `Roster_V1_ListEmployeesRequest` messages.
@@ -244,6 +260,8 @@ extension Roster_V1_Directory {
         /// >
         /// > Streams pages of employees until the end or until the client cancels. Pages are
         /// > written only as fast as the client reads them.
+        /// > Codes: as ListEmployees; RESOURCE_EXHAUSTED also when the client (by address) already
+        /// > holds the most open streams the server allows.
         ///
         /// - Parameters:
         ///   - request: A streaming request of `Roster_V1_ListEmployeesRequest` messages.
@@ -262,6 +280,8 @@ extension Roster_V1_Directory {
         /// > Source IDL Documentation:
         /// >
         /// > Returns one employee by guid.
+        /// > Codes: INVALID_ARGUMENT for a missing or malformed guid or a bad read_mask path;
+        /// > NOT_FOUND for an unknown guid.
         ///
         /// - Parameters:
         ///   - request: A streaming request of `Roster_V1_GetEmployeeRequest` messages.
@@ -280,6 +300,8 @@ extension Roster_V1_Directory {
         /// > Source IDL Documentation:
         /// >
         /// > Returns up to 1,000 employees by guid, in request order; all or nothing.
+        /// > Codes: INVALID_ARGUMENT for no guids, more than 1,000, a malformed guid or a bad
+        /// > read_mask path; NOT_FOUND naming the first unknown guid.
         ///
         /// - Parameters:
         ///   - request: A streaming request of `Roster_V1_BatchGetEmployeesRequest` messages.
@@ -298,6 +320,7 @@ extension Roster_V1_Directory {
         /// > Source IDL Documentation:
         /// >
         /// > Counts the employees that match the List filters.
+        /// > Codes: INVALID_ARGUMENT for an over-long filter.
         ///
         /// - Parameters:
         ///   - request: A streaming request of `Roster_V1_CountEmployeesRequest` messages.
@@ -316,6 +339,8 @@ extension Roster_V1_Directory {
         /// > Source IDL Documentation:
         /// >
         /// > Creates one employee.
+        /// > Codes: INVALID_ARGUMENT naming a missing or bad field (employee.guid, name, department,
+        /// > start_date, vacation_days, or a text over its limit); ALREADY_EXISTS for a taken guid.
         ///
         /// - Parameters:
         ///   - request: A streaming request of `Roster_V1_CreateEmployeeRequest` messages.
@@ -334,6 +359,8 @@ extension Roster_V1_Directory {
         /// > Source IDL Documentation:
         /// >
         /// > Changes the fields named in update_mask.
+        /// > Codes: INVALID_ARGUMENT for a bad guid, an unknown or immutable update_mask path, or a
+        /// > bad value; NOT_FOUND for an unknown guid.
         ///
         /// - Parameters:
         ///   - request: A streaming request of `Roster_V1_UpdateEmployeeRequest` messages.
@@ -352,6 +379,7 @@ extension Roster_V1_Directory {
         /// > Source IDL Documentation:
         /// >
         /// > Deletes one employee, with their sales and picture.
+        /// > Codes: INVALID_ARGUMENT for a missing or malformed guid; NOT_FOUND for an unknown one.
         ///
         /// - Parameters:
         ///   - request: A streaming request of `Roster_V1_DeleteEmployeeRequest` messages.
@@ -369,7 +397,9 @@ extension Roster_V1_Directory {
         ///
         /// > Source IDL Documentation:
         /// >
-        /// > Bulk import, merged by guid.
+        /// > Bulk import, merged by guid. Bad rows are reported in the response, not as a status.
+        /// > Codes: OK with the counts and rejections; CANCELLED or DEADLINE_EXCEEDED part-way
+        /// > keeps the chunks already committed (each chunk is all or nothing).
         ///
         /// - Parameters:
         ///   - request: A streaming request of `Roster_V1_UpsertEmployeesRequest` messages.
@@ -388,6 +418,7 @@ extension Roster_V1_Directory {
         /// > Source IDL Documentation:
         /// >
         /// > Sets values on every employee that matches a filter.
+        /// > Codes: INVALID_ARGUMENT for no filter without all, no set_* value, or a bad value.
         ///
         /// - Parameters:
         ///   - request: A streaming request of `Roster_V1_BatchUpdateEmployeesRequest` messages.
@@ -406,6 +437,8 @@ extension Roster_V1_Directory {
         /// > Source IDL Documentation:
         /// >
         /// > Deletes employees that match a filter, in bounded chunks.
+        /// > Codes: INVALID_ARGUMENT for no filter without all, or a negative limit; CANCELLED or
+        /// > DEADLINE_EXCEEDED part-way keeps the chunks already deleted.
         ///
         /// - Parameters:
         ///   - request: A streaming request of `Roster_V1_DeleteEmployeesRequest` messages.
@@ -424,6 +457,10 @@ extension Roster_V1_Directory {
         /// > Source IDL Documentation:
         /// >
         /// > Replays the changes after a token, then tails live changes.
+        /// > Codes: INVALID_ARGUMENT for a malformed after_token; OUT_OF_RANGE for a token older
+        /// > than the log keeps or past its end (list again, then watch from the new token);
+        /// > RESOURCE_EXHAUSTED as StreamEmployees; UNAVAILABLE at shutdown (resume from the last
+        /// > token received).
         ///
         /// - Parameters:
         ///   - request: A streaming request of `Roster_V1_WatchChangesRequest` messages.
@@ -449,12 +486,28 @@ extension Roster_V1_Directory {
     /// > Source IDL Documentation:
     /// >
     /// > The employee directory: reads, pages, search, writes and the change feed.
+    /// > 
+    /// > Status codes. Each method below lists the codes its own checks return. Every method may
+    /// > also end with these, added by the server around every call:
+    /// > - UNAUTHENTICATED: the server requires tokens and the call has no
+    /// >   "authorization: Bearer TOKEN" metadata, or a token the server does not know.
+    /// > - PERMISSION_DENIED: the token's role is below the method's (reads need "reader", single
+    /// >   writes and imports "writer", bulk changes and deletes "admin").
+    /// > - RESOURCE_EXHAUSTED: the server is busy (too many calls of the kind already wait), or a
+    /// >   request message is over the size limit (4 MiB by default).
+    /// > - DEADLINE_EXCEEDED: the call's deadline, or the server's default deadline, passed.
+    /// > - CANCELLED: the client cancelled the call.
+    /// > - UNAVAILABLE: the server is shutting down; retry on another connection.
+    /// > - INTERNAL: an unexpected failure; the server logs it, the status says only which method.
+    /// > A call that fails changes nothing, except where a method says otherwise.
     public protocol ServiceProtocol: Roster_V1_Directory.StreamingServiceProtocol {
         /// Handle the "ListEmployees" method.
         ///
         /// > Source IDL Documentation:
         /// >
         /// > Returns one page of employees (AIP-158 pagination).
+        /// > Codes: INVALID_ARGUMENT for a negative page_size, a bad page_token or one made for
+        /// > other filters, an unknown order_by or read_mask path, or an over-long filter.
         ///
         /// - Parameters:
         ///   - request: A request containing a single `Roster_V1_ListEmployeesRequest` message.
@@ -474,6 +527,8 @@ extension Roster_V1_Directory {
         /// >
         /// > Streams pages of employees until the end or until the client cancels. Pages are
         /// > written only as fast as the client reads them.
+        /// > Codes: as ListEmployees; RESOURCE_EXHAUSTED also when the client (by address) already
+        /// > holds the most open streams the server allows.
         ///
         /// - Parameters:
         ///   - request: A request containing a single `Roster_V1_ListEmployeesRequest` message.
@@ -492,6 +547,8 @@ extension Roster_V1_Directory {
         /// > Source IDL Documentation:
         /// >
         /// > Returns one employee by guid.
+        /// > Codes: INVALID_ARGUMENT for a missing or malformed guid or a bad read_mask path;
+        /// > NOT_FOUND for an unknown guid.
         ///
         /// - Parameters:
         ///   - request: A request containing a single `Roster_V1_GetEmployeeRequest` message.
@@ -510,6 +567,8 @@ extension Roster_V1_Directory {
         /// > Source IDL Documentation:
         /// >
         /// > Returns up to 1,000 employees by guid, in request order; all or nothing.
+        /// > Codes: INVALID_ARGUMENT for no guids, more than 1,000, a malformed guid or a bad
+        /// > read_mask path; NOT_FOUND naming the first unknown guid.
         ///
         /// - Parameters:
         ///   - request: A request containing a single `Roster_V1_BatchGetEmployeesRequest` message.
@@ -528,6 +587,7 @@ extension Roster_V1_Directory {
         /// > Source IDL Documentation:
         /// >
         /// > Counts the employees that match the List filters.
+        /// > Codes: INVALID_ARGUMENT for an over-long filter.
         ///
         /// - Parameters:
         ///   - request: A request containing a single `Roster_V1_CountEmployeesRequest` message.
@@ -546,6 +606,8 @@ extension Roster_V1_Directory {
         /// > Source IDL Documentation:
         /// >
         /// > Creates one employee.
+        /// > Codes: INVALID_ARGUMENT naming a missing or bad field (employee.guid, name, department,
+        /// > start_date, vacation_days, or a text over its limit); ALREADY_EXISTS for a taken guid.
         ///
         /// - Parameters:
         ///   - request: A request containing a single `Roster_V1_CreateEmployeeRequest` message.
@@ -564,6 +626,8 @@ extension Roster_V1_Directory {
         /// > Source IDL Documentation:
         /// >
         /// > Changes the fields named in update_mask.
+        /// > Codes: INVALID_ARGUMENT for a bad guid, an unknown or immutable update_mask path, or a
+        /// > bad value; NOT_FOUND for an unknown guid.
         ///
         /// - Parameters:
         ///   - request: A request containing a single `Roster_V1_UpdateEmployeeRequest` message.
@@ -582,6 +646,7 @@ extension Roster_V1_Directory {
         /// > Source IDL Documentation:
         /// >
         /// > Deletes one employee, with their sales and picture.
+        /// > Codes: INVALID_ARGUMENT for a missing or malformed guid; NOT_FOUND for an unknown one.
         ///
         /// - Parameters:
         ///   - request: A request containing a single `Roster_V1_DeleteEmployeeRequest` message.
@@ -599,7 +664,9 @@ extension Roster_V1_Directory {
         ///
         /// > Source IDL Documentation:
         /// >
-        /// > Bulk import, merged by guid.
+        /// > Bulk import, merged by guid. Bad rows are reported in the response, not as a status.
+        /// > Codes: OK with the counts and rejections; CANCELLED or DEADLINE_EXCEEDED part-way
+        /// > keeps the chunks already committed (each chunk is all or nothing).
         ///
         /// - Parameters:
         ///   - request: A streaming request of `Roster_V1_UpsertEmployeesRequest` messages.
@@ -618,6 +685,7 @@ extension Roster_V1_Directory {
         /// > Source IDL Documentation:
         /// >
         /// > Sets values on every employee that matches a filter.
+        /// > Codes: INVALID_ARGUMENT for no filter without all, no set_* value, or a bad value.
         ///
         /// - Parameters:
         ///   - request: A request containing a single `Roster_V1_BatchUpdateEmployeesRequest` message.
@@ -636,6 +704,8 @@ extension Roster_V1_Directory {
         /// > Source IDL Documentation:
         /// >
         /// > Deletes employees that match a filter, in bounded chunks.
+        /// > Codes: INVALID_ARGUMENT for no filter without all, or a negative limit; CANCELLED or
+        /// > DEADLINE_EXCEEDED part-way keeps the chunks already deleted.
         ///
         /// - Parameters:
         ///   - request: A request containing a single `Roster_V1_DeleteEmployeesRequest` message.
@@ -654,6 +724,10 @@ extension Roster_V1_Directory {
         /// > Source IDL Documentation:
         /// >
         /// > Replays the changes after a token, then tails live changes.
+        /// > Codes: INVALID_ARGUMENT for a malformed after_token; OUT_OF_RANGE for a token older
+        /// > than the log keeps or past its end (list again, then watch from the new token);
+        /// > RESOURCE_EXHAUSTED as StreamEmployees; UNAVAILABLE at shutdown (resume from the last
+        /// > token received).
         ///
         /// - Parameters:
         ///   - request: A request containing a single `Roster_V1_WatchChangesRequest` message.
@@ -677,12 +751,28 @@ extension Roster_V1_Directory {
     /// > Source IDL Documentation:
     /// >
     /// > The employee directory: reads, pages, search, writes and the change feed.
+    /// > 
+    /// > Status codes. Each method below lists the codes its own checks return. Every method may
+    /// > also end with these, added by the server around every call:
+    /// > - UNAUTHENTICATED: the server requires tokens and the call has no
+    /// >   "authorization: Bearer TOKEN" metadata, or a token the server does not know.
+    /// > - PERMISSION_DENIED: the token's role is below the method's (reads need "reader", single
+    /// >   writes and imports "writer", bulk changes and deletes "admin").
+    /// > - RESOURCE_EXHAUSTED: the server is busy (too many calls of the kind already wait), or a
+    /// >   request message is over the size limit (4 MiB by default).
+    /// > - DEADLINE_EXCEEDED: the call's deadline, or the server's default deadline, passed.
+    /// > - CANCELLED: the client cancelled the call.
+    /// > - UNAVAILABLE: the server is shutting down; retry on another connection.
+    /// > - INTERNAL: an unexpected failure; the server logs it, the status says only which method.
+    /// > A call that fails changes nothing, except where a method says otherwise.
     public protocol SimpleServiceProtocol: Roster_V1_Directory.ServiceProtocol {
         /// Handle the "ListEmployees" method.
         ///
         /// > Source IDL Documentation:
         /// >
         /// > Returns one page of employees (AIP-158 pagination).
+        /// > Codes: INVALID_ARGUMENT for a negative page_size, a bad page_token or one made for
+        /// > other filters, an unknown order_by or read_mask path, or an over-long filter.
         ///
         /// - Parameters:
         ///   - request: A `Roster_V1_ListEmployeesRequest` message.
@@ -702,6 +792,8 @@ extension Roster_V1_Directory {
         /// >
         /// > Streams pages of employees until the end or until the client cancels. Pages are
         /// > written only as fast as the client reads them.
+        /// > Codes: as ListEmployees; RESOURCE_EXHAUSTED also when the client (by address) already
+        /// > holds the most open streams the server allows.
         ///
         /// - Parameters:
         ///   - request: A `Roster_V1_ListEmployeesRequest` message.
@@ -721,6 +813,8 @@ extension Roster_V1_Directory {
         /// > Source IDL Documentation:
         /// >
         /// > Returns one employee by guid.
+        /// > Codes: INVALID_ARGUMENT for a missing or malformed guid or a bad read_mask path;
+        /// > NOT_FOUND for an unknown guid.
         ///
         /// - Parameters:
         ///   - request: A `Roster_V1_GetEmployeeRequest` message.
@@ -739,6 +833,8 @@ extension Roster_V1_Directory {
         /// > Source IDL Documentation:
         /// >
         /// > Returns up to 1,000 employees by guid, in request order; all or nothing.
+        /// > Codes: INVALID_ARGUMENT for no guids, more than 1,000, a malformed guid or a bad
+        /// > read_mask path; NOT_FOUND naming the first unknown guid.
         ///
         /// - Parameters:
         ///   - request: A `Roster_V1_BatchGetEmployeesRequest` message.
@@ -757,6 +853,7 @@ extension Roster_V1_Directory {
         /// > Source IDL Documentation:
         /// >
         /// > Counts the employees that match the List filters.
+        /// > Codes: INVALID_ARGUMENT for an over-long filter.
         ///
         /// - Parameters:
         ///   - request: A `Roster_V1_CountEmployeesRequest` message.
@@ -775,6 +872,8 @@ extension Roster_V1_Directory {
         /// > Source IDL Documentation:
         /// >
         /// > Creates one employee.
+        /// > Codes: INVALID_ARGUMENT naming a missing or bad field (employee.guid, name, department,
+        /// > start_date, vacation_days, or a text over its limit); ALREADY_EXISTS for a taken guid.
         ///
         /// - Parameters:
         ///   - request: A `Roster_V1_CreateEmployeeRequest` message.
@@ -793,6 +892,8 @@ extension Roster_V1_Directory {
         /// > Source IDL Documentation:
         /// >
         /// > Changes the fields named in update_mask.
+        /// > Codes: INVALID_ARGUMENT for a bad guid, an unknown or immutable update_mask path, or a
+        /// > bad value; NOT_FOUND for an unknown guid.
         ///
         /// - Parameters:
         ///   - request: A `Roster_V1_UpdateEmployeeRequest` message.
@@ -811,6 +912,7 @@ extension Roster_V1_Directory {
         /// > Source IDL Documentation:
         /// >
         /// > Deletes one employee, with their sales and picture.
+        /// > Codes: INVALID_ARGUMENT for a missing or malformed guid; NOT_FOUND for an unknown one.
         ///
         /// - Parameters:
         ///   - request: A `Roster_V1_DeleteEmployeeRequest` message.
@@ -828,7 +930,9 @@ extension Roster_V1_Directory {
         ///
         /// > Source IDL Documentation:
         /// >
-        /// > Bulk import, merged by guid.
+        /// > Bulk import, merged by guid. Bad rows are reported in the response, not as a status.
+        /// > Codes: OK with the counts and rejections; CANCELLED or DEADLINE_EXCEEDED part-way
+        /// > keeps the chunks already committed (each chunk is all or nothing).
         ///
         /// - Parameters:
         ///   - request: A stream of `Roster_V1_UpsertEmployeesRequest` messages.
@@ -847,6 +951,7 @@ extension Roster_V1_Directory {
         /// > Source IDL Documentation:
         /// >
         /// > Sets values on every employee that matches a filter.
+        /// > Codes: INVALID_ARGUMENT for no filter without all, no set_* value, or a bad value.
         ///
         /// - Parameters:
         ///   - request: A `Roster_V1_BatchUpdateEmployeesRequest` message.
@@ -865,6 +970,8 @@ extension Roster_V1_Directory {
         /// > Source IDL Documentation:
         /// >
         /// > Deletes employees that match a filter, in bounded chunks.
+        /// > Codes: INVALID_ARGUMENT for no filter without all, or a negative limit; CANCELLED or
+        /// > DEADLINE_EXCEEDED part-way keeps the chunks already deleted.
         ///
         /// - Parameters:
         ///   - request: A `Roster_V1_DeleteEmployeesRequest` message.
@@ -883,6 +990,10 @@ extension Roster_V1_Directory {
         /// > Source IDL Documentation:
         /// >
         /// > Replays the changes after a token, then tails live changes.
+        /// > Codes: INVALID_ARGUMENT for a malformed after_token; OUT_OF_RANGE for a token older
+        /// > than the log keeps or past its end (list again, then watch from the new token);
+        /// > RESOURCE_EXHAUSTED as StreamEmployees; UNAVAILABLE at shutdown (resume from the last
+        /// > token received).
         ///
         /// - Parameters:
         ///   - request: A `Roster_V1_WatchChangesRequest` message.
@@ -1354,12 +1465,28 @@ extension Roster_V1_Directory {
     /// > Source IDL Documentation:
     /// >
     /// > The employee directory: reads, pages, search, writes and the change feed.
+    /// > 
+    /// > Status codes. Each method below lists the codes its own checks return. Every method may
+    /// > also end with these, added by the server around every call:
+    /// > - UNAUTHENTICATED: the server requires tokens and the call has no
+    /// >   "authorization: Bearer TOKEN" metadata, or a token the server does not know.
+    /// > - PERMISSION_DENIED: the token's role is below the method's (reads need "reader", single
+    /// >   writes and imports "writer", bulk changes and deletes "admin").
+    /// > - RESOURCE_EXHAUSTED: the server is busy (too many calls of the kind already wait), or a
+    /// >   request message is over the size limit (4 MiB by default).
+    /// > - DEADLINE_EXCEEDED: the call's deadline, or the server's default deadline, passed.
+    /// > - CANCELLED: the client cancelled the call.
+    /// > - UNAVAILABLE: the server is shutting down; retry on another connection.
+    /// > - INTERNAL: an unexpected failure; the server logs it, the status says only which method.
+    /// > A call that fails changes nothing, except where a method says otherwise.
     public protocol ClientProtocol: Sendable {
         /// Call the "ListEmployees" method.
         ///
         /// > Source IDL Documentation:
         /// >
         /// > Returns one page of employees (AIP-158 pagination).
+        /// > Codes: INVALID_ARGUMENT for a negative page_size, a bad page_token or one made for
+        /// > other filters, an unknown order_by or read_mask path, or an over-long filter.
         ///
         /// - Parameters:
         ///   - request: A request containing a single `Roster_V1_ListEmployeesRequest` message.
@@ -1384,6 +1511,8 @@ extension Roster_V1_Directory {
         /// >
         /// > Streams pages of employees until the end or until the client cancels. Pages are
         /// > written only as fast as the client reads them.
+        /// > Codes: as ListEmployees; RESOURCE_EXHAUSTED also when the client (by address) already
+        /// > holds the most open streams the server allows.
         ///
         /// - Parameters:
         ///   - request: A request containing a single `Roster_V1_ListEmployeesRequest` message.
@@ -1407,6 +1536,8 @@ extension Roster_V1_Directory {
         /// > Source IDL Documentation:
         /// >
         /// > Returns one employee by guid.
+        /// > Codes: INVALID_ARGUMENT for a missing or malformed guid or a bad read_mask path;
+        /// > NOT_FOUND for an unknown guid.
         ///
         /// - Parameters:
         ///   - request: A request containing a single `Roster_V1_GetEmployeeRequest` message.
@@ -1430,6 +1561,8 @@ extension Roster_V1_Directory {
         /// > Source IDL Documentation:
         /// >
         /// > Returns up to 1,000 employees by guid, in request order; all or nothing.
+        /// > Codes: INVALID_ARGUMENT for no guids, more than 1,000, a malformed guid or a bad
+        /// > read_mask path; NOT_FOUND naming the first unknown guid.
         ///
         /// - Parameters:
         ///   - request: A request containing a single `Roster_V1_BatchGetEmployeesRequest` message.
@@ -1453,6 +1586,7 @@ extension Roster_V1_Directory {
         /// > Source IDL Documentation:
         /// >
         /// > Counts the employees that match the List filters.
+        /// > Codes: INVALID_ARGUMENT for an over-long filter.
         ///
         /// - Parameters:
         ///   - request: A request containing a single `Roster_V1_CountEmployeesRequest` message.
@@ -1476,6 +1610,8 @@ extension Roster_V1_Directory {
         /// > Source IDL Documentation:
         /// >
         /// > Creates one employee.
+        /// > Codes: INVALID_ARGUMENT naming a missing or bad field (employee.guid, name, department,
+        /// > start_date, vacation_days, or a text over its limit); ALREADY_EXISTS for a taken guid.
         ///
         /// - Parameters:
         ///   - request: A request containing a single `Roster_V1_CreateEmployeeRequest` message.
@@ -1499,6 +1635,8 @@ extension Roster_V1_Directory {
         /// > Source IDL Documentation:
         /// >
         /// > Changes the fields named in update_mask.
+        /// > Codes: INVALID_ARGUMENT for a bad guid, an unknown or immutable update_mask path, or a
+        /// > bad value; NOT_FOUND for an unknown guid.
         ///
         /// - Parameters:
         ///   - request: A request containing a single `Roster_V1_UpdateEmployeeRequest` message.
@@ -1522,6 +1660,7 @@ extension Roster_V1_Directory {
         /// > Source IDL Documentation:
         /// >
         /// > Deletes one employee, with their sales and picture.
+        /// > Codes: INVALID_ARGUMENT for a missing or malformed guid; NOT_FOUND for an unknown one.
         ///
         /// - Parameters:
         ///   - request: A request containing a single `Roster_V1_DeleteEmployeeRequest` message.
@@ -1544,7 +1683,9 @@ extension Roster_V1_Directory {
         ///
         /// > Source IDL Documentation:
         /// >
-        /// > Bulk import, merged by guid.
+        /// > Bulk import, merged by guid. Bad rows are reported in the response, not as a status.
+        /// > Codes: OK with the counts and rejections; CANCELLED or DEADLINE_EXCEEDED part-way
+        /// > keeps the chunks already committed (each chunk is all or nothing).
         ///
         /// - Parameters:
         ///   - request: A streaming request producing `Roster_V1_UpsertEmployeesRequest` messages.
@@ -1568,6 +1709,7 @@ extension Roster_V1_Directory {
         /// > Source IDL Documentation:
         /// >
         /// > Sets values on every employee that matches a filter.
+        /// > Codes: INVALID_ARGUMENT for no filter without all, no set_* value, or a bad value.
         ///
         /// - Parameters:
         ///   - request: A request containing a single `Roster_V1_BatchUpdateEmployeesRequest` message.
@@ -1591,6 +1733,8 @@ extension Roster_V1_Directory {
         /// > Source IDL Documentation:
         /// >
         /// > Deletes employees that match a filter, in bounded chunks.
+        /// > Codes: INVALID_ARGUMENT for no filter without all, or a negative limit; CANCELLED or
+        /// > DEADLINE_EXCEEDED part-way keeps the chunks already deleted.
         ///
         /// - Parameters:
         ///   - request: A request containing a single `Roster_V1_DeleteEmployeesRequest` message.
@@ -1614,6 +1758,10 @@ extension Roster_V1_Directory {
         /// > Source IDL Documentation:
         /// >
         /// > Replays the changes after a token, then tails live changes.
+        /// > Codes: INVALID_ARGUMENT for a malformed after_token; OUT_OF_RANGE for a token older
+        /// > than the log keeps or past its end (list again, then watch from the new token);
+        /// > RESOURCE_EXHAUSTED as StreamEmployees; UNAVAILABLE at shutdown (resume from the last
+        /// > token received).
         ///
         /// - Parameters:
         ///   - request: A request containing a single `Roster_V1_WatchChangesRequest` message.
@@ -1642,6 +1790,20 @@ extension Roster_V1_Directory {
     /// > Source IDL Documentation:
     /// >
     /// > The employee directory: reads, pages, search, writes and the change feed.
+    /// > 
+    /// > Status codes. Each method below lists the codes its own checks return. Every method may
+    /// > also end with these, added by the server around every call:
+    /// > - UNAUTHENTICATED: the server requires tokens and the call has no
+    /// >   "authorization: Bearer TOKEN" metadata, or a token the server does not know.
+    /// > - PERMISSION_DENIED: the token's role is below the method's (reads need "reader", single
+    /// >   writes and imports "writer", bulk changes and deletes "admin").
+    /// > - RESOURCE_EXHAUSTED: the server is busy (too many calls of the kind already wait), or a
+    /// >   request message is over the size limit (4 MiB by default).
+    /// > - DEADLINE_EXCEEDED: the call's deadline, or the server's default deadline, passed.
+    /// > - CANCELLED: the client cancelled the call.
+    /// > - UNAVAILABLE: the server is shutting down; retry on another connection.
+    /// > - INTERNAL: an unexpected failure; the server logs it, the status says only which method.
+    /// > A call that fails changes nothing, except where a method says otherwise.
     public struct Client<Transport>: ClientProtocol where Transport: GRPCCore.ClientTransport {
         private let client: GRPCCore.GRPCClient<Transport>
 
@@ -1658,6 +1820,8 @@ extension Roster_V1_Directory {
         /// > Source IDL Documentation:
         /// >
         /// > Returns one page of employees (AIP-158 pagination).
+        /// > Codes: INVALID_ARGUMENT for a negative page_size, a bad page_token or one made for
+        /// > other filters, an unknown order_by or read_mask path, or an over-long filter.
         ///
         /// - Parameters:
         ///   - request: A request containing a single `Roster_V1_ListEmployeesRequest` message.
@@ -1693,6 +1857,8 @@ extension Roster_V1_Directory {
         /// >
         /// > Streams pages of employees until the end or until the client cancels. Pages are
         /// > written only as fast as the client reads them.
+        /// > Codes: as ListEmployees; RESOURCE_EXHAUSTED also when the client (by address) already
+        /// > holds the most open streams the server allows.
         ///
         /// - Parameters:
         ///   - request: A request containing a single `Roster_V1_ListEmployeesRequest` message.
@@ -1725,6 +1891,8 @@ extension Roster_V1_Directory {
         /// > Source IDL Documentation:
         /// >
         /// > Returns one employee by guid.
+        /// > Codes: INVALID_ARGUMENT for a missing or malformed guid or a bad read_mask path;
+        /// > NOT_FOUND for an unknown guid.
         ///
         /// - Parameters:
         ///   - request: A request containing a single `Roster_V1_GetEmployeeRequest` message.
@@ -1759,6 +1927,8 @@ extension Roster_V1_Directory {
         /// > Source IDL Documentation:
         /// >
         /// > Returns up to 1,000 employees by guid, in request order; all or nothing.
+        /// > Codes: INVALID_ARGUMENT for no guids, more than 1,000, a malformed guid or a bad
+        /// > read_mask path; NOT_FOUND naming the first unknown guid.
         ///
         /// - Parameters:
         ///   - request: A request containing a single `Roster_V1_BatchGetEmployeesRequest` message.
@@ -1793,6 +1963,7 @@ extension Roster_V1_Directory {
         /// > Source IDL Documentation:
         /// >
         /// > Counts the employees that match the List filters.
+        /// > Codes: INVALID_ARGUMENT for an over-long filter.
         ///
         /// - Parameters:
         ///   - request: A request containing a single `Roster_V1_CountEmployeesRequest` message.
@@ -1827,6 +1998,8 @@ extension Roster_V1_Directory {
         /// > Source IDL Documentation:
         /// >
         /// > Creates one employee.
+        /// > Codes: INVALID_ARGUMENT naming a missing or bad field (employee.guid, name, department,
+        /// > start_date, vacation_days, or a text over its limit); ALREADY_EXISTS for a taken guid.
         ///
         /// - Parameters:
         ///   - request: A request containing a single `Roster_V1_CreateEmployeeRequest` message.
@@ -1861,6 +2034,8 @@ extension Roster_V1_Directory {
         /// > Source IDL Documentation:
         /// >
         /// > Changes the fields named in update_mask.
+        /// > Codes: INVALID_ARGUMENT for a bad guid, an unknown or immutable update_mask path, or a
+        /// > bad value; NOT_FOUND for an unknown guid.
         ///
         /// - Parameters:
         ///   - request: A request containing a single `Roster_V1_UpdateEmployeeRequest` message.
@@ -1895,6 +2070,7 @@ extension Roster_V1_Directory {
         /// > Source IDL Documentation:
         /// >
         /// > Deletes one employee, with their sales and picture.
+        /// > Codes: INVALID_ARGUMENT for a missing or malformed guid; NOT_FOUND for an unknown one.
         ///
         /// - Parameters:
         ///   - request: A request containing a single `Roster_V1_DeleteEmployeeRequest` message.
@@ -1928,7 +2104,9 @@ extension Roster_V1_Directory {
         ///
         /// > Source IDL Documentation:
         /// >
-        /// > Bulk import, merged by guid.
+        /// > Bulk import, merged by guid. Bad rows are reported in the response, not as a status.
+        /// > Codes: OK with the counts and rejections; CANCELLED or DEADLINE_EXCEEDED part-way
+        /// > keeps the chunks already committed (each chunk is all or nothing).
         ///
         /// - Parameters:
         ///   - request: A streaming request producing `Roster_V1_UpsertEmployeesRequest` messages.
@@ -1963,6 +2141,7 @@ extension Roster_V1_Directory {
         /// > Source IDL Documentation:
         /// >
         /// > Sets values on every employee that matches a filter.
+        /// > Codes: INVALID_ARGUMENT for no filter without all, no set_* value, or a bad value.
         ///
         /// - Parameters:
         ///   - request: A request containing a single `Roster_V1_BatchUpdateEmployeesRequest` message.
@@ -1997,6 +2176,8 @@ extension Roster_V1_Directory {
         /// > Source IDL Documentation:
         /// >
         /// > Deletes employees that match a filter, in bounded chunks.
+        /// > Codes: INVALID_ARGUMENT for no filter without all, or a negative limit; CANCELLED or
+        /// > DEADLINE_EXCEEDED part-way keeps the chunks already deleted.
         ///
         /// - Parameters:
         ///   - request: A request containing a single `Roster_V1_DeleteEmployeesRequest` message.
@@ -2031,6 +2212,10 @@ extension Roster_V1_Directory {
         /// > Source IDL Documentation:
         /// >
         /// > Replays the changes after a token, then tails live changes.
+        /// > Codes: INVALID_ARGUMENT for a malformed after_token; OUT_OF_RANGE for a token older
+        /// > than the log keeps or past its end (list again, then watch from the new token);
+        /// > RESOURCE_EXHAUSTED as StreamEmployees; UNAVAILABLE at shutdown (resume from the last
+        /// > token received).
         ///
         /// - Parameters:
         ///   - request: A request containing a single `Roster_V1_WatchChangesRequest` message.
@@ -2068,6 +2253,8 @@ extension Roster_V1_Directory.ClientProtocol {
     /// > Source IDL Documentation:
     /// >
     /// > Returns one page of employees (AIP-158 pagination).
+    /// > Codes: INVALID_ARGUMENT for a negative page_size, a bad page_token or one made for
+    /// > other filters, an unknown order_by or read_mask path, or an over-long filter.
     ///
     /// - Parameters:
     ///   - request: A request containing a single `Roster_V1_ListEmployeesRequest` message.
@@ -2098,6 +2285,8 @@ extension Roster_V1_Directory.ClientProtocol {
     /// >
     /// > Streams pages of employees until the end or until the client cancels. Pages are
     /// > written only as fast as the client reads them.
+    /// > Codes: as ListEmployees; RESOURCE_EXHAUSTED also when the client (by address) already
+    /// > holds the most open streams the server allows.
     ///
     /// - Parameters:
     ///   - request: A request containing a single `Roster_V1_ListEmployeesRequest` message.
@@ -2125,6 +2314,8 @@ extension Roster_V1_Directory.ClientProtocol {
     /// > Source IDL Documentation:
     /// >
     /// > Returns one employee by guid.
+    /// > Codes: INVALID_ARGUMENT for a missing or malformed guid or a bad read_mask path;
+    /// > NOT_FOUND for an unknown guid.
     ///
     /// - Parameters:
     ///   - request: A request containing a single `Roster_V1_GetEmployeeRequest` message.
@@ -2154,6 +2345,8 @@ extension Roster_V1_Directory.ClientProtocol {
     /// > Source IDL Documentation:
     /// >
     /// > Returns up to 1,000 employees by guid, in request order; all or nothing.
+    /// > Codes: INVALID_ARGUMENT for no guids, more than 1,000, a malformed guid or a bad
+    /// > read_mask path; NOT_FOUND naming the first unknown guid.
     ///
     /// - Parameters:
     ///   - request: A request containing a single `Roster_V1_BatchGetEmployeesRequest` message.
@@ -2183,6 +2376,7 @@ extension Roster_V1_Directory.ClientProtocol {
     /// > Source IDL Documentation:
     /// >
     /// > Counts the employees that match the List filters.
+    /// > Codes: INVALID_ARGUMENT for an over-long filter.
     ///
     /// - Parameters:
     ///   - request: A request containing a single `Roster_V1_CountEmployeesRequest` message.
@@ -2212,6 +2406,8 @@ extension Roster_V1_Directory.ClientProtocol {
     /// > Source IDL Documentation:
     /// >
     /// > Creates one employee.
+    /// > Codes: INVALID_ARGUMENT naming a missing or bad field (employee.guid, name, department,
+    /// > start_date, vacation_days, or a text over its limit); ALREADY_EXISTS for a taken guid.
     ///
     /// - Parameters:
     ///   - request: A request containing a single `Roster_V1_CreateEmployeeRequest` message.
@@ -2241,6 +2437,8 @@ extension Roster_V1_Directory.ClientProtocol {
     /// > Source IDL Documentation:
     /// >
     /// > Changes the fields named in update_mask.
+    /// > Codes: INVALID_ARGUMENT for a bad guid, an unknown or immutable update_mask path, or a
+    /// > bad value; NOT_FOUND for an unknown guid.
     ///
     /// - Parameters:
     ///   - request: A request containing a single `Roster_V1_UpdateEmployeeRequest` message.
@@ -2270,6 +2468,7 @@ extension Roster_V1_Directory.ClientProtocol {
     /// > Source IDL Documentation:
     /// >
     /// > Deletes one employee, with their sales and picture.
+    /// > Codes: INVALID_ARGUMENT for a missing or malformed guid; NOT_FOUND for an unknown one.
     ///
     /// - Parameters:
     ///   - request: A request containing a single `Roster_V1_DeleteEmployeeRequest` message.
@@ -2298,7 +2497,9 @@ extension Roster_V1_Directory.ClientProtocol {
     ///
     /// > Source IDL Documentation:
     /// >
-    /// > Bulk import, merged by guid.
+    /// > Bulk import, merged by guid. Bad rows are reported in the response, not as a status.
+    /// > Codes: OK with the counts and rejections; CANCELLED or DEADLINE_EXCEEDED part-way
+    /// > keeps the chunks already committed (each chunk is all or nothing).
     ///
     /// - Parameters:
     ///   - request: A streaming request producing `Roster_V1_UpsertEmployeesRequest` messages.
@@ -2328,6 +2529,7 @@ extension Roster_V1_Directory.ClientProtocol {
     /// > Source IDL Documentation:
     /// >
     /// > Sets values on every employee that matches a filter.
+    /// > Codes: INVALID_ARGUMENT for no filter without all, no set_* value, or a bad value.
     ///
     /// - Parameters:
     ///   - request: A request containing a single `Roster_V1_BatchUpdateEmployeesRequest` message.
@@ -2357,6 +2559,8 @@ extension Roster_V1_Directory.ClientProtocol {
     /// > Source IDL Documentation:
     /// >
     /// > Deletes employees that match a filter, in bounded chunks.
+    /// > Codes: INVALID_ARGUMENT for no filter without all, or a negative limit; CANCELLED or
+    /// > DEADLINE_EXCEEDED part-way keeps the chunks already deleted.
     ///
     /// - Parameters:
     ///   - request: A request containing a single `Roster_V1_DeleteEmployeesRequest` message.
@@ -2386,6 +2590,10 @@ extension Roster_V1_Directory.ClientProtocol {
     /// > Source IDL Documentation:
     /// >
     /// > Replays the changes after a token, then tails live changes.
+    /// > Codes: INVALID_ARGUMENT for a malformed after_token; OUT_OF_RANGE for a token older
+    /// > than the log keeps or past its end (list again, then watch from the new token);
+    /// > RESOURCE_EXHAUSTED as StreamEmployees; UNAVAILABLE at shutdown (resume from the last
+    /// > token received).
     ///
     /// - Parameters:
     ///   - request: A request containing a single `Roster_V1_WatchChangesRequest` message.
@@ -2417,6 +2625,8 @@ extension Roster_V1_Directory.ClientProtocol {
     /// > Source IDL Documentation:
     /// >
     /// > Returns one page of employees (AIP-158 pagination).
+    /// > Codes: INVALID_ARGUMENT for a negative page_size, a bad page_token or one made for
+    /// > other filters, an unknown order_by or read_mask path, or an over-long filter.
     ///
     /// - Parameters:
     ///   - message: request message to send.
@@ -2451,6 +2661,8 @@ extension Roster_V1_Directory.ClientProtocol {
     /// >
     /// > Streams pages of employees until the end or until the client cancels. Pages are
     /// > written only as fast as the client reads them.
+    /// > Codes: as ListEmployees; RESOURCE_EXHAUSTED also when the client (by address) already
+    /// > holds the most open streams the server allows.
     ///
     /// - Parameters:
     ///   - message: request message to send.
@@ -2482,6 +2694,8 @@ extension Roster_V1_Directory.ClientProtocol {
     /// > Source IDL Documentation:
     /// >
     /// > Returns one employee by guid.
+    /// > Codes: INVALID_ARGUMENT for a missing or malformed guid or a bad read_mask path;
+    /// > NOT_FOUND for an unknown guid.
     ///
     /// - Parameters:
     ///   - message: request message to send.
@@ -2515,6 +2729,8 @@ extension Roster_V1_Directory.ClientProtocol {
     /// > Source IDL Documentation:
     /// >
     /// > Returns up to 1,000 employees by guid, in request order; all or nothing.
+    /// > Codes: INVALID_ARGUMENT for no guids, more than 1,000, a malformed guid or a bad
+    /// > read_mask path; NOT_FOUND naming the first unknown guid.
     ///
     /// - Parameters:
     ///   - message: request message to send.
@@ -2548,6 +2764,7 @@ extension Roster_V1_Directory.ClientProtocol {
     /// > Source IDL Documentation:
     /// >
     /// > Counts the employees that match the List filters.
+    /// > Codes: INVALID_ARGUMENT for an over-long filter.
     ///
     /// - Parameters:
     ///   - message: request message to send.
@@ -2581,6 +2798,8 @@ extension Roster_V1_Directory.ClientProtocol {
     /// > Source IDL Documentation:
     /// >
     /// > Creates one employee.
+    /// > Codes: INVALID_ARGUMENT naming a missing or bad field (employee.guid, name, department,
+    /// > start_date, vacation_days, or a text over its limit); ALREADY_EXISTS for a taken guid.
     ///
     /// - Parameters:
     ///   - message: request message to send.
@@ -2614,6 +2833,8 @@ extension Roster_V1_Directory.ClientProtocol {
     /// > Source IDL Documentation:
     /// >
     /// > Changes the fields named in update_mask.
+    /// > Codes: INVALID_ARGUMENT for a bad guid, an unknown or immutable update_mask path, or a
+    /// > bad value; NOT_FOUND for an unknown guid.
     ///
     /// - Parameters:
     ///   - message: request message to send.
@@ -2647,6 +2868,7 @@ extension Roster_V1_Directory.ClientProtocol {
     /// > Source IDL Documentation:
     /// >
     /// > Deletes one employee, with their sales and picture.
+    /// > Codes: INVALID_ARGUMENT for a missing or malformed guid; NOT_FOUND for an unknown one.
     ///
     /// - Parameters:
     ///   - message: request message to send.
@@ -2679,7 +2901,9 @@ extension Roster_V1_Directory.ClientProtocol {
     ///
     /// > Source IDL Documentation:
     /// >
-    /// > Bulk import, merged by guid.
+    /// > Bulk import, merged by guid. Bad rows are reported in the response, not as a status.
+    /// > Codes: OK with the counts and rejections; CANCELLED or DEADLINE_EXCEEDED part-way
+    /// > keeps the chunks already committed (each chunk is all or nothing).
     ///
     /// - Parameters:
     ///   - metadata: Additional metadata to send, defaults to empty.
@@ -2714,6 +2938,7 @@ extension Roster_V1_Directory.ClientProtocol {
     /// > Source IDL Documentation:
     /// >
     /// > Sets values on every employee that matches a filter.
+    /// > Codes: INVALID_ARGUMENT for no filter without all, no set_* value, or a bad value.
     ///
     /// - Parameters:
     ///   - message: request message to send.
@@ -2747,6 +2972,8 @@ extension Roster_V1_Directory.ClientProtocol {
     /// > Source IDL Documentation:
     /// >
     /// > Deletes employees that match a filter, in bounded chunks.
+    /// > Codes: INVALID_ARGUMENT for no filter without all, or a negative limit; CANCELLED or
+    /// > DEADLINE_EXCEEDED part-way keeps the chunks already deleted.
     ///
     /// - Parameters:
     ///   - message: request message to send.
@@ -2780,6 +3007,10 @@ extension Roster_V1_Directory.ClientProtocol {
     /// > Source IDL Documentation:
     /// >
     /// > Replays the changes after a token, then tails live changes.
+    /// > Codes: INVALID_ARGUMENT for a malformed after_token; OUT_OF_RANGE for a token older
+    /// > than the log keeps or past its end (list again, then watch from the new token);
+    /// > RESOURCE_EXHAUSTED as StreamEmployees; UNAVAILABLE at shutdown (resume from the last
+    /// > token received).
     ///
     /// - Parameters:
     ///   - message: request message to send.

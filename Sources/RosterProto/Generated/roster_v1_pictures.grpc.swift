@@ -107,12 +107,20 @@ extension Roster_V1_Pictures {
     /// > Source IDL Documentation:
     /// >
     /// > Full pictures and thumbnails, stored apart from employee rows.
+    /// > 
+    /// > Status codes: each method lists its own; every method may also end with UNAUTHENTICATED,
+    /// > PERMISSION_DENIED, RESOURCE_EXHAUSTED, DEADLINE_EXCEEDED, CANCELLED, UNAVAILABLE or
+    /// > INTERNAL, as described on the Directory service.
     public protocol StreamingServiceProtocol: GRPCCore.RegistrableRPCService {
         /// Handle the "PutPicture" method.
         ///
         /// > Source IDL Documentation:
         /// >
         /// > Uploads a picture: a header message first, then byte chunks. Replaces any earlier picture.
+        /// > Codes: INVALID_ARGUMENT for a missing or repeated header, a bad guid, bytes that are not
+        /// > a decodable JPEG or PNG, or a content_type or total_size that does not match them;
+        /// > NOT_FOUND for an unknown employee; RESOURCE_EXHAUSTED the moment the picture crosses the
+        /// > size limit. A failed or cancelled upload leaves no file and no row.
         ///
         /// - Parameters:
         ///   - request: A streaming request of `Roster_V1_PutPictureRequest` messages.
@@ -131,6 +139,8 @@ extension Roster_V1_Pictures {
         /// > Source IDL Documentation:
         /// >
         /// > Downloads a picture in chunks of at most 64 KiB, resumable from an offset.
+        /// > Codes: INVALID_ARGUMENT for a bad guid or a negative offset; NOT_FOUND for an unknown
+        /// > employee or one with no picture; OUT_OF_RANGE for an offset past the end.
         ///
         /// - Parameters:
         ///   - request: A streaming request of `Roster_V1_GetPictureRequest` messages.
@@ -149,6 +159,8 @@ extension Roster_V1_Pictures {
         /// > Source IDL Documentation:
         /// >
         /// > Returns an employee's thumbnail.
+        /// > Codes: INVALID_ARGUMENT for a bad guid; NOT_FOUND for an unknown employee or one with
+        /// > no picture.
         ///
         /// - Parameters:
         ///   - request: A streaming request of `Roster_V1_GetThumbnailRequest` messages.
@@ -167,6 +179,8 @@ extension Roster_V1_Pictures {
         /// > Source IDL Documentation:
         /// >
         /// > Removes an employee's picture and thumbnail.
+        /// > Codes: INVALID_ARGUMENT for a bad guid; NOT_FOUND for an unknown employee or one with
+        /// > no picture.
         ///
         /// - Parameters:
         ///   - request: A streaming request of `Roster_V1_DeletePictureRequest` messages.
@@ -192,12 +206,20 @@ extension Roster_V1_Pictures {
     /// > Source IDL Documentation:
     /// >
     /// > Full pictures and thumbnails, stored apart from employee rows.
+    /// > 
+    /// > Status codes: each method lists its own; every method may also end with UNAUTHENTICATED,
+    /// > PERMISSION_DENIED, RESOURCE_EXHAUSTED, DEADLINE_EXCEEDED, CANCELLED, UNAVAILABLE or
+    /// > INTERNAL, as described on the Directory service.
     public protocol ServiceProtocol: Roster_V1_Pictures.StreamingServiceProtocol {
         /// Handle the "PutPicture" method.
         ///
         /// > Source IDL Documentation:
         /// >
         /// > Uploads a picture: a header message first, then byte chunks. Replaces any earlier picture.
+        /// > Codes: INVALID_ARGUMENT for a missing or repeated header, a bad guid, bytes that are not
+        /// > a decodable JPEG or PNG, or a content_type or total_size that does not match them;
+        /// > NOT_FOUND for an unknown employee; RESOURCE_EXHAUSTED the moment the picture crosses the
+        /// > size limit. A failed or cancelled upload leaves no file and no row.
         ///
         /// - Parameters:
         ///   - request: A streaming request of `Roster_V1_PutPictureRequest` messages.
@@ -216,6 +238,8 @@ extension Roster_V1_Pictures {
         /// > Source IDL Documentation:
         /// >
         /// > Downloads a picture in chunks of at most 64 KiB, resumable from an offset.
+        /// > Codes: INVALID_ARGUMENT for a bad guid or a negative offset; NOT_FOUND for an unknown
+        /// > employee or one with no picture; OUT_OF_RANGE for an offset past the end.
         ///
         /// - Parameters:
         ///   - request: A request containing a single `Roster_V1_GetPictureRequest` message.
@@ -234,6 +258,8 @@ extension Roster_V1_Pictures {
         /// > Source IDL Documentation:
         /// >
         /// > Returns an employee's thumbnail.
+        /// > Codes: INVALID_ARGUMENT for a bad guid; NOT_FOUND for an unknown employee or one with
+        /// > no picture.
         ///
         /// - Parameters:
         ///   - request: A request containing a single `Roster_V1_GetThumbnailRequest` message.
@@ -252,6 +278,8 @@ extension Roster_V1_Pictures {
         /// > Source IDL Documentation:
         /// >
         /// > Removes an employee's picture and thumbnail.
+        /// > Codes: INVALID_ARGUMENT for a bad guid; NOT_FOUND for an unknown employee or one with
+        /// > no picture.
         ///
         /// - Parameters:
         ///   - request: A request containing a single `Roster_V1_DeletePictureRequest` message.
@@ -275,12 +303,20 @@ extension Roster_V1_Pictures {
     /// > Source IDL Documentation:
     /// >
     /// > Full pictures and thumbnails, stored apart from employee rows.
+    /// > 
+    /// > Status codes: each method lists its own; every method may also end with UNAUTHENTICATED,
+    /// > PERMISSION_DENIED, RESOURCE_EXHAUSTED, DEADLINE_EXCEEDED, CANCELLED, UNAVAILABLE or
+    /// > INTERNAL, as described on the Directory service.
     public protocol SimpleServiceProtocol: Roster_V1_Pictures.ServiceProtocol {
         /// Handle the "PutPicture" method.
         ///
         /// > Source IDL Documentation:
         /// >
         /// > Uploads a picture: a header message first, then byte chunks. Replaces any earlier picture.
+        /// > Codes: INVALID_ARGUMENT for a missing or repeated header, a bad guid, bytes that are not
+        /// > a decodable JPEG or PNG, or a content_type or total_size that does not match them;
+        /// > NOT_FOUND for an unknown employee; RESOURCE_EXHAUSTED the moment the picture crosses the
+        /// > size limit. A failed or cancelled upload leaves no file and no row.
         ///
         /// - Parameters:
         ///   - request: A stream of `Roster_V1_PutPictureRequest` messages.
@@ -299,6 +335,8 @@ extension Roster_V1_Pictures {
         /// > Source IDL Documentation:
         /// >
         /// > Downloads a picture in chunks of at most 64 KiB, resumable from an offset.
+        /// > Codes: INVALID_ARGUMENT for a bad guid or a negative offset; NOT_FOUND for an unknown
+        /// > employee or one with no picture; OUT_OF_RANGE for an offset past the end.
         ///
         /// - Parameters:
         ///   - request: A `Roster_V1_GetPictureRequest` message.
@@ -318,6 +356,8 @@ extension Roster_V1_Pictures {
         /// > Source IDL Documentation:
         /// >
         /// > Returns an employee's thumbnail.
+        /// > Codes: INVALID_ARGUMENT for a bad guid; NOT_FOUND for an unknown employee or one with
+        /// > no picture.
         ///
         /// - Parameters:
         ///   - request: A `Roster_V1_GetThumbnailRequest` message.
@@ -336,6 +376,8 @@ extension Roster_V1_Pictures {
         /// > Source IDL Documentation:
         /// >
         /// > Removes an employee's picture and thumbnail.
+        /// > Codes: INVALID_ARGUMENT for a bad guid; NOT_FOUND for an unknown employee or one with
+        /// > no picture.
         ///
         /// - Parameters:
         ///   - request: A `Roster_V1_DeletePictureRequest` message.
@@ -522,12 +564,20 @@ extension Roster_V1_Pictures {
     /// > Source IDL Documentation:
     /// >
     /// > Full pictures and thumbnails, stored apart from employee rows.
+    /// > 
+    /// > Status codes: each method lists its own; every method may also end with UNAUTHENTICATED,
+    /// > PERMISSION_DENIED, RESOURCE_EXHAUSTED, DEADLINE_EXCEEDED, CANCELLED, UNAVAILABLE or
+    /// > INTERNAL, as described on the Directory service.
     public protocol ClientProtocol: Sendable {
         /// Call the "PutPicture" method.
         ///
         /// > Source IDL Documentation:
         /// >
         /// > Uploads a picture: a header message first, then byte chunks. Replaces any earlier picture.
+        /// > Codes: INVALID_ARGUMENT for a missing or repeated header, a bad guid, bytes that are not
+        /// > a decodable JPEG or PNG, or a content_type or total_size that does not match them;
+        /// > NOT_FOUND for an unknown employee; RESOURCE_EXHAUSTED the moment the picture crosses the
+        /// > size limit. A failed or cancelled upload leaves no file and no row.
         ///
         /// - Parameters:
         ///   - request: A streaming request producing `Roster_V1_PutPictureRequest` messages.
@@ -551,6 +601,8 @@ extension Roster_V1_Pictures {
         /// > Source IDL Documentation:
         /// >
         /// > Downloads a picture in chunks of at most 64 KiB, resumable from an offset.
+        /// > Codes: INVALID_ARGUMENT for a bad guid or a negative offset; NOT_FOUND for an unknown
+        /// > employee or one with no picture; OUT_OF_RANGE for an offset past the end.
         ///
         /// - Parameters:
         ///   - request: A request containing a single `Roster_V1_GetPictureRequest` message.
@@ -574,6 +626,8 @@ extension Roster_V1_Pictures {
         /// > Source IDL Documentation:
         /// >
         /// > Returns an employee's thumbnail.
+        /// > Codes: INVALID_ARGUMENT for a bad guid; NOT_FOUND for an unknown employee or one with
+        /// > no picture.
         ///
         /// - Parameters:
         ///   - request: A request containing a single `Roster_V1_GetThumbnailRequest` message.
@@ -597,6 +651,8 @@ extension Roster_V1_Pictures {
         /// > Source IDL Documentation:
         /// >
         /// > Removes an employee's picture and thumbnail.
+        /// > Codes: INVALID_ARGUMENT for a bad guid; NOT_FOUND for an unknown employee or one with
+        /// > no picture.
         ///
         /// - Parameters:
         ///   - request: A request containing a single `Roster_V1_DeletePictureRequest` message.
@@ -625,6 +681,10 @@ extension Roster_V1_Pictures {
     /// > Source IDL Documentation:
     /// >
     /// > Full pictures and thumbnails, stored apart from employee rows.
+    /// > 
+    /// > Status codes: each method lists its own; every method may also end with UNAUTHENTICATED,
+    /// > PERMISSION_DENIED, RESOURCE_EXHAUSTED, DEADLINE_EXCEEDED, CANCELLED, UNAVAILABLE or
+    /// > INTERNAL, as described on the Directory service.
     public struct Client<Transport>: ClientProtocol where Transport: GRPCCore.ClientTransport {
         private let client: GRPCCore.GRPCClient<Transport>
 
@@ -641,6 +701,10 @@ extension Roster_V1_Pictures {
         /// > Source IDL Documentation:
         /// >
         /// > Uploads a picture: a header message first, then byte chunks. Replaces any earlier picture.
+        /// > Codes: INVALID_ARGUMENT for a missing or repeated header, a bad guid, bytes that are not
+        /// > a decodable JPEG or PNG, or a content_type or total_size that does not match them;
+        /// > NOT_FOUND for an unknown employee; RESOURCE_EXHAUSTED the moment the picture crosses the
+        /// > size limit. A failed or cancelled upload leaves no file and no row.
         ///
         /// - Parameters:
         ///   - request: A streaming request producing `Roster_V1_PutPictureRequest` messages.
@@ -675,6 +739,8 @@ extension Roster_V1_Pictures {
         /// > Source IDL Documentation:
         /// >
         /// > Downloads a picture in chunks of at most 64 KiB, resumable from an offset.
+        /// > Codes: INVALID_ARGUMENT for a bad guid or a negative offset; NOT_FOUND for an unknown
+        /// > employee or one with no picture; OUT_OF_RANGE for an offset past the end.
         ///
         /// - Parameters:
         ///   - request: A request containing a single `Roster_V1_GetPictureRequest` message.
@@ -707,6 +773,8 @@ extension Roster_V1_Pictures {
         /// > Source IDL Documentation:
         /// >
         /// > Returns an employee's thumbnail.
+        /// > Codes: INVALID_ARGUMENT for a bad guid; NOT_FOUND for an unknown employee or one with
+        /// > no picture.
         ///
         /// - Parameters:
         ///   - request: A request containing a single `Roster_V1_GetThumbnailRequest` message.
@@ -741,6 +809,8 @@ extension Roster_V1_Pictures {
         /// > Source IDL Documentation:
         /// >
         /// > Removes an employee's picture and thumbnail.
+        /// > Codes: INVALID_ARGUMENT for a bad guid; NOT_FOUND for an unknown employee or one with
+        /// > no picture.
         ///
         /// - Parameters:
         ///   - request: A request containing a single `Roster_V1_DeletePictureRequest` message.
@@ -780,6 +850,10 @@ extension Roster_V1_Pictures.ClientProtocol {
     /// > Source IDL Documentation:
     /// >
     /// > Uploads a picture: a header message first, then byte chunks. Replaces any earlier picture.
+    /// > Codes: INVALID_ARGUMENT for a missing or repeated header, a bad guid, bytes that are not
+    /// > a decodable JPEG or PNG, or a content_type or total_size that does not match them;
+    /// > NOT_FOUND for an unknown employee; RESOURCE_EXHAUSTED the moment the picture crosses the
+    /// > size limit. A failed or cancelled upload leaves no file and no row.
     ///
     /// - Parameters:
     ///   - request: A streaming request producing `Roster_V1_PutPictureRequest` messages.
@@ -809,6 +883,8 @@ extension Roster_V1_Pictures.ClientProtocol {
     /// > Source IDL Documentation:
     /// >
     /// > Downloads a picture in chunks of at most 64 KiB, resumable from an offset.
+    /// > Codes: INVALID_ARGUMENT for a bad guid or a negative offset; NOT_FOUND for an unknown
+    /// > employee or one with no picture; OUT_OF_RANGE for an offset past the end.
     ///
     /// - Parameters:
     ///   - request: A request containing a single `Roster_V1_GetPictureRequest` message.
@@ -836,6 +912,8 @@ extension Roster_V1_Pictures.ClientProtocol {
     /// > Source IDL Documentation:
     /// >
     /// > Returns an employee's thumbnail.
+    /// > Codes: INVALID_ARGUMENT for a bad guid; NOT_FOUND for an unknown employee or one with
+    /// > no picture.
     ///
     /// - Parameters:
     ///   - request: A request containing a single `Roster_V1_GetThumbnailRequest` message.
@@ -865,6 +943,8 @@ extension Roster_V1_Pictures.ClientProtocol {
     /// > Source IDL Documentation:
     /// >
     /// > Removes an employee's picture and thumbnail.
+    /// > Codes: INVALID_ARGUMENT for a bad guid; NOT_FOUND for an unknown employee or one with
+    /// > no picture.
     ///
     /// - Parameters:
     ///   - request: A request containing a single `Roster_V1_DeletePictureRequest` message.
@@ -898,6 +978,10 @@ extension Roster_V1_Pictures.ClientProtocol {
     /// > Source IDL Documentation:
     /// >
     /// > Uploads a picture: a header message first, then byte chunks. Replaces any earlier picture.
+    /// > Codes: INVALID_ARGUMENT for a missing or repeated header, a bad guid, bytes that are not
+    /// > a decodable JPEG or PNG, or a content_type or total_size that does not match them;
+    /// > NOT_FOUND for an unknown employee; RESOURCE_EXHAUSTED the moment the picture crosses the
+    /// > size limit. A failed or cancelled upload leaves no file and no row.
     ///
     /// - Parameters:
     ///   - metadata: Additional metadata to send, defaults to empty.
@@ -932,6 +1016,8 @@ extension Roster_V1_Pictures.ClientProtocol {
     /// > Source IDL Documentation:
     /// >
     /// > Downloads a picture in chunks of at most 64 KiB, resumable from an offset.
+    /// > Codes: INVALID_ARGUMENT for a bad guid or a negative offset; NOT_FOUND for an unknown
+    /// > employee or one with no picture; OUT_OF_RANGE for an offset past the end.
     ///
     /// - Parameters:
     ///   - message: request message to send.
@@ -963,6 +1049,8 @@ extension Roster_V1_Pictures.ClientProtocol {
     /// > Source IDL Documentation:
     /// >
     /// > Returns an employee's thumbnail.
+    /// > Codes: INVALID_ARGUMENT for a bad guid; NOT_FOUND for an unknown employee or one with
+    /// > no picture.
     ///
     /// - Parameters:
     ///   - message: request message to send.
@@ -996,6 +1084,8 @@ extension Roster_V1_Pictures.ClientProtocol {
     /// > Source IDL Documentation:
     /// >
     /// > Removes an employee's picture and thumbnail.
+    /// > Codes: INVALID_ARGUMENT for a bad guid; NOT_FOUND for an unknown employee or one with
+    /// > no picture.
     ///
     /// - Parameters:
     ///   - message: request message to send.

@@ -134,7 +134,8 @@ public nonisolated enum Roster_V1_EntityKind: SwiftProtobuf.Enum, Swift.CaseIter
 /// stored value, and a field it leaves out keeps it. Reads set exactly the fields of the read mask.
 ///
 /// The full picture never travels with an employee: fetch it with Pictures.GetPicture.
-/// Only the small thumbnail rides along, and only when a read mask asks for it.
+/// Only the small thumbnail rides along: in reads without a read mask (every field) and in
+/// reads whose mask names "thumbnail". Writes return every field but the thumbnail.
 public nonisolated struct Roster_V1_Employee: Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
@@ -233,8 +234,8 @@ public nonisolated struct Roster_V1_Employee: Sendable {
   /// Clears the value of `vacationDays`. Subsequent reads from it will return its default value.
   public mutating func clearVacationDays() {self._vacationDays = nil}
 
-  /// JPEG thumbnail, 120 px high; empty when the employee has no picture or the
-  /// read mask left it out.
+  /// JPEG thumbnail, 120 px high; empty when the employee has no picture, the read mask
+  /// left it out, or the message is a write's answer.
   public var thumbnail: Data = Data()
 
   /// Whether a full picture is stored for this employee.

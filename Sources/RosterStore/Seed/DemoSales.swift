@@ -57,8 +57,8 @@ public struct DemoSales: Sequence, Sendable {
       let span = UInt64(DemoSales.lastDate.dayNumber - self.firstDay + 1)
       let date = CivilDate(dayNumber: self.firstDay + Int(self.random.next() % span))
       let unit = Double(self.random.next() >> 11) / Double(1 << 53)
-      let cents = (2_000 * exp(unit * log(250.0))).rounded()
-      return SaleRow(employeeGUID: self.guid, amount: cents / 100, date: date.text)
+      let cents = Int64((2_000 * exp(unit * log(250.0))).rounded())
+      return SaleRow(employeeGUID: self.guid, amountCents: cents, date: date.text)
     }
   }
 }

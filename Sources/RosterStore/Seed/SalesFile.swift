@@ -1,7 +1,8 @@
 internal import Foundation
 
 /// Reads and writes `sales.csv`: a header line `employee_guid,amount,date`, then one sale per
-/// line, the amount in currency units with up to two decimals (`1234.50`).
+/// line, the amount in currency units with up to two decimals (`1234.50`), read into integer
+/// cents exactly.
 ///
 /// `roster seed --sales-per-employee` writes it beside `seed.json`, and `roster import` loads
 /// it after the employees. Both directions stream, so ten million sales take little memory.
@@ -27,10 +28,7 @@ public enum SalesFile {
     var buffer = Self.header + "\n"
     var count = 0
     for sale in sales {
-      let cents = Int64((sale.amount * 100).rounded())
-      let fraction = cents % 100
-      buffer += sale.employeeGUID + "," + String(cents / 100) + (fraction < 10 ? ".0" : ".")
-        + String(fraction) + "," + sale.date + "\n"
+      buffer += sale.employeeGUID + "," + Self.amountText(cents: sale.amountCents) + "," + sale.date + "\n"
       count += 1
       if buffer.utf8.count > 1 << 20 {
         try handle.write(contentsOf: Data(buffer.utf8))
@@ -106,14 +104,50 @@ public enum SalesFile {
       line += 1
       if text.isEmpty || (line == 1 && text == Self.header) { continue }
       let fields = text.split(separator: ",", omittingEmptySubsequences: false)
-      guard fields.count == 3, let amount = Double(fields[1]) else {
+      guard fields.count == 3, let cents = Self.cents(fields[1]) else {
         throw StoreError(
           .invalidArgument,
-          "line \(line): expected employee_guid,amount,date with a numeric amount"
+          "line \(line): expected employee_guid,amount,date with an amount of at most two decimals"
         )
       }
-      rows.append(SaleRow(employeeGUID: String(fields[0]), amount: amount, date: String(fields[2])))
+      rows.append(SaleRow(employeeGUID: String(fields[0]), amountCents: cents, date: String(fields[2])))
     }
     return (rows, position, line)
+  }
+
+  /// `cents` as the file writes it: currency units with two decimals (`1234.50`, `-0.05`).
+  static func amountText(cents: Int64) -> String {
+    let sign = cents < 0 ? "-" : ""
+    let units = cents.magnitude / 100
+    let fraction = cents.magnitude % 100
+    return sign + String(units) + (fraction < 10 ? ".0" : ".") + String(fraction)
+  }
+
+  /// The cents of an amount written in currency units with at most two decimals (`12`,
+  /// `12.5`, `12.50`, `-3.05`), exactly, with no floating point; nil for anything else
+  /// (an exponent, a third decimal, more than 15 digits before the point).
+  static func cents(_ text: Substring) -> Int64? {
+    var utf8 = text.utf8[...]
+    let negative = utf8.first == UInt8(ascii: "-")
+    if negative { utf8 = utf8.dropFirst() }
+    let point = utf8.firstIndex(of: UInt8(ascii: "."))
+    let whole = point.map { utf8[..<$0] } ?? utf8
+    let decimals = point.map { utf8[utf8.index(after: $0)...] } ?? utf8[utf8.endIndex...]
+    guard (1...15).contains(whole.count), decimals.count <= 2, point == nil || !decimals.isEmpty else {
+      return nil
+    }
+    var value: Int64 = 0
+    for byte in whole {
+      guard (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) else { return nil }
+      value = value * 10 + Int64(byte - UInt8(ascii: "0"))
+    }
+    var scale = 0
+    for byte in decimals {
+      guard (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) else { return nil }
+      value = value * 10 + Int64(byte - UInt8(ascii: "0"))
+      scale += 1
+    }
+    for _ in scale..<2 { value *= 10 }
+    return negative ? -value : value
   }
 }

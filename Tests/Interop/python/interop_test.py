@@ -326,20 +326,25 @@ class Interop(unittest.TestCase):
 
         def batches():
             yield analytics_pb2.ImportSalesRequest(sales=[
-                analytics_pb2.Sale(employee_guid=guid, amount=12.5, date="2024-03-15"),
-                analytics_pb2.Sale(employee_guid="00000000-0000-4000-8000-000000000000", amount=1, date="2024-03-15"),
-                analytics_pb2.Sale(employee_guid=guid, amount=-1, date="2024-03-15")])
+                analytics_pb2.Sale(employee_guid=guid, amount_cents=1250, date="2024-03-15"),
+                analytics_pb2.Sale(employee_guid="00000000-0000-4000-8000-000000000000", amount_cents=100, date="2024-03-15"),
+                analytics_pb2.Sale(employee_guid=guid, amount_cents=-1, date="2024-03-15")])
         imported = self.analytics.ImportSales(batches(), metadata=auth("writer"))
         self.assertEqual(imported.inserted, 1)
         self.assertEqual([r.index for r in imported.rejected], [1, 2])
         after = self.analytics.EmployeeSales(analytics_pb2.EmployeeSalesRequest(guid=guid), metadata=auth("reader"))
         self.assertEqual(after.count, sales.count + 1)
+        # Money is integer cents: the total moves by exactly the sale's amount.
+        self.assertEqual(after.total_amount_cents, sales.total_amount_cents + 1250)
 
         calendar = self.analytics.SalesCalendar(analytics_pb2.SalesCalendarRequest(employee_guid=guid, year=2024, month=3),
                                                 metadata=auth("reader"))
         self.assertIn(15, [d.day for d in calendar.days])
         year = next(y for y in calendar.years if y.year == 2024)
         self.assertEqual(year.count, sum(m.count for m in year.months))
+        self.assertEqual(year.amount_cents, sum(m.amount_cents for m in year.months))
+        march = next(m for m in year.months if m.month == 3)
+        self.assertGreaterEqual(march.amount_cents, 1250)
 
         deleted = self.analytics.DeleteSales(analytics_pb2.DeleteSalesRequest(before_date="1995-01-01", limit=3),
                                              metadata=auth("admin"))
