@@ -14,7 +14,7 @@ let package = Package(
     .executable(name: "roster", targets: ["roster"]),
     .library(name: "RosterServer", targets: ["RosterServer"]),
     // For Benchmarks/, a package of its own so that the test build never compiles the harness.
-    .library(name: "RosterStore", targets: ["RosterStore"]),
+    .library(name: "RosterSQLite", targets: ["RosterSQLite", "RosterDomain", "RosterStore"]),
   ],
   dependencies: [
     .package(url: "https://github.com/grpc/grpc-swift-2.git", exact: "2.4.3"),
@@ -46,10 +46,25 @@ let package = Package(
     // A small non-variadic C face on libvips (thumbnails, demo pictures), which it opens on
     // first use (Debian's libvips42); nothing links libvips.
     .target(name: "CVipsShim"),
-    // Schema, migrations, queries and the reader path. Never sees gRPC.
+    // Entities, filters, cursors, validation, limits, dates and errors: plain Swift, no
+    // database and no gRPC.
+    .target(
+      name: "RosterDomain",
+      swiftSettings: strict
+    ),
+    // The store seam: the async protocols the services call. No implementation.
     .target(
       name: "RosterStore",
+      dependencies: ["RosterDomain"],
+      swiftSettings: strict
+    ),
+    // The SQLite backend on GRDB: schema, migrations, SQL, the coalescing writer, lanes,
+    // pictures, seed data. Never sees gRPC.
+    .target(
+      name: "RosterSQLite",
       dependencies: [
+        "RosterDomain",
+        "RosterStore",
         "CVipsShim",
         .product(name: "Crypto", package: "swift-crypto"),
         .product(name: "GRDB", package: "GRDB.swift"),
@@ -59,12 +74,15 @@ let package = Package(
       ],
       swiftSettings: strict
     ),
-    // One gRPC service per file, with proto <-> store mapping. Never sees SQL.
+    // One gRPC service per file, with proto <-> domain mapping, over the store protocols
+    // only. Never sees SQL or a backend.
     .target(
       name: "RosterServices",
       dependencies: [
         "RosterProto",
+        "RosterDomain",
         "RosterStore",
+        .product(name: "Crypto", package: "swift-crypto"),
         .product(name: "GRPCCore", package: "grpc-swift-2"),
         .product(name: "SwiftProtobuf", package: "swift-protobuf"),
         .product(name: "Logging", package: "swift-log"),
@@ -77,7 +95,9 @@ let package = Package(
       name: "RosterServer",
       dependencies: [
         "RosterServices",
+        "RosterDomain",
         "RosterStore",
+        "RosterSQLite",
         .product(name: "GRPCCore", package: "grpc-swift-2"),
         .product(name: "GRPCNIOTransportHTTP2", package: "grpc-swift-nio-transport"),
         .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -112,7 +132,8 @@ let package = Package(
       dependencies: [
         "RosterServer",
         "RosterServices",
-        "RosterStore",
+        "RosterDomain",
+        "RosterSQLite",
         "RosterProto",
         "RosterLoad",
         .product(name: "GRPCCore", package: "grpc-swift-2"),
@@ -136,7 +157,9 @@ let package = Package(
     .target(
       name: "TestSupport",
       dependencies: [
+        "RosterDomain",
         "RosterStore",
+        "RosterSQLite",
         "RosterServer",
         "RosterServices",
         "RosterProto",
@@ -146,10 +169,21 @@ let package = Package(
       path: "Tests/TestSupport",
       swiftSettings: strict
     ),
+    // The store contract: every behaviour the services rely on, written once against the
+    // store protocols, for every backend's tests to run.
+    .target(
+      name: "StoreContract",
+      dependencies: ["RosterDomain", "RosterStore"],
+      path: "Tests/StoreContract",
+      swiftSettings: strict
+    ),
     .testTarget(
-      name: "RosterStoreTests",
+      name: "RosterSQLiteTests",
       dependencies: [
+        "StoreContract",
+        "RosterDomain",
         "RosterStore",
+        "RosterSQLite",
         "TestSupport",
         .product(name: "GRDB", package: "GRDB.swift"),
       ],
@@ -158,6 +192,8 @@ let package = Package(
     .testTarget(
       name: "RosterServicesTests",
       dependencies: [
+        "RosterDomain",
+        "RosterSQLite",
         "RosterServices",
         "RosterServer",
         "RosterProto",
@@ -172,7 +208,9 @@ let package = Package(
       name: "RosterLoadTests",
       dependencies: [
         "RosterLoad",
+        "RosterDomain",
         "RosterStore",
+        "RosterSQLite",
         "TestSupport",
         .product(name: "GRPCCore", package: "grpc-swift-2"),
         .product(name: "Histogram", package: "hdrhistogram-swift"),
@@ -183,7 +221,9 @@ let package = Package(
       name: "RosterEndToEndTests",
       dependencies: [
         "roster",
+        "RosterDomain",
         "RosterStore",
+        "RosterSQLite",
         "RosterProto",
         "TestSupport",
         .product(name: "GRDB", package: "GRDB.swift"),

@@ -15,7 +15,7 @@ let package = Package(
     .executableTarget(
       name: "StoreBenchmarks",
       dependencies: [
-        .product(name: "RosterStore", package: "roster"),
+        .product(name: "RosterSQLite", package: "roster"),
         .product(name: "Benchmark", package: "package-benchmark"),
       ],
       path: "StoreBenchmarks",

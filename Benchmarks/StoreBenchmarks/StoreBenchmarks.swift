@@ -1,6 +1,7 @@
 import Benchmark
 import Foundation
-import RosterStore
+import RosterSQLite
+import RosterDomain
 import Synchronization
 
 /// The store's hot paths, timed with their allocations: a point read, a page of 50 with and
@@ -84,8 +85,8 @@ final class Fixture: Sendable {
   static let employees = 10_000
 
   private struct Loaded {
-    var store: RosterStore
-    var uncoalesced: RosterStore
+    var store: SQLiteStore
+    var uncoalesced: SQLiteStore
     var guids: [String]
     var directory: String
   }
@@ -93,16 +94,16 @@ final class Fixture: Sendable {
   private let state = Mutex<Loaded?>(nil)
 
   /// The store and a shuffled list of its guids.
-  var loaded: (store: RosterStore, guids: [String]) {
+  var loaded: (store: SQLiteStore, guids: [String]) {
     self.state.withLock { ($0!.store, $0!.guids) }
   }
 
   /// The baseline store, whose writer commits every write alone, and its guids.
-  var uncoalesced: (store: RosterStore, guids: [String]) {
+  var uncoalesced: (store: SQLiteStore, guids: [String]) {
     self.state.withLock { ($0!.uncoalesced, $0!.guids) }
   }
 
-  static func firstPage(_ store: RosterStore, fields: EmployeeFields) throws -> EmployeePage {
+  static func firstPage(_ store: SQLiteStore, fields: EmployeeFields) throws -> EmployeePage {
     try await store.employeePage(fields: fields, filter: EmployeeFilter(), order: .name, after: nil, limit: 50)
   }
 
@@ -111,7 +112,7 @@ final class Fixture: Sendable {
     let directory = FileManager.default.temporaryDirectory
       .appendingPathComponent("roster-bench-\(UUID().uuidString)").path
     try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-    let store = try RosterStore(configuration: StoreConfiguration(path: directory + "/bench.sqlite"))
+    let store = try SQLiteStore(configuration: StoreConfiguration(path: directory + "/bench.sqlite"))
     let demo = Array(DemoData(count: Self.employees))
     _ = try await store.importEmployees(demo.map(\.employee))
     let picture = directory + "/picture.jpg"
@@ -121,7 +122,7 @@ final class Fixture: Sendable {
     }
     var baseline = StoreConfiguration(path: directory + "/uncoalesced.sqlite")
     baseline.writer.coalesces = false
-    let uncoalesced = try RosterStore(configuration: baseline)
+    let uncoalesced = try SQLiteStore(configuration: baseline)
     _ = try await uncoalesced.importEmployees(demo.map(\.employee))
     var random = SystemRandomNumberGenerator()
     let guids = demo.map(\.employee.guid).shuffled(using: &random)

@@ -1,5 +1,5 @@
 internal import Foundation
-public import Histogram
+internal import Histogram
 
 extension LoadResult {
   /// HdrHistogram's standard percentile output (`.hgrm`) of every request, in milliseconds,

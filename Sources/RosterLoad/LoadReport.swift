@@ -1,5 +1,5 @@
 internal import Foundation
-public import Histogram
+internal import Histogram
 
 /// The figures of one run: what the summary table prints and what `--json` writes.
 public struct LoadReport: Codable, Sendable {

@@ -1,4 +1,4 @@
-public import GRPCCore
+internal import GRPCCore
 internal import GRPCNIOTransportHTTP2
 public import Histogram
 internal import NIOPosix

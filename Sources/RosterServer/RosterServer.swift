@@ -4,7 +4,8 @@ internal import GRPCNIOTransportHTTP2
 internal import NIOPosix
 public import Logging
 public import RosterServices
-public import RosterStore
+public import RosterSQLite
+internal import RosterDomain
 public import ServiceLifecycle
 
 /// The Roster application: the store, the services and the gRPC server, wired once.
@@ -19,7 +20,7 @@ public import ServiceLifecycle
 /// ```
 public struct RosterServer: Service {
   /// The shared store.
-  public let store: RosterStore
+  public let store: SQLiteStore
   /// The health service, to flip statuses from outside.
   public let health: HealthService
   private let server: GRPCServer<HTTP2ServerTransport.Posix>
@@ -29,7 +30,7 @@ public struct RosterServer: Service {
   private let logger: Logger
 
   init(
-    store: RosterStore,
+    store: SQLiteStore,
     health: HealthService,
     server: GRPCServer<HTTP2ServerTransport.Posix>,
     transport: HTTP2ServerTransport.Posix,
@@ -102,7 +103,7 @@ public struct RosterServer: Service {
 /// the author. `pacing` keeps streaming handlers from running ahead of the transport: the
 /// HTTP/2 server passes its event loops, the in-process transport needs none.
 public func buildServices(
-  store: RosterStore,
+  store: SQLiteStore,
   pacing: any ResponsePacing = UnpacedResponses(),
   tokens: TokenTable? = nil,
   logRequests: Bool = false,
@@ -196,9 +197,9 @@ public func buildServer(
 }
 
 /// Opens the store; when the database file is new, seeds `config.seedEmployees` demo rows.
-public func openStore(config: ServerConfig, logger: Logger) async throws -> RosterStore {
+public func openStore(config: ServerConfig, logger: Logger) async throws -> SQLiteStore {
   let isNew = !FileManager.default.fileExists(atPath: config.store.path)
-  let store = try RosterStore(configuration: config.store, logger: logger)
+  let store = try SQLiteStore(configuration: config.store, logger: logger)
   if isNew && config.seedEmployees > 0 {
     let started = ContinuousClock.now
     let demo = DemoData(count: config.seedEmployees, pictures: config.seedPictures)

@@ -1,5 +1,6 @@
 public import RosterServices
-public import RosterStore
+public import RosterSQLite
+internal import RosterDomain
 
 /// Everything `buildServer(config:)` needs: where to listen and which database to serve.
 public struct ServerConfig: Sendable {

@@ -1,5 +1,6 @@
 internal import Logging
-internal import RosterStore
+internal import RosterSQLite
+internal import RosterDomain
 
 /// Background work on the store, off the request path: WAL checkpoints on their own
 /// connection, the memory budget's gauges, pruning of the change log to its retention policy, and a sweep of picture
@@ -10,7 +11,7 @@ internal import RosterStore
 /// try await StoreMaintenance(store: store, config: config, logger: logger).run()
 /// ```
 struct StoreMaintenance: Sendable {
-  let store: RosterStore
+  let store: SQLiteStore
   let config: ServerConfig
   let logger: Logger
 

@@ -1,6 +1,7 @@
 public import GRPCCore
 public import Logging
 public import RosterProto
+internal import RosterDomain
 public import RosterStore
 
 /// `roster.v1.Analytics`: headcounts, sales counts, grouped aggregates and calendar rollups.
@@ -10,11 +11,11 @@ public import RosterStore
 /// what needs them: MEDIAN, STDDEV and filtered aggregates, and a month's days the first
 /// time they are asked for.
 public struct AnalyticsService: Sendable {
-  private let store: RosterStore
+  private let store: any AnalyticsStore
   private let logger: Logger
 
   /// Creates the service over a shared store.
-  public init(store: RosterStore, logger: Logger = Logger(label: "roster.analytics")) {
+  public init(store: any AnalyticsStore, logger: Logger = Logger(label: "roster.analytics")) {
     self.store = store
     self.logger = logger
   }
@@ -196,7 +197,7 @@ extension AnalyticsService: Roster_V1_Analytics.SimpleServiceProtocol {
       let rows = request.map { message in
         message.sales.map { SaleRow(employeeGUID: $0.employeeGuid, amountCents: $0.amountCents, date: $0.date) }
       }
-      let result = try await self.store.importSales(rows, context: RequestAuthor.writeContext)
+      let result = try await self.store.importSales(rows, context: RequestAuthor.writeContext, chunkRows: nil)
       return .with {
         $0.inserted = Int64(result.inserted)
         $0.rejected = result.rejected.map { rejection in

@@ -1,5 +1,6 @@
 internal import Foundation
 public import GRPCCore
+internal import RosterDomain
 internal import RosterStore
 
 /// The author of the current request, from its `x-roster-author` metadata.

@@ -1,6 +1,8 @@
+internal import Crypto
 internal import Foundation
 public import GRPCCore
 internal import RosterProto
+internal import RosterDomain
 internal import RosterStore
 
 /// What a token may do. Each role includes the ones before it.
@@ -141,12 +143,17 @@ public struct TokenTable: Sendable {
       .replacingOccurrences(of: "+", with: "-")
       .replacingOccurrences(of: "/", with: "_")
       .replacingOccurrences(of: "=", with: "")
-    let line = "\(role) \(Digest.sha256Hex(Array(token.utf8)))" + (label.isEmpty ? "" : " \(label)")
+    let line = "\(role) \(Self.sha256Hex(token))" + (label.isEmpty ? "" : " \(label)")
     return (token, line)
   }
 
+  /// The lowercase hex SHA-256 of a token, as the tokens file holds it.
+  static func sha256Hex(_ token: String) -> String {
+    SHA256.hash(data: Array(token.utf8)).map { String(format: "%02x", $0) }.joined()
+  }
+
   static func digest(_ token: String) -> [UInt8] {
-    Self.bytes(hex: Substring(Digest.sha256Hex(Array(token.utf8)))) ?? []
+    Array(SHA256.hash(data: Array(token.utf8)))
   }
 
   private static func bytes(hex: Substring) -> [UInt8]? {

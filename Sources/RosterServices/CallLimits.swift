@@ -1,5 +1,6 @@
 public import GRPCCore
 internal import RosterProto
+internal import RosterDomain
 internal import RosterStore
 internal import Synchronization
 

@@ -1,6 +1,7 @@
 internal import Foundation
 internal import GRPCCore
 internal import RosterProto
+internal import RosterDomain
 internal import RosterStore
 internal import SwiftProtobuf
 
@@ -121,7 +122,7 @@ extension DirectoryRequests {
       throw RPCError(code: .invalidArgument, message: "limit must not be negative")
     }
     if value == 0 { return self.defaultDeleteLimit }
-    return min(Int(value), RosterStore.maximumDeleteLimit)
+    return min(Int(value), Limits.maximumDeleteLimit)
   }
 
   /// The sequence number an `after_token` names; an empty token means "from now".

@@ -1,5 +1,6 @@
 internal import GRPCCore
 internal import RosterProto
+internal import RosterDomain
 internal import RosterStore
 
 /// Checks of Directory requests, each throwing `INVALID_ARGUMENT` that names the field.
@@ -42,7 +43,7 @@ enum DirectoryRequests {
       throw RPCError(code: .invalidArgument, message: "page_size must not be negative")
     }
     if value == 0 { return self.defaultPageSize }
-    return min(Int(value), RosterStore.maximumPageSize)
+    return min(Int(value), Limits.maximumPageSize)
   }
 
   static func order(_ value: Roster_V1_EmployeeOrder) throws -> EmployeeOrder {

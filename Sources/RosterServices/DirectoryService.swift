@@ -2,6 +2,7 @@ public import GRPCCore
 internal import CoreMetrics
 public import Logging
 public import RosterProto
+internal import RosterDomain
 public import RosterStore
 
 /// `roster.v1.Directory`: employees, pages, search, writes and the change feed.
@@ -10,11 +11,11 @@ public import RosterStore
 /// let server = GRPCServer(transport: transport, services: [DirectoryService(store: store)])
 /// ```
 public struct DirectoryService: Sendable {
-  private let store: RosterStore
+  private let store: any DirectoryStore & ChangeFeedStore
   private let logger: Logger
 
   /// Creates the service over a shared store.
-  public init(store: RosterStore, logger: Logger = Logger(label: "roster.directory")) {
+  public init(store: any DirectoryStore & ChangeFeedStore, logger: Logger = Logger(label: "roster.directory")) {
     self.store = store
     self.logger = logger
   }
@@ -209,7 +210,8 @@ extension DirectoryService: Roster_V1_Directory.SimpleServiceProtocol {
       }
       let summary = try await self.store.upsertEmployees(
         rows,
-        context: RequestAuthor.writeContext
+        context: RequestAuthor.writeContext,
+        chunkRows: nil
       )
       return .with {
         $0.inserted = Int64(summary.inserted)

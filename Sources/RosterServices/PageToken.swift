@@ -1,4 +1,5 @@
 internal import Foundation
+internal import RosterDomain
 internal import RosterStore
 
 /// The opaque `page_token`: a keyset cursor bound to the filters and order that made it. An

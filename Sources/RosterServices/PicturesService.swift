@@ -1,6 +1,7 @@
 public import GRPCCore
 public import Logging
 public import RosterProto
+internal import RosterDomain
 public import RosterStore
 
 internal import Foundation
@@ -10,7 +11,7 @@ internal import Foundation
 /// Pictures never travel with employee rows. Uploads and downloads stream in constant memory:
 /// bytes go to and come from the store a chunk at a time.
 public struct PicturesService: Sendable {
-  private let store: RosterStore
+  private let store: any PictureStore
   private let logger: Logger
   private let pacing: any ResponsePacing
   /// The most bytes in one `GetPicture` message.
@@ -26,7 +27,7 @@ public struct PicturesService: Sendable {
   /// Creates the service over a shared store. `pacing` keeps `GetPicture` from reading ahead
   /// of the transport; the real server passes its event loops (`EventLoopPacing`).
   public init(
-    store: RosterStore,
+    store: any PictureStore,
     pacing: any ResponsePacing = UnpacedResponses(),
     logger: Logger = Logger(label: "roster.pictures")
   ) {
@@ -48,7 +49,7 @@ extension PicturesService: Roster_V1_Pictures.SimpleServiceProtocol {
     context: ServerContext
   ) async throws -> Roster_V1_PutPictureResponse {
     try await withStatusMapping("PutPicture", logger: self.logger) {
-      var upload: PictureUpload? = nil
+      var upload: (any PictureUploading)? = nil
       defer { upload?.abandon() }
       for try await message in request {
         switch message.part {
@@ -152,7 +153,7 @@ extension PicturesService: Roster_V1_Pictures.SimpleServiceProtocol {
   ) async throws -> Roster_V1_GetThumbnailResponse {
     let guid = try DirectoryRequests.guid(request.guid)
     return try await withStatusMapping("GetThumbnail", logger: self.logger) {
-      let thumbnail = try self.store.thumbnail(guid: guid)
+      let thumbnail = try await self.store.thumbnail(guid: guid)
       return .with {
         $0.data = Data(thumbnail.data)
         $0.etag = thumbnail.etag

@@ -1,6 +1,7 @@
 public import GRPCCore
 internal import Logging
-public import RosterStore
+public import RosterDomain
+internal import RosterStore
 
 // The one place where store failures become gRPC statuses.
 

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
-import RosterStore
+import RosterSQLite
+import RosterDomain
 
 /// `roster explain`: SQLite's plan for every query the store runs.
 struct Explain: ParsableCommand {
@@ -18,7 +19,7 @@ struct Explain: ParsableCommand {
   var sql = false
 
   func run() throws {
-    let store = try RosterStore(configuration: StoreConfiguration(path: self.db))
+    let store = try SQLiteStore(configuration: StoreConfiguration(path: self.db))
     let plans = try store.explainQueries(analyze: self.analyze)
     for query in plans {
       print(query.name)

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
-import RosterStore
+import RosterSQLite
+import RosterDomain
 
 /// `roster import`: loads a seed.json file into the database, offline, in large batches.
 struct Import: AsyncParsableCommand {
@@ -31,7 +32,7 @@ struct Import: AsyncParsableCommand {
   }
 
   func run() async throws {
-    let store = try RosterStore(configuration: StoreConfiguration(path: self.db))
+    let store = try SQLiteStore(configuration: StoreConfiguration(path: self.db))
     let started = ContinuousClock.now
     let summary = try await store.withBulkLoad {
       try await store.upsertEmployees(

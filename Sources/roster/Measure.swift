@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
-import RosterStore
+import RosterSQLite
+import RosterDomain
 import Synchronization
 
 /// `roster measure-analytics`: the server-side time of each analytics read, measured in
@@ -29,7 +30,7 @@ struct MeasureAnalytics: AsyncParsableCommand {
   }
 
   func run() async throws {
-    let store = try RosterStore(configuration: StoreConfiguration(path: self.db))
+    let store = try SQLiteStore(configuration: StoreConfiguration(path: self.db))
     let guids = try await store.employeePage(
       fields: .all,
       filter: EmployeeFilter(),
@@ -109,7 +110,7 @@ struct MeasureAggregates: AsyncParsableCommand {
   func run() async throws {
     var configuration = StoreConfiguration(path: self.db)
     configuration.heavyLane.budget = .seconds(self.budgetSeconds)
-    let store = try RosterStore(configuration: configuration)
+    let store = try SQLiteStore(configuration: configuration)
     let year = String(self.month.prefix(4))
     let monthEnd = CivilDate(self.month + "-01")!.lastDayOfMonth.text
     let ranges: [(String, String?, String?)] = [

@@ -1,5 +1,6 @@
 import ArgumentParser
-import RosterStore
+import RosterSQLite
+import RosterDomain
 
 /// `roster seed`: writes deterministic demo employees in the sample's seed.json shape.
 struct Seed: ParsableCommand {

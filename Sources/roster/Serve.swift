@@ -5,7 +5,8 @@ import Metrics
 import Prometheus
 import RosterServer
 import RosterServices
-import RosterStore
+import RosterSQLite
+import RosterDomain
 import ServiceLifecycle
 
 /// `roster serve`: runs the gRPC server on the embedded database.

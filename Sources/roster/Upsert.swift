@@ -3,7 +3,8 @@ import Foundation
 import GRPCCore
 import RosterProto
 import RosterServices
-import RosterStore
+import RosterSQLite
+import RosterDomain
 
 /// `roster upsert`: streams a seed.json file to a running server's UpsertEmployees.
 struct Upsert: AsyncParsableCommand {

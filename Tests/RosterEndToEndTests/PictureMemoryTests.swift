@@ -2,7 +2,8 @@ import Foundation
 import GRPCCore
 import GRPCNIOTransportHTTP2
 import RosterProto
-import RosterStore
+import RosterSQLite
+import RosterDomain
 import Testing
 import TestSupport
 

@@ -1,6 +1,7 @@
 import Foundation
 import GRPCCore
-import RosterStore
+import RosterSQLite
+import RosterDomain
 import Testing
 import TestSupport
 

@@ -2,7 +2,8 @@ import GRPCCore
 import GRPCInProcessTransport
 import RosterProto
 import RosterServices
-import RosterStore
+import RosterSQLite
+import RosterDomain
 import Testing
 import TestSupport
 

@@ -1,7 +1,8 @@
 import GRPCCore
 import GRPCInProcessTransport
 import RosterProto
-import RosterStore
+import RosterSQLite
+import RosterDomain
 import SwiftProtobuf
 import Testing
 import TestSupport
@@ -258,7 +259,7 @@ struct BadInputTests {
   }
 
   /// Every employee as stored, to compare before and after a refused request.
-  static func digest(_ store: RosterStore) async throws -> [Employee] {
+  static func digest(_ store: SQLiteStore) async throws -> [Employee] {
     try await store.employeePage(
       fields: .all,
       filter: EmployeeFilter(),

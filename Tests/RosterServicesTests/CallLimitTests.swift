@@ -2,7 +2,8 @@ import GRPCCore
 import GRPCInProcessTransport
 import Logging
 import RosterProto
-import RosterStore
+import RosterSQLite
+import RosterDomain
 @testable import RosterServices
 import Synchronization
 import Testing

@@ -1,7 +1,8 @@
 import GRPCCore
 import GRPCInProcessTransport
 import RosterProto
-import RosterStore
+import RosterSQLite
+import RosterDomain
 import SwiftProtobuf
 import Testing
 import TestSupport

@@ -3,7 +3,8 @@ import GRPCCore
 import GRPCInProcessTransport
 import RosterProto
 import RosterServices
-import RosterStore
+import RosterSQLite
+import RosterDomain
 import Synchronization
 import Testing
 import TestSupport

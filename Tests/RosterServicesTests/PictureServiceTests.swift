@@ -2,7 +2,8 @@ import Foundation
 import GRPCCore
 import GRPCInProcessTransport
 import RosterProto
-import RosterStore
+import RosterSQLite
+import RosterDomain
 import Testing
 import TestSupport
 
@@ -21,7 +22,7 @@ struct PictureServiceTests {
 
   static func withPictures(
     configure: (inout StoreConfiguration) -> Void = { _ in },
-    _ body: (Pictures, Directory, RosterStore) async throws -> Void
+    _ body: (Pictures, Directory, SQLiteStore) async throws -> Void
   ) async throws {
     try await withTemporaryStore(extra: [Self.alice, Self.bob], configure: configure) {
       store async throws in
@@ -75,7 +76,7 @@ struct PictureServiceTests {
   }
 
   /// Picture files and temporary files on disk.
-  static func files(_ store: RosterStore) -> [String] {
+  static func files(_ store: SQLiteStore) -> [String] {
     let root = store.configuration.picturesDirectory
     let enumerator = FileManager.default.enumerator(atPath: root)
     var files: [String] = []

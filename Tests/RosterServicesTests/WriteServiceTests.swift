@@ -1,7 +1,8 @@
 import GRPCCore
 import GRPCInProcessTransport
 import RosterProto
-import RosterStore
+import RosterSQLite
+import RosterDomain
 import SwiftProtobuf
 import Testing
 import TestSupport
@@ -13,7 +14,7 @@ struct WriteServiceTests {
 
   static func withDirectory(
     employees: Int = 0,
-    _ body: (Directory, RosterStore) async throws -> Void
+    _ body: (Directory, SQLiteStore) async throws -> Void
   ) async throws {
     try await withTemporaryStore(employees: employees) { store async throws in
       try await withInProcessClient(store: store) { client async throws in

@@ -1,6 +1,7 @@
 public import GRPCCore
 public import GRPCInProcessTransport
-public import RosterStore
+public import RosterSQLite
+internal import RosterDomain
 import RosterServer
 public import RosterServices
 
@@ -11,7 +12,7 @@ public import RosterServices
 /// With `tokens`, calls are authenticated as on a real server; `clientInterceptors` can then
 /// add a bearer token.
 public func withInProcessClient<T: Sendable>(
-  store: RosterStore,
+  store: SQLiteStore,
   tokens: TokenTable? = nil,
   defaultDeadline: Duration? = nil,
   maxStreamsPerClient: Int? = nil,

@@ -1,4 +1,4 @@
-public import Foundation
+internal import Foundation
 import Synchronization
 
 /// The real `roster` binary, started as a child process for end-to-end tests.

@@ -1,5 +1,6 @@
 public import Foundation
-public import RosterStore
+public import RosterSQLite
+public import RosterDomain
 
 /// A store on a fresh WAL database in its own temporary directory, removed afterwards.
 ///
@@ -13,13 +14,13 @@ public func withTemporaryStore<T>(
   employees: Int = 0,
   extra: [Employee] = [],
   configure: (inout StoreConfiguration) -> Void = { _ in },
-  _ body: (RosterStore) async throws -> T
+  _ body: (SQLiteStore) async throws -> T
 ) async throws -> T {
   let directory = try makeTemporaryDirectory()
   defer { try? FileManager.default.removeItem(atPath: directory) }
   var configuration = StoreConfiguration(path: directory + "/test.sqlite")
   configure(&configuration)
-  let store = try RosterStore(configuration: configuration)
+  let store = try SQLiteStore(configuration: configuration)
   if employees > 0 {
     _ = try await store.importEmployees(DemoData(count: employees).lazy.map(\.employee))
   }

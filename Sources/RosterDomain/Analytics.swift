@@ -1,0 +1,159 @@
+internal import Foundation
+internal import Synchronization
+
+/// A department's counters.
+public struct DepartmentCounts: Sendable, Hashable {
+  public var department: String
+  public var headcount: Int64
+  public var active: Int64
+  public var vacationDaysTotal: Int64
+
+  /// Mean vacation days per employee.
+  public var vacationDaysAverage: Double {
+    self.headcount == 0 ? 0 : Double(self.vacationDaysTotal) / Double(self.headcount)
+  }
+
+  /// Creates a value from its parts.
+  public init(department: String, headcount: Int64, active: Int64, vacationDaysTotal: Int64) {
+    self.department = department
+    self.headcount = headcount
+    self.active = active
+    self.vacationDaysTotal = vacationDaysTotal
+  }
+}
+
+/// An aggregate over a column: the functions `AggregateSales` and `AggregateEmployees` take.
+public enum AggregateFunction: String, Sendable, CaseIterable {
+  case count, sum, average, minimum, maximum
+  /// The exact median (the mean of the middle two for an even count).
+  case median
+  /// The population standard deviation (divides by n, not n - 1).
+  case standardDeviation
+}
+
+/// How aggregate results are grouped.
+public enum AggregateGrouping: String, Sendable, CaseIterable {
+  case none, department, employee, year, month, day, active
+}
+
+/// One group of an aggregate: its key (empty for no grouping) and value.
+public struct AggregateValue: Sendable, Hashable {
+  public var key: String
+  public var value: Double
+
+  /// Creates a value from its parts.
+  public init(key: String, value: Double) {
+    self.key = key
+    self.value = value
+  }
+}
+
+/// Which groups of an aggregate to answer: those after a key, at most `limit` of them.
+public struct AggregatePageRequest: Sendable, Hashable {
+  /// The default number of groups per page.
+  public static let defaultLimit = 1000
+  /// The most groups one page may hold: with 100-character keys, about 2 MB.
+  public static let maximumLimit = 5000
+
+  /// Only groups whose key sorts after this one; nil for the first page.
+  public var after: String?
+  /// The most groups to answer, 1 to `maximumLimit`.
+  public var limit: Int
+
+  /// Creates a page request; `limit` is clamped to 1...`maximumLimit`.
+  public init(after: String? = nil, limit: Int = Self.defaultLimit) {
+    self.after = after
+    self.limit = min(max(1, limit), Self.maximumLimit)
+  }
+}
+
+/// One page of an aggregate's groups.
+public struct AggregatePage: Sendable, Hashable {
+  /// The groups, sorted by key.
+  public var groups: [AggregateValue]
+  /// The key to continue after; nil on the last page.
+  public var next: String?
+
+  /// Creates a page.
+  public init(groups: [AggregateValue], next: String?) {
+    self.groups = groups
+    self.next = next
+  }
+}
+
+/// Which sales an aggregate covers; nil means any.
+public struct SalesFilter: Sendable, Hashable {
+  public var department: String?
+  public var employeeGUID: String?
+  /// Inclusive `YYYY-MM-DD`.
+  public var fromDate: String?
+  /// Inclusive `YYYY-MM-DD`.
+  public var toDate: String?
+
+  public init(
+    department: String? = nil,
+    employeeGUID: String? = nil,
+    fromDate: String? = nil,
+    toDate: String? = nil
+  ) {
+    self.department = department.flatMap { $0.isEmpty ? nil : $0 }
+    self.employeeGUID = employeeGUID.flatMap { $0.isEmpty ? nil : $0 }
+    self.fromDate = fromDate.flatMap { $0.isEmpty ? nil : $0 }
+    self.toDate = toDate.flatMap { $0.isEmpty ? nil : $0 }
+  }
+}
+
+/// One sale to import.
+public struct SaleRow: Sendable, Hashable {
+  public var employeeGUID: String
+  /// The amount in cents (integer units of the currency's smallest part).
+  public var amountCents: Int64
+  public var date: String
+
+  public init(employeeGUID: String, amountCents: Int64, date: String) {
+    self.employeeGUID = employeeGUID
+    self.amountCents = amountCents
+    self.date = date
+  }
+}
+
+/// Sales totals by calendar period.
+public struct SalesCalendar: Sendable, Hashable {
+  public struct Period: Sendable, Hashable {
+    /// The year, month or day number.
+    public var number: Int
+    public var count: Int64
+    /// The sum of the period's amounts, in cents.
+    public var amountCents: Int64
+
+    /// Creates a value from its parts.
+    public init(number: Int, count: Int64, amountCents: Int64) {
+      self.number = number
+      self.count = count
+      self.amountCents = amountCents
+    }
+  }
+  public struct Year: Sendable, Hashable {
+    public var year: Period
+    public var months: [Period]
+
+    /// Creates a value from its parts.
+    public init(year: Period, months: [Period]) {
+      self.year = year
+      self.months = months
+    }
+  }
+  public var years: [Year] = []
+  /// The requested month's days, when a year and month were given.
+  public var days: [Period] = []
+
+  /// Creates an empty calendar.
+  public init() {}
+}
+
+/// Whose sales a calendar covers.
+public enum SalesScope: Sendable, Hashable {
+  case everyone
+  case department(String)
+  case employee(guid: String)
+}

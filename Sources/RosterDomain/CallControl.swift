@@ -1,0 +1,68 @@
+internal import Synchronization
+
+/// What one call allows the store work it starts: when that work must stop, and whether the
+/// call was cancelled.
+///
+/// The gRPC layer makes one per call and binds it with `CallControl.$current.withValue`; the
+/// store's lanes read it, so a cancelled call or a passed deadline interrupts the SQLite
+/// statement running for it. It holds no timer: a deadline costs a stored instant, checked
+/// by the statement's progress handler and when a queued job is taken, and nothing outlives
+/// the call.
+///
+/// ```swift
+/// let control = CallControl(deadline: .now + .seconds(2))
+/// try await CallControl.$current.withValue(control) {
+///   try await store.countEmployees(filter: filter)
+/// }
+/// ```
+public final class CallControl: Sendable {
+  /// The control of the call the current task serves, if any.
+  @TaskLocal public static var current: CallControl?
+
+  /// When the call's work must stop; nil for no deadline.
+  public let deadline: ContinuousClock.Instant?
+  private let cancelled = Atomic<Bool>(false)
+  /// What to run when the call is cancelled: the lane jobs it has queued or running.
+  private let hooks = Mutex<[Int: @Sendable () -> Void]>([:])
+  private let nextHook = Atomic<Int>(0)
+
+  /// Creates a control that ends work at `deadline`.
+  public init(deadline: ContinuousClock.Instant?) {
+    self.deadline = deadline
+  }
+
+  /// Whether the call was cancelled.
+  public var isCancelled: Bool {
+    self.cancelled.load(ordering: .relaxed)
+  }
+
+  /// Cancels the call: queued work is dropped at once and running statements are
+  /// interrupted. Idempotent.
+  public func cancel() {
+    guard !self.cancelled.exchange(true, ordering: .relaxed) else { return }
+    let hooks = self.hooks.withLock { hooks in
+      defer { hooks.removeAll() }
+      return Array(hooks.values)
+    }
+    for hook in hooks { hook() }
+  }
+
+  /// Runs `hook` when the call is cancelled (at once if it already is) until the returned id
+  /// is removed.
+  package func addCancellationHook(_ hook: @escaping @Sendable () -> Void) -> Int? {
+    let id = self.nextHook.add(1, ordering: .relaxed).oldValue
+    let added = self.hooks.withLock { hooks in
+      guard !self.isCancelled else { return false }
+      hooks[id] = hook
+      return true
+    }
+    if added { return id }
+    hook()
+    return nil
+  }
+
+  package func removeCancellationHook(_ id: Int?) {
+    guard let id else { return }
+    _ = self.hooks.withLock { $0.removeValue(forKey: id) }
+  }
+}

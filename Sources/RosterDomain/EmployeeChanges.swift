@@ -1,0 +1,106 @@
+/// The editable fields of an employee that a write sets; nil leaves a field as it is.
+///
+/// Used by updates (the fields of an update mask), bulk upserts (the fields a row carries)
+/// and batch updates (the `set_*` values).
+public struct EmployeeChanges: Sendable, Hashable {
+  public var name: String?
+  public var department: String?
+  public var email: String?
+  public var phone: String?
+  public var address: String?
+  public var about: String?
+  public var active: Bool?
+  public var startDate: String?
+  public var vacationDays: Int?
+
+  /// Creates changes that set nothing.
+  public init() {}
+
+  /// Changes that set every editable field to the value in `employee`.
+  public init(setting employee: Employee) {
+    self.name = employee.name
+    self.department = employee.department
+    self.email = employee.email
+    self.phone = employee.phone
+    self.address = employee.address
+    self.about = employee.about
+    self.active = employee.active
+    self.startDate = employee.startDate
+    self.vacationDays = employee.vacationDays
+  }
+
+  /// True when no field is set.
+  public var isEmpty: Bool { self.paths.isEmpty }
+
+  /// The Employee field paths this sets, in declaration order.
+  public var paths: [String] {
+    var paths: [String] = []
+    if self.name != nil { paths.append("name") }
+    if self.department != nil { paths.append("department") }
+    if self.email != nil { paths.append("email") }
+    if self.phone != nil { paths.append("phone") }
+    if self.address != nil { paths.append("address") }
+    if self.about != nil { paths.append("about") }
+    if self.active != nil { paths.append("active") }
+    if self.startDate != nil { paths.append("start_date") }
+    if self.vacationDays != nil { paths.append("vacation_days") }
+    return paths
+  }
+
+  /// `employee` with these changes applied.
+  public func applied(to employee: Employee) -> Employee {
+    var employee = employee
+    if let name { employee.name = name }
+    if let department { employee.department = department }
+    if let email { employee.email = email }
+    if let phone { employee.phone = phone }
+    if let address { employee.address = address }
+    if let about { employee.about = about }
+    if let active { employee.active = active }
+    if let startDate { employee.startDate = startDate }
+    if let vacationDays { employee.vacationDays = vacationDays }
+    return employee
+  }
+
+  /// The paths whose values differ between two employees, among the editable fields.
+  package static func differences(_ old: Employee, _ new: Employee) -> [String] {
+    var paths: [String] = []
+    if old.name != new.name { paths.append("name") }
+    if old.department != new.department { paths.append("department") }
+    if old.email != new.email { paths.append("email") }
+    if old.phone != new.phone { paths.append("phone") }
+    if old.address != new.address { paths.append("address") }
+    if old.about != new.about { paths.append("about") }
+    if old.active != new.active { paths.append("active") }
+    if old.startDate != new.startDate { paths.append("start_date") }
+    if old.vacationDays != new.vacationDays { paths.append("vacation_days") }
+    return paths
+  }
+}
+
+extension EmployeeValidation {
+  /// Checks every field `changes` sets against the rules of a stored employee.
+  ///
+  /// - Throws: `StoreError.invalidArgument` naming the first bad field.
+  public static func validate(_ changes: EmployeeChanges) throws {
+    if let name = changes.name, name.allSatisfy(\.isWhitespace) {
+      throw StoreError(.invalidArgument, "name must not be empty")
+    }
+    if let department = changes.department, department.allSatisfy(\.isWhitespace) {
+      throw StoreError(.invalidArgument, "department must not be empty")
+    }
+    let values = [
+      changes.name, changes.department, changes.email, changes.phone, changes.address,
+      changes.about,
+    ]
+    for ((field, limit), value) in zip(self.maximumLengths, values) {
+      if let value { try self.checkLength(value, field: field, limit: limit) }
+    }
+    if let startDate = changes.startDate, !self.isValidDate(startDate) {
+      throw StoreError(.invalidArgument, "start_date '\(startDate)' is not a YYYY-MM-DD date")
+    }
+    if let vacationDays = changes.vacationDays, vacationDays < 0 {
+      throw StoreError(.invalidArgument, "vacation_days must not be negative")
+    }
+  }
+}

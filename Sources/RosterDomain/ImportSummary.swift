@@ -1,0 +1,50 @@
+/// What a bulk upsert or import did. `inserted + updated + rejected.count` is the number of
+/// rows it was given.
+public struct ImportSummary: Sendable, Hashable {
+  /// New guids inserted.
+  public var inserted: Int = 0
+  /// Existing guids merged (rows whose values were already equal count here too).
+  public var updated: Int = 0
+  /// Rows refused, with their zero-based index in the input and the reason.
+  public var rejected: [Rejected] = []
+
+  /// Rows written: inserted plus updated.
+  public var imported: Int { self.inserted + self.updated }
+
+  /// Creates an empty summary.
+  public init() {}
+
+  /// One refused row.
+  public struct Rejected: Sendable, Hashable {
+    /// Zero-based position in the input.
+    public var index: Int
+    /// Why, naming the field.
+    public var reason: String
+
+    /// Creates a refusal.
+    public init(index: Int, reason: String) {
+      self.index = index
+      self.reason = reason
+    }
+  }
+
+  package mutating func merge(_ other: ImportSummary) {
+    self.inserted += other.inserted
+    self.updated += other.updated
+    self.rejected += other.rejected
+  }
+}
+
+/// One row of a bulk upsert: a guid, and the fields the row sets.
+public struct UpsertRow: Sendable, Hashable {
+  /// The guid to merge on.
+  public var guid: String
+  /// The fields this row sets; the others keep their stored values (or defaults, when new).
+  public var changes: EmployeeChanges
+
+  /// Creates a row.
+  public init(guid: String, changes: EmployeeChanges) {
+    self.guid = guid
+    self.changes = changes
+  }
+}

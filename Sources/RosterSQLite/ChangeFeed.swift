@@ -1,0 +1,77 @@
+internal import RosterDomain
+internal import Synchronization
+
+/// Tells watchers that the change log grew, without ever making a writer wait for them.
+///
+/// It holds only the sequence number of the newest committed change. Each watcher reads the
+/// log itself, at its own pace, so a slow watcher costs memory for nothing but its own page.
+final class ChangeFeed: Sendable {
+  private struct State {
+    var latest: Int64
+    var closed = false
+    var nextID = 0
+    var waiters: [Int: CheckedContinuation<Int64, any Error>] = [:]
+  }
+
+  private let state: Mutex<State>
+
+  init(latest: Int64) {
+    self.state = Mutex(State(latest: latest))
+  }
+
+  /// The sequence number of the newest committed change.
+  var latest: Int64 {
+    self.state.withLock { $0.latest }
+  }
+
+  /// Records that changes up to `sequence` are committed, and wakes every watcher.
+  func publish(_ sequence: Int64) {
+    let waiters = self.state.withLock { state -> [CheckedContinuation<Int64, any Error>] in
+      guard sequence > state.latest else { return [] }
+      state.latest = sequence
+      defer { state.waiters.removeAll() }
+      return Array(state.waiters.values)
+    }
+    for waiter in waiters { waiter.resume(returning: sequence) }
+  }
+
+  /// Ends every current and future wait with `StoreError.unavailable` (server shutdown).
+  func close() {
+    let waiters = self.state.withLock { state -> [CheckedContinuation<Int64, any Error>] in
+      state.closed = true
+      defer { state.waiters.removeAll() }
+      return Array(state.waiters.values)
+    }
+    for waiter in waiters { waiter.resume(throwing: Self.closedError) }
+  }
+
+  private static let closedError = StoreError(
+    .unavailable,
+    "the server is shutting down; resume from the last token received"
+  )
+
+  /// Returns once a change after `sequence` is committed, with the newest sequence number.
+  ///
+  /// - Throws: `CancellationError` when the task is cancelled, `unavailable` once closed.
+  func wait(after sequence: Int64) async throws -> Int64 {
+    let id = self.state.withLock { state -> Int in
+      state.nextID += 1
+      return state.nextID
+    }
+    return try await withTaskCancellationHandler {
+      try await withCheckedThrowingContinuation { continuation in
+        let outcome = self.state.withLock { state -> Result<Int64, any Error>? in
+          if state.closed { return .failure(Self.closedError) }
+          if Task.isCancelled { return .failure(CancellationError()) }
+          if state.latest > sequence { return .success(state.latest) }
+          state.waiters[id] = continuation
+          return nil
+        }
+        if let outcome { continuation.resume(with: outcome) }
+      }
+    } onCancel: {
+      let waiter = self.state.withLock { $0.waiters.removeValue(forKey: id) }
+      waiter?.resume(throwing: CancellationError())
+    }
+  }
+}

@@ -1,0 +1,218 @@
+internal import RosterDomain
+internal import GRDB
+internal import Synchronization
+
+/// Builds the SQL of every employee read from a field set, a filter and an order.
+///
+/// The SELECT list holds only the columns behind the requested fields (plus the sort keys a
+/// cursor needs), and the thumbnail table is joined only when the thumbnail is asked for.
+enum EmployeeSQL {
+  /// Requested columns in the fixed order `decode` reads them back.
+  private static let columns: [(EmployeeFields, String)] = [
+    (.guid, "e.guid"),
+    (.name, "e.name"),
+    (.department, "e.department"),
+    (.email, "e.email"),
+    (.phone, "e.phone"),
+    (.address, "e.address"),
+    (.about, "e.about"),
+    (.active, "e.active"),
+    (.startDate, "e.start_date"),
+    (.vacationDays, "e.vacation_days"),
+    (.pictureEtag, "e.picture_etag"),
+    (.salesCount, "e.sales_count"),
+    (.updateTime, "e.update_time"),
+    (.thumbnail, "t.data"),
+  ]
+
+  /// `SELECT e.id, <fields>[, <sort keys>] FROM employees e [LEFT JOIN thumbnails]`.
+  static func select(_ fields: EmployeeFields, sortKeys: [String] = []) -> String {
+    var list = ["e.id"]
+    for (field, column) in self.columns where fields.contains(field) {
+      list.append(column)
+    }
+    list += sortKeys
+    var sql = "SELECT " + list.joined(separator: ", ") + " FROM employees e"
+    if fields.contains(.thumbnail) {
+      sql += " LEFT JOIN employee_thumbnails t ON t.employee_id = e.id"
+    }
+    return sql
+  }
+
+  /// `select(fields)` by guid. Memoized: a point read should not rebuild its SQL text.
+  static func pointRead(_ fields: EmployeeFields) -> String {
+    if let sql = self.pointReads.withLock({ $0[fields] }) { return sql }
+    let sql = self.select(fields) + " WHERE e.guid = ?"
+    self.pointReads.withLock { $0[fields] = sql }
+    return sql
+  }
+
+  private static let pointReads = Mutex<[EmployeeFields: String]>([:])
+
+  /// Reads a row produced by `select(fields)`, returning the employee and the index of the
+  /// first sort-key column.
+  static func decode(_ row: Row, _ fields: EmployeeFields) throws -> (Employee, Int) {
+    var employee = Employee()
+    employee.id = row[0]
+    var index = 1
+    func next<T: DatabaseValueConvertible & StatementColumnConvertible>() -> T {
+      defer { index += 1 }
+      return row[index]
+    }
+    if fields.contains(.guid) { employee.guid = next() }
+    if fields.contains(.name) { employee.name = next() }
+    if fields.contains(.department) { employee.department = next() }
+    if fields.contains(.email) { employee.email = next() }
+    if fields.contains(.phone) { employee.phone = next() }
+    if fields.contains(.address) { employee.address = next() }
+    if fields.contains(.about) { employee.about = next() }
+    if fields.contains(.active) { employee.active = next() }
+    if fields.contains(.startDate) { employee.startDate = next() }
+    if fields.contains(.vacationDays) { employee.vacationDays = next() }
+    if fields.contains(.pictureEtag) {
+      employee.pictureEtag = row[index]
+      index += 1
+    }
+    if fields.contains(.salesCount) { employee.salesCount = next() }
+    if fields.contains(.updateTime) { employee.updateTimeMillis = next() }
+    if fields.contains(.thumbnail) {
+      let data: [UInt8]? = try row.withUnsafeData(atIndex: index) { data in data.map { [UInt8]($0) } }
+      employee.thumbnail = data
+      index += 1
+    }
+    return (employee, index)
+  }
+
+  /// The columns that order a listing, most significant first (the row id comes last).
+  static func sortKeys(_ order: EmployeeOrder) -> [String] {
+    switch order {
+    case .name: ["e.name_folded"]
+    case .startDate: ["e.start_date"]
+    case .department: ["e.department", "e.name_folded"]
+    }
+  }
+
+  /// The distinct folded names (`employee_names`) that contain `text`, selecting `columns`:
+  /// through the names' trigram index when the folded text has three characters or more,
+  /// else by testing every distinct name. Either way the cost grows with the distinct names
+  /// that match (or exist), never with the employees.
+  static func matchingNames(
+    _ text: String,
+    selecting columns: String = "name_folded",
+    from first: String? = nil
+  ) -> (sql: String, arguments: [any DatabaseValueConvertible]) {
+    let folded = TextFolding.fold(text)
+    var sql: String
+    var arguments: [any DatabaseValueConvertible]
+    if folded.count >= 3 {
+      sql = "SELECT \(columns) FROM employee_names WHERE id IN "
+        + "(SELECT rowid FROM employee_names_fts WHERE employee_names_fts.name_folded GLOB ?)"
+      arguments = [TextFolding.containsPattern(text)]
+    } else {
+      sql = "SELECT \(columns) FROM employee_names WHERE instr(name_folded, ?) > 0"
+      arguments = [folded]
+    }
+    if let first {
+      sql += " AND name_folded >= ?"
+      arguments.append(first)
+    }
+    return (sql, arguments)
+  }
+
+  /// How a name filter meets the listing's order.
+  enum NameAccess {
+    /// The matching names drive the scan: their employees come from the (…, name_folded)
+    /// indexes, in name order, or are sorted when the order is another one (few matches).
+    case drive
+    /// The order's index is walked and each row's name tested (many matches: the page
+    /// fills after a few rows).
+    case test
+  }
+
+  /// WHERE terms and their arguments for a filter.
+  ///
+  /// `names` says how a name filter is applied: driving the scan from the matching names
+  /// (`e.name_folded IN (…)`), or only testing membership while another index is walked
+  /// (`+e.name_folded IN (…)`, which the planner cannot use to drive).
+  static func filterTerms(
+    _ filter: EmployeeFilter,
+    names: NameAccess = .drive,
+    namesFrom first: String? = nil
+  ) -> (terms: [String], arguments: [any DatabaseValueConvertible]) {
+    var terms: [String] = []
+    var arguments: [any DatabaseValueConvertible] = []
+    if let department = filter.department {
+      terms.append("e.department = ?")
+      arguments.append(department)
+    }
+    if let active = filter.active {
+      terms.append("e.active = ?")
+      arguments.append(active)
+    }
+    if let text = filter.nameContains {
+      let matching = self.matchingNames(text, from: first)
+      let column = names == .drive ? "e.name_folded" : "+e.name_folded"
+      terms.append("\(column) IN (\(matching.sql))")
+      arguments += matching.arguments
+    }
+    return (terms, arguments)
+  }
+
+  /// The SQL and arguments of one keyset page: rows strictly after `cursor`, in order.
+  ///
+  /// A name filter drives the scan in name order, which the matching names' employees come
+  /// in. In another order it drives only when `few` says the matches are few enough to sort
+  /// (`SQLiteStore.fewNameMatches`); otherwise the order's index is walked and tested.
+  static func page(
+    fields: EmployeeFields,
+    filter: EmployeeFilter,
+    order: EmployeeOrder,
+    after cursor: EmployeeCursor?,
+    limit: Int,
+    few: Bool = false
+  ) -> (sql: String, arguments: StatementArguments) {
+    let keys = self.sortKeys(order)
+    // With one department filtered, "department, then name" is just "name": saying so lets
+    // the planner walk the (department, …, name) index without a sort.
+    let dropped = order == .department && filter.department != nil ? 1 : 0
+    let orderKeys = Array(keys.dropFirst(dropped)) + ["e.id"]
+    let names: NameAccess = order == .name || few ? .drive : .test
+    let driven = filter.nameContains != nil && names == .drive
+    // When the names drive, the cursor's columns are written as expressions (`+column`), so
+    // the planner reads the rows through the names instead of walking an index from the
+    // cursor; in name order the names themselves start at the cursor's. Outside name order,
+    // so are the ORDER BY's, and the few matches are sorted.
+    let expressions = orderKeys.map { $0 == "e.id" ? $0 : "+" + $0 }
+    let first = driven && order == .name ? cursor?.keys.first : nil
+    var (terms, arguments) = self.filterTerms(filter, names: names, namesFrom: first)
+    if let cursor {
+      let marks = Array(repeating: "?", count: orderKeys.count).joined(separator: ", ")
+      terms.append("(\((driven ? expressions : orderKeys).joined(separator: ", "))) > (\(marks))")
+      arguments += cursor.keys.dropFirst(dropped).map { $0 as any DatabaseValueConvertible }
+      arguments.append(cursor.id)
+    }
+    var sql = self.select(fields, sortKeys: keys)
+    if !terms.isEmpty {
+      sql += " WHERE " + terms.joined(separator: " AND ")
+    }
+    let sorted = driven && order != .name ? expressions : orderKeys
+    sql += " ORDER BY " + sorted.joined(separator: ", ") + " LIMIT ?"
+    arguments.append(limit)
+    return (sql, StatementArguments(arguments))
+  }
+
+  /// The SQL and arguments that count the rows matching `filter`.
+  static func count(_ filter: EmployeeFilter) -> (sql: String, arguments: StatementArguments) {
+    if let text = filter.nameContains, filter.department == nil, filter.active == nil {
+      // The names keep their employee counts.
+      let matching = self.matchingNames(text, selecting: "coalesce(sum(employees), 0)")
+      return (matching.sql, StatementArguments(matching.arguments))
+    }
+    let (terms, arguments) = self.filterTerms(filter)
+    var sql = "SELECT count(*) FROM employees e"
+    if !terms.isEmpty {
+      sql += " WHERE " + terms.joined(separator: " AND ")
+    }
+    return (sql, StatementArguments(arguments))
+  }
+}

@@ -1,0 +1,172 @@
+public import RosterDomain
+internal import Foundation
+internal import GRDB
+
+extension SQLiteStore {
+  // MARK: Bulk upsert
+
+  /// Merges rows by guid, as they arrive, in chunks of `writer.bulkChunkRows` rows.
+  ///
+  /// A new guid is inserted, and must carry name, department and start date. An existing guid
+  /// gets the fields its row sets. Bad rows are reported with their index and skipped; they
+  /// never stop the good ones. Each chunk is one bulk request to the writer, and while one
+  /// chunk commits the next one fills, so memory holds at most two chunks however long the
+  /// input is.
+  ///
+  /// The rows are read (for a gRPC stream: decoded) and checked on the store's bulk thread,
+  /// below the usual priority (`BulkExecutor`).
+  public func upsertEmployees<Rows: AsyncSequence & SendableMetatype>(
+    _ messages: sending Rows,
+    context: WriteContext = WriteContext(),
+    chunkRows: Int? = nil
+  ) async throws -> ImportSummary where Rows.Element == [UpsertRow] {
+    let chunkRows = max(1, chunkRows ?? self.configuration.writer.bulkChunkRows)
+    return try await self.bulk.run {
+      try await self.mergeRows(messages, context: context, chunkRows: chunkRows)
+    }
+  }
+
+  private func mergeRows<Rows: AsyncSequence>(
+    _ messages: Rows,
+    context: WriteContext,
+    chunkRows: Int
+  ) async throws -> ImportSummary where Rows.Element == [UpsertRow] {
+    try await withThrowingTaskGroup(of: ImportSummary.self) { group in
+      var summary = ImportSummary()
+      var chunk: [(index: Int, row: UpsertRow)] = []
+      chunk.reserveCapacity(chunkRows)
+      var index = 0
+      var inFlight = 0
+      func send() async throws {
+        if inFlight > 0, let done = try await group.next() {
+          summary.merge(done)
+          inFlight -= 1
+        }
+        let rows = chunk
+        chunk.removeAll(keepingCapacity: true)
+        group.addTask { try await self.upsertChunk(rows, context: context) }
+        inFlight += 1
+      }
+      for try await message in messages {
+        for row in message {
+          defer { index += 1 }
+          do {
+            var row = row
+            guard let guid = EmployeeValidation.canonicalGUID(row.guid) else {
+              throw StoreError(.invalidArgument, "guid '\(row.guid)' is not a UUID")
+            }
+            row.guid = guid
+            try EmployeeValidation.validate(row.changes)
+            chunk.append((index, row))
+          } catch let error as StoreError {
+            summary.rejected.append(.init(index: index, reason: error.message))
+          }
+          if chunk.count == chunkRows { try await send() }
+        }
+      }
+      if !chunk.isEmpty { try await send() }
+      for try await done in group { summary.merge(done) }
+      summary.rejected.sort { $0.index < $1.index }
+      return summary
+    }
+  }
+
+  /// Imports complete employees (the seed format), merged by guid; a thin wrapper over
+  /// `upsertEmployees` for the CLI and first-start seeding.
+  public func importEmployees(
+    _ employees: sending some Sequence<Employee>,
+    context: WriteContext = WriteContext(author: "import"),
+    chunkRows: Int = 20_000
+  ) async throws -> ImportSummary {
+    let rows = employees.lazy.map {
+      UpsertRow(guid: $0.guid, changes: EmployeeChanges(setting: $0))
+    }
+    let messages = ChunkedSequence(base: rows, size: 1_000)
+    return try await self.upsertEmployees(messages, context: context, chunkRows: chunkRows)
+  }
+
+  /// Writes one chunk of validated rows in one bulk request to the writer.
+  private func upsertChunk(
+    _ rows: [(index: Int, row: UpsertRow)],
+    context: WriteContext
+  ) async throws -> ImportSummary {
+    try await self.submit(bulk: true) { db in
+      var summary = ImportSummary()
+      let now = Self.nowMillis()
+      for (index, row) in rows {
+        if let old = try Self.fetchEmployee(db, guid: row.guid, fields: .editable) {
+          summary.updated += 1
+          let new = row.changes.applied(to: old)
+          let paths = EmployeeChanges.differences(old, new)
+          if paths.isEmpty { continue }
+          try Self.update(db, id: old.id, to: new, paths: paths, now: now)
+          try Self.record(
+            db,
+            entity: .employee,
+            guid: row.guid,
+            kind: .updated,
+            fields: paths,
+            context: context,
+            timeMillis: now
+          )
+        } else {
+          let changes = row.changes
+          guard let name = changes.name, let department = changes.department,
+            let startDate = changes.startDate
+          else {
+            let missing = changes.name == nil ? "name" : changes.department == nil
+              ? "department" : "start_date"
+            summary.rejected.append(
+              .init(index: index, reason: "\(missing) is required for a new employee")
+            )
+            continue
+          }
+          var employee = Employee()
+          employee.guid = row.guid
+          employee.name = name
+          employee.department = department
+          employee.startDate = startDate
+          employee.active = true
+          employee = changes.applied(to: employee)
+          try Self.insert(db, employee, now: now)
+          try Self.record(
+            db,
+            entity: .employee,
+            guid: row.guid,
+            kind: .inserted,
+            context: context,
+            timeMillis: now
+          )
+          summary.inserted += 1
+        }
+      }
+      return summary
+    }
+  }
+}
+
+/// Groups a synchronous sequence into arrays of `size`, as an async sequence: the shape
+/// `upsertEmployees` takes, for callers that read a file rather than a stream.
+struct ChunkedSequence<Base: Sequence>: AsyncSequence {
+  typealias Element = [Base.Element]
+  let base: Base
+  let size: Int
+
+  struct AsyncIterator: AsyncIteratorProtocol {
+    var iterator: Base.Iterator
+    let size: Int
+
+    mutating func next() async -> [Base.Element]? {
+      var chunk: [Base.Element] = []
+      chunk.reserveCapacity(self.size)
+      while chunk.count < self.size, let element = self.iterator.next() {
+        chunk.append(element)
+      }
+      return chunk.isEmpty ? nil : chunk
+    }
+  }
+
+  func makeAsyncIterator() -> AsyncIterator {
+    AsyncIterator(iterator: self.base.makeIterator(), size: self.size)
+  }
+}

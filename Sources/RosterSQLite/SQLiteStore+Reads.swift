@@ -1,0 +1,139 @@
+public import RosterDomain
+internal import GRDB
+internal import Synchronization
+
+/// How many distinct names there are (the largest id of `employee_names`), as the last name
+/// search saw it; until one has, as many as can be.
+final class NameCount: Sendable {
+  let value = Atomic<Int>(.max)
+}
+
+extension SQLiteStore {
+  // MARK: Reads
+
+
+  /// One employee by guid, reading only `fields`.
+  ///
+  /// - Throws: `StoreError.notFound` naming the guid.
+  public func employee(guid: String, fields: EmployeeFields) async throws -> Employee {
+    try await self.read(.point, statement: true) { db in
+      guard let employee = try Self.fetchEmployee(db, guid: guid, fields: fields) else {
+        throw StoreError(.notFound, "no employee with guid '\(guid)'")
+      }
+      return employee
+    }
+  }
+
+  /// Employees by guid, in the order asked, all or nothing, from one read transaction.
+  ///
+  /// - Throws: `StoreError.notFound` naming the first unknown guid.
+  public func employees(guids: [String], fields: EmployeeFields) async throws -> [Employee] {
+    try await self.read(.point) { db in
+      var result: [Employee] = []
+      result.reserveCapacity(guids.count)
+      for guid in guids {
+        guard let employee = try Self.fetchEmployee(db, guid: guid, fields: fields) else {
+          throw StoreError(.notFound, "no employee with guid '\(guid)'")
+        }
+        result.append(employee)
+      }
+      return result
+    }
+  }
+
+  /// One keyset page of employees strictly after `cursor`: in the interactive lane, or the
+  /// heavy one when a name filter has many distinct names to test (`fewNames`).
+  public func employeePage(
+    fields: EmployeeFields,
+    filter: EmployeeFilter,
+    order: EmployeeOrder,
+    after cursor: EmployeeCursor?,
+    limit: Int
+  ) async throws -> EmployeePage {
+    precondition(limit > 0 && limit <= Limits.maximumPageSize)
+    if let cursor, cursor.keys.count != EmployeeSQL.sortKeys(order).count {
+      throw StoreError(.invalidArgument, "page_token does not belong to this order")
+    }
+    // A name filter costs up to a scan of the distinct names: the interactive lane while
+    // there are few of them, the heavy lane otherwise.
+    let kind: ReadKind =
+      filter.nameContains == nil || self.nameCount.value.load(ordering: .relaxed) <= Self.fewNames
+      ? .interactive : .heavy
+    let nameCount = self.nameCount
+    return try await self.read(kind, statement: true) { db in
+      if filter.nameContains != nil {
+        let names = try Int.fetchOne(db.cachedStatement(sql: "SELECT max(id) FROM employee_names"))
+        nameCount.value.store(names ?? 0, ordering: .relaxed)
+      }
+      let query = EmployeeSQL.page(
+        fields: fields,
+        filter: filter,
+        order: order,
+        after: cursor,
+        limit: limit + 1,
+        few: try Self.fewNameMatches(db, filter: filter, order: order)
+      )
+      let statement = try db.cachedStatement(sql: query.sql)
+      var employees: [Employee] = []
+      employees.reserveCapacity(limit)
+      var next: EmployeeCursor?
+      var lastKeys: [String] = []
+      let rows = try Row.fetchCursor(statement, arguments: query.arguments)
+      while let row = try rows.next() {
+        if employees.count == limit {
+          let last = employees[employees.count - 1]
+          next = EmployeeCursor(keys: lastKeys, id: last.id)
+          break
+        }
+        let (employee, keyIndex) = try EmployeeSQL.decode(row, fields)
+        lastKeys = (keyIndex..<row.count).map { row[$0] as String }
+        employees.append(employee)
+      }
+      return EmployeePage(employees: employees, next: next)
+    }
+  }
+
+  /// How many employees match `filter`, counted in SQL, in the heavy lane: a count visits
+  /// every match.
+  public func countEmployees(filter: EmployeeFilter) async throws -> Int64 {
+    let query = EmployeeSQL.count(filter)
+    return try await self.read(.heavy, statement: true) { db in
+      let statement = try db.cachedStatement(sql: query.sql)
+      return try Int64.fetchOne(statement, arguments: query.arguments) ?? 0
+    }
+  }
+
+  /// Up to this many distinct names, a name search runs in the interactive lane: testing
+  /// every name (one and two characters) then takes under 10 ms.
+  static let fewNames = 50_000
+
+  /// At most this many employees matching a name filter are read and sorted into an order
+  /// other than by name; with more, the order's index is walked and the page fills after
+  /// about `limit × employees / matches` rows (10,000 for 50 at a million employees). The
+  /// two costs meet near √(limit × employees).
+  static let fewNameMatches: Int64 = 5_000
+
+  /// Whether a name filter matches few enough employees to read them all and sort them
+  /// into `order`; the names' counters answer without visiting any employee.
+  static func fewNameMatches(
+    _ db: Database,
+    filter: EmployeeFilter,
+    order: EmployeeOrder
+  ) throws -> Bool {
+    guard order != .name, let text = filter.nameContains else { return false }
+    let matching = EmployeeSQL.matchingNames(text, selecting: "coalesce(sum(employees), 0)")
+    let statement = try db.cachedStatement(sql: matching.sql)
+    let matches = try Int64.fetchOne(statement, arguments: StatementArguments(matching.arguments))
+    return (matches ?? 0) <= Self.fewNameMatches
+  }
+
+  static func fetchEmployee(
+    _ db: Database,
+    guid: String,
+    fields: EmployeeFields
+  ) throws -> Employee? {
+    let statement = try db.cachedStatement(sql: EmployeeSQL.pointRead(fields))
+    guard let row = try Row.fetchOne(statement, arguments: [guid]) else { return nil }
+    return try EmployeeSQL.decode(row, fields).0
+  }
+}

@@ -1,0 +1,136 @@
+public import RosterDomain
+internal import Foundation
+
+/// Reads and writes the `seed.json` format: a JSON array of flat employee objects.
+///
+/// Both directions stream: the writer never holds the file in memory, and the reader walks a
+/// memory-mapped file with a small byte parser (no Codable), so a million records load fast.
+public enum SeedFile {
+  /// Writes `records` as a JSON array, one object per line.
+  public static func write(_ records: some Sequence<SeedRecord>, to path: String) throws {
+    guard FileManager.default.createFile(atPath: path, contents: nil) else {
+      throw StoreError(.invalidArgument, "cannot create '\(path)'")
+    }
+    let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: path))
+    defer { try? handle.close() }
+    var buffer = "[\n"
+    var first = true
+    for record in records {
+      if !first { buffer += ",\n" }
+      first = false
+      Self.append(record, to: &buffer)
+      if buffer.utf8.count > 1 << 20 {
+        try handle.write(contentsOf: Data(buffer.utf8))
+        buffer.removeAll(keepingCapacity: true)
+      }
+    }
+    buffer += "\n]\n"
+    try handle.write(contentsOf: Data(buffer.utf8))
+  }
+
+  /// Calls `body` with each record of the file at `path`, in file order.
+  ///
+  /// - Throws: `StoreError.invalidArgument` naming the byte offset of malformed JSON.
+  public static func read(_ path: String, _ body: (SeedRecord) throws -> Void) throws {
+    let data = try Data(contentsOf: URL(fileURLWithPath: path), options: .alwaysMapped)
+    try data.withUnsafeBytes { raw in
+      var parser = SeedParser(bytes: raw.bindMemory(to: UInt8.self))
+      try parser.readArray(body)
+    }
+  }
+
+  /// The records of the file at `path` in batches of `size`, as an async sequence of upsert
+  /// rows: what `SQLiteStore.upsertEmployees` takes. The file is memory-mapped and parsed a
+  /// batch at a time, so memory holds one batch whatever the file's size.
+  public static func batches(_ path: String, size: Int = 1_000) throws -> Batches {
+    let data = try Data(contentsOf: URL(fileURLWithPath: path), options: .alwaysMapped)
+    return Batches(data: data, size: size)
+  }
+
+  /// Batches of a seed file; see `batches(_:size:)`.
+  public struct Batches: AsyncSequence, Sendable {
+    public typealias Element = [UpsertRow]
+    let data: Data
+    let size: Int
+
+    public func makeAsyncIterator() -> Iterator {
+      Iterator(data: self.data, size: self.size)
+    }
+
+    /// Pulls the next batch from the mapped file.
+    public struct Iterator: AsyncIteratorProtocol {
+      let data: Data
+      let size: Int
+      var position = 0
+      var atEnd = false
+
+      public mutating func next() async throws -> [UpsertRow]? {
+        let (records, position, atEnd) = try self.data.withUnsafeBytes { raw in
+          var parser = SeedParser(bytes: raw.bindMemory(to: UInt8.self), position: self.position)
+          var atEnd = self.atEnd
+          let records = try parser.readRecords(limit: self.size, atEnd: &atEnd)
+          return (records, parser.position, atEnd)
+        }
+        self.position = position
+        self.atEnd = atEnd
+        if records.isEmpty { return nil }
+        return records.map {
+          UpsertRow(guid: $0.employee.guid, changes: EmployeeChanges(setting: $0.employee))
+        }
+      }
+    }
+  }
+
+  /// The default pictures directory for a seed file: `pictures` beside it.
+  public static func picturesDirectory(beside path: String) -> String {
+    URL(fileURLWithPath: path).deletingLastPathComponent().appendingPathComponent("pictures").path
+  }
+
+  /// Where a record's `picture` name points. Only the last path component counts, so a
+  /// seed file cannot reach outside its pictures directory.
+  public static func picturePath(_ name: String, in directory: String) -> String {
+    directory + "/" + URL(fileURLWithPath: name).lastPathComponent
+  }
+
+  /// All records of the file at `path`, for small files and tests.
+  public static func readAll(_ path: String) throws -> [SeedRecord] {
+    var records: [SeedRecord] = []
+    try self.read(path) { records.append($0) }
+    return records
+  }
+
+  private static func append(_ record: SeedRecord, to out: inout String) {
+    let e = record.employee
+    // Keys in the sample's order; nil values are written as JSON literals.
+    let fields: [(String, String?, literal: String)] = [
+      ("guid", e.guid, ""), ("active", nil, "\(e.active)"), ("picture", record.picture, "null"),
+      ("name", e.name, ""), ("vacationDays", nil, "\(e.vacationDays)"),
+      ("department", e.department, ""), ("startDate", e.startDate, ""), ("email", e.email, ""),
+      ("phone", e.phone, ""), ("address", e.address, ""), ("about", e.about, ""),
+    ]
+    out += "{"
+    for (index, (key, text, literal)) in fields.enumerated() {
+      out += index == 0 ? "\"\(key)\":" : ",\"\(key)\":"
+      if let text { self.appendString(text, to: &out) } else { out += literal }
+    }
+    out += "}"
+  }
+
+  private static func appendString(_ value: String, to out: inout String) {
+    out += "\""
+    for scalar in value.unicodeScalars {
+      switch scalar {
+      case "\"": out += "\\\""
+      case "\\": out += "\\\\"
+      case "\n": out += "\\n"
+      case "\r": out += "\\r"
+      case "\t": out += "\\t"
+      case _ where scalar.value < 0x20:
+        out += "\\u" + String(repeating: "0", count: 4 - String(scalar.value, radix: 16).count)
+          + String(scalar.value, radix: 16)
+      default: out.unicodeScalars.append(scalar)
+      }
+    }
+    out += "\""
+  }
+}

@@ -1,0 +1,359 @@
+internal import RosterDomain
+internal import CVipsShim
+internal import CoreMetrics
+internal import Foundation
+internal import Synchronization
+
+/// How one lane of store threads runs: how many jobs at once, how many may wait, at what
+/// priority, and how long one job may run.
+public struct LaneConfiguration: Sendable, Hashable {
+  /// Jobs running at once, each on a thread of the lane's own.
+  public var width: Int
+  /// Jobs waiting for a thread; one more is refused with `resourceExhausted` at once.
+  public var queueLimit: Int
+  /// The lane's threads' nice value (Linux): 0 for interactive work, higher so heavy work
+  /// yields the CPU to whatever else wants it, the server's QoS; 19 also puts the threads in
+  /// the SCHED_IDLE class, preempted at once by any ordinary thread that wakes.
+  public var niceness: Int32
+  /// The longest one job may run before it is interrupted, whatever its caller's deadline;
+  /// nil for no bound.
+  public var budget: Duration?
+
+  /// Creates a lane configuration.
+  public init(width: Int, queueLimit: Int, niceness: Int32 = 0, budget: Duration? = nil) {
+    self.width = width
+    self.queueLimit = queueLimit
+    self.niceness = niceness
+    self.budget = budget
+  }
+}
+
+/// A lane's counters, for tests and diagnostics.
+public struct LaneStatistics: Sendable, Hashable {
+  /// Jobs running now.
+  public var running = 0
+  /// Jobs waiting now.
+  public var queued = 0
+  /// Threads the lane has now (idle ones exit after a few seconds).
+  public var threads = 0
+  /// Jobs finished, successfully or not.
+  public var completed = 0
+  /// Jobs refused because the queue was full.
+  public var rejected = 0
+  /// Jobs stopped by their call's cancellation, deadline or the lane's budget.
+  public var interrupted = 0
+}
+
+/// A set of threads the store owns, with a bounded queue, for one kind of work.
+///
+/// Store work whose cost grows with the data must never run on the cooperative pool (two
+/// threads on this machine) or an event loop: it would hold up every other call, health
+/// checks included. The store has two lanes: one for cheap interactive reads and one, in the
+/// background scheduling class, for heavy work (searches, aggregates, imports). Each job's statement is
+/// stopped when its call is cancelled, its deadline passes or the lane's budget runs out
+/// (see `LaneJob.shouldStop`, polled by SQLite's progress handler).
+///
+/// Threads start when work arrives and exit after `idleTimeout` without work, so an idle
+/// store holds none.
+final class StoreLane: Sendable {
+  let name: String
+  let configuration: LaneConfiguration
+  private let core = LockedCondition(State())
+  private let metrics: Metrics
+  /// Answers the callers of a lane below the usual priority (see `ThreadPriority`).
+  private let handoff: SerialThread?
+
+  init(name: String, configuration: LaneConfiguration) {
+    self.name = name
+    self.configuration = configuration
+    self.metrics = Metrics(lane: name)
+    self.handoff = configuration.niceness > 0 ? SerialThread.answers : nil
+  }
+
+  /// Runs `body` on one of the lane's threads and returns its result.
+  ///
+  /// - Throws: `resourceExhausted` at once when the queue is full; `cancelled` or
+  ///   `deadlineExceeded` when the call ends before or while the job runs; else what
+  ///   `body` throws.
+  func run<T: Sendable>(_ body: @escaping @Sendable (LaneJob) throws -> T) async throws -> T {
+    let control = CallControl.current
+    try LaneJob.check(control)
+    let job = LaneJob(control: control, lane: self)
+    let hook = control?.addCancellationHook { job.cancel() }
+    defer { control?.removeCancellationHook(hook) }
+    return try await withTaskCancellationHandler {
+      try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
+        job.prepare(
+          work: { job in
+            let result = Result { try job.translating { try body(job) } }
+            return { continuation.resume(with: result) }
+          },
+          fail: { continuation.resume(throwing: $0) }
+        )
+        self.enqueue(job)
+      }
+    } onCancel: {
+      job.cancel()
+    }
+  }
+
+  /// The lane's counters now.
+  var statistics: LaneStatistics {
+    self.core.withLock { state in
+      var statistics = state.statistics
+      statistics.queued = state.queue.count
+      statistics.threads = state.threads
+      return statistics
+    }
+  }
+
+  private func enqueue(_ job: LaneJob) {
+    let admitted: Bool = self.core.withLock { state in
+      guard state.queue.count < self.configuration.queueLimit || state.idle > state.queue.count
+      else {
+        state.statistics.rejected += 1
+        return false
+      }
+      state.queue.append(job)
+      if state.queue.count > state.idle && state.threads < self.configuration.width {
+        state.threads += 1
+        self.startThread()
+      }
+      self.core.signal()
+      self.metrics.depth.record(state.queue.count)
+      return true
+    }
+    guard admitted else {
+      self.metrics.rejected.increment()
+      job.fail(
+        StoreError(
+          .resourceExhausted,
+          "the server is busy with \(self.configuration.width) \(self.name) calls and "
+            + "\(self.configuration.queueLimit) waiting; retry later"
+        )
+      )
+      return
+    }
+  }
+
+  /// Removes a job that was cancelled while it waited.
+  fileprivate func remove(_ job: LaneJob) {
+    self.core.withLock { state in
+      state.queue.removeAll { $0 === job }
+      self.metrics.depth.record(state.queue.count)
+    }
+  }
+
+  private func startThread() {
+    let thread = Thread { [self] in
+      _ = roster_thread_setup("roster.\(self.name)", self.configuration.niceness)
+      self.work()
+    }
+    thread.start()
+  }
+
+  private func work() {
+    while let job = self.next() {
+      guard job.begin(budget: self.configuration.budget) else { continue }
+      self.metrics.wait.recordNanoseconds(job.waited)
+      let answer = job.runWork()
+      let interrupted = job.stopReason != nil
+      if interrupted { self.metrics.interrupted.increment() }
+      self.core.withLock { state in
+        state.statistics.running -= 1
+        state.statistics.completed += 1
+        if interrupted { state.statistics.interrupted += 1 }
+      }
+      // Answered after the counters, so a caller that sees its answer sees them too; from a
+      // thread at the usual priority when this one is lower.
+      if let handoff = self.handoff { handoff.run(answer) } else { answer() }
+    }
+  }
+
+  /// The next job, waiting for one; nil when the thread should exit (idle too long).
+  private func next() -> LaneJob? {
+    self.core.wait(
+      until: Date(timeIntervalSinceNow: Self.idleTimeout),
+      for: { !$0.queue.isEmpty },
+      beforeSleeping: { $0.idle += 1 },
+      afterSleeping: { $0.idle -= 1 }
+    ) { state, ready in
+      guard ready else {
+        state.threads -= 1
+        return nil
+      }
+      let job = state.queue.removeFirst()
+      state.statistics.running += 1
+      self.metrics.depth.record(state.queue.count)
+      return job
+    }
+  }
+
+  /// The calling thread's nice value, for tests and diagnostics.
+  static func currentNiceness() -> Int32 { ThreadPriority.current }
+
+  /// The calling thread's name, for tests and diagnostics.
+  static func currentThreadName() -> String {
+    var buffer = [CChar](repeating: 0, count: 32)
+    roster_thread_name(&buffer, Int32(buffer.count))
+    return String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+  }
+
+  /// How long a thread with nothing to do stays.
+  static let idleTimeout: TimeInterval = 5
+
+  /// The queue and counters, under the condition variable the idle threads wait on.
+  private struct State {
+    var queue: [LaneJob] = []
+    var threads = 0
+    var idle = 0
+    var statistics = LaneStatistics()
+  }
+
+  private struct Metrics: Sendable {
+    let depth: Recorder
+    let wait: CoreMetrics.Timer
+    let rejected: Counter
+    let interrupted: Counter
+
+    init(lane: String) {
+      let dimensions = [("lane", lane)]
+      self.depth = Recorder(label: "roster_lane_queue_depth", dimensions: dimensions, aggregate: false)
+      self.wait = CoreMetrics.Timer(label: "roster_lane_wait_seconds", dimensions: dimensions)
+      self.rejected = Counter(label: "roster_lane_rejected_total", dimensions: dimensions)
+      self.interrupted = Counter(label: "roster_lane_interrupted_total", dimensions: dimensions)
+    }
+  }
+}
+
+/// One piece of store work in a lane: its body, its caller's control, and why it stopped.
+///
+/// `@unchecked Sendable`: `state` is behind its mutex; `runDeadline` is written by the lane
+/// thread before the body runs and read only on that thread (by the progress handler).
+final class LaneJob: @unchecked Sendable {
+  /// Why a job was stopped before it finished.
+  enum StopReason: Sendable {
+    case cancelled
+    case deadline
+    case budget
+  }
+
+  /// Runs the body and returns how to answer the caller.
+  typealias Work = @Sendable (LaneJob) -> @Sendable () -> Void
+
+  private enum Phase {
+    case new
+    case queued(work: Work, fail: @Sendable (any Error) -> Void)
+    case running(work: Work)
+    case done
+  }
+
+  let control: CallControl?
+  let enqueued = ContinuousClock.now
+  private let lane: StoreLane?
+  private let phase = Mutex<Phase>(.new)
+  private let cancelled = Atomic<Bool>(false)
+  private var runDeadline: ContinuousClock.Instant?
+  private var budgetEnds: ContinuousClock.Instant?
+  private(set) var waited: Int64 = 0
+  /// Set when the job was stopped: read after the body returns or throws.
+  private(set) var stopReason: StopReason?
+
+  init(control: CallControl?, lane: StoreLane?) {
+    self.control = control
+    self.lane = lane
+  }
+
+  /// Refuses at once a call that is already cancelled or past its deadline.
+  static func check(_ control: CallControl?) throws {
+    guard let control else { return }
+    if control.isCancelled { throw StoreError.callCancelled }
+    if let deadline = control.deadline, ContinuousClock.now >= deadline {
+      throw StoreError.deadlinePassed
+    }
+  }
+
+  fileprivate func prepare(
+    work: @escaping Work,
+    fail: @escaping @Sendable (any Error) -> Void
+  ) {
+    self.phase.withLock { $0 = .queued(work: work, fail: fail) }
+  }
+
+  /// Fails a job that never ran.
+  fileprivate func fail(_ error: any Error) {
+    let fail: (@Sendable (any Error) -> Void)? = self.phase.withLock { phase in
+      guard case .queued(_, let fail) = phase else { return nil }
+      phase = .done
+      return fail
+    }
+    fail?(error)
+  }
+
+  /// Cancels the job: a waiting one fails at once, a running one stops at its next
+  /// progress check.
+  func cancel() {
+    self.cancelled.store(true, ordering: .relaxed)
+    let fail: (@Sendable (any Error) -> Void)? = self.phase.withLock { phase in
+      guard case .queued(_, let fail) = phase else { return nil }
+      phase = .done
+      return fail
+    }
+    guard let fail else { return }
+    self.lane?.remove(self)
+    fail(StoreError.callCancelled)
+  }
+
+  /// Marks the job running; false when it was cancelled while it waited, or its call ended.
+  fileprivate func begin(budget: Duration?) -> Bool {
+    let now = ContinuousClock.now
+    self.waited = (now - self.enqueued).nanoseconds
+    let work: Work? = self.phase.withLock { phase in
+      guard case .queued(let work, _) = phase else { return nil }
+      phase = .running(work: work)
+      return work
+    }
+    guard work != nil else { return false }
+    self.budgetEnds = budget.map { now + $0 }
+    self.runDeadline = [self.control?.deadline, self.budgetEnds].compactMap { $0 }.min()
+    return true
+  }
+
+  fileprivate func runWork() -> @Sendable () -> Void {
+    let work: Work? = self.phase.withLock { phase in
+      guard case .running(let work) = phase else { return nil }
+      phase = .done
+      return work
+    }
+    guard let work else { return {} }
+    return work(self)
+  }
+
+  /// Whether the body should stop now. Cheap: an atomic load and, when there is a deadline,
+  /// one read of the monotonic clock. Records why.
+  var shouldStop: Bool {
+    if self.cancelled.load(ordering: .relaxed) || self.control?.isCancelled == true {
+      self.stopReason = .cancelled
+      return true
+    }
+    if let deadline = self.runDeadline, ContinuousClock.now >= deadline {
+      self.stopReason = self.budgetEnds == deadline ? .budget : .deadline
+      return true
+    }
+    return false
+  }
+
+  /// Runs `body`; if the job was stopped, turns whatever it threw into the reason's error.
+  func translating<T>(_ body: () throws -> T) throws -> T {
+    do {
+      return try body()
+    } catch {
+      switch self.stopReason {
+      case .cancelled: throw StoreError.callCancelled
+      case .deadline: throw StoreError.deadlinePassed
+      case .budget: throw StoreError.budgetSpent
+      case nil: throw error
+      }
+    }
+  }
+}

@@ -1,0 +1,56 @@
+public import RosterDomain
+
+/// The employee directory as the services see it: reads, pages, counts and writes.
+///
+/// Every method is `async` and may be called from any task. A read sees one committed state;
+/// a write returns only after the commit that holds it. Errors are `StoreError`s with messages
+/// that name the offending field and never carry SQL. The SQLite backend (`RosterSQLite`)
+/// implements it; the store contract tests (`Tests/StoreContract`) pin its behaviour.
+public protocol DirectoryStore: Sendable {
+  /// One employee with `fields` read. Throws `notFound` for an unknown guid.
+  func employee(guid: String, fields: EmployeeFields) async throws -> Employee
+
+  /// Employees by guid, in the order asked, all or nothing, from one read. Throws `notFound`
+  /// naming the first unknown guid.
+  func employees(guids: [String], fields: EmployeeFields) async throws -> [Employee]
+
+  /// One keyset page strictly after `cursor` in `order`, at most `limit` employees, with the
+  /// cursor of its last row when more may follow.
+  func employeePage(
+    fields: EmployeeFields,
+    filter: EmployeeFilter,
+    order: EmployeeOrder,
+    after cursor: EmployeeCursor?,
+    limit: Int
+  ) async throws -> EmployeePage
+
+  /// How many employees match `filter`.
+  func countEmployees(filter: EmployeeFilter) async throws -> Int64
+
+  /// Creates an employee (a guid is made when it has none); returns it as stored. Throws
+  /// `invalidArgument` naming a missing or bad field, `alreadyExists` for a taken guid.
+  func createEmployee(_ employee: Employee, context: WriteContext) async throws -> Employee
+
+  /// Applies `changes` to one employee; returns it as stored. Throws `notFound` for an
+  /// unknown guid, `invalidArgument` for a bad value.
+  func updateEmployee(guid: String, changes: EmployeeChanges, context: WriteContext) async throws -> Employee
+
+  /// Deletes one employee with their sales and picture. Throws `notFound` for an unknown guid.
+  func deleteEmployee(guid: String, context: WriteContext) async throws
+
+  /// Merges rows by guid as they arrive, in chunks each committed on its own (of `chunkRows`
+  /// rows, or the backend's default for nil); bad rows are reported with their index and
+  /// skipped.
+  func upsertEmployees<Rows: AsyncSequence & SendableMetatype>(
+    _ messages: sending Rows,
+    context: WriteContext,
+    chunkRows: Int?
+  ) async throws -> ImportSummary where Rows.Element == [UpsertRow]
+
+  /// Sets `changes` on every employee matching `filter`; returns how many changed.
+  func batchUpdateEmployees(filter: EmployeeFilter, changes: EmployeeChanges, context: WriteContext) async throws -> Int
+
+  /// Deletes up to `limit` employees matching `filter`, in chunks each committed on its own;
+  /// returns how many went and whether more match.
+  func deleteEmployees(filter: EmployeeFilter, limit: Int, context: WriteContext) async throws -> (deleted: Int, more: Bool)
+}

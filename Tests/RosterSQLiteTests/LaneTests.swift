@@ -1,0 +1,146 @@
+import Foundation
+import GRDB
+@testable import RosterSQLite
+@testable import RosterDomain
+import Synchronization
+import Testing
+import TestSupport
+
+/// The store's lanes: interrupts on cancellation, deadline and budget; admission; priority.
+@Suite("Store lanes", .timeLimit(.minutes(1)))
+struct LaneTests {
+  /// A statement that runs for minutes: counts a recursive sequence of 500 million. Bounded, so
+  /// a broken interrupt fails the suite (by its time limit) without running forever.
+  static let endless = """
+    WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 500000000) SELECT count(*) FROM c
+    """
+
+  static func runEndless(_ store: SQLiteStore) async throws -> Int {
+    try await store.read(.heavy, statement: true) { db in
+      try Int.fetchOne(db, sql: Self.endless) ?? 0
+    }
+  }
+
+  static func expectStoreError(
+    _ code: StoreError.Code,
+    mentioning text: String,
+    _ body: () async throws -> Int
+  ) async {
+    do {
+      _ = try await body()
+      Issue.record("expected \(code), but the body returned")
+    } catch let error as StoreError {
+      #expect(error.code == code, "\(error)")
+      #expect(error.message.contains(text), "\(error)")
+    } catch {
+      Issue.record("expected a StoreError \(code), got \(error)")
+    }
+    // No time bound here: the suites run in parallel on two cores. Every statement these
+    // tests run is endless or waits behind an endless one, so an answer at all proves it was
+    // stopped or refused without waiting; the end-to-end tests time it through the binary.
+  }
+
+  @Test("a passed deadline interrupts the running statement")
+  func deadline() async throws {
+    try await withTemporaryStore { store async throws in
+      let control = CallControl(deadline: .now + .milliseconds(200))
+      await Self.expectStoreError(.deadlineExceeded, mentioning: "deadline") {
+        try await CallControl.$current.withValue(control) { try await Self.runEndless(store) }
+      }
+      #expect(store.laneStatistics.heavy.interrupted == 1)
+      #expect(store.laneStatistics.heavy.running == 0)
+    }
+  }
+
+  @Test("cancelling the call, or its task, interrupts the running statement")
+  func cancellation() async throws {
+    try await withTemporaryStore { store async throws in
+      let control = CallControl(deadline: nil)
+      // Cancelled once its statement runs (a job cancelled while it waits never runs at all).
+      Task {
+        while store.laneStatistics.heavy.running < 1 { try await Task.sleep(for: .milliseconds(5)) }
+        control.cancel()
+      }
+      await Self.expectStoreError(.cancelled, mentioning: "cancelled") {
+        try await CallControl.$current.withValue(control) { try await Self.runEndless(store) }
+      }
+      let task = Task { try await Self.runEndless(store) }
+      while store.laneStatistics.heavy.running < 1 { try await Task.sleep(for: .milliseconds(5)) }
+      task.cancel()
+      await Self.expectStoreError(.cancelled, mentioning: "cancelled") {
+        try await task.value
+      }
+      #expect(store.laneStatistics.heavy.interrupted == 2)
+    }
+  }
+
+  @Test("a query stops at the lane's budget even when its call has no deadline")
+  func budget() async throws {
+    try await withTemporaryStore(configure: { $0.heavyLane.budget = .milliseconds(200) }) { store async throws in
+      await Self.expectStoreError(.deadlineExceeded, mentioning: "--max-query-seconds") {
+        try await Self.runEndless(store)
+      }
+    }
+  }
+
+  @Test("past the queue, a call is refused at once; a cancelled waiter leaves the queue")
+  func admission() async throws {
+    let configure: (inout StoreConfiguration) -> Void = {
+      $0.heavyLane.width = 1
+      $0.heavyLane.queueLimit = 1
+    }
+    try await withTemporaryStore(configure: configure) { store async throws in
+      let running = Task { try await Self.runEndless(store) }
+      while store.laneStatistics.heavy.running < 1 { try await Task.sleep(for: .milliseconds(5)) }
+      let waiting = Task { try await Self.runEndless(store) }
+      while store.laneStatistics.heavy.queued < 1 { try await Task.sleep(for: .milliseconds(5)) }
+      await Self.expectStoreError(.resourceExhausted, mentioning: "retry later") {
+        try await Self.runEndless(store)
+      }
+      #expect(store.laneStatistics.heavy.rejected == 1)
+      // The waiter is answered as soon as it is cancelled, while the first still runs.
+      waiting.cancel()
+      await Self.expectStoreError(.cancelled, mentioning: "cancelled") {
+        try await waiting.value
+      }
+      #expect(store.laneStatistics.heavy.queued == 0)
+      #expect(store.laneStatistics.heavy.running == 1)
+      running.cancel()
+      _ = try? await running.value
+      // The lane serves again.
+      let one = try await store.read(.heavy, statement: true) { db in try Int.fetchOne(db, sql: "SELECT 1") }
+      #expect(one == 1)
+    }
+  }
+
+  @Test("heavy work runs at a lower priority than interactive work, and never on the caller's thread")
+  func priority() async throws {
+    try await withTemporaryStore { store async throws in
+      let heavy = try await store.read(.heavy) { _ in StoreLane.currentNiceness() }
+      let interactive = try await store.read(.interactive) { _ in StoreLane.currentNiceness() }
+      #expect(heavy == 19)
+      #expect(interactive == 0)
+      let name = try await store.read(.heavy) { _ in StoreLane.currentThreadName() }
+      #expect(name.hasPrefix("roster.heavy"))
+      // Heavy threads hand their answers to a thread at the usual priority, so no thread the
+      // runtime starts to resume a caller inherits the lower one.
+      for _ in 0..<20 {
+        _ = try await store.read(.heavy) { _ in 0 }
+        #expect(StoreLane.currentNiceness() == 0)
+      }
+    }
+  }
+
+  @Test("a call already past its deadline runs nothing")
+  func pastDeadline() async throws {
+    try await withTemporaryStore(employees: 3) { store async throws in
+      let control = CallControl(deadline: .now - .milliseconds(1))
+      await Self.expectStoreError(.deadlineExceeded, mentioning: "deadline") {
+        try await CallControl.$current.withValue(control) {
+          Int(try await store.countEmployees(filter: EmployeeFilter()))
+        }
+      }
+      #expect(store.laneStatistics.heavy.completed == 0)
+    }
+  }
+}

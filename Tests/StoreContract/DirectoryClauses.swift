@@ -1,0 +1,174 @@
+internal import Foundation
+internal import RosterDomain
+internal import RosterStore
+
+/// The directory's clauses: reads, pages, filters and writes.
+extension StoreContract {
+  static func createAndRead(_ store: Store) async throws {
+    let asked = Self.person("José Núñez")
+    let made = try await store.createEmployee(asked, context: Self.writer)
+    try Self.require(made.guid == asked.guid, "the guid is kept: \(made.guid)")
+    let read = try await store.employee(guid: made.guid, fields: .all)
+    for (field, same) in [("name", read.name == "José Núñez"), ("department", read.department == "Sales"),
+                          ("start_date", read.startDate == "2020-01-01"), ("active", read.active),
+                          ("vacation_days", read.vacationDays == 10), ("email", read.email == made.email)] {
+      try Self.require(same, "\(field) read back differs: \(read)")
+    }
+    let masked = try await store.employee(guid: made.guid, fields: [.guid, .name])
+    try Self.require(masked.name == "José Núñez" && masked.department.isEmpty, "a read mask reads only its fields: \(masked)")
+    try await Self.requireError(.notFound, naming: "00000000-0000-4000-8000-000000000000", "an unknown guid") {
+      _ = try await store.employee(guid: "00000000-0000-4000-8000-000000000000", fields: .all)
+    }
+  }
+
+  static func refusalsChangeNothing(_ store: Store) async throws {
+    let made = try await store.createEmployee(Self.person("Ada Lovelace"), context: Self.writer)
+    let before = try await store.latestChange
+    try await Self.requireError(.alreadyExists, naming: made.guid, "a taken guid") {
+      var again = Self.person("Someone Else")
+      again.guid = made.guid
+      _ = try await store.createEmployee(again, context: Self.writer)
+    }
+    try await Self.requireError(.invalidArgument, naming: "name", "an empty name") {
+      _ = try await store.createEmployee(Self.person(""), context: Self.writer)
+    }
+    try await Self.requireError(.invalidArgument, naming: "start_date", "a date that does not exist") {
+      _ = try await store.createEmployee(Self.person("Grace Hopper", start: "2023-02-30"), context: Self.writer)
+    }
+    try await Self.requireError(.invalidArgument, naming: "vacation_days", "negative vacation days") {
+      var changes = EmployeeChanges()
+      changes.vacationDays = -1
+      _ = try await store.updateEmployee(guid: made.guid, changes: changes, context: Self.writer)
+    }
+    let after = try await store.employee(guid: made.guid, fields: .all)
+    try Self.require(after.name == "Ada Lovelace" && after.vacationDays == 10, "a refused write changed the row: \(after)")
+    try Self.require(try await store.countEmployees(filter: EmployeeFilter()) == 1, "a refused create left a row")
+    try Self.require(store.latestChange == before, "a refused write logged a change")
+  }
+
+  static func batchReadKeepsOrder(_ store: Store) async throws {
+    let made = try await Self.create(store, Array(Self.names.prefix(5)))
+    let guids = [made[3].guid, made[0].guid, made[4].guid]
+    let read = try await store.employees(guids: guids, fields: [.guid, .name])
+    try Self.require(read.map(\.guid) == guids, "a batch read answers in the order asked")
+    let unknown = "00000000-0000-4000-8000-0000000000aa"
+    try await Self.requireError(.notFound, naming: unknown, "a batch with an unknown guid") {
+      _ = try await store.employees(guids: [made[1].guid, unknown], fields: .all)
+    }
+  }
+
+  static func pagesCoverEveryRowOnceInOrder(_ store: Store) async throws {
+    let made = try await Self.create(store, Self.names)
+    for order in EmployeeOrder.allCases {
+      for size in [1, 4, 50] {
+        let walked = try await Self.walk(store, order: order, size: size)
+        try Self.require(
+          walked.map(\.guid).sorted() == made.map(\.guid).sorted(),
+          "\(order) in pages of \(size) did not hold every employee exactly once"
+        )
+        let whole = try await Self.walk(store, order: order, size: Limits.maximumPageSize)
+        try Self.require(walked.map(\.guid) == whole.map(\.guid), "\(order) pages of \(size) differ from one page")
+        let keys: [String] = walked.map {
+          switch order {
+          case .startDate: $0.startDate
+          case .department: $0.department + "\u{0}" + TextFolding.fold($0.name)
+          default: TextFolding.fold($0.name)
+          }
+        }
+        try Self.require(keys == keys.sorted(), "\(order) is not in order: \(keys)")
+      }
+    }
+  }
+
+  static func filtersAgreeWithCounts(_ store: Store) async throws {
+    let made = try await Self.create(store, Self.names)
+    let filters = [
+      EmployeeFilter(), EmployeeFilter(department: "Design"), EmployeeFilter(active: false),
+      EmployeeFilter(department: "Sales", active: true), EmployeeFilter(nameContains: "NUÑ"),
+      EmployeeFilter(nameContains: "lecka"), EmployeeFilter(nameContains: "zzzz"),
+      EmployeeFilter(department: "Nobody"),
+    ]
+    for filter in filters {
+      let expected = made.filter { employee in
+        (filter.department.map { employee.department == $0 } ?? true)
+          && (filter.active.map { employee.active == $0 } ?? true)
+          && (filter.nameContains.map { TextFolding.fold(employee.name).contains(TextFolding.fold($0)) } ?? true)
+      }
+      let walked = try await Self.walk(store, order: .name, filter: filter, size: 3)
+      try Self.require(Set(walked.map(\.guid)) == Set(expected.map(\.guid)), "\(filter) matched \(walked.map(\.name))")
+      let count = try await store.countEmployees(filter: filter)
+      try Self.require(count == Int64(expected.count), "\(filter): count \(count), expected \(expected.count)")
+    }
+    let accents = try await Self.walk(store, order: .name, filter: EmployeeFilter(nameContains: "jose nunez"), size: 10)
+    try Self.require(accents.count == 2, "search ignores case and diacritics: \(accents.map(\.name))")
+  }
+
+  static func updateChangesOnlyWhatItSets(_ store: Store) async throws {
+    let made = try await store.createEmployee(Self.person("Grace Hopper"), context: Self.writer)
+    var changes = EmployeeChanges()
+    changes.vacationDays = 3
+    changes.department = "Navy"
+    let updated = try await store.updateEmployee(guid: made.guid, changes: changes, context: Self.writer)
+    let read = try await store.employee(guid: made.guid, fields: .all)
+    try Self.require(updated.vacationDays == 3 && updated.department == "Navy", "the update returns the stored row")
+    try Self.require(read.name == made.name && read.email == made.email && read.startDate == made.startDate,
+                     "fields the update left out changed: \(read)")
+    try Self.require(read.vacationDays == 3 && read.department == "Navy", "the update did not land: \(read)")
+    try await Self.requireError(.notFound, naming: "00000000-0000-4000-8000-0000000000bb", "an update of an unknown guid") {
+      _ = try await store.updateEmployee(guid: "00000000-0000-4000-8000-0000000000bb", changes: changes, context: Self.writer)
+    }
+  }
+
+  static func deleteRemoves(_ store: Store) async throws {
+    let made = try await Self.create(store, Array(Self.names.prefix(3)))
+    try await store.deleteEmployee(guid: made[1].guid, context: Self.writer)
+    try await Self.requireError(.notFound, naming: made[1].guid, "a read after the delete") {
+      _ = try await store.employee(guid: made[1].guid, fields: .all)
+    }
+    try await Self.requireError(.notFound, naming: made[1].guid, "a second delete") {
+      try await store.deleteEmployee(guid: made[1].guid, context: Self.writer)
+    }
+    try Self.require(try await store.countEmployees(filter: EmployeeFilter()) == 2, "the others stay")
+  }
+
+  static func upsertMergesAndReports(_ store: Store) async throws {
+    let made = try await store.createEmployee(Self.person("Alan Turing"), context: Self.writer)
+    var rename = EmployeeChanges()
+    rename.name = "Alan M. Turing"
+    let fresh = "11111111-1111-4111-8111-111111111111"
+    let rows: [[UpsertRow]] = [
+      [UpsertRow(guid: made.guid, changes: rename), UpsertRow(guid: fresh, changes: EmployeeChanges(setting: Self.person("New Person")))],
+      [UpsertRow(guid: "22222222-2222-4222-8222-222222222222", changes: rename)],
+    ]
+    let summary = try await store.upsertEmployees(Self.stream(rows), context: Self.writer, chunkRows: 1)
+    try Self.require(summary.inserted == 1 && summary.updated == 1, "upsert counts: \(summary)")
+    try Self.require(summary.rejected.map(\.index) == [2], "a new guid without name and dates is rejected by index: \(summary)")
+    let merged = try await store.employee(guid: made.guid, fields: .all)
+    try Self.require(merged.name == "Alan M. Turing" && merged.department == made.department && merged.vacationDays == 10,
+                     "an upsert row changes only the fields it sets: \(merged)")
+    try Self.require(try await store.employee(guid: fresh, fields: [.name]).name == "New Person", "the new row landed")
+  }
+
+  static func bulkWritesReportWhatTheyDid(_ store: Store) async throws {
+    _ = try await Self.create(store, Self.names)
+    let design = try await store.countEmployees(filter: EmployeeFilter(department: "Design"))
+    var changes = EmployeeChanges()
+    changes.vacationDays = 30
+    let updated = try await store.batchUpdateEmployees(filter: EmployeeFilter(department: "Design"), changes: changes, context: Self.writer)
+    try Self.require(Int64(updated) == design, "batch update changed \(updated), \(design) match")
+    let again = try await store.batchUpdateEmployees(filter: EmployeeFilter(department: "Design"), changes: changes, context: Self.writer)
+    try Self.require(again == 0, "rows already holding the values are skipped: \(again)")
+    let first = try await store.deleteEmployees(filter: EmployeeFilter(department: "Design"), limit: 2, context: Self.writer)
+    try Self.require(first.deleted == 2 && first.more == (design > 2), "a limited delete: \(first)")
+    let rest = try await store.deleteEmployees(filter: EmployeeFilter(department: "Design"), limit: 1000, context: Self.writer)
+    try Self.require(Int64(rest.deleted) == design - 2 && !rest.more, "the rest: \(rest)")
+    try Self.require(try await store.countEmployees(filter: EmployeeFilter(department: "Design")) == 0, "none left")
+  }
+
+  static func stream<Element: Sendable>(_ batches: [Element]) -> AsyncStream<Element> {
+    AsyncStream { continuation in
+      for batch in batches { continuation.yield(batch) }
+      continuation.finish()
+    }
+  }
+}
