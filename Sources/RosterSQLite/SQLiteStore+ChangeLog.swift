@@ -44,7 +44,7 @@ extension SQLiteStore {
   /// - Throws: `StoreError.outOfRange` when changes after `sequence` were already pruned, or
   ///   when `sequence` is past the end of the log (a token from another database).
   public func changes(after sequence: Int64, limit: Int) async throws -> [Change] {
-    precondition(limit > 0 && limit <= Limits.maximumChangePage)
+    precondition(limit > 0 && limit <= StoreLimits.maximumChangePage)
     return try await self.read(.interactive) { db in
       let prunedThrough =
         try Int64.fetchOne(db, sql: "SELECT pruned_through FROM change_log_state") ?? 0

@@ -50,7 +50,7 @@ extension SQLiteStore {
     after cursor: EmployeeCursor?,
     limit: Int
   ) async throws -> EmployeePage {
-    precondition(limit > 0 && limit <= Limits.maximumPageSize)
+    precondition(limit > 0 && limit <= StoreLimits.maximumPageSize)
     if let cursor, cursor.keys.count != EmployeeSQL.sortKeys(order).count {
       throw StoreError(.invalidArgument, "page_token does not belong to this order")
     }

@@ -51,9 +51,9 @@ extension SQLiteStore {
           rejected.append(.init(index: index, reason: "employee_guid '\(sale.employeeGUID)' is not a UUID"))
           continue
         }
-        guard (0...Limits.largestSaleCents).contains(sale.amountCents) else {
+        guard (0...StoreLimits.largestSaleCents).contains(sale.amountCents) else {
           rejected.append(
-            .init(index: index, reason: "amount_cents \(sale.amountCents) must be 0 to \(Limits.largestSaleCents)")
+            .init(index: index, reason: "amount_cents \(sale.amountCents) must be 0 to \(StoreLimits.largestSaleCents)")
           )
           continue
         }
@@ -61,9 +61,9 @@ extension SQLiteStore {
           rejected.append(.init(index: index, reason: "date '\(sale.date)' is not a YYYY-MM-DD date"))
           continue
         }
-        guard sale.date >= Limits.earliestSaleDate, sale.date <= latest else {
+        guard sale.date >= StoreLimits.earliestSaleDate, sale.date <= latest else {
           rejected.append(
-            .init(index: index, reason: "date \(sale.date) is outside \(Limits.earliestSaleDate) to \(latest)")
+            .init(index: index, reason: "date \(sale.date) is outside \(StoreLimits.earliestSaleDate) to \(latest)")
           )
           continue
         }
@@ -155,6 +155,6 @@ extension SQLiteStore {
   /// The latest sale date accepted: a year from today, in UTC.
   static func latestSaleDate() -> String {
     let today = Int(Date().timeIntervalSince1970 / 86_400)
-    return CivilDate(dayNumber: today + Limits.saleDaysAhead).text
+    return CivilDate(dayNumber: today + StoreLimits.saleDaysAhead).text
   }
 }

@@ -178,7 +178,7 @@ extension SQLiteStore {
     limit: Int,
     context: WriteContext = WriteContext()
   ) async throws -> (deleted: Int, more: Bool) {
-    precondition(limit > 0 && limit <= Limits.maximumDeleteLimit)
+    precondition(limit > 0 && limit <= StoreLimits.maximumDeleteLimit)
     let (terms, filterArguments) = EmployeeSQL.filterTerms(filter)
     let whereClause = terms.isEmpty ? "" : " WHERE " + terms.joined(separator: " AND ")
     let sql = """

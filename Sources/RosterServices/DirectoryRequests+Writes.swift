@@ -122,7 +122,7 @@ extension DirectoryRequests {
       throw RPCError(code: .invalidArgument, message: "limit must not be negative")
     }
     if value == 0 { return self.defaultDeleteLimit }
-    return min(Int(value), Limits.maximumDeleteLimit)
+    return min(Int(value), StoreLimits.maximumDeleteLimit)
   }
 
   /// The sequence number an `after_token` names; an empty token means "from now".

@@ -43,7 +43,7 @@ enum DirectoryRequests {
       throw RPCError(code: .invalidArgument, message: "page_size must not be negative")
     }
     if value == 0 { return self.defaultPageSize }
-    return min(Int(value), Limits.maximumPageSize)
+    return min(Int(value), StoreLimits.maximumPageSize)
   }
 
   static func order(_ value: Roster_V1_EmployeeOrder) throws -> EmployeeOrder {

@@ -15,11 +15,15 @@ struct Serve: AsyncParsableCommand {
     abstract: "Serve the directory over gRPC (seeding demo data on first start)."
   )
 
+  /// Every flag's default comes from here: the configuration types hold the defaults, and
+  /// `ConfigurationDefaultsTests` checks the flags and docs/operations.md against them.
+  static let defaults = ServerConfig()
+
   @Option(help: "Address to bind (env ROSTER_HOST).")
-  var host: String = ProcessInfo.processInfo.environment["ROSTER_HOST"] ?? "127.0.0.1"
+  var host: String = ProcessInfo.processInfo.environment["ROSTER_HOST"] ?? Self.defaults.host
 
   @Option(help: "Port to bind; 0 picks a free one (env ROSTER_PORT).")
-  var port: Int = Int(ProcessInfo.processInfo.environment["ROSTER_PORT"] ?? "") ?? 50051
+  var port: Int = Int(ProcessInfo.processInfo.environment["ROSTER_PORT"] ?? "") ?? Self.defaults.port
 
   @Option(help: "Tokens file: ROLE SHA256-HEX [LABEL] per line, from `roster token` (env ROSTER_TOKENS).")
   var tokens: String? = ProcessInfo.processInfo.environment["ROSTER_TOKENS"]
@@ -37,67 +41,67 @@ struct Serve: AsyncParsableCommand {
   var tlsClientCa: String?
 
   @Option(help: "The largest request message accepted, in KiB.")
-  var maxRequestKib: Int = 4096
+  var maxRequestKib: Int = Self.defaults.limits.maxRequestBytes / 1024
 
   @Option(help: "Concurrent streams per HTTP/2 connection.")
-  var maxConcurrentStreams: Int = 256
+  var maxConcurrentStreams: Int = Self.defaults.limits.maxConcurrentStreams
 
   @Option(help: "Seconds of quiet before the server pings a connection.")
-  var keepaliveS: Int = 7200
+  var keepaliveS: Int = Self.defaults.limits.keepaliveInterval.wholeSeconds
 
   @Option(help: "Seconds to wait for a keepalive ping's answer before closing.")
-  var keepaliveTimeoutS: Int = 20
+  var keepaliveTimeoutS: Int = Self.defaults.limits.keepaliveTimeout.wholeSeconds
 
   @Option(help: "Close a connection with no calls after this many seconds; 0 never.")
-  var maxIdleS: Int = 1800
+  var maxIdleS: Int = Self.defaults.limits.maxConnectionIdle?.wholeSeconds ?? 0
 
   @Option(help: "Ask a connection to reconnect after this many seconds; 0 never.")
-  var maxAgeS: Int = 0
+  var maxAgeS: Int = Self.defaults.limits.maxConnectionAge?.wholeSeconds ?? 0
 
   @Option(help: "Deadline in ms for unary calls that bring none (streams exempt); 0 for none.")
-  var defaultDeadlineMs: Int = 60_000
+  var defaultDeadlineMs: Int = Self.defaults.limits.defaultDeadline?.wholeMilliseconds ?? 0
 
   @Option(help: "Seconds in-flight calls may run after SIGTERM before they are cancelled.")
-  var shutdownGraceS: Int = 20
+  var shutdownGraceS: Int = Self.defaults.shutdownGrace.wholeSeconds
 
   @Option(help: "Open StreamEmployees and WatchChanges streams per client address.")
-  var maxStreamsPerClient: Int = 32
+  var maxStreamsPerClient: Int = Self.defaults.limits.maxStreamsPerClient
 
   @Option(help: "Serve Prometheus metrics at http://HOST:PORT/metrics on this port; off when unset.")
   var metricsPort: Int?
 
   @Flag(inversion: .prefixedNo, help: "Log one line per RPC: method, status, duration, peer, author.")
-  var logRequests = true
+  var logRequests = Self.defaults.logRequests
 
   @Option(help: "SQLite database path (env ROSTER_DB).")
-  var db: String = ProcessInfo.processInfo.environment["ROSTER_DB"] ?? "data/roster.sqlite"
+  var db: String = ProcessInfo.processInfo.environment["ROSTER_DB"] ?? Self.defaults.store.path
 
   @Option(help: "Demo employees to create when the database is new; 0 for an empty directory.")
-  var seedEmployees: Int = 1000
+  var seedEmployees: Int = Self.defaults.seedEmployees
 
   @Flag(inversion: .prefixedNo, help: "Give the demo employees pictures.")
-  var seedPictures = true
+  var seedPictures = Self.defaults.seedPictures
 
   @Option(help: "Mean demo sales per demo employee; 0 for none.")
-  var seedSalesPerEmployee: Int = 20
+  var seedSalesPerEmployee: Int = Self.defaults.seedSalesPerEmployee
 
   @Option(help: "The largest picture accepted, in MiB.")
-  var maxPictureMb: Int = 50
+  var maxPictureMb: Int = Int(Self.defaults.store.pictures.maximumBytes / 1024 / 1024)
 
   @Option(help: "Memory for hot pictures, in MiB.")
-  var pictureCacheMb: Int = 64
+  var pictureCacheMb: Int = Self.defaults.store.pictures.cacheBytes / 1024 / 1024
 
   @Option(help: "Pictures up to this many KiB are stored in the database, larger ones as files.")
-  var inlinePictureMaxKib: Int = 100
+  var inlinePictureMaxKib: Int = Self.defaults.store.pictures.inlineMaximumBytes / 1024
 
   @Option(help: "Page cache per connection, in KiB.")
-  var cacheSizeKib: Int = 32 * 1024
+  var cacheSizeKib: Int = Self.defaults.store.cacheSizeKiB
 
   @Option(help: "Bytes of the database to memory-map.")
-  var mmapSize: Int = 256 * 1024 * 1024
+  var mmapSize: Int = Self.defaults.store.mmapSize
 
   @Flag(help: "Log every SQL statement with its duration.")
-  var sqlDebug = false
+  var sqlDebug = Self.defaults.store.sqlDebug
 
   @Option(
     help: "PRAGMA synchronous: full (survives power loss), normal or off.",
@@ -108,43 +112,43 @@ struct Serve: AsyncParsableCommand {
       return value
     }
   )
-  var synchronous: StoreConfiguration.Synchronous = .full
+  var synchronous: StoreConfiguration.Synchronous = Self.defaults.store.synchronous
 
   @Flag(
     inversion: .prefixedNo,
     help: "Group concurrent writes into shared transactions (--no-coalesce: one commit each)."
   )
-  var coalesce = true
+  var coalesce = Self.defaults.store.writer.coalesces
 
   @Option(help: "Microseconds the writer waits for more writes before a commit.")
-  var commitWindowUs: Int = 0
+  var commitWindowUs: Int = Self.defaults.store.writer.window.wholeMicroseconds
 
   @Option(help: "The most writes that share one transaction.")
-  var maxWriteBatch: Int = 256
+  var maxWriteBatch: Int = Self.defaults.store.writer.maximumBatch
 
   @Option(help: "Rows per transaction of a bulk upsert (UpsertEmployees).")
-  var bulkChunkRows: Int = 2_000
+  var bulkChunkRows: Int = Self.defaults.store.writer.bulkChunkRows
 
   @Option(help: "Nice value of bulk work (upsert and import chunks, and decoding their rows): 0 to 19; 19 is Linux's background class (SCHED_IDLE).")
-  var bulkNiceness: Int32 = 10
+  var bulkNiceness: Int32 = Self.defaults.store.writer.bulkNiceness
 
   @Option(help: "Heavy store calls (searches, counts, aggregates, calendars) run at once, on threads of their own at a lower priority.")
-  var heavyConcurrency: Int = 2
+  var heavyConcurrency: Int = Self.defaults.store.heavyLane.width
 
   @Option(help: "Heavy store calls that may wait for a thread; past that, RESOURCE_EXHAUSTED at once.")
-  var heavyQueue: Int = 16
+  var heavyQueue: Int = Self.defaults.store.heavyLane.queueLimit
 
   @Option(help: "Interactive store reads (pages, change-log reads) run at once.")
-  var interactiveConcurrency: Int = 2
+  var interactiveConcurrency: Int = Self.defaults.store.interactiveLane.width
 
   @Option(help: "Interactive store reads that may wait for a thread.")
-  var interactiveQueue: Int = 1024
+  var interactiveQueue: Int = Self.defaults.store.interactiveLane.queueLimit
 
   @Option(help: "The longest one heavy query may run, in seconds, whatever the call's deadline; 0 for no limit.")
-  var maxQuerySeconds: Double = 30
+  var maxQuerySeconds: Double = Double(Self.defaults.store.heavyLane.budget?.wholeMilliseconds ?? 0) / 1000
 
   @Option(help: "The most sales one page of AggregateSales medians reads (it then ends early, at a group boundary, one department per page); 0 for no limit.")
-  var medianRowsPerPage: Int64 = 500_000
+  var medianRowsPerPage: Int64 = Self.defaults.store.medianRowsPerPage
 
   @Option(
     help: "Where point reads (GetEmployee, BatchGetEmployees, counters) run: inline (in the handler) or lane (the interactive lane).",
@@ -155,16 +159,16 @@ struct Serve: AsyncParsableCommand {
       return value
     }
   )
-  var pointReads: PointReads = .inline
+  var pointReads: PointReads = Self.defaults.store.pointReads
 
   @Option(help: "Memory budget in MiB shared by SQLite's heap (soft limit), every connection's page cache and the picture cache; 0 for none (each cache keeps its own flag).")
-  var memoryBudgetMb: Int = 96
+  var memoryBudgetMb: Int = Self.defaults.store.memory.megabytes ?? 0
 
   @Option(help: "Hours of history the change log keeps.")
-  var changeLogMaxAgeHours: Int = 7 * 24
+  var changeLogMaxAgeHours: Int = Self.defaults.store.changeLogRetention.maximumAge.wholeSeconds / 3600
 
   @Option(help: "The most changes the change log keeps.")
-  var changeLogMaxRows: Int = 2_000_000
+  var changeLogMaxRows: Int = Self.defaults.store.changeLogRetention.maximumRows
 
   /// Whether `host` only accepts connections from this machine.
   static func isLoopback(_ host: String) -> Bool {
@@ -233,9 +237,8 @@ struct Serve: AsyncParsableCommand {
     }
   }
 
-  func run() async throws {
-    LoggingSystem.bootstrap { StreamLogHandler.standardError(label: $0) }
-    let logger = Logger(label: "roster")
+  /// The server configuration the flags describe (all but the tokens file, which `run` reads).
+  func serverConfig() -> ServerConfig {
     var config = ServerConfig(databasePath: self.db)
     config.host = self.host
     config.logRequests = self.logRequests
@@ -251,17 +254,6 @@ struct Serve: AsyncParsableCommand {
     config.limits.defaultDeadline = self.defaultDeadlineMs == 0 ? nil : .milliseconds(self.defaultDeadlineMs)
     config.limits.maxStreamsPerClient = self.maxStreamsPerClient
     config.shutdownGrace = .seconds(self.shutdownGraceS)
-    if let path = self.tokens {
-      do {
-        config.tokens = try TokenTable(contentsOfFile: path)
-      } catch {
-        throw ValidationError("--tokens \(path): \(error)")
-      }
-      logger.info("authentication on", metadata: ["tokens": "\(config.tokens?.count ?? 0)"])
-    } else if !Self.isLoopback(self.host) {
-      let warning = "WARNING: --insecure: serving \(self.host) with no authentication; anyone who can reach it can read, change and delete everything"
-      FileHandle.standardError.write(Data(("\n" + String(repeating: "!", count: 80) + "\n" + warning + "\n" + String(repeating: "!", count: 80) + "\n\n").utf8))
-    }
     config.port = self.port
     config.seedEmployees = self.seedEmployees
     config.seedPictures = self.seedPictures
@@ -290,6 +282,24 @@ struct Serve: AsyncParsableCommand {
       maximumAge: .seconds(self.changeLogMaxAgeHours * 3600),
       maximumRows: self.changeLogMaxRows
     )
+    return config
+  }
+
+  func run() async throws {
+    LoggingSystem.bootstrap { StreamLogHandler.standardError(label: $0) }
+    let logger = Logger(label: "roster")
+    var config = self.serverConfig()
+    if let path = self.tokens {
+      do {
+        config.tokens = try TokenTable(contentsOfFile: path)
+      } catch {
+        throw ValidationError("--tokens \(path): \(error)")
+      }
+      logger.info("authentication on", metadata: ["tokens": "\(config.tokens?.count ?? 0)"])
+    } else if !Self.isLoopback(self.host) {
+      let warning = "WARNING: --insecure: serving \(self.host) with no authentication; anyone who can reach it can read, change and delete everything"
+      FileHandle.standardError.write(Data(("\n" + String(repeating: "!", count: 80) + "\n" + warning + "\n" + String(repeating: "!", count: 80) + "\n\n").utf8))
+    }
 
     var services: [any Service] = []
     if let metricsPort = self.metricsPort {
@@ -316,4 +326,13 @@ struct Serve: AsyncParsableCommand {
       FileHandle.standardOutput.write(Data("listening on \(address)\n".utf8))
     }
   }
+}
+
+extension Duration {
+  /// The whole seconds of a duration, for flags counted in seconds.
+  var wholeSeconds: Int { Int(self.components.seconds) }
+  /// The whole milliseconds of a duration.
+  var wholeMilliseconds: Int { Int(self.components.seconds * 1000 + self.components.attoseconds / 1_000_000_000_000_000) }
+  /// The whole microseconds of a duration.
+  var wholeMicroseconds: Int { Int(self.components.seconds * 1_000_000 + self.components.attoseconds / 1_000_000_000_000) }
 }

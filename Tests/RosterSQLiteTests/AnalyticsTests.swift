@@ -328,8 +328,8 @@ struct AnalyticsTests {
         SaleRow(employeeGUID: guid, amountCents: 100, date: "1899-12-31"),
         SaleRow(employeeGUID: guid, amountCents: 100, date: "2999-01-01"),
         SaleRow(employeeGUID: guid, amountCents: 100, date: "2023-02-30"),
-        SaleRow(employeeGUID: guid, amountCents: Limits.largestSaleCents + 1, date: "2023-01-03"),
-        SaleRow(employeeGUID: guid, amountCents: Limits.largestSaleCents, date: "2023-01-03"),
+        SaleRow(employeeGUID: guid, amountCents: StoreLimits.largestSaleCents + 1, date: "2023-01-03"),
+        SaleRow(employeeGUID: guid, amountCents: StoreLimits.largestSaleCents, date: "2023-01-03"),
         SaleRow(employeeGUID: guid, amountCents: 500, date: "2023-01-03"),
       ]]))
       #expect(result.inserted == 3)
@@ -341,7 +341,7 @@ struct AnalyticsTests {
       #expect(result.rejected[5].reason.contains("amount_cents 100000000001"))
       let sales = try await store.employeeSales(guid: guid)
       #expect(sales.count == 3)
-      #expect(sales.totalCents == 1_734 + Limits.largestSaleCents)
+      #expect(sales.totalCents == 1_734 + StoreLimits.largestSaleCents)
       #expect(try Self.drift(store) == nil)
     }
   }

@@ -66,7 +66,7 @@ extension StoreContract {
           walked.map(\.guid).sorted() == made.map(\.guid).sorted(),
           "\(order) in pages of \(size) did not hold every employee exactly once"
         )
-        let whole = try await Self.walk(store, order: order, size: Limits.maximumPageSize)
+        let whole = try await Self.walk(store, order: order, size: StoreLimits.maximumPageSize)
         try Self.require(walked.map(\.guid) == whole.map(\.guid), "\(order) pages of \(size) differ from one page")
         let keys: [String] = walked.map {
           switch order {

@@ -11,7 +11,7 @@ extension StoreContract {
     changes.active = false
     _ = try await store.updateEmployee(guid: made[0].guid, changes: changes, context: WriteContext(author: "ada"))
     try await store.deleteEmployee(guid: made[1].guid, context: Self.writer)
-    let log = try await store.changes(after: start, limit: Limits.maximumChangePage)
+    let log = try await store.changes(after: start, limit: StoreLimits.maximumChangePage)
     try Self.require(log.map(\.sequence) == Array((start + 1)...(start + 6)), "tokens without gaps, in order: \(log.map(\.sequence))")
     try Self.require(store.latestChange == start + 6, "latestChange is the newest token")
     try Self.require(log.prefix(4).allSatisfy { $0.kind == .inserted }, "creates are inserts")

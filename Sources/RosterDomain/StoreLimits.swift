@@ -1,6 +1,6 @@
 /// The bounds every backend enforces, so that every reply stays bounded and every backend
 /// accepts the same input.
-public enum Limits {
+public enum StoreLimits {
   /// The most rows one page of employees may hold.
   public static let maximumPageSize = 1000
   /// The most employees one `deleteEmployees` call removes.
