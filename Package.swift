@@ -14,7 +14,7 @@ let package = Package(
     .executable(name: "roster", targets: ["roster"]),
     .library(name: "RosterServer", targets: ["RosterServer"]),
     // For Benchmarks/, a package of its own so that the test build never compiles the harness.
-    .library(name: "RosterSQLite", targets: ["RosterSQLite", "RosterDomain", "RosterStore"]),
+    .library(name: "RosterSQLite", targets: ["RosterSQLite", "RosterDomain", "RosterStore", "RosterSeed", "RosterImaging"]),
   ],
   dependencies: [
     .package(url: "https://github.com/grpc/grpc-swift-2.git", exact: "2.4.3"),
@@ -58,15 +58,30 @@ let package = Package(
       dependencies: ["RosterDomain"],
       swiftSettings: strict
     ),
+    // Thumbnails and synthetic pictures through libvips (opened on first use), and SHA-256.
+    .target(
+      name: "RosterImaging",
+      dependencies: [
+        "CVipsShim",
+        .product(name: "Crypto", package: "swift-crypto"),
+      ],
+      swiftSettings: strict
+    ),
+    // Demo data and the seed and sales file formats.
+    .target(
+      name: "RosterSeed",
+      dependencies: ["RosterDomain", "RosterImaging"],
+      swiftSettings: strict
+    ),
     // The SQLite backend on GRDB: schema, migrations, SQL, the coalescing writer, lanes,
-    // pictures, seed data. Never sees gRPC.
+    // picture files. Never sees gRPC.
     .target(
       name: "RosterSQLite",
       dependencies: [
         "RosterDomain",
         "RosterStore",
+        "RosterImaging",
         "CVipsShim",
-        .product(name: "Crypto", package: "swift-crypto"),
         .product(name: "GRDB", package: "GRDB.swift"),
         .product(name: "GRDBSQLite", package: "GRDB.swift"),
         .product(name: "Logging", package: "swift-log"),
@@ -98,6 +113,7 @@ let package = Package(
         "RosterDomain",
         "RosterStore",
         "RosterSQLite",
+        "RosterSeed",
         .product(name: "GRPCCore", package: "grpc-swift-2"),
         .product(name: "GRPCNIOTransportHTTP2", package: "grpc-swift-nio-transport"),
         .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -134,6 +150,7 @@ let package = Package(
         "RosterServices",
         "RosterDomain",
         "RosterSQLite",
+        "RosterSeed",
         "RosterProto",
         "RosterLoad",
         .product(name: "GRPCCore", package: "grpc-swift-2"),
@@ -160,6 +177,7 @@ let package = Package(
         "RosterDomain",
         "RosterStore",
         "RosterSQLite",
+        "RosterSeed",
         "RosterServer",
         "RosterServices",
         "RosterProto",
@@ -184,6 +202,7 @@ let package = Package(
         "RosterDomain",
         "RosterStore",
         "RosterSQLite",
+        "RosterSeed",
         "TestSupport",
         .product(name: "GRDB", package: "GRDB.swift"),
       ],
@@ -194,6 +213,7 @@ let package = Package(
       dependencies: [
         "RosterDomain",
         "RosterSQLite",
+        "RosterSeed",
         "RosterServices",
         "RosterServer",
         "RosterProto",
@@ -211,6 +231,7 @@ let package = Package(
         "RosterDomain",
         "RosterStore",
         "RosterSQLite",
+        "RosterSeed",
         "TestSupport",
         .product(name: "GRPCCore", package: "grpc-swift-2"),
         .product(name: "Histogram", package: "hdrhistogram-swift"),
@@ -224,6 +245,7 @@ let package = Package(
         "RosterDomain",
         "RosterStore",
         "RosterSQLite",
+        "RosterSeed",
         "RosterProto",
         "TestSupport",
         .product(name: "GRDB", package: "GRDB.swift"),

@@ -3,6 +3,7 @@ import Foundation
 import RosterSQLite
 import RosterDomain
 import Synchronization
+import RosterSeed
 
 /// The store's hot paths, timed with their allocations: a point read, a page of 50 with and
 /// without thumbnails, the headcounts, and a coalesced write batch.

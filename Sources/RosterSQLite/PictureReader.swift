@@ -1,6 +1,7 @@
 public import Foundation
 internal import RosterDomain
 public import RosterStore
+internal import RosterImaging
 
 /// Reads a picture's bytes, from memory or from its file, for `withPicture`.
 public struct PictureReader: PictureReading {

@@ -3,6 +3,7 @@ public import RosterStore
 public import Foundation
 internal import GRDB
 internal import Logging
+internal import RosterImaging
 
 #if canImport(Glibc)
   internal import Glibc

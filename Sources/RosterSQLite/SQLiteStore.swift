@@ -4,6 +4,7 @@ internal import Foundation
 internal import GRDB
 internal import GRDBSQLite
 public import Logging
+internal import RosterImaging
 
 /// The one store every service shares: a WAL-mode SQLite database behind a GRDB pool.
 ///

@@ -7,6 +7,7 @@ public import RosterServices
 public import RosterSQLite
 internal import RosterDomain
 public import ServiceLifecycle
+internal import RosterSeed
 
 /// The Roster application: the store, the services and the gRPC server, wired once.
 ///

@@ -1,6 +1,7 @@
 public import RosterServices
 public import RosterSQLite
 internal import RosterDomain
+internal import RosterSeed
 
 /// Everything `buildServer(config:)` needs: where to listen and which database to serve.
 public struct ServerConfig: Sendable {

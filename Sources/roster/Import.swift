@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import RosterSQLite
 import RosterDomain
+import RosterSeed
 
 /// `roster import`: loads a seed.json file into the database, offline, in large batches.
 struct Import: AsyncParsableCommand {

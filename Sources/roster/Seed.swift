@@ -1,6 +1,7 @@
 import ArgumentParser
 import RosterSQLite
 import RosterDomain
+import RosterSeed
 
 /// `roster seed`: writes deterministic demo employees in the sample's seed.json shape.
 struct Seed: ParsableCommand {

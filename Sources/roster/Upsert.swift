@@ -5,6 +5,7 @@ import RosterProto
 import RosterServices
 import RosterSQLite
 import RosterDomain
+import RosterSeed
 
 /// `roster upsert`: streams a seed.json file to a running server's UpsertEmployees.
 struct Upsert: AsyncParsableCommand {

@@ -6,6 +6,7 @@ import RosterSQLite
 import RosterDomain
 import Testing
 import TestSupport
+import RosterSeed
 
 /// Pictures stream through the real binary in constant memory, whatever their size.
 @Suite("Picture memory, end to end")

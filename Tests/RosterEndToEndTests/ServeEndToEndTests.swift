@@ -6,6 +6,7 @@ import RosterSQLite
 import RosterDomain
 import Testing
 import TestSupport
+import RosterSeed
 
 @Suite("roster serve, end to end")
 struct ServeEndToEndTests {

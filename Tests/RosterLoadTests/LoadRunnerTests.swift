@@ -6,6 +6,7 @@ import Testing
 import TestSupport
 
 @testable import RosterLoad
+import RosterImaging
 
 /// The load generator against the real `roster serve`, over loopback.
 @Suite("roster load against a live server", .serialized)

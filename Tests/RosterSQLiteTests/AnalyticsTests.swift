@@ -4,6 +4,7 @@ import GRDB
 @testable import RosterDomain
 import Testing
 import TestSupport
+import RosterSeed
 
 /// Counters and rollups kept in step with every write, the aggregates against references the
 /// test computes itself, and the calendar cache.

@@ -3,6 +3,7 @@ import Foundation
 @testable import RosterDomain
 import Testing
 import TestSupport
+@testable import RosterSeed
 
 /// Demo sales, the sales file, and the calendar arithmetic under them.
 @Suite("Demo sales")

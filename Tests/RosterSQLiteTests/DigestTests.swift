@@ -2,6 +2,7 @@ import Testing
 
 @testable import RosterSQLite
 @testable import RosterDomain
+@testable import RosterImaging
 
 /// Picture etags and token hashes are SHA-256 in lowercase hex; clients compare them with
 /// digests they compute themselves, so the bytes must be the standard ones.

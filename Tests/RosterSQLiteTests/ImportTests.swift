@@ -5,6 +5,7 @@ import TestSupport
 
 @testable import RosterSQLite
 @testable import RosterDomain
+import RosterSeed
 
 @Suite("Import and demo data")
 struct ImportTests {

@@ -4,6 +4,7 @@ import TestSupport
 
 @testable import RosterSQLite
 @testable import RosterDomain
+import RosterSeed
 
 /// Search against brute force: generated names with accents, Ł, ß, apostrophes and spaces,
 /// and queries of 1 to 6 characters, through every order, filter and plan the store can pick.

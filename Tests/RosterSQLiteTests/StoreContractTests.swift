@@ -4,6 +4,7 @@ import RosterSQLite
 import StoreContract
 import Testing
 import TestSupport
+import RosterSeed
 
 /// The store contract (`Tests/StoreContract`) on the SQLite backend: each clause on a new,
 /// empty store.

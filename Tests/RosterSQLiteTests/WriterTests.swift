@@ -4,6 +4,7 @@ import GRDB
 @testable import RosterDomain
 import Testing
 import TestSupport
+import RosterSeed
 
 /// The coalescing writer: shared commits, savepoint isolation, and the change log.
 @Suite("Writer")

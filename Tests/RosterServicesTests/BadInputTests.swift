@@ -6,6 +6,7 @@ import RosterDomain
 import SwiftProtobuf
 import Testing
 import TestSupport
+import RosterSeed
 
 /// Every bad input gets a clear status whose message names the field.
 @Suite("Bad input")

@@ -8,6 +8,7 @@ import RosterDomain
 import Synchronization
 import Testing
 import TestSupport
+import RosterSeed
 
 /// `GetPicture` waits for the transport between spans of messages, so a download never runs
 /// more than two spans ahead of what the transport has taken (issue 4's memory bound).

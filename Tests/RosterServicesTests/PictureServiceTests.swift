@@ -6,6 +6,7 @@ import RosterSQLite
 import RosterDomain
 import Testing
 import TestSupport
+import RosterSeed
 
 /// The Pictures service through a real client: storage, streaming, thumbnails, bad input.
 @Suite("Pictures")

@@ -6,6 +6,7 @@ import RosterDomain
 import SwiftProtobuf
 import Testing
 import TestSupport
+import RosterSeed
 
 /// The Directory write RPCs and the change feed, through a real client.
 @Suite("Directory writes")

@@ -1,6 +1,7 @@
 public import Foundation
 public import RosterSQLite
 public import RosterDomain
+import RosterSeed
 
 /// A store on a fresh WAL database in its own temporary directory, removed afterwards.
 ///

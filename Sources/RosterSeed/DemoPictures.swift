@@ -1,5 +1,6 @@
 internal import RosterDomain
 internal import Foundation
+internal import RosterImaging
 
 /// Deterministic synthetic JPEG pictures for demo data, tests and benchmarks.
 ///

@@ -1,24 +1,23 @@
-internal import RosterDomain
 internal import CVipsShim
 internal import Crypto
-internal import Foundation
+package import Foundation
 internal import Synchronization
 
 /// libvips through the C shim: thumbnails and synthetic demo pictures. Every call blocks and
 /// burns CPU, so callers run it on a `BlockingPool`, never on a request thread.
-enum Vips {
+package enum Vips {
   /// A JPEG thumbnail, and the size of the picture it was made from.
-  struct Thumbnail: Sendable, Hashable {
-    var data: [UInt8]
-    var width: Int
-    var height: Int
-    var sourceWidth: Int
-    var sourceHeight: Int
+  package struct Thumbnail: Sendable, Hashable {
+    package var data: [UInt8]
+    package var width: Int
+    package var height: Int
+    package var sourceWidth: Int
+    package var sourceHeight: Int
   }
 
   /// Why libvips refused: its own message, for logs only (it can name a server path).
-  struct Failure: Error, CustomStringConvertible {
-    var description: String
+  package struct Failure: Error, CustomStringConvertible {
+    package var description: String
   }
 
   /// The NUL-terminated text in a C buffer.
@@ -36,7 +35,7 @@ enum Vips {
 
   /// Decodes the whole picture at `path` (so a truncated or corrupt one fails) and makes a
   /// JPEG thumbnail `height` pixels high, using shrink-on-load.
-  static func thumbnail(path: String, height: Int, quality: Int) throws(Failure) -> Thumbnail {
+  package static func thumbnail(path: String, height: Int, quality: Int) throws(Failure) -> Thumbnail {
     try self.started.get()
     var out = roster_thumbnail()
     var error = [CChar](repeating: 0, count: 512)
@@ -57,7 +56,7 @@ enum Vips {
 
   /// A deterministic synthetic JPEG: the same arguments always give the same bytes. More
   /// `noise` (0 to 100) makes a larger file.
-  static func syntheticJPEG(
+  package static func syntheticJPEG(
     width: Int,
     height: Int,
     seed: UInt32,
@@ -82,14 +81,16 @@ enum Vips {
 }
 
 /// An incremental SHA-256 (swift-crypto's), as lowercase hex: picture etags.
-struct SHA256Hasher {
+package struct SHA256Hasher {
   private var hash = SHA256()
 
-  mutating func update(_ bytes: UnsafeRawBufferPointer) {
+  package init() {}
+
+  package mutating func update(_ bytes: UnsafeRawBufferPointer) {
     self.hash.update(bufferPointer: bytes)
   }
 
-  consuming func finish() -> String {
+  package consuming func finish() -> String {
     Self.hexDigits(self.hash.finalize())
   }
 
@@ -105,7 +106,7 @@ struct SHA256Hasher {
   }
 
   /// The hex digest of `bytes`.
-  static func hex(_ bytes: some ContiguousBytes) -> String {
+  package static func hex(_ bytes: some ContiguousBytes) -> String {
     var hasher = SHA256Hasher()
     bytes.withUnsafeBytes { hasher.update($0) }
     return hasher.finish()
@@ -114,15 +115,15 @@ struct SHA256Hasher {
 
 /// A fixed set of serial dispatch queues for blocking work (file I/O, libvips), so it never
 /// runs on the cooperative pool or an event loop, and at most `width` such jobs run at once.
-final class BlockingPool: Sendable {
+package final class BlockingPool: Sendable {
   private let queues: [DispatchQueue]
   private let next = Atomic<Int>(0)
 
-  init(label: String, width: Int) {
+  package init(label: String, width: Int) {
     self.queues = (0..<max(1, width)).map { DispatchQueue(label: "\(label).\($0)") }
   }
 
-  func run<T: Sendable, E: Error>(_ body: @escaping @Sendable () throws(E) -> T) async throws(E)
+  package func run<T: Sendable, E: Error>(_ body: @escaping @Sendable () throws(E) -> T) async throws(E)
     -> T
   {
     let index = self.next.add(1, ordering: .relaxed).oldValue % self.queues.count
