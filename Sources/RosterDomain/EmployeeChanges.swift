@@ -30,21 +30,27 @@ public struct EmployeeChanges: Sendable, Hashable {
   }
 
   /// True when no field is set.
-  public var isEmpty: Bool { self.paths.isEmpty }
+  public var isEmpty: Bool { self.fields.isEmpty }
 
-  /// The Employee field paths this sets, in declaration order.
-  public var paths: [String] {
-    var paths: [String] = []
-    if self.name != nil { paths.append("name") }
-    if self.department != nil { paths.append("department") }
-    if self.email != nil { paths.append("email") }
-    if self.phone != nil { paths.append("phone") }
-    if self.address != nil { paths.append("address") }
-    if self.about != nil { paths.append("about") }
-    if self.active != nil { paths.append("active") }
-    if self.startDate != nil { paths.append("start_date") }
-    if self.vacationDays != nil { paths.append("vacation_days") }
-    return paths
+  /// The fields this sets, in declaration order.
+  public var fields: [EmployeeField] {
+    EmployeeField.editable.filter { self.sets($0) }
+  }
+
+  /// Whether this sets `field`.
+  public func sets(_ field: EmployeeField) -> Bool {
+    switch field {
+    case .name: self.name != nil
+    case .department: self.department != nil
+    case .email: self.email != nil
+    case .phone: self.phone != nil
+    case .address: self.address != nil
+    case .about: self.about != nil
+    case .active: self.active != nil
+    case .startDate: self.startDate != nil
+    case .vacationDays: self.vacationDays != nil
+    default: false
+    }
   }
 
   /// `employee` with these changes applied.
@@ -62,19 +68,22 @@ public struct EmployeeChanges: Sendable, Hashable {
     return employee
   }
 
-  /// The paths whose values differ between two employees, among the editable fields.
-  package static func differences(_ old: Employee, _ new: Employee) -> [String] {
-    var paths: [String] = []
-    if old.name != new.name { paths.append("name") }
-    if old.department != new.department { paths.append("department") }
-    if old.email != new.email { paths.append("email") }
-    if old.phone != new.phone { paths.append("phone") }
-    if old.address != new.address { paths.append("address") }
-    if old.about != new.about { paths.append("about") }
-    if old.active != new.active { paths.append("active") }
-    if old.startDate != new.startDate { paths.append("start_date") }
-    if old.vacationDays != new.vacationDays { paths.append("vacation_days") }
-    return paths
+  /// The editable fields whose values differ between two employees.
+  package static func differences(_ old: Employee, _ new: Employee) -> [EmployeeField] {
+    EmployeeField.editable.filter { field in
+      switch field {
+      case .name: old.name != new.name
+      case .department: old.department != new.department
+      case .email: old.email != new.email
+      case .phone: old.phone != new.phone
+      case .address: old.address != new.address
+      case .about: old.about != new.about
+      case .active: old.active != new.active
+      case .startDate: old.startDate != new.startDate
+      case .vacationDays: old.vacationDays != new.vacationDays
+      default: false
+      }
+    }
   }
 }
 

@@ -156,7 +156,7 @@ enum AnalyticsSQL {
     through last: String? = nil
   ) throws -> (sql: String, arguments: StatementArguments) {
     if grouping == .active {
-      throw StoreError(.invalidArgument, "group_by ACTIVE applies to employees, not sales")
+      throw StoreError(.invalidArgument, "grouping by active applies to employees, not sales")
     }
     var terms: [String] = []
     var arguments: [any DatabaseValueConvertible] = []

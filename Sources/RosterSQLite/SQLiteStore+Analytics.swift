@@ -141,7 +141,7 @@ extension SQLiteStore {
     default:
       throw StoreError(
         .invalidArgument,
-        "group_by \(grouping.rawValue.uppercased()) applies to sales; employees group by NONE, DEPARTMENT or ACTIVE"
+        "grouping by \(grouping.rawValue) applies to sales; employees group by none, department or active"
       )
     }
     if grouping != .active && filter.nameContains == nil && filter.active == nil
@@ -221,13 +221,13 @@ extension SQLiteStore {
   }
 
   static func checkRange(from: String?, to: String?) throws {
-    for (field, date) in [("from_date", from), ("to_date", to)] {
+    for (field, date) in [("from", from), ("to", to)] {
       if let date, !EmployeeValidation.isValidDate(date) {
         throw StoreError(.invalidArgument, "\(field) '\(date)' is not a YYYY-MM-DD date")
       }
     }
     if let from, let to, from > to {
-      throw StoreError(.invalidArgument, "from_date \(from) is after to_date \(to)")
+      throw StoreError(.invalidArgument, "the range starts on \(from), after its end on \(to)")
     }
   }
 

@@ -51,16 +51,14 @@ extension SQLiteStore {
       if sequence < prunedThrough {
         throw StoreError(
           .outOfRange,
-          "after_token \(sequence) is older than the change log's retention window (changes "
-            + "through \(prunedThrough) were pruned); resync with ListEmployees, then watch "
-            + "from now"
+          "changes after \(sequence) are no longer kept (the change log was pruned through "
+            + "\(prunedThrough))"
         )
       }
       if sequence > (try Self.lastSequence(db)) {
         throw StoreError(
           .outOfRange,
-          "after_token \(sequence) is past the end of the change log; resync with "
-            + "ListEmployees, then watch from now"
+          "\(sequence) is past the end of the change log"
         )
       }
       let statement = try db.cachedStatement(

@@ -105,7 +105,7 @@ extension SQLiteStore {
             entity: .employee,
             guid: row.guid,
             kind: .updated,
-            fields: paths,
+            fields: paths.map(\.rawValue),
             context: context,
             timeMillis: now
           )

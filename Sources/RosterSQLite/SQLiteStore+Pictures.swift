@@ -30,7 +30,7 @@ extension SQLiteStore {
       )
     }
     if totalSize < 0 {
-      throw StoreError(.invalidArgument, "total_size must not be negative")
+      throw StoreError(.invalidArgument, "a picture's declared size must not be negative")
     }
     let limit = self.configuration.pictures.maximumBytes
     if totalSize > limit {

@@ -52,7 +52,7 @@ extension SQLiteStore {
   ) async throws -> EmployeePage {
     precondition(limit > 0 && limit <= StoreLimits.maximumPageSize)
     if let cursor, cursor.keys.count != EmployeeSQL.sortKeys(order).count {
-      throw StoreError(.invalidArgument, "page_token does not belong to this order")
+      throw StoreError(.invalidArgument, "the cursor does not belong to this order")
     }
     // A name filter costs up to a scan of the distinct names: the interactive lane while
     // there are few of them, the heavy lane otherwise.

@@ -65,7 +65,7 @@ extension SQLiteStore {
         entity: .employee,
         guid: guid,
         kind: .updated,
-        fields: paths,
+        fields: paths.map(\.rawValue),
         context: context,
         timeMillis: now
       )
@@ -111,15 +111,14 @@ extension SQLiteStore {
     changes: EmployeeChanges,
     context: WriteContext = WriteContext()
   ) async throws -> Int {
-    let allowed: Set = ["department", "active", "vacation_days"]
     if changes.isEmpty {
       throw StoreError(
         .invalidArgument,
-        "set_active, set_department or set_vacation_days must be set"
+        "a batch update must set department, active or vacation_days"
       )
     }
-    if let path = changes.paths.first(where: { !allowed.contains($0) }) {
-      throw StoreError(.invalidArgument, "\(path) cannot be set by a batch update")
+    if let field = changes.fields.first(where: { !EmployeeField.batchEditable.contains($0) }) {
+      throw StoreError(.invalidArgument, "\(field.rawValue) cannot be set by a batch update")
     }
     try EmployeeValidation.validate(changes)
     var assignments: [String] = []
@@ -146,7 +145,7 @@ extension SQLiteStore {
       UPDATE employees AS e SET \(assignments.joined(separator: ", ")), update_time = ?
       WHERE \(conditions.joined(separator: " AND ")) RETURNING guid
       """
-    let paths = changes.paths
+    let paths = changes.fields
     let assigned = StatementArguments(values.map(Optional.some))
     let matched = StatementArguments((filterArguments + values).map(Optional.some))
     return try await self.submit { db in
@@ -160,7 +159,7 @@ extension SQLiteStore {
           entity: .employee,
           guid: guid,
           kind: .updated,
-          fields: paths,
+          fields: paths.map(\.rawValue),
           context: context,
           timeMillis: now
         )
@@ -247,7 +246,7 @@ extension SQLiteStore {
     _ db: Database,
     id: Int64,
     to employee: Employee,
-    paths: [String],
+    paths: [EmployeeField],
     now: Int64
   ) throws {
     var assignments: [String] = []
@@ -268,20 +267,20 @@ extension SQLiteStore {
 
   /// The columns behind an editable path, with their values in `employee`.
   private static func columns(
-    of path: String,
+    of path: EmployeeField,
     in employee: Employee
   ) -> [(String, any DatabaseValueConvertible)] {
     switch path {
-    case "name": [("name", employee.name), ("name_folded", TextFolding.fold(employee.name))]
-    case "department": [("department", employee.department)]
-    case "email": [("email", employee.email)]
-    case "phone": [("phone", employee.phone)]
-    case "address": [("address", employee.address)]
-    case "about": [("about", employee.about)]
-    case "active": [("active", employee.active)]
-    case "start_date": [("start_date", employee.startDate)]
-    case "vacation_days": [("vacation_days", employee.vacationDays)]
-    default: preconditionFailure("not an editable path: \(path)")
+    case .name: [("name", employee.name), ("name_folded", TextFolding.fold(employee.name))]
+    case .department: [("department", employee.department)]
+    case .email: [("email", employee.email)]
+    case .phone: [("phone", employee.phone)]
+    case .address: [("address", employee.address)]
+    case .about: [("about", employee.about)]
+    case .active: [("active", employee.active)]
+    case .startDate: [("start_date", employee.startDate)]
+    case .vacationDays: [("vacation_days", employee.vacationDays)]
+    default: preconditionFailure("not an editable field: \(path)")
     }
   }
 }

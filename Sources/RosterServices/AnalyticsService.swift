@@ -88,6 +88,10 @@ extension AnalyticsService: Roster_V1_Analytics.SimpleServiceProtocol {
   ) async throws -> Roster_V1_AggregateResponse {
     let function = try AnalyticsRequests.function(request.function)
     let grouping = try AnalyticsRequests.grouping(request.groupBy)
+    if grouping == .active {
+      throw RPCError(code: .invalidArgument, message: "group_by ACTIVE applies to employees, not sales")
+    }
+    try AnalyticsRequests.checkDates(from: request.fromDate, to: request.toDate)
     let guid = request.employeeGuid.isEmpty
       ? nil : try DirectoryRequests.guid(request.employeeGuid, field: "employee_guid")
     let filter = SalesFilter(
@@ -119,6 +123,12 @@ extension AnalyticsService: Roster_V1_Analytics.SimpleServiceProtocol {
   ) async throws -> Roster_V1_AggregateResponse {
     let function = try AnalyticsRequests.function(request.function)
     let grouping = try AnalyticsRequests.grouping(request.groupBy)
+    if ![.none, .department, .active].contains(grouping) {
+      throw RPCError(
+        code: .invalidArgument,
+        message: "group_by \(grouping.rawValue.uppercased()) applies to sales; employees group by NONE, DEPARTMENT or ACTIVE"
+      )
+    }
     let filter = try DirectoryRequests.filter(
       department: request.department,
       active: request.hasActive ? request.active : nil,
@@ -266,6 +276,19 @@ enum AnalyticsRequests {
     case .active: .active
     case .UNRECOGNIZED(let number):
       throw RPCError(code: .invalidArgument, message: "group_by \(number) is not a known grouping")
+    }
+  }
+
+  /// Refuses a `from_date` or `to_date` that is not a real date, and a range that ends
+  /// before it starts.
+  static func checkDates(from: String, to: String) throws {
+    for (field, date) in [("from_date", from), ("to_date", to)] where !date.isEmpty {
+      if !EmployeeValidation.isValidDate(date) {
+        throw RPCError(code: .invalidArgument, message: "\(field) '\(date)' is not a YYYY-MM-DD date")
+      }
+    }
+    if !from.isEmpty, !to.isEmpty, from > to {
+      throw RPCError(code: .invalidArgument, message: "from_date \(from) is after to_date \(to)")
     }
   }
 

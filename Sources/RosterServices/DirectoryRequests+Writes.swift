@@ -9,15 +9,6 @@ extension DirectoryRequests {
   /// The page of deletions DeleteEmployees makes when `limit` is 0.
   static let defaultDeleteLimit = 1_000
 
-  /// The paths UpdateEmployee may name, and the ones it refuses as immutable.
-  static let editablePaths: Set = [
-    "name", "department", "email", "phone", "address", "about", "active", "start_date",
-    "vacation_days",
-  ]
-  static let immutablePaths: Set = [
-    "guid", "thumbnail", "has_picture", "picture_etag", "sales_count", "update_time",
-  ]
-
   /// The employee a CreateEmployee request describes; a missing guid gets a new one.
   static func newEmployee(_ message: Roster_V1_Employee) throws -> Employee {
     var employee = Employee()
@@ -57,25 +48,25 @@ extension DirectoryRequests {
     }
     var changes = EmployeeChanges()
     for path in mask.paths {
-      if self.immutablePaths.contains(path) {
-        throw RPCError(code: .invalidArgument, message: "update_mask: '\(path)' cannot be changed")
-      }
-      guard self.editablePaths.contains(path) else {
+      guard let field = EmployeeField(rawValue: path), field.isEditable else {
+        if EmployeeField(rawValue: path) != nil {
+          throw RPCError(code: .invalidArgument, message: "update_mask: '\(path)' cannot be changed")
+        }
         throw RPCError(
           code: .invalidArgument,
           message: "update_mask: unknown path '\(path)'; editable paths are "
-            + self.editablePaths.sorted().joined(separator: ", ")
+            + EmployeeField.editable.map(\.rawValue).sorted().joined(separator: ", ")
         )
       }
-      switch path {
-      case "name": changes.name = message.name
-      case "department": changes.department = message.department
-      case "email": changes.email = message.email
-      case "phone": changes.phone = message.phone
-      case "address": changes.address = message.address
-      case "about": changes.about = message.about
-      case "active": changes.active = message.active
-      case "start_date": changes.startDate = message.startDate
+      switch field {
+      case .name: changes.name = message.name
+      case .department: changes.department = message.department
+      case .email: changes.email = message.email
+      case .phone: changes.phone = message.phone
+      case .address: changes.address = message.address
+      case .about: changes.about = message.about
+      case .active: changes.active = message.active
+      case .startDate: changes.startDate = message.startDate
       default: changes.vacationDays = Int(message.vacationDays)
       }
     }

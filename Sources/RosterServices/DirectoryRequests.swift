@@ -10,14 +10,10 @@ enum DirectoryRequests {
   /// The most guids one BatchGetEmployees may ask for.
   static let maximumBatchGet = 1000
 
+  /// The canonical form of a guid a request must carry in `field`: the store's one check,
+  /// whose `StoreError` ends the call as `INVALID_ARGUMENT` naming the field.
   static func guid(_ text: String, field: String = "guid") throws -> String {
-    if text.isEmpty {
-      throw RPCError(code: .invalidArgument, message: "\(field) is required")
-    }
-    guard let guid = EmployeeValidation.canonicalGUID(text) else {
-      throw RPCError(code: .invalidArgument, message: "\(field) '\(text)' is not a UUID")
-    }
-    return guid
+    try EmployeeValidation.requireGUID(text, field: field)
   }
 
   static func filter(

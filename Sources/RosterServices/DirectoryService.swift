@@ -246,6 +246,9 @@ extension DirectoryService: Roster_V1_Directory.SimpleServiceProtocol {
     if request.hasSetActive { changes.active = request.setActive }
     if request.hasSetDepartment { changes.department = request.setDepartment }
     if request.hasSetVacationDays { changes.vacationDays = Int(request.setVacationDays) }
+    if changes.isEmpty {
+      throw RPCError(code: .invalidArgument, message: "set_active, set_department or set_vacation_days must be set")
+    }
     return try await withStatusMapping("BatchUpdateEmployees", logger: self.logger) {
       let affected = try await self.store.batchUpdateEmployees(
         filter: filter,
@@ -300,7 +303,15 @@ extension DirectoryService: Roster_V1_Directory.SimpleServiceProtocol {
     try await withStatusMapping("WatchChanges", logger: self.logger) {
       while true {
         try Task.checkCancellation()
-        let changes = try await self.store.changes(after: last, limit: Self.watchPage)
+        let changes: [Change]
+        do {
+          changes = try await self.store.changes(after: last, limit: Self.watchPage)
+        } catch let error as StoreError where error.code == .outOfRange {
+          throw RPCError(
+            code: .outOfRange,
+            message: "after_token: \(error.message); resync with ListEmployees, then watch from now"
+          )
+        }
         if let newest = changes.last {
           try await response.write(contentsOf: changes.map(Roster_V1_ChangeEvent.init))
           last = newest.sequence

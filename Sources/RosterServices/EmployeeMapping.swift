@@ -20,13 +20,6 @@ struct EmployeeReadMask: Equatable {
     pictureEtag: true
   )
 
-  private static let paths: [String: EmployeeFields] = [
-    "guid": .guid, "name": .name, "department": .department, "email": .email, "phone": .phone,
-    "address": .address, "about": .about, "active": .active, "start_date": .startDate,
-    "vacation_days": .vacationDays, "thumbnail": .thumbnail, "has_picture": .pictureEtag,
-    "picture_etag": .pictureEtag, "sales_count": .salesCount, "update_time": .updateTime,
-  ]
-
   /// The mask of a request: every field when it has none.
   ///
   /// - Throws: `INVALID_ARGUMENT` naming an unknown path.
@@ -37,19 +30,19 @@ struct EmployeeReadMask: Equatable {
     }
     var fields: EmployeeFields = []
     for path in mask.paths {
-      guard let field = Self.paths[path] else {
+      guard let field = EmployeeField(rawValue: path) else {
         throw RPCError(
           code: .invalidArgument,
           message: "read_mask: unknown path '\(path)'; known paths are "
-            + Self.paths.keys.sorted().joined(separator: ", ")
+            + EmployeeField.allCases.map(\.rawValue).sorted().joined(separator: ", ")
         )
       }
-      fields.insert(field)
+      fields.insert(field.reads)
     }
     self.init(
       fields: fields,
-      hasPicture: mask.paths.contains("has_picture"),
-      pictureEtag: mask.paths.contains("picture_etag")
+      hasPicture: mask.paths.contains(EmployeeField.hasPicture.rawValue),
+      pictureEtag: mask.paths.contains(EmployeeField.pictureEtag.rawValue)
     )
   }
 

@@ -57,6 +57,9 @@ extension PicturesService: Roster_V1_Pictures.SimpleServiceProtocol {
           guard upload == nil else {
             throw RPCError(code: .invalidArgument, message: "header was sent twice")
           }
+          if header.totalSize < 0 {
+            throw RPCError(code: .invalidArgument, message: "total_size must not be negative")
+          }
           upload = try self.store.beginPictureUpload(
             guid: try DirectoryRequests.guid(header.guid),
             contentType: header.contentType,
