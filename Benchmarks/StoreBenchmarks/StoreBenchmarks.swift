@@ -31,14 +31,14 @@ let benchmarks: @Sendable () -> Void = {
   Benchmark("Page of 50 by name, without thumbnails") { benchmark in
     let (store, _) = Fixture.shared.loaded
     for _ in benchmark.scaledIterations {
-      blackHole(try Fixture.firstPage(store, fields: .allButThumbnail))
+      blackHole(try await Fixture.firstPage(store, fields: .allButThumbnail))
     }
   }
 
   Benchmark("Page of 50 by name, with thumbnails") { benchmark in
     let (store, _) = Fixture.shared.loaded
     for _ in benchmark.scaledIterations {
-      blackHole(try Fixture.firstPage(store, fields: .all))
+      blackHole(try await Fixture.firstPage(store, fields: .all))
     }
   }
 
@@ -104,7 +104,7 @@ final class Fixture: Sendable {
     self.state.withLock { ($0!.uncoalesced, $0!.guids) }
   }
 
-  static func firstPage(_ store: SQLiteStore, fields: EmployeeFields) throws -> EmployeePage {
+  static func firstPage(_ store: SQLiteStore, fields: EmployeeFields) async throws -> EmployeePage {
     try await store.employeePage(fields: fields, filter: EmployeeFilter(), order: .name, after: nil, limit: 50)
   }
 
@@ -118,7 +118,7 @@ final class Fixture: Sendable {
     _ = try await store.importEmployees(demo.map(\.employee))
     let picture = directory + "/picture.jpg"
     try Data(DemoPictures.jpeg(width: 800, height: 800, seed: 7)).write(to: URL(fileURLWithPath: picture))
-    for employee in try Self.firstPage(store, fields: .guid).employees {
+    for employee in try await Self.firstPage(store, fields: .guid).employees {
       try await store.putPicture(guid: employee.guid, file: picture)
     }
     var baseline = StoreConfiguration(path: directory + "/uncoalesced.sqlite")
