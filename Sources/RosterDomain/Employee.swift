@@ -126,10 +126,8 @@ public struct EmployeePage: Sendable {
 }
 
 extension EmployeeFields {
-  /// The fields a write can change.
-  public static let editable: EmployeeFields = [
-    .name, .department, .email, .phone, .address, .about, .active, .startDate, .vacationDays,
-  ]
+  /// The fields a write can change: what `EmployeeField.editable` reads.
+  public static let editable: EmployeeFields = EmployeeField.editable.reduce(into: []) { $0.insert($1.reads) }
   /// What a write returns: everything but the thumbnail, which a write never changes.
   public static let allButThumbnail = EmployeeFields.all.subtracting(.thumbnail)
 }

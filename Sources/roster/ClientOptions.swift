@@ -107,4 +107,15 @@ extension Duration {
   var seconds: Double {
     Double(self.components.seconds) + Double(self.components.attoseconds) / 1e18
   }
+
+  /// The whole seconds, for flags counted in seconds.
+  var wholeSeconds: Int { Int(self.components.seconds) }
+  /// The whole milliseconds, for flags counted in milliseconds.
+  var wholeMilliseconds: Int { self.wholeUnits(per: 1_000) }
+  /// The whole microseconds, for flags counted in microseconds.
+  var wholeMicroseconds: Int { self.wholeUnits(per: 1_000_000) }
+
+  private func wholeUnits(per second: Int64) -> Int {
+    Int(self.components.seconds * second + self.components.attoseconds / (1_000_000_000_000_000_000 / second))
+  }
 }

@@ -327,12 +327,3 @@ struct Serve: AsyncParsableCommand {
     }
   }
 }
-
-extension Duration {
-  /// The whole seconds of a duration, for flags counted in seconds.
-  var wholeSeconds: Int { Int(self.components.seconds) }
-  /// The whole milliseconds of a duration.
-  var wholeMilliseconds: Int { Int(self.components.seconds * 1000 + self.components.attoseconds / 1_000_000_000_000_000) }
-  /// The whole microseconds of a duration.
-  var wholeMicroseconds: Int { Int(self.components.seconds * 1_000_000 + self.components.attoseconds / 1_000_000_000_000) }
-}
