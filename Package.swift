@@ -14,7 +14,7 @@ let package = Package(
     .executable(name: "roster", targets: ["roster"]),
     .library(name: "RosterServer", targets: ["RosterServer"]),
     // For Benchmarks/, a package of its own so that the test build never compiles the harness.
-    .library(name: "RosterSQLite", targets: ["RosterSQLite", "RosterDomain", "RosterStore", "RosterSeed", "RosterImaging"]),
+    .library(name: "RosterSQLite", targets: ["RosterSQLite", "RosterDomain", "RosterStore", "RosterSeed", "RosterImaging", "RosterPictures"]),
   ],
   dependencies: [
     .package(url: "https://github.com/grpc/grpc-swift-2.git", exact: "2.4.3"),
@@ -46,6 +46,8 @@ let package = Package(
     // A small non-variadic C face on libvips (thumbnails, demo pictures), which it opens on
     // first use (Debian's libvips42); nothing links libvips.
     .target(name: "CVipsShim"),
+    // Thread names and per-thread priority (nice, SCHED_IDLE), which need _GNU_SOURCE.
+    .target(name: "CThreadShim"),
     // Entities, filters, cursors, validation, limits, dates and errors: plain Swift, no
     // database and no gRPC.
     .target(
@@ -67,6 +69,19 @@ let package = Package(
       ],
       swiftSettings: strict
     ),
+    // Pictures apart from the rows: the upload pipeline, content-addressed files, the cache
+    // and the sweep. A backend supplies the metadata (`PictureCatalog`).
+    .target(
+      name: "RosterPictures",
+      dependencies: [
+        "RosterDomain",
+        "RosterStore",
+        "RosterImaging",
+        .product(name: "Logging", package: "swift-log"),
+        .product(name: "CoreMetrics", package: "swift-metrics"),
+      ],
+      swiftSettings: strict
+    ),
     // Demo data and the seed and sales file formats.
     .target(
       name: "RosterSeed",
@@ -80,8 +95,8 @@ let package = Package(
       dependencies: [
         "RosterDomain",
         "RosterStore",
-        "RosterImaging",
-        "CVipsShim",
+        "RosterPictures",
+        "CThreadShim",
         .product(name: "GRDB", package: "GRDB.swift"),
         .product(name: "GRDBSQLite", package: "GRDB.swift"),
         .product(name: "Logging", package: "swift-log"),

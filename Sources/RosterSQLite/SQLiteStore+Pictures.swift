@@ -2,7 +2,7 @@ public import RosterDomain
 public import RosterStore
 internal import Foundation
 internal import GRDB
-internal import Logging
+public import RosterPictures
 
 #if canImport(Glibc)
   internal import Glibc
@@ -23,22 +23,7 @@ extension SQLiteStore {
     totalSize: Int64 = 0
   ) throws -> any PictureUploading {
     let guid = try EmployeeValidation.requireGUID(guid)
-    if !contentType.isEmpty && !PictureUpload.contentTypes.contains(contentType) {
-      throw StoreError(
-        .invalidArgument,
-        "content_type '\(contentType)' is not supported; send image/jpeg or image/png"
-      )
-    }
-    if totalSize < 0 {
-      throw StoreError(.invalidArgument, "a picture's declared size must not be negative")
-    }
-    let limit = self.configuration.pictures.maximumBytes
-    if totalSize > limit {
-      throw StoreError(
-        .resourceExhausted,
-        "total_size \(totalSize) is over the \(limit)-byte picture limit"
-      )
-    }
+    try self.pictures.checkDeclared(contentType: contentType, totalSize: totalSize)
     let exists = try self.readStatement { db in
       try Bool.fetchOne(
         db,
@@ -47,31 +32,35 @@ extension SQLiteStore {
       ) ?? false
     }
     guard exists else { throw StoreError(.notFound, "no employee with guid '\(guid)'") }
-    return try PictureUpload(
-      store: self,
-      guid: guid,
-      contentType: contentType,
-      totalSize: totalSize
-    )
+    return try self.pictures.beginUpload(guid: guid, contentType: contentType, totalSize: totalSize, catalog: self)
   }
 
-  /// Stores the picture file at `path` as `guid`'s picture, through the same path as an
-  /// upload: `roster import` and demo seeding.
-  @discardableResult
-  public func putPicture(
+  /// Stores a finished upload: small pictures inline in their row, larger ones as files
+  /// (placed before the row that references them commits, and protected from the sweep
+  /// until it has). The file a replaced picture leaves goes once nothing references it.
+  public func storePicture(
+    _ staged: StagedPicture,
     guid: String,
-    file path: String,
-    context: WriteContext = WriteContext()
-  ) async throws -> StoredPicture {
-    let upload = try self.beginPictureUpload(guid: guid)
-    guard let handle = FileHandle(forReadingAtPath: path) else {
-      throw StoreError(.invalidArgument, "picture file '\(path)' cannot be read")
+    info: PictureInfo,
+    thumbnail: StoredThumbnail,
+    context: WriteContext
+  ) async throws {
+    let old = try await self.pictures.holding(info.etag, isReferenced: self.isPictureReferenced) {
+      var inline: [UInt8]? = nil
+      if staged.size <= Int64(self.pictures.configuration.inlineMaximumBytes) {
+        inline = try await staged.bytes()
+      } else {
+        try await self.pictures.install(staged)
+      }
+      return try await self.commitPicture(
+        guid: guid,
+        info: info,
+        inline: inline,
+        thumbnail: thumbnail,
+        context: context
+      )
     }
-    defer { try? handle.close() }
-    while let chunk = try handle.read(upToCount: 1 << 20), !chunk.isEmpty {
-      try await upload.append(chunk)
-    }
-    return try await upload.finish(context: context)
+    if let old, old != info.etag { await self.releasePictureFiles([old]) }
   }
 
   /// Commits an upload's row: the picture (once per content), the employee's etag and
@@ -134,7 +123,7 @@ extension SQLiteStore {
 
   /// A thumbnail already made from the same content, if any employee has one: identical
   /// bytes were decoded and checked when they were first stored.
-  func existingThumbnail(etag: String) throws -> (StoredThumbnail, width: Int, height: Int)? {
+  public func existingThumbnail(etag: String) async throws -> (StoredThumbnail, width: Int, height: Int)? {
     try self.readStatement { db in
       guard
         let row = try Row.fetchOne(
@@ -191,54 +180,24 @@ extension SQLiteStore {
     return (info, row[5])
   }
 
-  /// Runs `body` with `guid`'s picture open for reading. Small and hot pictures come from
-  /// the in-memory cache; large ones stream from their file, which stays readable until
-  /// `body` returns even if the picture is replaced meanwhile.
+  /// Runs `body` with `guid`'s picture open for reading (`PictureStorage.withReader`): from
+  /// the cache, its row, or its file.
   public func withPicture<T: Sendable>(
     guid: String,
     _ body: (PictureInfo, any PictureReading) async throws -> T
   ) async throws -> T {
     let guid = try EmployeeValidation.requireGUID(guid)
-    for attempt in 0..<2 {
+    for _ in 0..<2 {
       let (info, inline) = try self.pictureRow(guid: guid)
-      if let bytes = self.pictureCache.get(info.etag) {
-        return try await body(info, PictureReader(source: .memory(bytes)))
-      }
-      if inline {
-        let bytes = try self.readStatement { db in
-          try Data.fetchOne(db, sql: "SELECT data FROM pictures WHERE etag = ?", arguments: [info.etag])
-        }
-        guard let bytes else { continue }  // replaced meanwhile: read the row again
-        let array = [UInt8](bytes)
-        self.pictureCache.put(info.etag, array)
-        return try await body(info, PictureReader(source: .memory(array)))
-      }
-      let path = self.pictureFiles.path(etag: info.etag)
-      let cacheable = info.size <= Int64(self.pictureCache.largestEntry)
-      let descriptor = await self.io.run { open(path, O_RDONLY | O_CLOEXEC) }
-      if descriptor < 0 {
-        if attempt == 0 { continue }
-        throw StoreError(.unavailable, "picture for '\(guid)' is being replaced; try again")
-      }
-      if cacheable {
-        let bytes = try await self.io.run {
-          defer { close(descriptor) }
-          return [UInt8](
-            try PictureFiles.read(descriptor: descriptor, offset: 0, count: Int(info.size))
-          )
-        }
-        self.pictureCache.put(info.etag, bytes)
-        return try await body(info, PictureReader(source: .memory(bytes)))
-      }
-      let reader = PictureReader(source: .file(descriptor: descriptor, pool: self.io))
-      do {
-        let result = try await body(info, reader)
-        close(descriptor)
-        return result
-      } catch {
-        close(descriptor)
-        throw error
-      }
+      let loadInline: (() throws -> Data?)? =
+        inline
+        ? {
+          try self.readStatement { db in
+            try Data.fetchOne(db, sql: "SELECT data FROM pictures WHERE etag = ?", arguments: [info.etag])
+          }
+        } : nil
+      // nil: replaced meanwhile; read the row again.
+      if let result = try await self.pictures.withReader(info, inline: loadInline, body) { return result }
     }
     throw StoreError(.unavailable, "picture for '\(guid)' is being replaced; try again")
   }
@@ -316,23 +275,14 @@ extension SQLiteStore {
   /// Removes the files of `etags` that no picture row references any more and no upload
   /// holds. Called after commits that may have dropped the last reference.
   func releasePictureFiles(_ etags: [String]) async {
-    let etags = etags.filter { PictureFiles.isEtag($0) }
-    if etags.isEmpty { return }
-    await self.io.run {
-      self.pictureRegistry.withHeld { held, _ in
-        for etag in etags where !held.contains(etag) {
-          let referenced =
-            (try? self.readStatement { db in
-              try Bool.fetchOne(
-                db,
-                sql: "SELECT EXISTS (SELECT 1 FROM pictures WHERE etag = ?)",
-                arguments: [etag]
-              )
-            }) ?? true
-          if referenced == false { self.pictureFiles.remove(etag: etag) }
-        }
-      }
-    }
+    await self.pictures.release(etags, isReferenced: self.isPictureReferenced)
+  }
+
+  /// True when a picture row holds `etag`.
+  func isPictureReferenced(_ etag: String) throws -> Bool {
+    try self.readStatement { db in
+      try Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM pictures WHERE etag = ?)", arguments: [etag])
+    } ?? true
   }
 
   /// Removes every picture file no row references, and every temporary file no upload owns
@@ -341,25 +291,12 @@ extension SQLiteStore {
   /// - Returns: how many files it removed.
   @discardableResult
   public func sweepPictureFiles() async throws -> Int {
-    try await self.io.run {
-      try self.pictureRegistry.withHeld { held, owned in
-        let (etags, temporaries) = self.pictureFiles.inventory()
-        let referenced = Set(
-          try self.readStatement { db in
-            try String.fetchAll(db, sql: "SELECT etag FROM pictures WHERE data IS NULL")
-          }
-        )
-        var removed = 0
-        for etag in etags where !referenced.contains(etag) && !held.contains(etag) {
-          self.pictureFiles.remove(etag: etag)
-          removed += 1
+    try await self.pictures.sweep {
+      Set(
+        try self.readStatement { db in
+          try String.fetchAll(db, sql: "SELECT etag FROM pictures WHERE data IS NULL")
         }
-        for temporary in temporaries where !owned.contains(temporary) {
-          unlink(temporary)
-          removed += 1
-        }
-        return removed
-      }
+      )
     }
   }
 }

@@ -4,7 +4,7 @@ internal import Foundation
 internal import GRDB
 internal import GRDBSQLite
 public import Logging
-internal import RosterImaging
+public import RosterPictures
 
 /// The one store every service shares: a WAL-mode SQLite database behind a GRDB pool.
 ///
@@ -28,15 +28,10 @@ public struct SQLiteStore: Sendable {
   /// The configuration the store was opened with.
   public let configuration: StoreConfiguration
   let logger: Logger
-  let pictureFiles: PictureFiles
-  let pictureRegistry = PictureRegistry()
-  let pictureCache: PictureCache
+  /// Picture files, uploads and the picture cache; the rows are this store's.
+  let pictures: PictureStorage
   let calendarCache = CalendarCache()
   let nameCount = NameCount()
-  /// Blocking file I/O, off the request threads.
-  let io: BlockingPool
-  /// libvips work, with bounded concurrency.
-  let imaging: BlockingPool
   /// Cheap reads whose cost is bounded by a page.
   let interactive: StoreLane
   /// Reads whose cost grows with the data.
@@ -51,12 +46,11 @@ public struct SQLiteStore: Sendable {
   ) throws {
     self.configuration = configuration
     self.logger = logger
-    self.pictureFiles = try PictureFiles(directory: configuration.picturesDirectory)
-    self.pictureCache = PictureCache(budget: configuration.effectivePictureCacheBytes)
-    self.io = BlockingPool(label: "roster.io", width: 4)
-    self.imaging = BlockingPool(
-      label: "roster.imaging",
-      width: configuration.pictures.thumbnailConcurrency
+    self.pictures = try PictureStorage(
+      configuration: configuration.pictures,
+      directory: configuration.picturesDirectory,
+      cacheBytes: configuration.effectivePictureCacheBytes,
+      logger: logger
     )
     self.interactive = StoreLane(name: "interactive", configuration: configuration.interactiveLane)
     self.heavy = StoreLane(name: "heavy", configuration: configuration.heavyLane)
@@ -278,7 +272,7 @@ public struct SQLiteStore: Sendable {
   /// What the memory budget's parts use now: SQLite's heap (every connection's page cache,
   /// statements and sorters) and the picture cache, in bytes.
   public var memoryUse: (sqliteHeap: Int, pictureCache: Int) {
-    (Int(sqlite3_memory_used()), self.pictureCache.heldBytes)
+    (Int(sqlite3_memory_used()), self.pictures.cache.heldBytes)
   }
 
   /// Records the memory budget and its use as metrics (`roster_memory_budget_bytes`,
@@ -301,4 +295,4 @@ public struct SQLiteStore: Sendable {
   }
 }
 
-extension SQLiteStore: DirectoryStore, ChangeFeedStore, AnalyticsStore, PictureStore {}
+extension SQLiteStore: DirectoryStore, ChangeFeedStore, AnalyticsStore, PictureStore, PictureCatalog {}

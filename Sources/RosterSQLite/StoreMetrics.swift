@@ -13,9 +13,6 @@ enum StoreMetrics {
   static let batchSize = Recorder(label: "roster_write_batch_size", aggregate: true)
   /// Committed writer transactions.
   static let commits = Counter(label: "roster_commits_total")
-  /// Picture cache lookups that found the picture, and that did not.
-  static let pictureCacheHits = Counter(label: "roster_picture_cache_hits_total")
-  static let pictureCacheMisses = Counter(label: "roster_picture_cache_misses_total")
   /// Background WAL checkpoints, and the WAL's size after the last one.
   static let checkpoints = Counter(label: "roster_wal_checkpoints_total")
   static let walBytes = Gauge(label: "roster_wal_bytes")

@@ -1,5 +1,5 @@
 internal import RosterDomain
-internal import CVipsShim
+internal import CThreadShim
 internal import Foundation
 internal import Synchronization
 

@@ -1,6 +1,5 @@
-internal import RosterDomain
-internal import Foundation
-internal import Synchronization
+public import RosterDomain
+public import Foundation
 
 #if canImport(Glibc)
   internal import Glibc
@@ -12,10 +11,12 @@ internal import Synchronization
 /// A name is always an etag the server computed, never anything a client sent. A file is
 /// written to a temporary name, fsynced, renamed into place, and then its directory is
 /// fsynced, so after a crash a name holds either the whole content or nothing.
-struct PictureFiles: Sendable {
-  let directory: String
+public struct PictureFiles: Sendable {
+  /// The directory the files live in.
+  public let directory: String
 
-  init(directory: String) throws {
+  /// Opens (creating if needed) the directory and its `tmp/`.
+  public init(directory: String) throws {
     self.directory = directory
     try FileManager.default.createDirectory(
       atPath: "\(directory)/tmp",
@@ -24,19 +25,19 @@ struct PictureFiles: Sendable {
   }
 
   /// Where the file for `etag` lives.
-  func path(etag: String) -> String {
+  public func path(etag: String) -> String {
     precondition(Self.isEtag(etag), "picture file names are server-made etags")
     return "\(self.directory)/\(etag.prefix(2))/\(etag)"
   }
 
   /// True for a lowercase 64-digit hex string: the only names this store writes.
-  static func isEtag(_ name: some StringProtocol) -> Bool {
+  public static func isEtag(_ name: some StringProtocol) -> Bool {
     name.utf8.count == 64
       && name.utf8.allSatisfy { (48...57).contains($0) || (97...102).contains($0) }
   }
 
   /// Creates a new, empty temporary file for an upload.
-  func createTemporary() throws -> (path: String, descriptor: Int32) {
+  public func createTemporary() throws -> (path: String, descriptor: Int32) {
     let path = "\(self.directory)/tmp/upload-\(UUID().uuidString.lowercased())"
     let descriptor = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
     guard descriptor >= 0 else { throw Self.failure("create", path) }
@@ -45,7 +46,7 @@ struct PictureFiles: Sendable {
 
   /// Makes the finished temporary file at `temporary` the file for `etag`: fsync, rename,
   /// fsync the directory. If identical content is already there, the temporary goes instead.
-  func install(temporary: String, descriptor: Int32, etag: String) throws {
+  public func install(temporary: String, descriptor: Int32, etag: String) throws {
     let target = self.path(etag: etag)
     let shard = "\(self.directory)/\(etag.prefix(2))"
     if access(target, F_OK) == 0 {
@@ -59,12 +60,12 @@ struct PictureFiles: Sendable {
   }
 
   /// Removes the file for `etag`, if there is one.
-  func remove(etag: String) {
+  public func remove(etag: String) {
     unlink(self.path(etag: etag))
   }
 
   /// Every etag with a file, and every temporary file, as paths.
-  func inventory() -> (etags: [String], temporaries: [String]) {
+  public func inventory() -> (etags: [String], temporaries: [String]) {
     let manager = FileManager.default
     var etags: [String] = []
     for shard in (try? manager.contentsOfDirectory(atPath: self.directory)) ?? []
@@ -79,7 +80,7 @@ struct PictureFiles: Sendable {
 
   /// Reads up to `count` bytes at `offset` from an open file, into one buffer that can go
   /// out as a message without another copy.
-  static func read(descriptor: Int32, offset: Int64, count: Int) throws -> Data {
+  public static func read(descriptor: Int32, offset: Int64, count: Int) throws -> Data {
     var bytes = Data(count: count)
     var filled = 0
     while filled < count {
@@ -96,7 +97,7 @@ struct PictureFiles: Sendable {
   }
 
   /// Writes all of `bytes` to an open file.
-  static func write(descriptor: Int32, _ bytes: UnsafeRawBufferPointer) throws {
+  public static func write(descriptor: Int32, _ bytes: UnsafeRawBufferPointer) throws {
     var written = 0
     while written < bytes.count {
       let n = Glibc.write(descriptor, bytes.baseAddress! + written, bytes.count - written)
@@ -117,100 +118,5 @@ struct PictureFiles: Sendable {
   /// failed, never the path.
   private static func failure(_ operation: String, _ path: String) -> StoreError {
     StoreError(.unavailable, "picture storage failed (\(operation): errno \(errno))")
-  }
-}
-
-/// The etags whose files must not be removed yet: uploads between writing their file and
-/// committing the row that references it. Also the temporary files uploads still own.
-final class PictureRegistry: Sendable {
-  private struct State {
-    var pending: [String: Int] = [:]
-    var temporaries: Set<String> = []
-  }
-  private let state = Mutex(State())
-
-  func adopt(temporary: String) {
-    self.state.withLock { _ = $0.temporaries.insert(temporary) }
-  }
-
-  func release(temporary: String) {
-    self.state.withLock { _ = $0.temporaries.remove(temporary) }
-  }
-
-  func hold(_ etag: String) {
-    self.state.withLock { $0.pending[etag, default: 0] += 1 }
-  }
-
-  func unhold(_ etag: String) {
-    self.state.withLock {
-      $0.pending[etag, default: 1] -= 1
-      if $0.pending[etag] == 0 { $0.pending[etag] = nil }
-    }
-  }
-
-  /// Runs `body` with the set of held etags and owned temporaries, under the lock, so no
-  /// upload can hold a new etag while a sweep or a release decides what to remove.
-  func withHeld<T>(_ body: (_ etags: Set<String>, _ temporaries: Set<String>) throws -> T) rethrows
-    -> T
-  {
-    try self.state.withLock { state in
-      try body(Set(state.pending.keys), state.temporaries)
-    }
-  }
-}
-
-/// Hot pictures in memory within a byte budget, least recently used out first.
-final class PictureCache: Sendable {
-  private struct Entry {
-    var bytes: [UInt8]
-    var lastUse: UInt64
-  }
-  private struct State {
-    var entries: [String: Entry] = [:]
-    var bytes = 0
-    var clock: UInt64 = 0
-  }
-  private let state = Mutex(State())
-  let budget: Int
-
-  init(budget: Int) {
-    self.budget = budget
-  }
-
-  /// The largest picture worth caching: an eighth of the budget, so one picture never
-  /// flushes the rest.
-  var largestEntry: Int { self.budget / 8 }
-
-  /// Bytes of pictures held now.
-  var heldBytes: Int { self.state.withLock { $0.bytes } }
-
-  func get(_ etag: String) -> [UInt8]? {
-    self.state.withLock { state in
-      state.clock += 1
-      guard var entry = state.entries[etag] else {
-        StoreMetrics.pictureCacheMisses.increment()
-        return nil
-      }
-      StoreMetrics.pictureCacheHits.increment()
-      entry.lastUse = state.clock
-      state.entries[etag] = entry
-      return entry.bytes
-    }
-  }
-
-  func put(_ etag: String, _ bytes: [UInt8]) {
-    guard bytes.count <= self.largestEntry else { return }
-    self.state.withLock { state in
-      state.clock += 1
-      if let old = state.entries[etag] { state.bytes -= old.bytes.count }
-      state.entries[etag] = Entry(bytes: bytes, lastUse: state.clock)
-      state.bytes += bytes.count
-      while state.bytes > self.budget,
-        let oldest = state.entries.min(by: { $0.value.lastUse < $1.value.lastUse })
-      {
-        state.entries[oldest.key] = nil
-        state.bytes -= oldest.value.bytes.count
-      }
-    }
   }
 }

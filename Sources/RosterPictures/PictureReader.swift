@@ -1,10 +1,10 @@
-public import Foundation
+internal import Foundation
 internal import RosterDomain
-public import RosterStore
+internal import RosterStore
 internal import RosterImaging
 
 /// Reads a picture's bytes, from memory or from its file, for `withPicture`.
-public struct PictureReader: PictureReading {
+struct PictureReader: PictureReading {
   enum Source: Sendable {
     case memory([UInt8])
     case file(descriptor: Int32, pool: BlockingPool)

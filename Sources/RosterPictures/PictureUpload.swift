@@ -1,8 +1,6 @@
-public import RosterDomain
-public import RosterStore
-public import Foundation
-internal import GRDB
-internal import Logging
+internal import RosterDomain
+internal import RosterStore
+internal import Foundation
 internal import RosterImaging
 
 #if canImport(Glibc)
@@ -12,10 +10,9 @@ internal import RosterImaging
 /// One picture upload in progress: bytes go to a temporary file and a running hash as they
 /// arrive. `finish` checks, thumbnails and commits; anything else (an error, a cancelled
 /// client, `abandon`, or the upload simply going away) removes the temporary file.
-public final class PictureUpload: PictureUploading {
-  static let contentTypes: Set = ["image/jpeg", "image/png"]
-
-  private let store: SQLiteStore
+final class PictureUpload<Catalog: PictureCatalog>: PictureUploading {
+  private let storage: PictureStorage
+  private let catalog: Catalog
   private let guid: String
   private let declaredType: String
   private let declaredSize: Int64
@@ -24,15 +21,16 @@ public final class PictureUpload: PictureUploading {
   private var hasher: SHA256Hasher? = SHA256Hasher()
   private var head: [UInt8] = []
   /// Bytes received so far.
-  public private(set) var size: Int64 = 0
+  private(set) var size: Int64 = 0
 
-  init(store: SQLiteStore, guid: String, contentType: String, totalSize: Int64) throws {
-    self.store = store
+  init(storage: PictureStorage, catalog: Catalog, guid: String, contentType: String, totalSize: Int64) throws {
+    self.storage = storage
+    self.catalog = catalog
     self.guid = guid
     self.declaredType = contentType
     self.declaredSize = totalSize
-    let (path, descriptor) = try store.pictureFiles.createTemporary()
-    store.pictureRegistry.adopt(temporary: path)
+    let (path, descriptor) = try storage.files.createTemporary()
+    storage.registry.adopt(temporary: path)
     self.temporary = path
     self.descriptor = descriptor
   }
@@ -44,9 +42,9 @@ public final class PictureUpload: PictureUploading {
   /// Appends the next bytes.
   ///
   /// - Throws: `resourceExhausted` the moment the picture crosses the size limit.
-  public func append(_ chunk: Data) async throws {
+  func append(_ chunk: Data) async throws {
     guard self.descriptor >= 0 else { throw StoreError(.invalidArgument, "the upload is already over") }
-    let limit = self.store.configuration.pictures.maximumBytes
+    let limit = self.storage.configuration.maximumBytes
     if self.size + Int64(chunk.count) > limit {
       self.abandon()
       throw StoreError(
@@ -58,7 +56,7 @@ public final class PictureUpload: PictureUploading {
     chunk.withUnsafeBytes { self.hasher?.update($0) }
     self.size += Int64(chunk.count)
     let descriptor = self.descriptor
-    try await self.store.io.run {
+    try await self.storage.io.run {
       try chunk.withUnsafeBytes { try PictureFiles.write(descriptor: descriptor, $0) }
     }
   }
@@ -68,7 +66,7 @@ public final class PictureUpload: PictureUploading {
   /// - Throws: `invalidArgument` for an empty picture, a size that does not match
   ///   `total_size`, bytes that are not JPEG or PNG, a mismatched `content_type`, or a
   ///   picture libvips cannot decode; `notFound` if the employee went away meanwhile.
-  public func finish(context: WriteContext = WriteContext()) async throws -> StoredPicture {
+  func finish(context: WriteContext) async throws -> StoredPicture {
     defer { self.abandon() }
     guard self.descriptor >= 0, let hasher = self.hasher.take() else {
       throw StoreError(.invalidArgument, "the upload is already over")
@@ -81,7 +79,7 @@ public final class PictureUpload: PictureUploading {
         "total_size \(self.declaredSize) does not match the \(self.size) bytes sent"
       )
     }
-    guard let contentType = Self.sniff(self.head) else {
+    guard let contentType = PictureFormat.sniff(self.head) else {
       throw StoreError(.invalidArgument, "picture is not a JPEG or PNG image")
     }
     if !self.declaredType.isEmpty && self.declaredType != contentType {
@@ -90,33 +88,19 @@ public final class PictureUpload: PictureUploading {
         "content_type '\(self.declaredType)' does not match the picture, which is \(contentType)"
       )
     }
-    let store = self.store
-    let pictures = store.configuration.pictures
-    let path = self.temporary
     let made: (StoredThumbnail, width: Int, height: Int)
-    if let existing = try store.existingThumbnail(etag: etag) {
+    if let existing = try await self.catalog.existingThumbnail(etag: etag) {
       made = existing
     } else {
       do {
-        let thumbnail = try await store.imaging.run { () throws(Vips.Failure) -> Vips.Thumbnail in
-          try Vips.thumbnail(
-            path: path,
-            height: pictures.thumbnailHeight,
-            quality: pictures.thumbnailQuality
-          )
-        }
+        let thumbnail = try await self.storage.thumbnail(path: self.temporary)
         made = (
-          StoredThumbnail(
-            data: thumbnail.data,
-            etag: etag,
-            width: thumbnail.width,
-            height: thumbnail.height
-          ),
+          StoredThumbnail(data: thumbnail.data, etag: etag, width: thumbnail.width, height: thumbnail.height),
           thumbnail.sourceWidth,
           thumbnail.sourceHeight
         )
       } catch {
-        store.logger.info("picture refused by libvips", metadata: ["reason": "\(error)"])
+        self.storage.logger.info("picture refused by libvips", metadata: ["reason": "\(error)"])
         throw StoreError(.invalidArgument, "picture could not be decoded as \(contentType)")
       }
     }
@@ -127,50 +111,31 @@ public final class PictureUpload: PictureUploading {
       width: made.width,
       height: made.height
     )
-    // Held from before its file is in place until its row is committed, so no release or
-    // sweep removes the file in between.
-    store.pictureRegistry.hold(etag)
-    let old: String?
-    do {
-      let descriptor = self.descriptor
-      let size = self.size
-      var inline: [UInt8]? = nil
-      if size <= Int64(pictures.inlineMaximumBytes) {
-        inline = try await store.io.run {
-          [UInt8](try PictureFiles.read(descriptor: descriptor, offset: 0, count: Int(size)))
-        }
-      } else {
-        let files = store.pictureFiles
-        try await store.io.run {
-          try files.install(temporary: path, descriptor: descriptor, etag: etag)
-        }
-      }
-      old = try await store.commitPicture(
-        guid: self.guid,
-        info: info,
-        inline: inline,
-        thumbnail: made.0,
-        context: context
-      )
-      store.pictureRegistry.unhold(etag)
-    } catch {
-      store.pictureRegistry.unhold(etag)
-      await store.releasePictureFiles([etag])
-      throw error
-    }
-    if let old, old != etag { await store.releasePictureFiles([old]) }
+    let staged = StagedPicture(
+      path: self.temporary,
+      descriptor: self.descriptor,
+      io: self.storage.io,
+      etag: etag,
+      size: self.size
+    )
+    try await self.catalog.storePicture(staged, guid: self.guid, info: info, thumbnail: made.0, context: context)
     return StoredPicture(info: info, thumbnail: made.0)
   }
 
   /// Stops the upload and removes its temporary file. Safe to call more than once.
-  public func abandon() {
+  func abandon() {
     guard self.descriptor >= 0 else { return }
     close(self.descriptor)
     self.descriptor = -1
     unlink(self.temporary)
-    self.store.pictureRegistry.release(temporary: self.temporary)
+    self.storage.registry.release(temporary: self.temporary)
     self.hasher = nil
   }
+}
+
+/// The picture formats Roster takes, known by their first bytes.
+enum PictureFormat {
+  static let contentTypes: Set = ["image/jpeg", "image/png"]
 
   /// The content type the first bytes announce: JPEG or PNG, or nil.
   static func sniff(_ head: [UInt8]) -> String? {
