@@ -54,10 +54,14 @@ let package = Package(
       name: "RosterDomain",
       swiftSettings: strict
     ),
-    // The store seam: the async protocols the services call. No implementation.
+    // The store seam: the async protocols the services call, and a backend's lifecycle as a
+    // `Service`. No implementation.
     .target(
       name: "RosterStore",
-      dependencies: ["RosterDomain"],
+      dependencies: [
+        "RosterDomain",
+        .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+      ],
       swiftSettings: strict
     ),
     // Thumbnails and synthetic pictures through libvips (opened on first use), and SHA-256.
@@ -82,10 +86,11 @@ let package = Package(
       ],
       swiftSettings: strict
     ),
-    // Demo data and the seed and sales file formats.
+    // Demo data, the seed and sales file formats, and the one import path (`DirectoryLoader`)
+    // that `roster import` and first-start seeding share.
     .target(
       name: "RosterSeed",
-      dependencies: ["RosterDomain", "RosterImaging"],
+      dependencies: ["RosterDomain", "RosterStore", "RosterPictures", "RosterImaging"],
       swiftSettings: strict
     ),
     // The SQLite backend on GRDB: schema, migrations, SQL, the coalescing writer, lanes,
@@ -98,6 +103,7 @@ let package = Package(
         "RosterPictures",
         "CThreadShim",
         .product(name: "GRDB", package: "GRDB.swift"),
+        .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
         .product(name: "GRDBSQLite", package: "GRDB.swift"),
         .product(name: "Logging", package: "swift-log"),
         .product(name: "CoreMetrics", package: "swift-metrics"),

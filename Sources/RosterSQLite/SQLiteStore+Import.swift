@@ -71,18 +71,15 @@ extension SQLiteStore {
     }
   }
 
-  /// Imports complete employees (the seed format), merged by guid; a thin wrapper over
-  /// `upsertEmployees` for the CLI and first-start seeding.
+  /// Imports complete employees, merged by guid, held in memory: a thin wrapper over
+  /// `upsertEmployees` for tests and small loads (`DirectoryLoader` streams large ones).
   public func importEmployees(
     _ employees: sending some Sequence<Employee>,
     context: WriteContext = WriteContext(author: "import"),
     chunkRows: Int = 20_000
   ) async throws -> ImportSummary {
-    let rows = employees.lazy.map {
-      UpsertRow(guid: $0.guid, changes: EmployeeChanges(setting: $0))
-    }
-    let messages = ChunkedSequence(base: rows, size: 1_000)
-    return try await self.upsertEmployees(messages, context: context, chunkRows: chunkRows)
+    let rows = employees.map { UpsertRow(guid: $0.guid, changes: EmployeeChanges(setting: $0)) }
+    return try await self.upsertEmployees(AsyncBatches(rows, size: 1_000), context: context, chunkRows: chunkRows)
   }
 
   /// Writes one chunk of validated rows in one bulk request to the writer.
@@ -142,31 +139,5 @@ extension SQLiteStore {
       }
       return summary
     }
-  }
-}
-
-/// Groups a synchronous sequence into arrays of `size`, as an async sequence: the shape
-/// `upsertEmployees` takes, for callers that read a file rather than a stream.
-struct ChunkedSequence<Base: Sequence>: AsyncSequence {
-  typealias Element = [Base.Element]
-  let base: Base
-  let size: Int
-
-  struct AsyncIterator: AsyncIteratorProtocol {
-    var iterator: Base.Iterator
-    let size: Int
-
-    mutating func next() async -> [Base.Element]? {
-      var chunk: [Base.Element] = []
-      chunk.reserveCapacity(self.size)
-      while chunk.count < self.size, let element = self.iterator.next() {
-        chunk.append(element)
-      }
-      return chunk.isEmpty ? nil : chunk
-    }
-  }
-
-  func makeAsyncIterator() -> AsyncIterator {
-    AsyncIterator(iterator: self.base.makeIterator(), size: self.size)
   }
 }

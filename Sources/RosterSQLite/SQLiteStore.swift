@@ -295,4 +295,4 @@ public struct SQLiteStore: Sendable {
   }
 }
 
-extension SQLiteStore: DirectoryStore, ChangeFeedStore, AnalyticsStore, PictureStore, PictureCatalog {}
+extension SQLiteStore: PictureCatalog {}

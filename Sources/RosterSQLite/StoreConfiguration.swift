@@ -34,6 +34,11 @@ public struct StoreConfiguration: Sendable {
   public var writer: WriterConfiguration = WriterConfiguration()
   /// How long the change log keeps its history.
   public var changeLogRetention: ChangeLogRetention = ChangeLogRetention()
+  /// How often the WAL is checkpointed in the background, when something was written.
+  public var checkpointInterval: Duration = .milliseconds(500)
+  /// How often the change log is pruned to its retention policy (and stray picture files
+  /// swept).
+  public var pruneInterval: Duration = .seconds(60)
   /// Where full pictures live, and how they are checked, thumbnailed and cached.
   public var pictures: PictureConfiguration = PictureConfiguration()
   /// The lane for cheap reads bounded by a page (and point reads, unless inline).

@@ -6,6 +6,7 @@ public import Logging
 public import RosterServices
 public import RosterSQLite
 internal import RosterDomain
+public import RosterStore
 public import ServiceLifecycle
 internal import RosterSeed
 
@@ -21,21 +22,19 @@ internal import RosterSeed
 /// ```
 public struct RosterServer: Service {
   /// The shared store.
-  public let store: SQLiteStore
+  public let store: any StoreBackend
   /// The health service, to flip statuses from outside.
   public let health: HealthService
   private let server: GRPCServer<HTTP2ServerTransport.Posix>
   private let transport: HTTP2ServerTransport.Posix
-  private let maintenance: StoreMaintenance
   private let shutdownGrace: Duration
   private let logger: Logger
 
   init(
-    store: SQLiteStore,
+    store: any StoreBackend,
     health: HealthService,
     server: GRPCServer<HTTP2ServerTransport.Posix>,
     transport: HTTP2ServerTransport.Posix,
-    maintenance: StoreMaintenance,
     shutdownGrace: Duration,
     logger: Logger
   ) {
@@ -44,7 +43,6 @@ public struct RosterServer: Service {
     self.health = health
     self.server = server
     self.transport = transport
-    self.maintenance = maintenance
     self.logger = logger
   }
 
@@ -58,15 +56,42 @@ public struct RosterServer: Service {
     }
   }
 
-  /// Serves until graceful shutdown, which runs in order: health turns `NOT_SERVING`,
-  /// change-feed watchers are told to resume elsewhere (`UNAVAILABLE`), the server stops
-  /// taking new calls and lets in-flight ones finish, for at most `shutdownGrace` before the
-  /// rest are cancelled. Every write those calls made has been committed by the time they
-  /// answer, so the writer is empty; a final TRUNCATE checkpoint then moves the WAL into the
-  /// database file. Background maintenance stops before it.
+  /// Runs the store and the server as two services of one group, the store first, until
+  /// graceful shutdown, which the group runs in reverse: the server first (health turns
+  /// `NOT_SERVING`, change-feed watchers are told to resume elsewhere with `UNAVAILABLE`, no
+  /// new calls are taken and in-flight ones finish, for at most `shutdownGrace` before the
+  /// rest are cancelled), then the store (`StoreBackend.run`: background work stops, and what
+  /// was committed is made durable; for SQLite, a TRUNCATE checkpoint).
   public func run() async throws {
-    try await withThrowingTaskGroup(of: Void.self) { group in
-      group.addTask { try await self.maintenance.run() }
+    let serving = Serving(
+      server: self.server,
+      store: self.store,
+      health: self.health,
+      shutdownGrace: self.shutdownGrace,
+      logger: self.logger
+    )
+    let group = ServiceGroup(
+      configuration: ServiceGroupConfiguration(
+        services: [
+          .init(service: self.store),
+          .init(service: serving),
+        ],
+        logger: self.logger
+      )
+    )
+    try await group.run()
+    self.logger.info("stopped")
+  }
+
+  /// The gRPC server as a service of its own, so the group can stop it before the store.
+  private struct Serving: Service {
+    let server: GRPCServer<HTTP2ServerTransport.Posix>
+    let store: any StoreBackend
+    let health: HealthService
+    let shutdownGrace: Duration
+    let logger: Logger
+
+    func run() async throws {
       try await withGracefulShutdownHandler {
         try await withThrowingTaskGroup(of: Void.self) { serving in
           serving.addTask { try await self.server.serve() }
@@ -89,10 +114,7 @@ public struct RosterServer: Service {
         self.store.closeChangeFeed()
         self.server.beginGracefulShutdown()
       }
-      group.cancelAll()
     }
-    let (walPages, _) = try await self.store.checkpoint(truncate: true)
-    self.logger.info("stopped", metadata: ["wal_pages_checkpointed": "\(walPages)"])
   }
 }
 
@@ -104,7 +126,7 @@ public struct RosterServer: Service {
 /// the author. `pacing` keeps streaming handlers from running ahead of the transport: the
 /// HTTP/2 server passes its event loops, the in-process transport needs none.
 public func buildServices(
-  store: SQLiteStore,
+  store: any StoreBackend,
   pacing: any ResponsePacing = UnpacedResponses(),
   tokens: TokenTable? = nil,
   logRequests: Bool = false,
@@ -191,46 +213,35 @@ public func buildServer(
     health: health,
     server: server,
     transport: transport,
-    maintenance: StoreMaintenance(store: store, config: config, logger: logger),
     shutdownGrace: config.shutdownGrace,
     logger: logger
   )
 }
 
-/// Opens the store; when the database file is new, seeds `config.seedEmployees` demo rows.
+/// Opens the store; when the database file is new, loads the demo directory into it
+/// (`config.seedEmployees` employees, their pictures and sales) through the same path as
+/// `roster import`.
 public func openStore(config: ServerConfig, logger: Logger) async throws -> SQLiteStore {
   let isNew = !FileManager.default.fileExists(atPath: config.store.path)
   let store = try SQLiteStore(configuration: config.store, logger: logger)
   if isNew && config.seedEmployees > 0 {
     let started = ContinuousClock.now
-    let demo = DemoData(count: config.seedEmployees, pictures: config.seedPictures)
-    let summary = try await store.withBulkLoad {
-      try await store.importEmployees(
-        demo.lazy.map(\.employee),
-        context: WriteContext(author: "seed")
-      )
-    }
-    var pictures = 0
-    if config.seedPictures {
-      // The pool is made once in a scratch directory, then stored like any upload.
-      let scratch = config.store.path + "-seed-pictures"
-      defer { try? FileManager.default.removeItem(atPath: scratch) }
-      try DemoPictures.writePool(to: scratch)
-      let files = demo.compactMap { record in
-        record.picture.map { (guid: record.employee.guid, path: scratch + "/" + $0) }
-      }
-      pictures = try await store.importPictures(files, context: WriteContext(author: "seed")).stored
-    }
-    let sales = try await store.importSales(
-      DemoSales(employees: demo, perEmployee: config.seedSalesPerEmployee).batches(),
-      context: WriteContext(author: "seed")
-    ).inserted
+    let source = DemoSource(
+      demo: DemoData(count: config.seedEmployees, pictures: config.seedPictures),
+      pictureScratch: config.store.path + "-seed-pictures",
+      salesPerEmployee: config.seedSalesPerEmployee
+    )
+    let loader = DirectoryLoader(
+      context: WriteContext(author: "seed"),
+      pictureConcurrency: config.store.pictures.thumbnailConcurrency
+    )
+    let report = try await loader.load(source, into: store)
     logger.info(
       "seeded demo data",
       metadata: [
-        "employees": "\(summary.imported)",
-        "pictures": "\(pictures)",
-        "sales": "\(sales)",
+        "employees": "\(report.employees.imported)",
+        "pictures": "\(report.picturesStored)",
+        "sales": "\(report.salesInserted ?? 0)",
         "duration": "\(ContinuousClock.now - started)",
       ]
     )

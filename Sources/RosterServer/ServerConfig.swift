@@ -26,12 +26,8 @@ public struct ServerConfig: Sendable {
   public var seedPictures: Bool = true
   /// Mean demo sales per demo employee (see `DemoSales`); 0 for none.
   public var seedSalesPerEmployee: Int = 20
-  /// How often the WAL is checkpointed in the background, when something was written.
-  public var checkpointInterval: Duration = .milliseconds(500)
   /// How long in-flight calls may run after shutdown starts before they are cancelled.
   public var shutdownGrace: Duration = .seconds(20)
-  /// How often the change log is pruned to its retention policy.
-  public var pruneInterval: Duration = .seconds(60)
 
   /// Creates a configuration for the database at `databasePath`.
   public init(databasePath: String = "data/roster.sqlite") {

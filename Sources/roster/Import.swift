@@ -30,57 +30,48 @@ struct Import: AsyncParsableCommand {
 
   func validate() throws {
     if self.chunkRows < 1 { throw ValidationError("--chunk-rows must be at least 1") }
+    if let sales = self.sales, !FileManager.default.fileExists(atPath: sales) {
+      throw ValidationError("--sales \(sales): no such file")
+    }
   }
 
   func run() async throws {
     let store = try SQLiteStore(configuration: StoreConfiguration(path: self.db))
-    let started = ContinuousClock.now
-    let summary = try await store.withBulkLoad {
-      try await store.upsertEmployees(
-        try SeedFile.batches(self.file),
-        context: WriteContext(author: self.author),
-        chunkRows: self.chunkRows
-      )
-    }
-    let seconds = (ContinuousClock.now - started).seconds
+    let source = SeedFileSource(file: self.file, picturesDirectory: self.picturesDir, salesFile: self.sales)
+    let loader = DirectoryLoader(
+      context: WriteContext(author: self.author),
+      employeeChunkRows: self.chunkRows,
+      pictureConcurrency: store.configuration.pictures.thumbnailConcurrency
+    )
+    let report = try await loader.load(source, into: store)
+    let summary = report.employees
     print(
-      "imported \(summary.imported) employees in \(String(format: "%.2f", seconds)) s "
-        + "(\(Int(Double(summary.imported) / max(seconds, 1e-9))) rows/s), "
+      "imported \(summary.imported) employees in \(Self.seconds(report.employeesTime)) s "
+        + "(\(Self.rate(summary.imported, report.employeesTime)) rows/s), "
         + "inserted \(summary.inserted), updated \(summary.updated), "
         + "rejected \(summary.rejected.count)"
     )
     for rejection in summary.rejected.prefix(20) {
       print("  record \(rejection.index): \(rejection.reason)")
     }
-    let directory = self.picturesDir ?? SeedFile.picturesDirectory(beside: self.file)
-    var pictures: [(guid: String, path: String)] = []
-    try SeedFile.read(self.file) { record in
-      if let name = record.picture, let guid = EmployeeValidation.canonicalGUID(record.employee.guid) {
-        pictures.append((guid, SeedFile.picturePath(name, in: directory)))
-      }
+    if report.picturesStored + report.picturesRefused.count > 0 {
+      print("stored \(report.picturesStored) pictures in \(report.picturesTime), refused \(report.picturesRefused.count)")
+      for (guid, reason) in report.picturesRefused.prefix(20) { print("  picture of \(guid): \(reason)") }
     }
-    if !pictures.isEmpty {
-      let pictureStart = ContinuousClock.now
-      let (stored, refused) = try await store.importPictures(
-        pictures,
-        context: WriteContext(author: self.author)
-      )
-      print("stored \(stored) pictures in \(ContinuousClock.now - pictureStart), refused \(refused.count)")
-      for (guid, reason) in refused.prefix(20) { print("  picture of \(guid): \(reason)") }
-    }
-    let salesPath = self.sales ?? SalesFile.path(beside: self.file)
-    if self.sales != nil || FileManager.default.fileExists(atPath: salesPath) {
-      let salesStart = ContinuousClock.now
-      let (inserted, rejected) = try await store.importSales(
-        try SalesFile.batches(salesPath),
-        context: WriteContext(author: self.author)
-      )
-      let seconds = (ContinuousClock.now - salesStart).seconds
+    if let inserted = report.salesInserted {
       print(
-        "imported \(inserted) sales in \(String(format: "%.2f", seconds)) s "
-          + "(\(Int(Double(inserted) / max(seconds, 1e-9))) rows/s), rejected \(rejected.count)"
+        "imported \(inserted) sales in \(Self.seconds(report.salesTime)) s "
+          + "(\(Self.rate(inserted, report.salesTime)) rows/s), rejected \(report.salesRejected.count)"
       )
-      for rejection in rejected.prefix(20) { print("  sale \(rejection.index): \(rejection.reason)") }
+      for rejection in report.salesRejected.prefix(20) { print("  sale \(rejection.index): \(rejection.reason)") }
     }
+  }
+
+  private static func seconds(_ duration: Duration) -> String {
+    String(format: "%.2f", duration.seconds)
+  }
+
+  private static func rate(_ count: Int, _ duration: Duration) -> Int {
+    Int(Double(count) / max(duration.seconds, 1e-9))
   }
 }

@@ -1,0 +1,175 @@
+public import RosterDomain
+public import RosterStore
+internal import RosterPictures
+internal import Foundation
+
+/// Where a load's data comes from: a seed file with its pictures and sales
+/// (`SeedFileSource`), or the demo generators (`DemoSource`).
+public protocol DirectorySource: Sendable {
+  associatedtype Employees: AsyncSequence & Sendable & SendableMetatype where Employees.Element == [UpsertRow]
+  associatedtype Sales: AsyncSequence & Sendable & SendableMetatype where Sales.Element == [SaleRow]
+
+  /// The employees, in batches.
+  func employees() throws -> Employees
+
+  /// Runs `body` with the pictures to store, as guid and file path; the files need exist
+  /// only while `body` runs.
+  func withPictures<T>(_ body: ([(guid: String, path: String)]) async throws -> T) async throws -> T
+
+  /// The sales, in batches; nil for none.
+  func sales() throws -> Sales?
+}
+
+/// What a load did, step by step.
+public struct LoadReport: Sendable {
+  /// The employees merged, and the rows refused with their index and reason.
+  public var employees = ImportSummary()
+  public var employeesTime = Duration.zero
+  /// Pictures stored, and those refused with the guid and reason.
+  public var picturesStored = 0
+  public var picturesRefused: [(guid: String, reason: String)] = []
+  public var picturesTime = Duration.zero
+  /// Sales inserted, and those refused with their index and reason; nil when there were none
+  /// to load.
+  public var salesInserted: Int? = nil
+  public var salesRejected: [ImportSummary.Rejected] = []
+  public var salesTime = Duration.zero
+}
+
+/// The one import path, for `roster import` and for the demo data a new database starts
+/// with: the employees in one bulk load (`StoreBackend.withBulkLoad`), then their pictures
+/// through the upload pipeline, then the sales, each streamed in chunks that commit on their
+/// own. A refused row or picture is reported and skips only itself.
+///
+/// ```swift
+/// let report = try await DirectoryLoader(context: WriteContext(author: "import"))
+///   .load(try SeedFileSource(file: "seed.json"), into: store)
+/// ```
+public struct DirectoryLoader: Sendable {
+  /// The author and origin the change log records.
+  public var context: WriteContext
+  /// Employees per transaction; nil for the backend's default.
+  public var employeeChunkRows: Int?
+  /// Pictures thumbnailed at once.
+  public var pictureConcurrency: Int
+
+  public init(context: WriteContext, employeeChunkRows: Int? = 20_000, pictureConcurrency: Int = 2) {
+    self.context = context
+    self.employeeChunkRows = employeeChunkRows
+    self.pictureConcurrency = pictureConcurrency
+  }
+
+  /// Loads `source` into `store`.
+  public func load(_ source: some DirectorySource, into store: some StoreBackend) async throws -> LoadReport {
+    var report = LoadReport()
+    let clock = ContinuousClock()
+    var started = clock.now
+    let employees = try source.employees()
+    report.employees = try await store.withBulkLoad {
+      try await store.upsertEmployees(employees, context: self.context, chunkRows: self.employeeChunkRows)
+    }
+    report.employeesTime = clock.now - started
+    started = clock.now
+    (report.picturesStored, report.picturesRefused) = try await source.withPictures { files in
+      if files.isEmpty { return (0, []) }
+      return try await store.importPictures(files, concurrency: self.pictureConcurrency, context: self.context)
+    }
+    report.picturesTime = clock.now - started
+    if let sales = try source.sales() {
+      started = clock.now
+      let (inserted, rejected) = try await store.importSales(sales, context: self.context, chunkRows: nil)
+      (report.salesInserted, report.salesRejected) = (inserted, rejected)
+      report.salesTime = clock.now - started
+    }
+    return report
+  }
+}
+
+/// A seed file (`seed.json`), the pictures its records name, and a sales file.
+public struct SeedFileSource: DirectorySource {
+  /// The seed file.
+  public var file: String
+  /// Where the files named by `picture` are.
+  public var picturesDirectory: String
+  /// The sales file; nil for none.
+  public var salesFile: String?
+
+  /// A seed file with `pictures` and, when present, `sales.csv` beside it, unless told
+  /// otherwise.
+  public init(file: String, picturesDirectory: String? = nil, salesFile: String? = nil) {
+    self.file = file
+    self.picturesDirectory = picturesDirectory ?? SeedFile.picturesDirectory(beside: file)
+    let besideSales = SalesFile.path(beside: file)
+    self.salesFile = salesFile ?? (FileManager.default.fileExists(atPath: besideSales) ? besideSales : nil)
+  }
+
+  public func employees() throws -> SeedFile.Batches {
+    try SeedFile.batches(self.file)
+  }
+
+  public func withPictures<T>(_ body: ([(guid: String, path: String)]) async throws -> T) async throws -> T {
+    var pictures: [(guid: String, path: String)] = []
+    try SeedFile.read(self.file) { record in
+      if let name = record.picture, let guid = EmployeeValidation.canonicalGUID(record.employee.guid) {
+        pictures.append((guid, SeedFile.picturePath(name, in: self.picturesDirectory)))
+      }
+    }
+    return try await body(pictures)
+  }
+
+  public func sales() throws -> SalesFile.Batches? {
+    try self.salesFile.map { try SalesFile.batches($0) }
+  }
+}
+
+/// The demo directory: `DemoData`'s employees, pictures from `DemoPictures`' pool (made in a
+/// scratch directory and removed after), and `DemoSales`.
+public struct DemoSource: DirectorySource {
+  /// The employees.
+  public var demo: DemoData
+  /// Where the picture pool is made for the load; nil for no pictures.
+  public var pictureScratch: String?
+  /// Mean sales per employee; 0 for none.
+  public var salesPerEmployee: Int
+
+  public init(demo: DemoData, pictureScratch: String?, salesPerEmployee: Int) {
+    self.demo = demo
+    self.pictureScratch = pictureScratch
+    self.salesPerEmployee = salesPerEmployee
+  }
+
+  public func employees() -> AsyncBatches<DemoRows> {
+    AsyncBatches(DemoRows(demo: self.demo), size: 1_000)
+  }
+
+  public func withPictures<T>(_ body: ([(guid: String, path: String)]) async throws -> T) async throws -> T {
+    guard let scratch = self.pictureScratch, self.demo.pictures else { return try await body([]) }
+    defer { try? FileManager.default.removeItem(atPath: scratch) }
+    try DemoPictures.writePool(to: scratch)
+    let files = self.demo.compactMap { record in
+      record.picture.map { (guid: record.employee.guid, path: scratch + "/" + $0) }
+    }
+    return try await body(files)
+  }
+
+  public func sales() -> AsyncBatches<DemoSales>? {
+    self.salesPerEmployee > 0 ? DemoSales(employees: self.demo, perEmployee: self.salesPerEmployee).batches() : nil
+  }
+
+  /// The demo employees as upsert rows, in constant memory.
+  public struct DemoRows: Sequence, Sendable {
+    let demo: DemoData
+
+    public func makeIterator() -> Iterator {
+      Iterator(base: self.demo.makeIterator())
+    }
+
+    public struct Iterator: IteratorProtocol {
+      var base: DemoData.Iterator
+
+      public mutating func next() -> UpsertRow? {
+        self.base.next().map { UpsertRow(guid: $0.employee.guid, changes: EmployeeChanges(setting: $0.employee)) }
+      }
+    }
+  }
+}

@@ -1,0 +1,23 @@
+public import ServiceLifecycle
+
+/// A whole backend, as the composition root holds it: every protocol the services use, plus
+/// what the process around them needs.
+///
+/// It is a `Service`: `run()` does the backend's background work (for SQLite: WAL
+/// checkpoints, change-log pruning, the picture sweep, the memory gauges) until graceful
+/// shutdown, then makes what was committed durable and stops. Put it in a `ServiceGroup`
+/// **before** the gRPC server: a group shuts services down in reverse order, so the store
+/// stops only after the server's last call has answered.
+///
+/// ```swift
+/// let group = ServiceGroup(configuration: .init(services: [.init(service: store), .init(service: grpc)], logger: logger))
+/// ```
+public protocol StoreBackend: Service, DirectoryStore, ChangeFeedStore, AnalyticsStore, PictureStore {
+  /// Ends every `waitForChanges`, now and later, with `unavailable`: the first step of a
+  /// server's shutdown, since change-feed watchers never end by themselves.
+  func closeChangeFeed()
+
+  /// Runs `body`, an offline load into an empty store (`roster import`, first-start
+  /// seeding), the fastest way the backend knows; into a store with rows, `body` runs as is.
+  func withBulkLoad<T>(_ body: () async throws -> T) async throws -> T
+}
