@@ -4,6 +4,7 @@ import RosterSQLite
 import RosterDomain
 import Synchronization
 import RosterSeed
+import RosterPictures
 
 /// The store's hot paths, timed with their allocations: a point read, a page of 50 with and
 /// without thumbnails, the headcounts, and a coalesced write batch.
