@@ -73,17 +73,7 @@ extension SQLiteStore {
     context: WriteContext
   ) async throws -> String? {
     try await self.submit { db in
-      guard
-        let row = try Row.fetchOne(
-          db,
-          sql: "SELECT id, picture_etag FROM employees WHERE guid = ?",
-          arguments: [guid]
-        )
-      else {
-        throw StoreError(.notFound, "no employee with guid '\(guid)'")
-      }
-      let id: Int64 = row[0]
-      let old: String? = row[1]
+      let (id, old) = try Self.pictureOwner(db, guid: guid)
       try db.execute(
         sql: """
           INSERT INTO pictures (etag, size, content_type, width, height, data)
@@ -119,6 +109,16 @@ extension SQLiteStore {
       )
       return old
     }
+  }
+
+  /// The row id and picture etag of employee `guid`. Throws `notFound` for an unknown guid.
+  private static func pictureOwner(_ db: Database, guid: String) throws -> (id: Int64, etag: String?) {
+    guard
+      let row = try Row.fetchOne(db, sql: "SELECT id, picture_etag FROM employees WHERE guid = ?", arguments: [guid])
+    else {
+      throw StoreError(.notFound, "no employee with guid '\(guid)'")
+    }
+    return (row[0], row[1])
   }
 
   /// A thumbnail already made from the same content, if any employee has one: identical
@@ -239,20 +239,11 @@ extension SQLiteStore {
   public func deletePicture(guid: String, context: WriteContext = WriteContext()) async throws {
     let guid = try EmployeeValidation.requireGUID(guid)
     let old = try await self.submit { db -> String in
-      guard
-        let row = try Row.fetchOne(
-          db,
-          sql: "SELECT id, picture_etag FROM employees WHERE guid = ?",
-          arguments: [guid]
-        )
-      else {
-        throw StoreError(.notFound, "no employee with guid '\(guid)'")
-      }
-      guard let old = row[1] as String? else {
+      let (id, current) = try Self.pictureOwner(db, guid: guid)
+      guard let old = current else {
         throw StoreError(.notFound, "employee '\(guid)' has no picture")
       }
       let now = Self.nowMillis()
-      let id: Int64 = row[0]
       try db.execute(
         sql: "UPDATE employees SET picture_etag = NULL, update_time = ? WHERE id = ?",
         arguments: [now, id]

@@ -47,42 +47,11 @@ public enum SalesFile {
   /// line without three fields, or an amount that is not a number, throws
   /// `StoreError.invalidArgument` naming the line.
   public static func batches(_ path: String, size: Int = 5_000) throws -> Batches {
-    let data = try Data(contentsOf: URL(fileURLWithPath: path), options: .alwaysMapped)
-    return Batches(data: data, size: max(1, size))
+    try Batches(path: path, size: size)
   }
 
   /// Batches of a sales file; see `batches(_:size:)`.
-  public struct Batches: AsyncSequence, Sendable {
-    public typealias Element = [SaleRow]
-    let data: Data
-    let size: Int
-
-    public func makeAsyncIterator() -> Iterator {
-      Iterator(data: self.data, size: self.size)
-    }
-
-    /// Parses the next batch from the mapped file.
-    public struct Iterator: AsyncIteratorProtocol {
-      let data: Data
-      let size: Int
-      var position = 0
-      var line = 0
-
-      public mutating func next() async throws -> [SaleRow]? {
-        let (rows, position, line) = try self.data.withUnsafeBytes { raw in
-          try SalesFile.parse(
-            raw.bindMemory(to: UInt8.self),
-            from: self.position,
-            line: self.line,
-            limit: self.size
-          )
-        }
-        self.position = position
-        self.line = line
-        return rows.isEmpty ? nil : rows
-      }
-    }
-  }
+  public typealias Batches = MappedBatches<SalesFile>
 
   /// Parses up to `limit` sales from `position`; returns them with where to go on.
   static func parse(
@@ -150,5 +119,19 @@ public enum SalesFile {
     }
     for _ in scale..<2 { value *= 10 }
     return negative ? -value : value
+  }
+}
+
+extension SalesFile: BatchFormat {
+  public static var start: (position: Int, line: Int) { (0, 0) }
+
+  public static func parse(
+    _ bytes: UnsafeBufferPointer<UInt8>,
+    cursor: inout (position: Int, line: Int),
+    limit: Int
+  ) throws -> [SaleRow] {
+    let (rows, position, line) = try Self.parse(bytes, from: cursor.position, line: cursor.line, limit: limit)
+    cursor = (position, line)
+    return rows
   }
 }

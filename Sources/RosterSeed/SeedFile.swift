@@ -40,46 +40,14 @@ public enum SeedFile {
   }
 
   /// The records of the file at `path` in batches of `size`, as an async sequence of upsert
-  /// rows: what `SQLiteStore.upsertEmployees` takes. The file is memory-mapped and parsed a
-  /// batch at a time, so memory holds one batch whatever the file's size.
+  /// rows: what `upsertEmployees` takes. The file is memory-mapped and parsed a batch at a
+  /// time, so memory holds one batch whatever the file's size.
   public static func batches(_ path: String, size: Int = 1_000) throws -> Batches {
-    let data = try Data(contentsOf: URL(fileURLWithPath: path), options: .alwaysMapped)
-    return Batches(data: data, size: size)
+    try Batches(path: path, size: size)
   }
 
   /// Batches of a seed file; see `batches(_:size:)`.
-  public struct Batches: AsyncSequence, Sendable {
-    public typealias Element = [UpsertRow]
-    let data: Data
-    let size: Int
-
-    public func makeAsyncIterator() -> Iterator {
-      Iterator(data: self.data, size: self.size)
-    }
-
-    /// Pulls the next batch from the mapped file.
-    public struct Iterator: AsyncIteratorProtocol {
-      let data: Data
-      let size: Int
-      var position = 0
-      var atEnd = false
-
-      public mutating func next() async throws -> [UpsertRow]? {
-        let (records, position, atEnd) = try self.data.withUnsafeBytes { raw in
-          var parser = SeedParser(bytes: raw.bindMemory(to: UInt8.self), position: self.position)
-          var atEnd = self.atEnd
-          let records = try parser.readRecords(limit: self.size, atEnd: &atEnd)
-          return (records, parser.position, atEnd)
-        }
-        self.position = position
-        self.atEnd = atEnd
-        if records.isEmpty { return nil }
-        return records.map {
-          UpsertRow(guid: $0.employee.guid, changes: EmployeeChanges(setting: $0.employee))
-        }
-      }
-    }
-  }
+  public typealias Batches = MappedBatches<SeedFile>
 
   /// The default pictures directory for a seed file: `pictures` beside it.
   public static func picturesDirectory(beside path: String) -> String {
@@ -132,5 +100,20 @@ public enum SeedFile {
       }
     }
     out += "\""
+  }
+}
+
+extension SeedFile: BatchFormat {
+  public static var start: (position: Int, atEnd: Bool) { (0, false) }
+
+  public static func parse(
+    _ bytes: UnsafeBufferPointer<UInt8>,
+    cursor: inout (position: Int, atEnd: Bool),
+    limit: Int
+  ) throws -> [UpsertRow] {
+    var parser = SeedParser(bytes: bytes, position: cursor.position)
+    let records = try parser.readRecords(limit: limit, atEnd: &cursor.atEnd)
+    cursor.position = parser.position
+    return records.map { UpsertRow(guid: $0.employee.guid, changes: EmployeeChanges(setting: $0.employee)) }
   }
 }
