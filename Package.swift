@@ -220,6 +220,8 @@ let package = Package(
       name: "RosterSQLiteTests",
       dependencies: [
         "StoreContract",
+        .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+        .product(name: "Logging", package: "swift-log"),
         "RosterDomain",
         "RosterStore",
         "RosterSQLite",
