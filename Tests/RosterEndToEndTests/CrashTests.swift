@@ -42,6 +42,7 @@ struct CrashTests {
     for round in 0..<Self.rounds {
       let server = try await RosterProcess.serve(arguments: ["--db", path, "--seed-employees", "0"])
       let stop = StopFlag()
+      let acks = Tally()
       let ownedByWorker = Self.partition(tracked)
       let results = try await withGRPCClient(
         transport: .http2NIOPosix(
@@ -59,11 +60,19 @@ struct CrashTests {
                 worker: worker,
                 round: round,
                 owned: owned,
-                stop: stop
+                stop: stop,
+                acks: acks
               )
             }
           }
-          try await Task.sleep(for: .milliseconds(Int.random(in: 150...700)))
+          // The load is under way (a dozen writes acknowledged; on a busy machine a fixed
+          // window saw fewer than one per worker), then a random moment later, the kill.
+          let deadline = ContinuousClock.now + .seconds(20)
+          while acks.count < 12 && ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(10))
+          }
+          #expect(acks.count >= 12, "round \(round): the load did not get going")
+          try await Task.sleep(for: .milliseconds(Int.random(in: 0...550)))
           stop.set()
           server.kill()
           var merged: [String: Tracked] = [:]
@@ -75,6 +84,7 @@ struct CrashTests {
       totalAcked = tracked.values.reduce(0) { $0 + $1.ackedWrites }
       tracked = try Self.verify(databaseAt: path, tracked: tracked, round: round)
     }
+    print("CrashTests: \(totalAcked) acknowledged writes over \(Self.rounds) rounds")
     #expect(totalAcked > Self.rounds * 10, "the load acknowledged \(totalAcked) writes")
   }
 
@@ -95,7 +105,8 @@ struct CrashTests {
     worker: Int,
     round: Int,
     owned: [String: Tracked],
-    stop: StopFlag
+    stop: StopFlag,
+    acks: Tally
   ) async -> [String: Tracked] {
     var owned = owned
     var options = CallOptions.defaults
@@ -158,6 +169,7 @@ struct CrashTests {
           owned[guid]!.pending = nil
           owned[guid]!.ackedWrites += 1
         }
+        acks.add()
       } catch {
         // The server died with this request in flight: it may or may not have committed.
         return owned
