@@ -138,7 +138,7 @@ public struct PictureStorage: Sendable {
   /// again unless `isReferenced` says a row still holds it.
   public func holding<T>(
     _ etag: String,
-    isReferenced: (String) throws -> Bool,
+    isReferenced: @escaping @Sendable (String) throws -> Bool,
     _ body: () async throws -> T
   ) async throws -> T {
     self.registry.hold(etag)
@@ -163,14 +163,17 @@ public struct PictureStorage: Sendable {
 
   /// Removes the files of `etags` that no row references (`isReferenced`) and no upload
   /// holds. Called after commits that may have dropped the last reference.
-  public func release(_ etags: [String], isReferenced: (String) throws -> Bool) async {
+  public func release(_ etags: [String], isReferenced: @escaping @Sendable (String) throws -> Bool) async {
     let etags = etags.filter { PictureFiles.isEtag($0) }
     if etags.isEmpty { return }
-    // Under the registry's lock, so no upload can hold an etag between the check and the
-    // removal; the check is a point read.
-    self.registry.withHeld { held, _ in
-      for etag in etags where !held.contains(etag) {
-        if (try? isReferenced(etag)) == false { self.files.remove(etag: etag) }
+    let (files, registry) = (self.files, self.registry)
+    // On the I/O pool (point reads and unlinks block), under the registry's lock, so no
+    // upload can hold an etag between the check and the removal.
+    await self.io.run {
+      registry.withHeld { held, _ in
+        for etag in etags where !held.contains(etag) {
+          if (try? isReferenced(etag)) == false { files.remove(etag: etag) }
+        }
       }
     }
   }
