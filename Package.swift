@@ -31,6 +31,7 @@ let package = Package(
     .package(url: "https://github.com/apple/swift-nio-http2.git", exact: "1.46.0"),
     .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift.git", exact: "0.2.0"),
     .package(url: "https://github.com/apple/swift-crypto.git", exact: "4.5.2"),
+    .package(url: "https://github.com/vapor/postgres-nio.git", exact: "1.33.2"),
   ],
   targets: [
     // Generated messages and service stubs; nothing hand-written.
@@ -110,6 +111,23 @@ let package = Package(
       ],
       swiftSettings: strict
     ),
+    // The PostgreSQL backend on postgres-nio, for replicas over one shared database: schema,
+    // migrations under an advisory lock, SQL, group commit, the change feed over
+    // LISTEN/NOTIFY, pictures in chunked rows. Never sees gRPC.
+    .target(
+      name: "RosterPostgres",
+      dependencies: [
+        "RosterDomain",
+        "RosterStore",
+        "RosterPictures",
+        .product(name: "PostgresNIO", package: "postgres-nio"),
+        .product(name: "NIOCore", package: "swift-nio"),
+        .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+        .product(name: "Logging", package: "swift-log"),
+        .product(name: "CoreMetrics", package: "swift-metrics"),
+      ],
+      swiftSettings: strict
+    ),
     // One gRPC service per file, with proto <-> domain mapping, over the store protocols
     // only. Never sees SQL or a backend.
     .target(
@@ -134,6 +152,7 @@ let package = Package(
         "RosterDomain",
         "RosterStore",
         "RosterSQLite",
+        "RosterPostgres",
         "RosterSeed",
         .product(name: "GRPCCore", package: "grpc-swift-2"),
         .product(name: "GRPCNIOTransportHTTP2", package: "grpc-swift-nio-transport"),
@@ -171,6 +190,7 @@ let package = Package(
         "RosterServices",
         "RosterDomain",
         "RosterSQLite",
+        "RosterPostgres",
         "RosterSeed",
         "RosterProto",
         "RosterLoad",
@@ -228,6 +248,19 @@ let package = Package(
         "RosterSeed",
         "TestSupport",
         .product(name: "GRDB", package: "GRDB.swift"),
+      ],
+      swiftSettings: strict
+    ),
+    .testTarget(
+      name: "RosterPostgresTests",
+      dependencies: [
+        "StoreContract",
+        "RosterDomain",
+        "RosterStore",
+        "RosterPostgres",
+        "RosterSeed",
+        .product(name: "PostgresNIO", package: "postgres-nio"),
+        .product(name: "Logging", package: "swift-log"),
       ],
       swiftSettings: strict
     ),

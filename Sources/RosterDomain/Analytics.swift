@@ -157,3 +157,77 @@ public enum SalesScope: Sendable, Hashable {
   case department(String)
   case employee(guid: String)
 }
+
+// MARK: Rules every backend shares
+
+extension AggregatePage {
+  /// A page from up to `page.limit + 1` groups in key order: the extra group, if any, becomes
+  /// the next page's key. With no grouping there is always one answer, even over no rows.
+  public init(cutting groups: [AggregateValue], grouping: AggregateGrouping, page: AggregatePageRequest) {
+    if grouping == .none {
+      if page.after != nil {
+        self.init(groups: [], next: nil)
+      } else {
+        self.init(groups: groups.isEmpty ? [AggregateValue(key: "", value: 0)] : groups, next: nil)
+      }
+      return
+    }
+    guard groups.count > page.limit else {
+      self.init(groups: groups, next: nil)
+      return
+    }
+    let kept = Array(groups.prefix(page.limit))
+    self.init(groups: kept, next: kept.last?.key)
+  }
+}
+
+extension SalesFilter {
+  /// Checks the date range: both ends `YYYY-MM-DD`, the start not after the end.
+  ///
+  /// - Throws: `invalidArgument` naming `from` or `to`.
+  public func checkRange() throws {
+    for (field, date) in [("from", self.fromDate), ("to", self.toDate)] {
+      if let date, !EmployeeValidation.isValidDate(date) {
+        throw StoreError(.invalidArgument, "\(field) '\(date)' is not a YYYY-MM-DD date")
+      }
+    }
+    if let from = self.fromDate, let to = self.toDate, from > to {
+      throw StoreError(.invalidArgument, "the range starts on \(from), after its end on \(to)")
+    }
+  }
+
+  /// Whether the range covers whole months (or is open), so monthly rollups can answer it.
+  public var coversWholeMonths: Bool {
+    (self.fromDate.map { $0.hasSuffix("-01") } ?? true)
+      && (self.toDate.map { $0 == (CivilDate($0)?.lastDayOfMonth.text ?? $0) } ?? true)
+  }
+}
+
+extension SalesCalendar {
+  /// Checks a calendar request: a month needs a year, months are 1 to 12, years 1900 to 9999.
+  ///
+  /// - Throws: `invalidArgument` naming the field.
+  public static func check(year: Int?, month: Int?) throws {
+    if month != nil && year == nil {
+      throw StoreError(.invalidArgument, "month needs a year")
+    }
+    if let month, !(1...12).contains(month) {
+      throw StoreError(.invalidArgument, "month \(month) is not between 1 and 12")
+    }
+    if let year, !(1900...9999).contains(year) {
+      throw StoreError(.invalidArgument, "year \(year) is not between 1900 and 9999")
+    }
+  }
+
+  /// Adds one month's totals (`month` as `YYYY-MM`, in order) under its year.
+  public mutating func add(month: String, count: Int64, amountCents: Int64) {
+    let year = Int(month.prefix(4)) ?? 0
+    let period = Period(number: Int(month.suffix(2)) ?? 0, count: count, amountCents: amountCents)
+    if self.years.last?.year.number != year {
+      self.years.append(Year(year: Period(number: year, count: 0, amountCents: 0), months: []))
+    }
+    self.years[self.years.count - 1].months.append(period)
+    self.years[self.years.count - 1].year.count += count
+    self.years[self.years.count - 1].year.amountCents += amountCents
+  }
+}

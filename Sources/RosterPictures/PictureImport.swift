@@ -11,7 +11,7 @@ extension PictureStore {
     file path: String,
     context: WriteContext = WriteContext()
   ) async throws -> StoredPicture {
-    let upload = try self.beginPictureUpload(guid: guid, contentType: "", totalSize: 0)
+    let upload = try await self.beginPictureUpload(guid: guid, contentType: "", totalSize: 0)
     guard let handle = FileHandle(forReadingAtPath: path) else {
       upload.abandon()
       throw StoreError(.invalidArgument, "picture file '\(path)' cannot be read")

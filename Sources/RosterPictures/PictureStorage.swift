@@ -43,6 +43,16 @@ public struct StagedPicture: Sendable {
       [UInt8](try PictureFiles.read(descriptor: descriptor, offset: 0, count: Int(size)))
     }
   }
+
+  /// Up to `count` bytes from `offset` (fewer only at the end), read off the request
+  /// threads: for a backend that stores a picture in chunks, in constant memory.
+  public func read(offset: Int64, count: Int) async throws -> Data {
+    let descriptor = self.descriptor
+    let count = Int(max(0, min(Int64(count), self.size - offset)))
+    return try await self.io.run {
+      try PictureFiles.read(descriptor: descriptor, offset: offset, count: count)
+    }
+  }
 }
 
 /// Pictures apart from the database rows: the upload pipeline (a temporary file and a running

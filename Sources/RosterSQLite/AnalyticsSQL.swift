@@ -182,8 +182,7 @@ enum AnalyticsSQL {
         }
       }
     }
-    let wholeMonths = (filter.fromDate.map { $0.hasSuffix("-01") } ?? true)
-      && (filter.toDate.map { $0 == Self.lastDay(ofMonth: $0) } ?? true)
+    let wholeMonths = filter.coversWholeMonths
     if additive.contains(function), filter.employeeGUID == nil, wholeMonths,
       [.none, .department, .year, .month].contains(grouping)
     {
@@ -299,9 +298,5 @@ enum AnalyticsSQL {
     }
   }
 
-  /// The last day of the month of a valid `YYYY-MM-DD` date.
-  static func lastDay(ofMonth date: String) -> String {
-    CivilDate(date)?.lastDayOfMonth.text ?? date
-  }
 
 }

@@ -59,7 +59,7 @@ extension SQLiteStore {
     filter: SalesFilter,
     page: AggregatePageRequest = AggregatePageRequest()
   ) async throws -> AggregatePage {
-    try Self.checkRange(from: filter.fromDate, to: filter.toDate)
+    try filter.checkRange()
     if function == .median, grouping == .none, filter == SalesFilter() {
       return try await self.medianOfEverySale(after: page.after)
     }
@@ -74,7 +74,7 @@ extension SQLiteStore {
     }
     let query = try AnalyticsSQL.aggregateSales(function, grouping, filter, after: page.after, through: last?.key)
     let groups = try await self.aggregateGroups(query, limit: page.limit)
-    var result = Self.paged(groups, grouping: grouping, page: page)
+    var result = AggregatePage(cutting: groups, grouping: grouping, page: page)
     if let last, last.more, result.next == nil { result.next = groups.last?.key }
     return result
   }
@@ -149,11 +149,11 @@ extension SQLiteStore {
     {
       var groups = try await self.aggregateFromCounters(function, byDepartment: grouping == .department, filter: filter)
       if let after = page.after { groups = groups.filter { $0.key > after } }
-      return Self.paged(Array(groups.prefix(page.limit + 1)), grouping: grouping, page: page)
+      return AggregatePage(cutting: Array(groups.prefix(page.limit + 1)), grouping: grouping, page: page)
     }
     let query = AnalyticsSQL.aggregateEmployees(function, key: key, filter, after: page.after)
     let groups = try await self.aggregateGroups(query, limit: page.limit)
-    return Self.paged(groups, grouping: grouping, page: page)
+    return AggregatePage(cutting: groups, grouping: grouping, page: page)
   }
 
   /// Up to `limit + 1` groups of an aggregate query, in the heavy lane.
@@ -167,22 +167,6 @@ extension SQLiteStore {
       try Row.fetchAll(db, sql: sql, arguments: arguments)
         .map { AggregateValue(key: $0[0], value: $0[1] ?? 0) }
     }
-  }
-
-  /// Cuts one extra group off into the next page's key. With no grouping there is always one
-  /// answer, even over no rows.
-  private static func paged(
-    _ groups: [AggregateValue],
-    grouping: AggregateGrouping,
-    page: AggregatePageRequest
-  ) -> AggregatePage {
-    if grouping == .none {
-      if page.after != nil { return AggregatePage(groups: [], next: nil) }
-      return AggregatePage(groups: groups.isEmpty ? [AggregateValue(key: "", value: 0)] : groups, next: nil)
-    }
-    guard groups.count > page.limit else { return AggregatePage(groups: groups, next: nil) }
-    let kept = Array(groups.prefix(page.limit))
-    return AggregatePage(groups: kept, next: kept.last?.key)
   }
 
   /// COUNT, SUM and AVG of vacation days by department (or overall) from the counters.
@@ -220,17 +204,6 @@ extension SQLiteStore {
     }
   }
 
-  static func checkRange(from: String?, to: String?) throws {
-    for (field, date) in [("from", from), ("to", to)] {
-      if let date, !EmployeeValidation.isValidDate(date) {
-        throw StoreError(.invalidArgument, "\(field) '\(date)' is not a YYYY-MM-DD date")
-      }
-    }
-    if let from, let to, from > to {
-      throw StoreError(.invalidArgument, "the range starts on \(from), after its end on \(to)")
-    }
-  }
-
   // MARK: Calendar
 
   /// Each year with its count and amount and its months', from the rollups; and, given a
@@ -243,15 +216,7 @@ extension SQLiteStore {
     year: Int? = nil,
     month: Int? = nil
   ) async throws -> SalesCalendar {
-    if month != nil && year == nil {
-      throw StoreError(.invalidArgument, "month needs a year")
-    }
-    if let month, !(1...12).contains(month) {
-      throw StoreError(.invalidArgument, "month \(month) is not between 1 and 12")
-    }
-    if let year, !(1900...9999).contains(year) {
-      throw StoreError(.invalidArgument, "year \(year) is not between 1900 and 9999")
-    }
+    try SalesCalendar.check(year: year, month: month)
     // Heavy: a department's or everyone's month of days is read from raw sales.
     return try await self.read(.heavy) { db in
       let months: [Row]
@@ -280,19 +245,7 @@ extension SQLiteStore {
       }
       var calendar = SalesCalendar()
       for row in months {
-        let text: String = row[0]
-        let y = Int(text.prefix(4)) ?? 0
-        let period = SalesCalendar.Period(
-          number: Int(text.suffix(2)) ?? 0,
-          count: row[1],
-          amountCents: row[2] as Int64
-        )
-        if calendar.years.last?.year.number != y {
-          calendar.years.append(.init(year: .init(number: y, count: 0, amountCents: 0), months: []))
-        }
-        calendar.years[calendar.years.count - 1].months.append(period)
-        calendar.years[calendar.years.count - 1].year.count += period.count
-        calendar.years[calendar.years.count - 1].year.amountCents += period.amountCents
+        calendar.add(month: row[0], count: row[1], amountCents: row[2])
       }
       if let year, let month {
         calendar.days = try self.days(db, scope: scope, employeeID: employeeID, year: year, month: month)

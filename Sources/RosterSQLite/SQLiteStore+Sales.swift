@@ -29,7 +29,7 @@ extension SQLiteStore {
     context: WriteContext,
     chunkRows: Int
   ) async throws -> (inserted: Int, rejected: [ImportSummary.Rejected]) where Rows.Element == [SaleRow] {
-    let latest = Self.latestSaleDate()
+    let latest = SaleChecks.latestSaleDate()
     var inserted = 0
     var rejected: [ImportSummary.Rejected] = []
     var chunk: [(index: Int, guid: String, cents: Int64, date: String)] = []
@@ -47,25 +47,12 @@ extension SQLiteStore {
     for try await message in messages {
       for sale in message {
         defer { index += 1 }
-        guard let guid = EmployeeValidation.canonicalGUID(sale.employeeGUID) else {
-          rejected.append(.init(index: index, reason: "employee_guid '\(sale.employeeGUID)' is not a UUID"))
+        let guid: String
+        switch SaleChecks.check(sale, latest: latest) {
+        case .failure(let reason):
+          rejected.append(.init(index: index, reason: reason.message))
           continue
-        }
-        guard (0...StoreLimits.largestSaleCents).contains(sale.amountCents) else {
-          rejected.append(
-            .init(index: index, reason: "amount_cents \(sale.amountCents) must be 0 to \(StoreLimits.largestSaleCents)")
-          )
-          continue
-        }
-        guard EmployeeValidation.isValidDate(sale.date) else {
-          rejected.append(.init(index: index, reason: "date '\(sale.date)' is not a YYYY-MM-DD date"))
-          continue
-        }
-        guard sale.date >= StoreLimits.earliestSaleDate, sale.date <= latest else {
-          rejected.append(
-            .init(index: index, reason: "date \(sale.date) is outside \(StoreLimits.earliestSaleDate) to \(latest)")
-          )
-          continue
+        case .success(let canonical): guid = canonical
         }
         chunk.append((index, guid, sale.amountCents, sale.date))
         if chunk.count >= chunkRows { try await flush() }
@@ -150,11 +137,5 @@ extension SQLiteStore {
       try Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM sales WHERE date < ?)", arguments: [date]) ?? false
     }
     return (deleted, more)
-  }
-
-  /// The latest sale date accepted: a year from today, in UTC.
-  static func latestSaleDate() -> String {
-    let today = Int(Date().timeIntervalSince1970 / 86_400)
-    return CivilDate(dayNumber: today + StoreLimits.saleDaysAhead).text
   }
 }

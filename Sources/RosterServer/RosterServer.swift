@@ -5,6 +5,7 @@ internal import NIOPosix
 public import Logging
 public import RosterServices
 public import RosterSQLite
+internal import RosterPostgres
 internal import RosterDomain
 public import RosterStore
 public import ServiceLifecycle
@@ -26,12 +27,16 @@ public struct RosterServer: Service {
   /// The health service, to flip statuses from outside.
   public let health: HealthService
   private let server: GRPCServer<HTTP2ServerTransport.Posix>
+  /// Loads the demo directory into a new database that needs the store running first
+  /// (PostgreSQL); run before the server takes calls.
+  private let seed: (@Sendable () async throws -> Void)?
   private let transport: HTTP2ServerTransport.Posix
   private let shutdownGrace: Duration
   private let logger: Logger
 
   init(
     store: any StoreBackend,
+    seed: (@Sendable () async throws -> Void)?,
     health: HealthService,
     server: GRPCServer<HTTP2ServerTransport.Posix>,
     transport: HTTP2ServerTransport.Posix,
@@ -40,6 +45,7 @@ public struct RosterServer: Service {
   ) {
     self.shutdownGrace = shutdownGrace
     self.store = store
+    self.seed = seed
     self.health = health
     self.server = server
     self.transport = transport
@@ -66,6 +72,7 @@ public struct RosterServer: Service {
     let serving = Serving(
       server: self.server,
       store: self.store,
+      seed: self.seed,
       health: self.health,
       shutdownGrace: self.shutdownGrace,
       logger: self.logger
@@ -87,11 +94,13 @@ public struct RosterServer: Service {
   private struct Serving: Service {
     let server: GRPCServer<HTTP2ServerTransport.Posix>
     let store: any StoreBackend
+    let seed: (@Sendable () async throws -> Void)?
     let health: HealthService
     let shutdownGrace: Duration
     let logger: Logger
 
     func run() async throws {
+      try await self.seed?()
       try await withGracefulShutdownHandler {
         try await withThrowingTaskGroup(of: Void.self) { serving in
           serving.addTask { try await self.server.serve() }
@@ -177,7 +186,7 @@ public func buildServer(
   config: ServerConfig,
   logger: Logger = Logger(label: "roster")
 ) async throws -> RosterServer {
-  let store = try await openStore(config: config, logger: logger)
+  let (store, seed) = try await openStore(config: config, logger: logger)
   let eventLoops = MultiThreadedEventLoopGroup.singleton
   let (services, interceptors, health) = try buildServices(
     store: store,
@@ -210,6 +219,7 @@ public func buildServer(
   let server = GRPCServer(transport: transport, services: services, interceptors: interceptors)
   return RosterServer(
     store: store,
+    seed: seed,
     health: health,
     server: server,
     transport: transport,
@@ -218,33 +228,48 @@ public func buildServer(
   )
 }
 
-/// Opens the store; when the database file is new, loads the demo directory into it
-/// (`config.seedEmployees` employees, their pictures and sales) through the same path as
-/// `roster import`.
-public func openStore(config: ServerConfig, logger: Logger) async throws -> SQLiteStore {
-  let isNew = !FileManager.default.fileExists(atPath: config.store.path)
-  let store = try SQLiteStore(configuration: config.store, logger: logger)
-  if isNew && config.seedEmployees > 0 {
-    let started = ContinuousClock.now
-    let source = DemoSource(
-      demo: DemoData(count: config.seedEmployees, pictures: config.seedPictures),
-      pictureScratch: config.store.path + "-seed-pictures",
-      salesPerEmployee: config.seedSalesPerEmployee
-    )
-    let loader = DirectoryLoader(
-      context: WriteContext(author: "seed"),
-      pictureConcurrency: config.store.pictures.thumbnailConcurrency
-    )
-    let report = try await loader.load(source, into: store)
-    logger.info(
-      "seeded demo data",
-      metadata: [
-        "employees": "\(report.employees.imported)",
-        "pictures": "\(report.picturesStored)",
-        "sales": "\(report.salesInserted ?? 0)",
-        "duration": "\(ContinuousClock.now - started)",
-      ]
-    )
+/// Opens the store: the SQLite file, or PostgreSQL when `config.postgres` is set. When the
+/// database is new, the demo directory (`config.seedEmployees` employees, their pictures and
+/// sales) is loaded through the same path as `roster import`: into SQLite here, before
+/// serving; into PostgreSQL by the returned `seed`, which needs the store running and which
+/// `RosterServer` runs before it serves.
+public func openStore(
+  config: ServerConfig,
+  logger: Logger
+) async throws -> (store: any StoreBackend, seed: (@Sendable () async throws -> Void)?) {
+  guard let postgres = config.postgres else {
+    let isNew = !FileManager.default.fileExists(atPath: config.store.path)
+    let store = try SQLiteStore(configuration: config.store, logger: logger)
+    if isNew && config.seedEmployees > 0 {
+      try await seed(store, config: config, scratch: config.store.path + "-seed-pictures", logger: logger)
+    }
+    return (store, nil)
   }
-  return store
+  let store = try await PostgresStore.open(postgres, logger: logger)
+  logger.info("serving PostgreSQL", metadata: ["url": "\(postgres.url)", "schema": "\(postgres.schema)"])
+  guard store.createdSchema && config.seedEmployees > 0 else { return (store, nil) }
+  return (store, { try await seed(store, config: config, scratch: postgres.scratchDirectory + "/seed", logger: logger) })
+}
+
+private func seed(_ store: some StoreBackend, config: ServerConfig, scratch: String, logger: Logger) async throws {
+  let started = ContinuousClock.now
+  let source = DemoSource(
+    demo: DemoData(count: config.seedEmployees, pictures: config.seedPictures),
+    pictureScratch: scratch,
+    salesPerEmployee: config.seedSalesPerEmployee
+  )
+  let loader = DirectoryLoader(
+    context: WriteContext(author: "seed"),
+    pictureConcurrency: config.store.pictures.thumbnailConcurrency
+  )
+  let report = try await loader.load(source, into: store)
+  logger.info(
+    "seeded demo data",
+    metadata: [
+      "employees": "\(report.employees.imported)",
+      "pictures": "\(report.picturesStored)",
+      "sales": "\(report.salesInserted ?? 0)",
+      "duration": "\(ContinuousClock.now - started)",
+    ]
+  )
 }

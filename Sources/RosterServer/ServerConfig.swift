@@ -1,5 +1,6 @@
 public import RosterServices
 public import RosterSQLite
+public import RosterPostgres
 internal import RosterDomain
 internal import RosterSeed
 
@@ -20,7 +21,11 @@ public struct ServerConfig: Sendable {
   public var logRequests: Bool = true
   /// The database and its tuning.
   public var store: StoreConfiguration
-  /// Demo employees to create when the database file does not exist yet; 0 for none.
+  /// A PostgreSQL server to serve instead of the SQLite file (`roster serve --postgres`), for
+  /// several replicas over one database; nil for SQLite.
+  public var postgres: PostgresConfiguration? = nil
+  /// Demo employees to create when the database is new (a new SQLite file, or a PostgreSQL
+  /// schema this process created); 0 for none.
   public var seedEmployees: Int = 1000
   /// Whether the demo employees get pictures from `DemoPictures`' pool.
   public var seedPictures: Bool = true

@@ -60,7 +60,7 @@ extension PicturesService: Roster_V1_Pictures.SimpleServiceProtocol {
           if header.totalSize < 0 {
             throw RPCError(code: .invalidArgument, message: "total_size must not be negative")
           }
-          upload = try self.store.beginPictureUpload(
+          upload = try await self.store.beginPictureUpload(
             guid: try DirectoryRequests.guid(header.guid),
             contentType: header.contentType,
             totalSize: header.totalSize

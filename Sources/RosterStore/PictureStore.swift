@@ -22,7 +22,7 @@ public protocol PictureUploading: AnyObject {
 /// Pictures and thumbnails, stored apart from employee rows.
 public protocol PictureStore: Sendable {
   /// Starts an upload for `guid`. Throws `notFound` for an unknown employee.
-  func beginPictureUpload(guid: String, contentType: String, totalSize: Int64) throws -> any PictureUploading
+  func beginPictureUpload(guid: String, contentType: String, totalSize: Int64) async throws -> any PictureUploading
 
   /// Runs `body` with `guid`'s picture and a reader of its bytes, held open for the call.
   /// Throws `notFound` for an unknown employee or one with no picture.

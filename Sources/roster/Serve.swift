@@ -6,6 +6,7 @@ import Prometheus
 import RosterServer
 import RosterServices
 import RosterSQLite
+import RosterPostgres
 import RosterDomain
 import ServiceLifecycle
 
@@ -75,6 +76,15 @@ struct Serve: AsyncParsableCommand {
 
   @Option(help: "SQLite database path (env ROSTER_DB).")
   var db: String = ProcessInfo.processInfo.environment["ROSTER_DB"] ?? Self.defaults.store.path
+
+  @Option(help: "Serve this PostgreSQL database instead of the SQLite file, for several replicas over one database: postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE (env ROSTER_POSTGRES_URL).")
+  var postgres: String? = ProcessInfo.processInfo.environment["ROSTER_POSTGRES_URL"]
+
+  @Option(help: "The PostgreSQL schema holding Roster's tables (with --postgres).")
+  var postgresSchema: String = "roster"
+
+  @Option(help: "Connections to PostgreSQL, at most (with --postgres).")
+  var postgresConnections: Int = 16
 
   @Option(help: "Demo employees to create when the database is new; 0 for an empty directory.")
   var seedEmployees: Int = Self.defaults.seedEmployees
@@ -238,7 +248,7 @@ struct Serve: AsyncParsableCommand {
   }
 
   /// The server configuration the flags describe (all but the tokens file, which `run` reads).
-  func serverConfig() -> ServerConfig {
+  func serverConfig() throws -> ServerConfig {
     var config = ServerConfig(databasePath: self.db)
     config.host = self.host
     config.logRequests = self.logRequests
@@ -282,13 +292,25 @@ struct Serve: AsyncParsableCommand {
       maximumAge: .seconds(self.changeLogMaxAgeHours * 3600),
       maximumRows: self.changeLogMaxRows
     )
+    if let url = self.postgres {
+      var postgres = PostgresConfiguration(url: try PostgresURL(url))
+      postgres.schema = self.postgresSchema
+      postgres.maximumConnections = self.postgresConnections
+      postgres.pictures = config.store.pictures
+      postgres.bulkChunkRows = self.bulkChunkRows
+      postgres.maximumWriteBatch = self.maxWriteBatch
+      postgres.statementTimeout = self.maxQuerySeconds == 0 ? nil : .milliseconds(Int64(self.maxQuerySeconds * 1000))
+      postgres.changeLogMaximumAge = .seconds(self.changeLogMaxAgeHours * 3600)
+      postgres.changeLogMaximumRows = self.changeLogMaxRows
+      config.postgres = postgres
+    }
     return config
   }
 
   func run() async throws {
     LoggingSystem.bootstrap { StreamLogHandler.standardError(label: $0) }
     let logger = Logger(label: "roster")
-    var config = self.serverConfig()
+    var config = try self.serverConfig()
     if let path = self.tokens {
       do {
         config.tokens = try TokenTable(contentsOfFile: path)

@@ -69,7 +69,7 @@ extension StoreContract {
 
   static func picturesRoundTrip(_ store: Store, _ fixtures: Fixtures) async throws {
     let made = try await store.createEmployee(Self.person("Radia Perlman"), context: Self.writer)
-    let upload = try store.beginPictureUpload(guid: made.guid, contentType: "image/jpeg", totalSize: Int64(fixtures.jpeg.count))
+    let upload = try await store.beginPictureUpload(guid: made.guid, contentType: "image/jpeg", totalSize: Int64(fixtures.jpeg.count))
     var offset = 0
     while offset < fixtures.jpeg.count {
       let end = min(offset + 10_000, fixtures.jpeg.count)

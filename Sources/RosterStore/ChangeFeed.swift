@@ -5,7 +5,9 @@ internal import Synchronization
 ///
 /// It holds only the sequence number of the newest committed change. Each watcher reads the
 /// log itself, at its own pace, so a slow watcher costs memory for nothing but its own page.
-final class ChangeFeed: Sendable {
+/// Every backend keeps one: SQLite publishes after its own commits; PostgreSQL also when
+/// another replica's commit is announced (LISTEN/NOTIFY).
+package final class ChangeFeed: Sendable {
   private struct State {
     var latest: Int64
     var closed = false
@@ -15,17 +17,17 @@ final class ChangeFeed: Sendable {
 
   private let state: Mutex<State>
 
-  init(latest: Int64) {
+  package init(latest: Int64) {
     self.state = Mutex(State(latest: latest))
   }
 
   /// The sequence number of the newest committed change.
-  var latest: Int64 {
+  package var latest: Int64 {
     self.state.withLock { $0.latest }
   }
 
   /// Records that changes up to `sequence` are committed, and wakes every watcher.
-  func publish(_ sequence: Int64) {
+  package func publish(_ sequence: Int64) {
     let waiters = self.state.withLock { state -> [CheckedContinuation<Int64, any Error>] in
       guard sequence > state.latest else { return [] }
       state.latest = sequence
@@ -36,7 +38,7 @@ final class ChangeFeed: Sendable {
   }
 
   /// Ends every current and future wait with `StoreError.unavailable` (server shutdown).
-  func close() {
+  package func close() {
     let waiters = self.state.withLock { state -> [CheckedContinuation<Int64, any Error>] in
       state.closed = true
       defer { state.waiters.removeAll() }
@@ -53,7 +55,7 @@ final class ChangeFeed: Sendable {
   /// Returns once a change after `sequence` is committed, with the newest sequence number.
   ///
   /// - Throws: `CancellationError` when the task is cancelled, `unavailable` once closed.
-  func wait(after sequence: Int64) async throws -> Int64 {
+  package func wait(after sequence: Int64) async throws -> Int64 {
     let id = self.state.withLock { state -> Int in
       state.nextID += 1
       return state.nextID

@@ -1,0 +1,112 @@
+internal import Logging
+internal import PostgresNIO
+internal import RosterDomain
+
+/// Brings the schema up to date at start, on a connection of its own.
+///
+/// Every migration runs inside one transaction holding an advisory lock, so replicas that
+/// start together take turns: the first applies what is missing, the others find it done.
+/// A database migrated by a newer Roster is refused rather than written with old rules.
+struct Migrator {
+  var configuration: PostgresConfiguration
+  var logger: Logger
+
+  /// The key of the advisory lock every Roster migration takes ("Roster" in ASCII).
+  static let lockKey: Int64 = 0x526F_7374_6572
+
+  /// Migrates, and returns the newest change's sequence number and whether the schema was
+  /// created here.
+  func migrate() async throws -> (latest: Int64, created: Bool) {
+    let connection = try await self.connect()
+    do {
+      let latest = try await self.migrate(on: connection)
+      try? await connection.close()
+      return latest
+    } catch {
+      try? await connection.close()
+      throw PostgresStore.mapped(error)
+    }
+  }
+
+  /// Connects, retrying for about ten seconds while the server is starting or unreachable.
+  private func connect() async throws -> PostgresConnection {
+    var connection = PostgresConnection.Configuration(
+      host: self.configuration.url.host,
+      port: self.configuration.url.port,
+      username: self.configuration.url.username,
+      password: self.configuration.url.password,
+      database: self.configuration.url.database,
+      tls: .disable
+    )
+    connection.options.additionalStartupParameters = PostgresStore.sessionParameters(self.configuration)
+    var attempt = 0
+    while true {
+      attempt += 1
+      do {
+        return try await PostgresConnection.connect(configuration: connection, id: 0, logger: self.logger)
+      } catch {
+        let mapped = PostgresStore.mapped(error)
+        guard attempt < 20, (mapped as? StoreError)?.code == .unavailable else {
+          self.logger.error("cannot connect to PostgreSQL", metadata: ["url": "\(self.configuration.url)", "error": "\(error)"])
+          throw mapped
+        }
+        try await Task.sleep(for: .milliseconds(500))
+      }
+    }
+  }
+
+  private func migrate(on connection: PostgresConnection) async throws -> (latest: Int64, created: Bool) {
+    let schema = self.configuration.schema
+    let known = PostgresSchema.migrations.last?.version ?? 0
+    try await connection.query("BEGIN", logger: self.logger)
+    do {
+      try await connection.query("SELECT pg_advisory_xact_lock(\(Self.lockKey))", logger: self.logger)
+      try await connection.query(PostgresQuery(unsafeSQL: "CREATE SCHEMA IF NOT EXISTS \(schema)"), logger: self.logger)
+      try await connection.query(
+        """
+        CREATE TABLE IF NOT EXISTS schema_migrations (
+          version    INTEGER PRIMARY KEY,
+          name       TEXT NOT NULL,
+          applied_at TIMESTAMPTZ NOT NULL DEFAULT now()
+        )
+        """,
+        logger: self.logger
+      )
+      var current = 0
+      for try await version in try await connection.query(
+        "SELECT coalesce(max(version), 0) FROM schema_migrations",
+        logger: self.logger
+      ).decode(Int.self) {
+        current = version
+      }
+      if current > known {
+        throw StoreError(
+          .unavailable,
+          "the database schema is at version \(current), newer than this roster's \(known); run a newer roster"
+        )
+      }
+      for migration in PostgresSchema.migrations where migration.version > current {
+        self.logger.info("migrating", metadata: ["schema": "\(schema)", "version": "\(migration.version)", "name": "\(migration.name)"])
+        for statement in migration.statements {
+          try await connection.query(PostgresQuery(unsafeSQL: statement), logger: self.logger)
+        }
+        try await connection.query(
+          "INSERT INTO schema_migrations (version, name) VALUES (\(migration.version), \(migration.name))",
+          logger: self.logger
+        )
+      }
+      var latest: Int64 = 0
+      for try await value in try await connection.query(
+        "SELECT last_seq FROM change_log_state",
+        logger: self.logger
+      ).decode(Int64.self) {
+        latest = value
+      }
+      try await connection.query("COMMIT", logger: self.logger)
+      return (latest, current == 0)
+    } catch {
+      try? await connection.query("ROLLBACK", logger: self.logger)
+      throw error
+    }
+  }
+}

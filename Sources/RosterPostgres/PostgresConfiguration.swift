@@ -1,0 +1,85 @@
+public import Foundation
+public import RosterPictures
+public import RosterDomain
+
+/// Where the PostgreSQL backend connects and how it behaves.
+public struct PostgresConfiguration: Sendable {
+  /// The server, as `postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE`.
+  public var url: PostgresURL
+  /// The schema holding Roster's tables; several deployments (or tests) can share a database
+  /// with a schema each.
+  public var schema: String = "roster"
+  /// Connections to the server, at most; reads and the writer share them.
+  public var maximumConnections: Int = 16
+  /// The most writes that share one transaction (group commit).
+  public var maximumWriteBatch: Int = 256
+  /// Rows per transaction of a bulk upsert.
+  public var bulkChunkRows: Int = 2_000
+  /// The longest one query may run before the server stops it; nil for no limit.
+  public var statementTimeout: Duration? = .seconds(30)
+  /// How much history the change log keeps.
+  public var changeLogMaximumAge: Duration = .seconds(7 * 24 * 3600)
+  /// The most changes the change log keeps.
+  public var changeLogMaximumRows: Int = 2_000_000
+  /// How often the change log is pruned and unreferenced pictures are removed.
+  public var maintenanceInterval: Duration = .seconds(60)
+  /// How often the newest change is read even without a notification: the bound on how late
+  /// a watcher hears of a change whose notification was lost (a reconnect).
+  public var feedPollInterval: Duration = .seconds(1)
+  /// Picture limits and thumbnail settings. Pictures live in the database (chunked rows), so
+  /// every replica serves every picture; `directory` only holds uploads in progress.
+  public var pictures: PictureConfiguration = PictureConfiguration()
+  /// Bytes per stored picture chunk.
+  public var pictureChunkBytes: Int = 256 * 1024
+  /// Where uploads in progress are staged (local to this replica).
+  public var scratchDirectory: String = FileManager.default.temporaryDirectory
+    .appendingPathComponent("roster-uploads").path
+
+  /// A configuration for the server at `url`.
+  public init(url: PostgresURL) {
+    self.url = url
+  }
+}
+
+/// A parsed `postgres://` address.
+public struct PostgresURL: Sendable, Hashable, CustomStringConvertible {
+  public var host: String
+  public var port: Int
+  public var username: String
+  public var password: String?
+  public var database: String
+
+  /// Parses `postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE` (or `postgresql://`).
+  ///
+  /// - Throws: `invalidArgument` naming what is missing.
+  public init(_ text: String) throws {
+    guard let components = URLComponents(string: text),
+      ["postgres", "postgresql"].contains(components.scheme ?? "")
+    else {
+      throw StoreError(.invalidArgument, "--postgres '\(Self.redacted(text))' is not a postgres:// URL")
+    }
+    guard let host = components.host, !host.isEmpty else {
+      throw StoreError(.invalidArgument, "--postgres names no host")
+    }
+    guard let user = components.user, !user.isEmpty else {
+      throw StoreError(.invalidArgument, "--postgres names no user")
+    }
+    let database = String(components.path.drop(while: { $0 == "/" }))
+    self.host = host
+    self.port = components.port ?? 5432
+    self.username = user.removingPercentEncoding ?? user
+    self.password = components.password.map { $0.removingPercentEncoding ?? $0 }
+    self.database = database.isEmpty ? self.username : database
+  }
+
+  /// The address without its password, for logs.
+  public var description: String {
+    "postgres://\(self.username)@\(self.host):\(self.port)/\(self.database)"
+  }
+
+  private static func redacted(_ text: String) -> String {
+    guard var components = URLComponents(string: text), components.password != nil else { return text }
+    components.password = "***"
+    return components.string ?? text
+  }
+}

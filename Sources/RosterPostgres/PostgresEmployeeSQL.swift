@@ -1,0 +1,159 @@
+internal import NIOCore
+internal import PostgresNIO
+internal import RosterDomain
+
+/// SQL text with numbered parameters, built piece by piece.
+struct SQLBuilder {
+  var sql = ""
+  var binds = PostgresBindings()
+
+  init(_ sql: String = "") {
+    self.sql = sql
+  }
+
+  /// Binds `value` and returns its placeholder (`$n`).
+  mutating func bind<Value: PostgresNonThrowingEncodable>(_ value: Value) -> String {
+    self.binds.append(value)
+    return "$\(self.binds.count)"
+  }
+
+  var query: PostgresQuery { PostgresQuery(unsafeSQL: self.sql, binds: self.binds) }
+}
+
+/// Builds the SQL of every employee read from a field set, a filter and an order, as
+/// `EmployeeSQL` does for SQLite: only the requested columns, the thumbnail table joined only
+/// when asked for, one keyset range scan per page.
+enum PostgresEmployeeSQL {
+  /// Requested columns in the fixed order `decode` reads them back.
+  private static let columns: [(EmployeeFields, String)] = [
+    (.guid, "e.guid"),
+    (.name, "e.name"),
+    (.department, "e.department"),
+    (.email, "e.email"),
+    (.phone, "e.phone"),
+    (.address, "e.address"),
+    (.about, "e.about"),
+    (.active, "e.active"),
+    (.startDate, "e.start_date"),
+    (.vacationDays, "e.vacation_days"),
+    (.pictureEtag, "e.picture_etag"),
+    (.salesCount, "e.sales_count"),
+    (.updateTime, "e.update_time"),
+    (.thumbnail, "t.data"),
+  ]
+
+  /// `SELECT e.id, <fields>[, <sort keys>] FROM employees e [LEFT JOIN thumbnails]`.
+  static func select(_ fields: EmployeeFields, sortKeys: [String] = []) -> String {
+    var list = ["e.id"]
+    for (field, column) in self.columns where fields.contains(field) {
+      list.append(column)
+    }
+    list += sortKeys
+    var sql = "SELECT " + list.joined(separator: ", ") + " FROM employees e"
+    if fields.contains(.thumbnail) {
+      sql += " LEFT JOIN employee_thumbnails t ON t.employee_id = e.id"
+    }
+    return sql
+  }
+
+  /// Reads a row produced by `select(fields)`, returning the employee and the index of the
+  /// first sort-key column.
+  static func decode(_ row: PostgresRandomAccessRow, _ fields: EmployeeFields) throws -> (Employee, Int) {
+    var employee = Employee()
+    employee.id = try row[0].decode(Int64.self)
+    var index = 1
+    func next<T: PostgresDecodable>(_: T.Type = T.self) throws -> T {
+      defer { index += 1 }
+      return try row[index].decode(T.self)
+    }
+    if fields.contains(.guid) { employee.guid = try next() }
+    if fields.contains(.name) { employee.name = try next() }
+    if fields.contains(.department) { employee.department = try next() }
+    if fields.contains(.email) { employee.email = try next() }
+    if fields.contains(.phone) { employee.phone = try next() }
+    if fields.contains(.address) { employee.address = try next() }
+    if fields.contains(.about) { employee.about = try next() }
+    if fields.contains(.active) { employee.active = try next() }
+    if fields.contains(.startDate) { employee.startDate = try next() }
+    if fields.contains(.vacationDays) { employee.vacationDays = try next() }
+    if fields.contains(.pictureEtag) { employee.pictureEtag = try next(String?.self) }
+    if fields.contains(.salesCount) { employee.salesCount = try next() }
+    if fields.contains(.updateTime) { employee.updateTimeMillis = try next() }
+    if fields.contains(.thumbnail) {
+      employee.thumbnail = try next(ByteBuffer?.self).map { Array($0.readableBytesView) }
+    }
+    return (employee, index)
+  }
+
+  /// The columns that order a listing, most significant first (the row id comes last).
+  static func sortKeys(_ order: EmployeeOrder) -> [String] {
+    switch order {
+    case .name: ["e.name_folded"]
+    case .startDate: ["e.start_date"]
+    case .department: ["e.department", "e.name_folded"]
+    }
+  }
+
+  /// A LIKE pattern for folded names containing `text`, with LIKE's specials escaped.
+  static func containsPattern(_ text: String) -> String {
+    var pattern = "%"
+    for character in TextFolding.fold(text) {
+      if character == "%" || character == "_" || character == "\\" { pattern.append("\\") }
+      pattern.append(character)
+    }
+    return pattern + "%"
+  }
+
+  /// WHERE terms for a filter, binding their values into `builder`.
+  static func filterTerms(_ filter: EmployeeFilter, into builder: inout SQLBuilder) -> [String] {
+    var terms: [String] = []
+    if let department = filter.department {
+      terms.append("e.department = \(builder.bind(department))")
+    }
+    if let active = filter.active {
+      terms.append("e.active = \(builder.bind(active))")
+    }
+    if let text = filter.nameContains {
+      terms.append("e.name_folded LIKE \(builder.bind(self.containsPattern(text)))")
+    }
+    return terms
+  }
+
+  /// One keyset page: rows strictly after `cursor`, in order, at most `limit`.
+  static func page(
+    fields: EmployeeFields,
+    filter: EmployeeFilter,
+    order: EmployeeOrder,
+    after cursor: EmployeeCursor?,
+    limit: Int
+  ) -> PostgresQuery {
+    let keys = self.sortKeys(order)
+    // With one department filtered, "department, then name" is just "name".
+    let dropped = order == .department && filter.department != nil ? 1 : 0
+    let orderKeys = Array(keys.dropFirst(dropped)) + ["e.id"]
+    var builder = SQLBuilder()
+    var terms = self.filterTerms(filter, into: &builder)
+    if let cursor {
+      var marks = cursor.keys.dropFirst(dropped).map { builder.bind($0) }
+      marks.append(builder.bind(cursor.id))
+      terms.append("(\(orderKeys.joined(separator: ", "))) > (\(marks.joined(separator: ", ")))")
+    }
+    builder.sql = self.select(fields, sortKeys: keys)
+    if !terms.isEmpty {
+      builder.sql += " WHERE " + terms.joined(separator: " AND ")
+    }
+    builder.sql += " ORDER BY " + orderKeys.joined(separator: ", ") + " LIMIT \(builder.bind(limit))"
+    return builder.query
+  }
+
+  /// Counts the rows matching `filter`.
+  static func count(_ filter: EmployeeFilter) -> PostgresQuery {
+    var builder = SQLBuilder()
+    let terms = self.filterTerms(filter, into: &builder)
+    builder.sql = "SELECT count(*) FROM employees e"
+    if !terms.isEmpty {
+      builder.sql += " WHERE " + terms.joined(separator: " AND ")
+    }
+    return builder.query
+  }
+}

@@ -1,0 +1,198 @@
+public import RosterDomain
+internal import PostgresNIO
+
+extension PostgresStore {
+  // MARK: Bulk upsert
+
+  /// Merges rows by guid as they arrive, `chunkRows` per transaction. A new guid must carry
+  /// name, department and start date; an existing one gets the fields its row sets (the
+  /// request's values win). Bad rows are reported with their index and skipped.
+  public func upsertEmployees<Rows: AsyncSequence & SendableMetatype>(
+    _ messages: sending Rows,
+    context: WriteContext,
+    chunkRows: Int?
+  ) async throws -> ImportSummary where Rows.Element == [UpsertRow] {
+    let chunkRows = max(1, chunkRows ?? self.configuration.bulkChunkRows)
+    var summary = ImportSummary()
+    var chunk: [(index: Int, row: UpsertRow)] = []
+    chunk.reserveCapacity(chunkRows)
+    var index = 0
+    for try await message in messages {
+      for row in message {
+        defer { index += 1 }
+        do {
+          var row = row
+          guard let guid = EmployeeValidation.canonicalGUID(row.guid) else {
+            throw StoreError(.invalidArgument, "guid '\(row.guid)' is not a UUID")
+          }
+          row.guid = guid
+          try EmployeeValidation.validate(row.changes)
+          chunk.append((index, row))
+        } catch let error as StoreError {
+          summary.rejected.append(.init(index: index, reason: error.message))
+        }
+        if chunk.count == chunkRows {
+          summary.merge(try await self.upsertChunk(chunk, context: context))
+          chunk.removeAll(keepingCapacity: true)
+        }
+      }
+    }
+    if !chunk.isEmpty { summary.merge(try await self.upsertChunk(chunk, context: context)) }
+    summary.rejected.sort { $0.index < $1.index }
+    return summary
+  }
+
+  /// Writes one chunk of validated rows in one transaction: the existing rows read (and
+  /// locked) with one statement, then each row inserted or updated.
+  private func upsertChunk(_ rows: [(index: Int, row: UpsertRow)], context: WriteContext) async throws -> ImportSummary {
+    try await self.transaction { transaction in
+      var summary = ImportSummary()
+      let now = Self.nowMillis()
+      var builder = SQLBuilder()
+      builder.sql = PostgresEmployeeSQL.select(.editable.union(.guid))
+        + " WHERE e.guid = ANY(\(builder.bind(rows.map(\.row.guid)))) ORDER BY e.id FOR UPDATE OF e"
+      var existing: [String: Employee] = [:]
+      for row in try await transaction.rows(builder.query) {
+        let employee = try PostgresEmployeeSQL.decode(row, .editable.union(.guid)).0
+        existing[employee.guid] = employee
+      }
+      for (index, row) in rows {
+        if let old = existing[row.guid] {
+          summary.updated += 1
+          var new = row.changes.applied(to: old)
+          let paths = EmployeeChanges.differences(old, new)
+          if paths.isEmpty { continue }
+          try await Self.update(id: old.id, to: new, paths: paths, now: now, in: transaction)
+          transaction.record(.employee, guid: row.guid, kind: .updated, fields: paths.map(\.rawValue), context: context, timeMillis: now)
+          new.id = old.id
+          existing[row.guid] = new
+        } else {
+          let changes = row.changes
+          guard let name = changes.name, let department = changes.department, let startDate = changes.startDate else {
+            let missing = changes.name == nil ? "name" : changes.department == nil ? "department" : "start_date"
+            summary.rejected.append(.init(index: index, reason: "\(missing) is required for a new employee"))
+            continue
+          }
+          var employee = Employee()
+          employee.guid = row.guid
+          employee.name = name
+          employee.department = department
+          employee.startDate = startDate
+          employee.active = true
+          employee = changes.applied(to: employee)
+          guard let id = try await Self.insert(employee, now: now, in: transaction) else {
+            // Inserted meanwhile by another replica's transaction, which committed first.
+            throw StoreError(.unavailable, "guid '\(row.guid)' was created concurrently; try again")
+          }
+          transaction.record(.employee, guid: row.guid, kind: .inserted, context: context, timeMillis: now)
+          employee.id = id
+          existing[row.guid] = employee
+          summary.inserted += 1
+        }
+      }
+      return summary
+    }
+  }
+
+  // MARK: Sales writes
+
+  /// Inserts sales as they stream in, `chunkRows` (default 5,000) per transaction; bad rows
+  /// are reported with their index and skipped.
+  public func importSales<Rows: AsyncSequence & SendableMetatype>(
+    _ messages: sending Rows,
+    context: WriteContext,
+    chunkRows: Int?
+  ) async throws -> (inserted: Int, rejected: [ImportSummary.Rejected]) where Rows.Element == [SaleRow] {
+    let chunkRows = max(1, chunkRows ?? 5_000)
+    let latest = SaleChecks.latestSaleDate()
+    var inserted = 0
+    var rejected: [ImportSummary.Rejected] = []
+    var chunk: [(index: Int, guid: String, cents: Int64, date: String)] = []
+    var index = 0
+    for try await message in messages {
+      for sale in message {
+        defer { index += 1 }
+        switch SaleChecks.check(sale, latest: latest) {
+        case .failure(let reason): rejected.append(.init(index: index, reason: reason.message))
+        case .success(let guid):
+          chunk.append((index, guid, sale.amountCents, sale.date))
+          if chunk.count >= chunkRows {
+            let (count, unknown) = try await self.insertSales(chunk, context: context)
+            inserted += count
+            rejected += unknown
+            chunk.removeAll(keepingCapacity: true)
+          }
+        }
+      }
+    }
+    if !chunk.isEmpty {
+      let (count, unknown) = try await self.insertSales(chunk, context: context)
+      inserted += count
+      rejected += unknown
+    }
+    rejected.sort { $0.index < $1.index }
+    return (inserted, rejected)
+  }
+
+  /// Inserts a chunk of checked sales with one set-based statement over arrays.
+  private func insertSales(
+    _ rows: [(index: Int, guid: String, cents: Int64, date: String)],
+    context: WriteContext
+  ) async throws -> (Int, [ImportSummary.Rejected]) {
+    try await self.transaction { transaction in
+      try await transaction.execute(
+        """
+        INSERT INTO sales (employee_id, amount_cents, date)
+        SELECT e.id, u.cents, u.date
+        FROM unnest(\(rows.map(\.guid))::text[], \(rows.map(\.cents))::int8[], \(rows.map(\.date))::text[])
+          WITH ORDINALITY AS u(guid, cents, date, ord)
+        JOIN employees e ON e.guid = u.guid
+        ORDER BY u.ord
+        """
+      )
+      let known = Set(
+        try await transaction.rows("SELECT guid FROM employees WHERE guid = ANY(\(Array(Set(rows.map(\.guid)))))")
+          .map { try $0[0].decode(String.self) }
+      )
+      let now = Self.nowMillis()
+      var rejected: [ImportSummary.Rejected] = []
+      for row in rows {
+        if known.contains(row.guid) {
+          transaction.record(.sale, guid: row.guid, kind: .inserted, fields: ["amount", "date"], context: context, timeMillis: now)
+        } else {
+          rejected.append(.init(index: row.index, reason: "no employee with guid '\(row.guid)'"))
+        }
+      }
+      return (rows.count - rejected.count, rejected)
+    }
+  }
+
+  /// Deletes up to `limit` sales dated before `date`, 5,000 per transaction.
+  public func deleteSales(before date: String, limit: Int, context: WriteContext) async throws -> (deleted: Int, more: Bool) {
+    var deleted = 0
+    while deleted < limit {
+      let chunk = min(5_000, limit - deleted)
+      let count = try await self.transaction { transaction in
+        let guids = try await transaction.rows(
+          """
+          WITH gone AS (
+            DELETE FROM sales WHERE id IN (
+              SELECT id FROM sales WHERE date < \(date) LIMIT \(chunk) FOR UPDATE SKIP LOCKED)
+            RETURNING employee_id
+          )
+          SELECT e.guid FROM gone JOIN employees e ON e.id = gone.employee_id
+          """
+        ).map { try $0[0].decode(String.self) }
+        let now = Self.nowMillis()
+        for guid in guids {
+          transaction.record(.sale, guid: guid, kind: .deleted, context: context, timeMillis: now)
+        }
+        return guids.count
+      }
+      deleted += count
+      if count < chunk { break }
+    }
+    let more = try await self.row("SELECT EXISTS (SELECT 1 FROM sales WHERE date < \(date))")?[0].decode(Bool.self) ?? false
+    return (deleted, more)
+  }
+}

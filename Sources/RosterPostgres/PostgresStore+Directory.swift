@@ -1,0 +1,244 @@
+public import RosterDomain
+internal import PostgresNIO
+
+extension PostgresStore {
+  // MARK: Reads
+
+  /// One employee by guid, reading only `fields`.
+  public func employee(guid: String, fields: EmployeeFields) async throws -> Employee {
+    var builder = SQLBuilder()
+    builder.sql = PostgresEmployeeSQL.select(fields) + " WHERE e.guid = \(builder.bind(guid))"
+    guard let row = try await self.row(builder.query) else {
+      throw StoreError(.notFound, "no employee with guid '\(guid)'")
+    }
+    return try PostgresEmployeeSQL.decode(row, fields).0
+  }
+
+  /// Employees by guid, in the order asked, all or nothing, from one statement.
+  public func employees(guids: [String], fields: EmployeeFields) async throws -> [Employee] {
+    var builder = SQLBuilder()
+    builder.sql = PostgresEmployeeSQL.select(fields.union(.guid)) + " WHERE e.guid = ANY(\(builder.bind(guids)))"
+    var found: [String: Employee] = [:]
+    for row in try await self.rows(builder.query) {
+      let employee = try PostgresEmployeeSQL.decode(row, fields.union(.guid)).0
+      found[employee.guid] = employee
+    }
+    return try guids.map { guid in
+      guard var employee = found[guid] else { throw StoreError(.notFound, "no employee with guid '\(guid)'") }
+      if !fields.contains(.guid) { employee.guid = "" }
+      return employee
+    }
+  }
+
+  /// One keyset page of employees strictly after `cursor`.
+  public func employeePage(
+    fields: EmployeeFields,
+    filter: EmployeeFilter,
+    order: EmployeeOrder,
+    after cursor: EmployeeCursor?,
+    limit: Int
+  ) async throws -> EmployeePage {
+    precondition(limit > 0 && limit <= StoreLimits.maximumPageSize)
+    if let cursor, cursor.keys.count != PostgresEmployeeSQL.sortKeys(order).count {
+      throw StoreError(.invalidArgument, "the cursor does not belong to this order")
+    }
+    let query = PostgresEmployeeSQL.page(fields: fields, filter: filter, order: order, after: cursor, limit: limit + 1)
+    var employees: [Employee] = []
+    employees.reserveCapacity(limit)
+    var next: EmployeeCursor?
+    var lastKeys: [String] = []
+    for row in try await self.rows(query) {
+      if employees.count == limit {
+        next = EmployeeCursor(keys: lastKeys, id: employees[employees.count - 1].id)
+        break
+      }
+      let (employee, keyIndex) = try PostgresEmployeeSQL.decode(row, fields)
+      lastKeys = try (keyIndex..<row.count).map { try row[$0].decode(String.self) }
+      employees.append(employee)
+    }
+    return EmployeePage(employees: employees, next: next)
+  }
+
+  /// How many employees match `filter`, counted by the server.
+  public func countEmployees(filter: EmployeeFilter) async throws -> Int64 {
+    guard let row = try await self.row(PostgresEmployeeSQL.count(filter)) else { return 0 }
+    return try row[0].decode(Int64.self)
+  }
+
+  // MARK: Writes
+
+  /// Inserts a new employee.
+  public func createEmployee(_ employee: Employee, context: WriteContext) async throws -> Employee {
+    let employee = try EmployeeValidation.validated(employee)
+    return try await self.submit { transaction in
+      let now = Self.nowMillis()
+      guard let id = try await Self.insert(employee, now: now, in: transaction) else {
+        throw StoreError(.alreadyExists, "an employee with guid '\(employee.guid)' already exists")
+      }
+      transaction.record(.employee, guid: employee.guid, kind: .inserted, context: context, timeMillis: now)
+      var created = employee
+      created.id = id
+      created.updateTimeMillis = now
+      return created
+    }
+  }
+
+  /// Sets the fields `changes` holds on the employee with `guid`.
+  public func updateEmployee(guid: String, changes: EmployeeChanges, context: WriteContext) async throws -> Employee {
+    try EmployeeValidation.validate(changes)
+    return try await self.submit { transaction in
+      guard let old = try await Self.lockEmployee(guid, fields: .allButThumbnail, in: transaction) else {
+        throw StoreError(.notFound, "no employee with guid '\(guid)'")
+      }
+      var new = changes.applied(to: old)
+      let paths = EmployeeChanges.differences(old, new)
+      let now = Self.nowMillis()
+      new.updateTimeMillis = now
+      try await Self.update(id: old.id, to: new, paths: paths, now: now, in: transaction)
+      transaction.record(.employee, guid: guid, kind: .updated, fields: paths.map(\.rawValue), context: context, timeMillis: now)
+      return new
+    }
+  }
+
+  /// Deletes the employee with `guid`; their thumbnail, sales and (unless shared) picture go
+  /// with them.
+  public func deleteEmployee(guid: String, context: WriteContext) async throws {
+    try await self.submit { transaction in
+      let gone = try await transaction.rows("DELETE FROM employees WHERE guid = \(guid) RETURNING id")
+      guard !gone.isEmpty else { throw StoreError(.notFound, "no employee with guid '\(guid)'") }
+      transaction.record(.employee, guid: guid, kind: .deleted, context: context, timeMillis: Self.nowMillis())
+    }
+  }
+
+  /// Sets `department`, `active` or `vacationDays` on every employee matching `filter`, in
+  /// one set-based UPDATE; rows that already hold the values are left alone.
+  public func batchUpdateEmployees(filter: EmployeeFilter, changes: EmployeeChanges, context: WriteContext) async throws -> Int {
+    if changes.isEmpty {
+      throw StoreError(.invalidArgument, "a batch update must set department, active or vacation_days")
+    }
+    if let field = changes.fields.first(where: { !EmployeeField.batchEditable.contains($0) }) {
+      throw StoreError(.invalidArgument, "\(field.rawValue) cannot be set by a batch update")
+    }
+    try EmployeeValidation.validate(changes)
+    let paths = changes.fields.map(\.rawValue)
+    return try await self.transaction { transaction in
+      let now = Self.nowMillis()
+      var builder = SQLBuilder()
+      var assignments: [String] = []
+      var differs: [String] = []
+      if let department = changes.department {
+        let mark = builder.bind(department)
+        assignments.append("department = \(mark)")
+        differs.append("e.department IS DISTINCT FROM \(mark)")
+      }
+      if let active = changes.active {
+        let mark = builder.bind(active)
+        assignments.append("active = \(mark)")
+        differs.append("e.active IS DISTINCT FROM \(mark)")
+      }
+      if let vacationDays = changes.vacationDays {
+        let mark = builder.bind(vacationDays)
+        assignments.append("vacation_days = \(mark)::int4")
+        differs.append("e.vacation_days IS DISTINCT FROM \(mark)::int4")
+      }
+      assignments.append("update_time = \(builder.bind(now))")
+      let terms = PostgresEmployeeSQL.filterTerms(filter, into: &builder) + ["(" + differs.joined(separator: " OR ") + ")"]
+      builder.sql = """
+        UPDATE employees AS e SET \(assignments.joined(separator: ", "))
+        WHERE \(terms.joined(separator: " AND ")) RETURNING e.guid
+        """
+      let guids = try await transaction.rows(builder.query).map { try $0[0].decode(String.self) }
+      for guid in guids {
+        transaction.record(.employee, guid: guid, kind: .updated, fields: paths, context: context, timeMillis: now)
+      }
+      return guids.count
+    }
+  }
+
+  /// Rows per transaction of `deleteEmployees`.
+  static let deleteChunkRows = 500
+
+  /// Deletes up to `limit` employees matching `filter`, a few hundred per transaction.
+  public func deleteEmployees(filter: EmployeeFilter, limit: Int, context: WriteContext) async throws -> (deleted: Int, more: Bool) {
+    precondition(limit > 0 && limit <= StoreLimits.maximumDeleteLimit)
+    var deleted = 0
+    while deleted < limit {
+      let chunk = min(Self.deleteChunkRows, limit - deleted)
+      let count = try await self.transaction { transaction in
+        var builder = SQLBuilder()
+        let terms = PostgresEmployeeSQL.filterTerms(filter, into: &builder)
+        let whereClause = terms.isEmpty ? "" : " WHERE " + terms.joined(separator: " AND ")
+        builder.sql = """
+          DELETE FROM employees WHERE id IN (
+            SELECT e.id FROM employees e\(whereClause) LIMIT \(builder.bind(chunk)) FOR UPDATE SKIP LOCKED
+          ) RETURNING guid
+          """
+        let guids = try await transaction.rows(builder.query).map { try $0[0].decode(String.self) }
+        let now = Self.nowMillis()
+        for guid in guids {
+          transaction.record(.employee, guid: guid, kind: .deleted, context: context, timeMillis: now)
+        }
+        return guids.count
+      }
+      deleted += count
+      if count < chunk { break }
+    }
+    var builder = SQLBuilder()
+    let terms = PostgresEmployeeSQL.filterTerms(filter, into: &builder)
+    let whereClause = terms.isEmpty ? "" : " WHERE " + terms.joined(separator: " AND ")
+    builder.sql = "SELECT EXISTS (SELECT 1 FROM employees e\(whereClause))"
+    let more = try await self.row(builder.query)?[0].decode(Bool.self) ?? false
+    return (deleted, more)
+  }
+
+  // MARK: Row writes, shared by the single and bulk paths
+
+  /// Inserts a validated employee; returns its row id, or nil when the guid is taken.
+  static func insert(_ employee: Employee, now: Int64, in transaction: WriteTransaction) async throws -> Int64? {
+    let row = try await transaction.row(
+      """
+      INSERT INTO employees (guid, name, name_folded, department, email, phone, address, about,
+        active, start_date, vacation_days, update_time)
+      VALUES (\(employee.guid), \(employee.name), \(TextFolding.fold(employee.name)), \(employee.department),
+        \(employee.email), \(employee.phone), \(employee.address), \(employee.about), \(employee.active),
+        \(employee.startDate), \(Int32(clamping: employee.vacationDays)), \(now))
+      ON CONFLICT (guid) DO NOTHING
+      RETURNING id
+      """
+    )
+    return try row?[0].decode(Int64.self)
+  }
+
+  /// Reads an employee's `fields` and locks the row until the transaction ends.
+  static func lockEmployee(_ guid: String, fields: EmployeeFields, in transaction: WriteTransaction) async throws -> Employee? {
+    var builder = SQLBuilder()
+    builder.sql = PostgresEmployeeSQL.select(fields) + " WHERE e.guid = \(builder.bind(guid)) FOR UPDATE OF e"
+    guard let row = try await transaction.row(builder.query) else { return nil }
+    return try PostgresEmployeeSQL.decode(row, fields).0
+  }
+
+  /// Writes the columns behind `paths` from `employee`, plus `update_time`, to row `id`.
+  static func update(id: Int64, to employee: Employee, paths: [EmployeeField], now: Int64, in transaction: WriteTransaction) async throws {
+    var builder = SQLBuilder()
+    var assignments: [String] = []
+    for path in paths {
+      switch path {
+      case .name:
+        assignments.append("name = \(builder.bind(employee.name))")
+        assignments.append("name_folded = \(builder.bind(TextFolding.fold(employee.name)))")
+      case .department: assignments.append("department = \(builder.bind(employee.department))")
+      case .email: assignments.append("email = \(builder.bind(employee.email))")
+      case .phone: assignments.append("phone = \(builder.bind(employee.phone))")
+      case .address: assignments.append("address = \(builder.bind(employee.address))")
+      case .about: assignments.append("about = \(builder.bind(employee.about))")
+      case .active: assignments.append("active = \(builder.bind(employee.active))")
+      case .startDate: assignments.append("start_date = \(builder.bind(employee.startDate))")
+      case .vacationDays: assignments.append("vacation_days = \(builder.bind(Int32(clamping: employee.vacationDays)))")
+      default: preconditionFailure("not an editable field: \(path)")
+      }
+    }
+    assignments.append("update_time = \(builder.bind(now))")
+    builder.sql = "UPDATE employees SET \(assignments.joined(separator: ", ")) WHERE id = \(builder.bind(id))"
+    try await transaction.execute(builder.query)
+  }
+}

@@ -1,0 +1,296 @@
+public import Logging
+public import PostgresNIO
+public import RosterPictures
+public import RosterStore
+internal import Foundation
+internal import RosterDomain
+internal import ServiceLifecycle
+
+/// The directory on PostgreSQL, for several Roster replicas over one shared database.
+///
+/// Reads take a pooled connection each; writes from many callers share transactions through
+/// one writer (`WriteQueue`, group commit), and bulk work (upserts, batch deletes, sales
+/// imports, pictures) runs in transactions of its own. Every transaction that changes
+/// something numbers its changes just before it commits (`ChangeLog.append`), so the change
+/// feed is in commit order across replicas, and announces them with `NOTIFY`: each replica
+/// listens and wakes its watchers.
+///
+/// ```swift
+/// let store = try await PostgresStore.open(PostgresConfiguration(url: PostgresURL(url)), logger: logger)
+/// // run it as a service, before the gRPC server, in one ServiceGroup
+/// ```
+public final class PostgresStore: StoreBackend, PictureCatalog {
+  let configuration: PostgresConfiguration
+  let client: PostgresClient
+  let logger: Logger
+  let feed: ChangeFeed
+  let writes: WriteQueue
+  let pictures: PictureStorage
+  /// The NOTIFY channel of this schema's change log.
+  let channel: String
+  /// Whether this process created the schema (it was empty, or absent, when it started):
+  /// the one replica that may seed it.
+  public let createdSchema: Bool
+
+  private init(
+    configuration: PostgresConfiguration,
+    client: PostgresClient,
+    latest: Int64,
+    createdSchema: Bool,
+    pictures: PictureStorage,
+    logger: Logger
+  ) {
+    self.createdSchema = createdSchema
+    self.configuration = configuration
+    self.client = client
+    self.logger = logger
+    self.feed = ChangeFeed(latest: latest)
+    self.pictures = pictures
+    self.channel = "roster_changes_" + configuration.schema
+    self.writes = WriteQueue(maximumBatch: configuration.maximumWriteBatch)
+  }
+
+  /// Connects, creates the schema or brings it up to date (once, however many replicas start
+  /// together), and returns the store. Call `run()` (as a `Service`) before using it: the
+  /// connection pool and the writer run there.
+  ///
+  /// - Throws: `invalidArgument` for a bad schema name, `unavailable` when the server cannot
+  ///   be reached.
+  public static func open(_ configuration: PostgresConfiguration, logger: Logger) async throws -> PostgresStore {
+    guard Self.isIdentifier(configuration.schema) else {
+      throw StoreError(.invalidArgument, "schema '\(configuration.schema)' must be lower-case letters, digits and _")
+    }
+    let (latest, created) = try await Migrator(configuration: configuration, logger: logger).migrate()
+    var options = PostgresClient.Configuration.Options()
+    options.maximumConnections = configuration.maximumConnections
+    options.additionalStartupParameters = Self.sessionParameters(configuration)
+    var clientConfiguration = PostgresClient.Configuration(
+      host: configuration.url.host,
+      port: configuration.url.port,
+      username: configuration.url.username,
+      password: configuration.url.password,
+      database: configuration.url.database,
+      tls: .disable
+    )
+    clientConfiguration.options = options
+    let client = PostgresClient(configuration: clientConfiguration, backgroundLogger: logger)
+    let pictures = try PictureStorage(
+      configuration: configuration.pictures,
+      directory: configuration.scratchDirectory,
+      cacheBytes: 0,
+      logger: logger
+    )
+    return PostgresStore(
+      configuration: configuration,
+      client: client,
+      latest: latest,
+      createdSchema: created,
+      pictures: pictures,
+      logger: logger
+    )
+  }
+
+  /// What every connection sets when it starts: the schema first on the search path, and the
+  /// longest a statement may run.
+  static func sessionParameters(_ configuration: PostgresConfiguration) -> [(String, String)] {
+    var parameters = [("search_path", "\(configuration.schema), public"), ("application_name", "roster")]
+    if let timeout = configuration.statementTimeout {
+      parameters.append(("statement_timeout", "\(timeout.components.seconds * 1000)"))
+    }
+    return parameters
+  }
+
+  static func isIdentifier(_ name: String) -> Bool {
+    guard let first = name.unicodeScalars.first, first.properties.isLowercase || first == "_" else { return false }
+    return name.count <= 40
+      && name.unicodeScalars.allSatisfy { ("a"..."z").contains($0) || ("0"..."9").contains($0) || $0 == "_" }
+  }
+
+  // MARK: Service
+
+  /// Runs the connection pool, the writer, the change listener and the periodic maintenance
+  /// until graceful shutdown (or cancellation); then the writer finishes what it holds and the
+  /// pool closes.
+  public func run() async throws {
+    try await withThrowingDiscardingTaskGroup { pool in
+      pool.addTask { await self.client.run() }
+      await withDiscardingTaskGroup { work in
+        work.addTask { await self.writes.run(self) }
+        work.addTask {
+          try? await cancelWhenGracefulShutdown {
+            try await withThrowingDiscardingTaskGroup { background in
+              background.addTask { try await self.listen() }
+              background.addTask { try await self.maintain() }
+            }
+          }
+          // Graceful shutdown: the gRPC server has stopped (it shuts down first). The writer
+          // finishes what it holds; then the pool closes.
+          await self.writes.close()
+        }
+      }
+      self.feed.close()
+      self.logger.info("store closed")
+      pool.cancelAll()
+    }
+  }
+
+  public func closeChangeFeed() {
+    self.feed.close()
+  }
+
+  /// PostgreSQL needs no special mode for an offline load: `body` runs as is.
+  public func withBulkLoad<T>(_ body: () async throws -> T) async throws -> T {
+    try await body()
+  }
+
+  /// Prunes the change log and removes unreferenced pictures every `maintenanceInterval`.
+  private func maintain() async throws {
+    _ = try? await self.pictures.sweep { [] }
+    while !Task.isCancelled {
+      do {
+        try await self.pruneChangeLog()
+        try await self.sweepPictures()
+      } catch is CancellationError {
+        return
+      } catch {
+        self.logger.warning("maintenance failed", metadata: ["error": "\(error)"])
+      }
+      try await Task.sleep(for: self.configuration.maintenanceInterval)
+    }
+  }
+
+  // MARK: Queries
+
+  /// Runs one statement on a pooled connection and returns its rows.
+  func rows(_ query: PostgresQuery) async throws -> [PostgresRandomAccessRow] {
+    do {
+      return try await self.client.query(query, logger: self.logger).collect().map { $0.makeRandomAccess() }
+    } catch {
+      throw Self.mapped(error)
+    }
+  }
+
+  /// Runs one statement that returns at most one row.
+  func row(_ query: PostgresQuery) async throws -> PostgresRandomAccessRow? {
+    try await self.rows(query).first
+  }
+
+  /// Runs `body` in a transaction of its own on a pooled connection, recording the changes it
+  /// makes, and publishes them once committed. Retried when PostgreSQL chose it as the victim
+  /// of a deadlock or a serialization failure.
+  func transaction<T: Sendable>(_ body: (WriteTransaction) async throws -> T) async throws -> T {
+    var attempt = 0
+    while true {
+      attempt += 1
+      do {
+        let (value, last) = try await self.client.withConnection { connection in
+          let transaction = WriteTransaction(connection: connection, logger: self.logger)
+          try await transaction.execute("BEGIN")
+          do {
+            let value = try await body(transaction)
+            let last = try await ChangeLog.append(transaction.changes, on: transaction, channel: self.channel)
+            try await transaction.execute("COMMIT")
+            return (value, last)
+          } catch {
+            try? await transaction.execute("ROLLBACK")
+            throw error
+          }
+        }
+        if let last { self.feed.publish(last) }
+        return value
+      } catch {
+        if attempt < 4, Self.isRetryable(error) { continue }
+        throw Self.mapped(error)
+      }
+    }
+  }
+
+  /// A write through the group-commit writer: `body` runs in a savepoint of a transaction it
+  /// may share with other writes, and this returns once that transaction has committed.
+  func submit<T: Sendable>(_ body: @escaping @Sendable (WriteTransaction) async throws -> T) async throws -> T {
+    do {
+      return try await self.writes.submit(body)
+    } catch {
+      throw Self.mapped(error)
+    }
+  }
+
+  static let unreachable = StoreError(.unavailable, "the database cannot be reached; try again")
+
+  /// A failure as the services should see it: a `StoreError` for what a client can act on,
+  /// else the error as is (logged, `INTERNAL`, no SQL to the client).
+  static func mapped(_ error: any Error) -> any Error {
+    guard let error = error as? PSQLError else { return error }
+    if let state = error.serverInfo?[.sqlState] {
+      switch state {
+      case "57014": return StoreError.budgetSpent
+      case "40001", "40P01":
+        return StoreError(.unavailable, "the write met a concurrent one; try again")
+      case "57P01", "57P02", "57P03", "08000", "08003", "08006":
+        return Self.unreachable
+      default: return error
+      }
+    }
+    switch error.code {
+    case .connectionError, .serverClosedConnection, .clientClosedConnection, .uncleanShutdown, .poolClosed:
+      return Self.unreachable
+    default: return error
+    }
+  }
+
+  static func isRetryable(_ error: any Error) -> Bool {
+    guard let error = error as? PSQLError, let state = error.serverInfo?[.sqlState] else { return false }
+    return state == "40001" || state == "40P01"
+  }
+
+  /// The SQLSTATE of a server error, if `error` is one.
+  static func sqlState(_ error: any Error) -> String? {
+    (error as? PSQLError)?.serverInfo?[.sqlState]
+  }
+
+  static func nowMillis() -> Int64 {
+    Int64(Date().timeIntervalSince1970 * 1000)
+  }
+}
+
+/// A transaction in progress on one connection, and the changes it has made so far.
+///
+/// Used by one task at a time: the writer, or the task of a bulk write.
+final class WriteTransaction: @unchecked Sendable {
+  let connection: PostgresConnection
+  let logger: Logger
+  var changes: [Change] = []
+
+  init(connection: PostgresConnection, logger: Logger) {
+    self.connection = connection
+    self.logger = logger
+  }
+
+  /// Runs one statement and returns its rows.
+  @discardableResult
+  func rows(_ query: PostgresQuery) async throws -> [PostgresRandomAccessRow] {
+    try await self.connection.query(query, logger: self.logger).collect().map { $0.makeRandomAccess() }
+  }
+
+  func row(_ query: PostgresQuery) async throws -> PostgresRandomAccessRow? {
+    try await self.rows(query).first
+  }
+
+  func execute(_ query: PostgresQuery) async throws {
+    try await self.connection.query(query, logger: self.logger).collect()
+  }
+
+  /// Records a change, numbered when the transaction commits.
+  func record(
+    _ entity: Change.Entity,
+    guid: String,
+    kind: Change.Kind,
+    fields: [String] = [],
+    context: WriteContext,
+    timeMillis: Int64
+  ) {
+    self.changes.append(
+      Change(sequence: 0, entity: entity, guid: guid, kind: kind, fields: fields, author: context.author, timeMillis: timeMillis)
+    )
+  }
+}

@@ -1,0 +1,144 @@
+internal import CoreMetrics
+internal import PostgresNIO
+internal import RosterDomain
+internal import Synchronization
+
+/// Group commit: interactive writes queue here, and one writer runs as many as are waiting
+/// (up to `maximumBatch`) in one transaction, each in a savepoint of its own, so a failing
+/// write rolls back alone and the others share one commit and one flush of the server's WAL.
+///
+/// A write returns only after the commit that holds it. Under no load a batch is one write,
+/// so nothing waits for company.
+final class WriteQueue: Sendable {
+  /// One queued write. `run` executes it inside the batch's transaction and says how it
+  /// went; `answer` tells its caller once the batch's fate is known.
+  struct Job: Sendable {
+    let run: @Sendable (WriteTransaction) async -> Outcome
+    let fail: @Sendable (any Error) -> Void
+    let queued = ContinuousClock.now
+  }
+
+  /// The same metrics as SQLite's writer.
+  static let queueWait = Timer(label: "roster_writer_queue_wait_seconds")
+  static let batchSize = Recorder(label: "roster_write_batch_size", aggregate: true)
+  static let commits = Counter(label: "roster_commits_total")
+
+  /// How a write went inside its savepoint: its error, if any, and how to answer its caller
+  /// given the commit's error (a failed write answers with its own error whatever happens).
+  struct Outcome: Sendable {
+    let error: (any Error)?
+    let answer: @Sendable ((any Error)?) -> Void
+  }
+
+  private struct State {
+    var jobs: [Job] = []
+    var closed = false
+  }
+
+  private let state = Mutex(State())
+  private let signal: AsyncStream<Void>
+  private let wake: AsyncStream<Void>.Continuation
+  let maximumBatch: Int
+
+  init(maximumBatch: Int) {
+    self.maximumBatch = max(1, maximumBatch)
+    (self.signal, self.wake) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
+  }
+
+  static let closedError = StoreError(.unavailable, "the server is shutting down; try another replica")
+
+  /// Queues `body` and returns its result once its transaction has committed.
+  func submit<T: Sendable>(_ body: @escaping @Sendable (WriteTransaction) async throws -> T) async throws -> T {
+    try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
+      let job = Job(
+        run: { transaction in
+          do {
+            let value = try await body(transaction)
+            return Outcome(error: nil) { error in
+              if let error { continuation.resume(throwing: error) } else { continuation.resume(returning: value) }
+            }
+          } catch {
+            return Outcome(error: error) { _ in continuation.resume(throwing: error) }
+          }
+        },
+        fail: { error in continuation.resume(throwing: error) }
+      )
+      let accepted = self.state.withLock { state -> Bool in
+        if state.closed { return false }
+        state.jobs.append(job)
+        return true
+      }
+      if accepted {
+        self.wake.yield()
+      } else {
+        continuation.resume(throwing: Self.closedError)
+      }
+    }
+  }
+
+  /// Refuses new writes and lets `run` finish the queued ones.
+  func close() async {
+    self.state.withLock { $0.closed = true }
+    self.wake.finish()
+  }
+
+  /// The writer: runs batches until closed and drained.
+  func run(_ store: PostgresStore) async {
+    for await _ in self.signal {
+      while let batch = self.take() {
+        await self.commit(batch, store)
+      }
+    }
+    while let batch = self.take() { await self.commit(batch, store) }
+  }
+
+  private func take() -> [Job]? {
+    self.state.withLock { state -> [Job]? in
+      guard !state.jobs.isEmpty else { return nil }
+      let count = min(self.maximumBatch, state.jobs.count)
+      defer { state.jobs.removeFirst(count) }
+      return Array(state.jobs.prefix(count))
+    }
+  }
+
+  /// Runs one batch in one transaction, then answers every write in it.
+  private func commit(_ batch: [Job], _ store: PostgresStore) async {
+    let started = ContinuousClock.now
+    for job in batch {
+      let (seconds, attoseconds) = (started - job.queued).components
+      Self.queueWait.recordNanoseconds(seconds * 1_000_000_000 + attoseconds / 1_000_000_000)
+    }
+    Self.batchSize.record(batch.count)
+    var outcomes: [Outcome] = []
+    do {
+      try await store.transaction { transaction in
+        outcomes = []
+        for job in batch {
+          try await transaction.execute("SAVEPOINT write")
+          let kept = transaction.changes.count
+          var outcome = await job.run(transaction)
+          // The victim of a deadlock gets one more try in its savepoint.
+          if let error = outcome.error, PostgresStore.isRetryable(error) {
+            try await transaction.execute("ROLLBACK TO SAVEPOINT write")
+            transaction.changes.removeSubrange(kept...)
+            outcome = await job.run(transaction)
+          }
+          if outcome.error == nil {
+            try await transaction.execute("RELEASE SAVEPOINT write")
+          } else {
+            try await transaction.execute("ROLLBACK TO SAVEPOINT write")
+            transaction.changes.removeSubrange(kept...)
+          }
+          outcomes.append(outcome)
+        }
+      }
+      Self.commits.increment()
+      for outcome in outcomes { outcome.answer(nil) }
+    } catch {
+      // The batch did not commit: nothing in it happened.
+      let error = PostgresStore.mapped(error)
+      for outcome in outcomes { outcome.answer(error) }
+      for job in batch.dropFirst(outcomes.count) { job.fail(error) }
+    }
+  }
+}

@@ -1,0 +1,96 @@
+import Foundation
+import Logging
+import PostgresNIO
+import RosterPostgres
+
+/// The throwaway server `scripts/postgres run` starts, and a store in a schema of its own
+/// for each test, dropped afterwards.
+enum PostgresTesting {
+  /// The server's URL; nil when the tests run without `scripts/postgres run`.
+  static let url = ProcessInfo.processInfo.environment["ROSTER_TEST_POSTGRES_URL"]
+
+  /// Whether these tests run: with a server, or whenever `scripts/test` runs them (which
+  /// sets ROSTER_REQUIRE_POSTGRES, so a missing server fails instead of skipping).
+  static let enabled = url != nil || ProcessInfo.processInfo.environment["ROSTER_REQUIRE_POSTGRES"] != nil
+
+  static let logger: Logger = {
+    var logger = Logger(label: "roster.test.postgres")
+    logger.logLevel = .warning
+    return logger
+  }()
+
+  /// A configuration for a new, empty schema.
+  static func configuration(schema: String = "t_" + UUID().uuidString.prefix(8).lowercased()) throws -> PostgresConfiguration {
+    guard let url else {
+      throw TestFailure("ROSTER_TEST_POSTGRES_URL is not set: run the tests under scripts/postgres run -- swift test")
+    }
+    var configuration = PostgresConfiguration(url: try PostgresURL(url))
+    configuration.schema = schema
+    configuration.maintenanceInterval = .seconds(3600)
+    return configuration
+  }
+
+  /// Opens a store on a new schema, runs it as a service while `body` runs, then stops it and
+  /// drops the schema.
+  static func withStore<T>(
+    _ configuration: PostgresConfiguration? = nil,
+    _ body: (PostgresStore) async throws -> T
+  ) async throws -> T {
+    let configuration = try configuration ?? Self.configuration()
+    do {
+      let store = try await PostgresStore.open(configuration, logger: Self.logger)
+      let value = try await Self.running(store, body)
+      try await Self.dropSchema(configuration)
+      return value
+    } catch {
+      try? await Self.dropSchema(configuration)
+      throw error
+    }
+  }
+
+  /// Runs `store` as a service while `body` runs.
+  static func running<T>(_ store: PostgresStore, _ body: (PostgresStore) async throws -> T) async throws -> T {
+    try await withThrowingTaskGroup(of: Void.self) { group in
+      group.addTask { try await store.run() }
+      do {
+        let value = try await body(store)
+        group.cancelAll()
+        return value
+      } catch {
+        group.cancelAll()
+        throw error
+      }
+    }
+  }
+
+  /// Runs one statement on a connection of its own (for checks the store does not offer).
+  static func query(_ configuration: PostgresConfiguration, _ sql: String) async throws -> [PostgresRow] {
+    var connection = PostgresConnection.Configuration(
+      host: configuration.url.host,
+      port: configuration.url.port,
+      username: configuration.url.username,
+      password: configuration.url.password,
+      database: configuration.url.database,
+      tls: .disable
+    )
+    connection.options.additionalStartupParameters = [("search_path", "\(configuration.schema), public")]
+    let opened = try await PostgresConnection.connect(configuration: connection, id: 1, logger: Self.logger)
+    do {
+      let rows = try await opened.query(PostgresQuery(unsafeSQL: sql), logger: Self.logger).collect()
+      try await opened.close()
+      return rows
+    } catch {
+      try? await opened.close()
+      throw error
+    }
+  }
+
+  static func dropSchema(_ configuration: PostgresConfiguration) async throws {
+    _ = try await Self.query(configuration, "DROP SCHEMA IF EXISTS \(configuration.schema) CASCADE")
+  }
+}
+
+struct TestFailure: Error, CustomStringConvertible {
+  var description: String
+  init(_ description: String) { self.description = description }
+}
