@@ -145,12 +145,24 @@ enum PostgresSchema {
     "CREATE INDEX sales_by_employee_date ON sales (employee_id, date) INCLUDE (amount_cents)",
     "CREATE INDEX sales_by_date ON sales (date) INCLUDE (amount_cents)",
     """
-    CREATE TABLE department_stats (
-      department          TEXT COLLATE "C" PRIMARY KEY,
+    -- Department counters as signed deltas, one row per change, summed on read: no write
+    -- updates a shared row, so concurrent writes on several replicas never wait for each
+    -- other (or deadlock) over a department. Maintenance folds them into one row per
+    -- department (compactDepartmentCounts).
+    CREATE TABLE department_counts (
+      id                  BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+      department          TEXT COLLATE "C" NOT NULL,
       headcount           BIGINT NOT NULL,
       active_count        BIGINT NOT NULL,
       vacation_days_total BIGINT NOT NULL
     )
+    """,
+    "CREATE INDEX department_counts_by_department ON department_counts (department)",
+    """
+    CREATE VIEW department_stats AS
+    SELECT department, sum(headcount)::int8 AS headcount, sum(active_count)::int8 AS active_count,
+           sum(vacation_days_total)::int8 AS vacation_days_total
+    FROM department_counts GROUP BY department HAVING sum(headcount) > 0
     """,
     """
     CREATE TABLE sales_daily (
@@ -181,19 +193,12 @@ enum PostgresSchema {
     CREATE FUNCTION department_stats_track() RETURNS trigger LANGUAGE plpgsql AS $$
     BEGIN
       IF TG_OP <> 'INSERT' THEN
-        UPDATE department_stats SET
-          headcount = headcount - 1,
-          active_count = active_count - OLD.active::int,
-          vacation_days_total = vacation_days_total - OLD.vacation_days
-        WHERE department = OLD.department;
-        DELETE FROM department_stats WHERE department = OLD.department AND headcount = 0;
+        INSERT INTO department_counts (department, headcount, active_count, vacation_days_total)
+        VALUES (OLD.department, -1, -OLD.active::int, -OLD.vacation_days);
       END IF;
       IF TG_OP <> 'DELETE' THEN
-        INSERT INTO department_stats AS d VALUES (NEW.department, 1, NEW.active::int, NEW.vacation_days)
-        ON CONFLICT (department) DO UPDATE SET
-          headcount = d.headcount + 1,
-          active_count = d.active_count + EXCLUDED.active_count,
-          vacation_days_total = d.vacation_days_total + EXCLUDED.vacation_days_total;
+        INSERT INTO department_counts (department, headcount, active_count, vacation_days_total)
+        VALUES (NEW.department, 1, NEW.active::int, NEW.vacation_days);
       END IF;
       RETURN NULL;
     END

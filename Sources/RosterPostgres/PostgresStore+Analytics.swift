@@ -25,6 +25,24 @@ extension PostgresStore {
     return try Self.departmentCounts(row)
   }
 
+  /// Folds the department counters' deltas into one row per department, under an advisory
+  /// lock so that one replica at a time does it. Deltas written meanwhile stay as they are.
+  func compactDepartmentCounts() async throws {
+    try await self.transaction { transaction in
+      guard try await transaction.row("SELECT pg_try_advisory_xact_lock(\(Migrator.lockKey + 1))")?[0].decode(Bool.self) == true
+      else { return }
+      try await transaction.execute(
+        """
+        WITH gone AS (DELETE FROM department_counts RETURNING *)
+        INSERT INTO department_counts (department, headcount, active_count, vacation_days_total)
+        SELECT department, sum(headcount), sum(active_count), sum(vacation_days_total) FROM gone
+        GROUP BY department
+        HAVING sum(headcount) <> 0 OR sum(active_count) <> 0 OR sum(vacation_days_total) <> 0
+        """
+      )
+    }
+  }
+
   private static func departmentCounts(_ row: PostgresRandomAccessRow) throws -> DepartmentCounts {
     DepartmentCounts(
       department: try row[0].decode(String.self),

@@ -150,6 +150,7 @@ public final class PostgresStore: StoreBackend, PictureCatalog {
       do {
         try await self.pruneChangeLog()
         try await self.sweepPictures()
+        try await self.compactDepartmentCounts()
       } catch is CancellationError {
         return
       } catch {
@@ -176,8 +177,9 @@ public final class PostgresStore: StoreBackend, PictureCatalog {
   }
 
   /// Runs `body` in a transaction of its own on a pooled connection, recording the changes it
-  /// makes, and publishes them once committed. Retried when PostgreSQL chose it as the victim
-  /// of a deadlock or a serialization failure.
+  /// makes, and publishes them once committed. Retried, from the start, when PostgreSQL chose
+  /// it as the victim of a deadlock or a serialization failure: `body` must be safe to run
+  /// again.
   func transaction<T: Sendable>(_ body: (WriteTransaction) async throws -> T) async throws -> T {
     var attempt = 0
     while true {
@@ -199,7 +201,12 @@ public final class PostgresStore: StoreBackend, PictureCatalog {
         if let last { self.feed.publish(last) }
         return value
       } catch {
-        if attempt < 4, Self.isRetryable(error) { continue }
+        if attempt < 5, Self.isRetryable(error) {
+          // The victim of a deadlock or serialization failure: after a short random pause,
+          // so the two do not meet again.
+          try await Task.sleep(for: .milliseconds(Int.random(in: 1...(10 * attempt))))
+          continue
+        }
         throw Self.mapped(error)
       }
     }

@@ -116,13 +116,10 @@ final class WriteQueue: Sendable {
         for job in batch {
           try await transaction.execute("SAVEPOINT write")
           let kept = transaction.changes.count
-          var outcome = await job.run(transaction)
-          // The victim of a deadlock gets one more try in its savepoint.
-          if let error = outcome.error, PostgresStore.isRetryable(error) {
-            try await transaction.execute("ROLLBACK TO SAVEPOINT write")
-            transaction.changes.removeSubrange(kept...)
-            outcome = await job.run(transaction)
-          }
+          let outcome = await job.run(transaction)
+          // The victim of a deadlock: the whole batch goes back and runs again (the locks its
+          // earlier writes hold are what the other transaction waits for).
+          if let error = outcome.error, PostgresStore.isRetryable(error) { throw error }
           if outcome.error == nil {
             try await transaction.execute("RELEASE SAVEPOINT write")
           } else {

@@ -1,0 +1,78 @@
+import Foundation
+import PostgresNIO
+import RosterDomain
+@testable import RosterPostgres
+import Testing
+
+/// Every page shape's plan on PostgreSQL, over enough rows that the planner's choice is real:
+/// no sequential scan of employees, and no sort for ordering (a name search in another order
+/// may sort its few matches, as on SQLite).
+@Suite("PostgreSQL query plans", .enabled(if: PostgresTesting.enabled))
+struct PostgresQueryPlanTests {
+  @Test("every (filter, order) page is an index scan in order, first page and next")
+  func pagePlans() async throws {
+    let configuration = try PostgresTesting.configuration()
+    let store = try await PostgresStore.open(configuration, logger: PostgresTesting.logger)
+    _ = store
+    _ = try await PostgresTesting.query(
+      configuration,
+      """
+      INSERT INTO employees (guid, name, name_folded, department, active, start_date, update_time)
+      SELECT 'g' || i, 'Name ' || i, 'name ' || (i * 7919 % 50000), 'Dept ' || (i % 15), i % 5 <> 0,
+             to_char(date '2000-01-01' + (i % 9000), 'YYYY-MM-DD'), 0
+      FROM generate_series(1, 50000) AS i
+      """
+    )
+    _ = try await PostgresTesting.query(configuration, "ANALYZE employees")
+    let filters = [
+      EmployeeFilter(),
+      EmployeeFilter(department: "Dept 3"),
+      EmployeeFilter(active: true),
+      EmployeeFilter(department: "Dept 3", active: false),
+      EmployeeFilter(nameContains: "name 123"),
+      EmployeeFilter(department: "Dept 3", nameContains: "name 4"),
+    ]
+    var checked = 0
+    for order in EmployeeOrder.allCases {
+      for filter in filters {
+        let keys = PostgresEmployeeSQL.sortKeys(order).map { $0 == "e.department" ? "Dept 3" : "name 2" }
+        for cursor in [nil, EmployeeCursor(keys: keys, id: 100)] {
+          let query = PostgresEmployeeSQL.page(fields: [.guid, .name], filter: filter, order: order, after: cursor, limit: 51)
+          let plan = try await Self.explain(configuration, query)
+          let shape = "\(order) \(filter) cursor=\(cursor != nil)"
+          #expect(!plan.contains("\"Seq Scan\""), "a sequential scan for \(shape):\n\(plan)")
+          if filter.nameContains == nil {
+            #expect(!plan.contains("\"Sort\""), "a sort for \(shape):\n\(plan)")
+          }
+          checked += 1
+        }
+      }
+    }
+    #expect(checked == 36)
+    try await PostgresTesting.dropSchema(configuration)
+  }
+
+  /// `EXPLAIN (FORMAT JSON)` of a query with its parameters, on a connection of its own.
+  static func explain(_ configuration: PostgresConfiguration, _ query: PostgresQuery) async throws -> String {
+    var connection = PostgresConnection.Configuration(
+      host: configuration.url.host,
+      port: configuration.url.port,
+      username: configuration.url.username,
+      password: configuration.url.password,
+      database: configuration.url.database,
+      tls: .disable
+    )
+    connection.options.additionalStartupParameters = [("search_path", "\(configuration.schema), public")]
+    let opened = try await PostgresConnection.connect(configuration: connection, id: 2, logger: PostgresTesting.logger)
+    var explained = query
+    explained.sql = "EXPLAIN (FORMAT JSON) " + query.sql
+    do {
+      let rows = try await opened.query(explained, logger: PostgresTesting.logger).collect()
+      try await opened.close()
+      return try rows.map { try $0.decode(String.self) }.joined()
+    } catch {
+      try? await opened.close()
+      throw error
+    }
+  }
+}
