@@ -1,4 +1,5 @@
 internal import GRPCCore
+internal import RosterDomain
 internal import GRPCNIOTransportHTTP2
 public import Histogram
 internal import NIOPosix
@@ -315,20 +316,7 @@ func processCPUSeconds() -> Double {
   return seconds(usage.ru_utime) + seconds(usage.ru_stime)
 }
 
-/// A small, fast, seedable random number generator (Steele, Lea and Flood's SplitMix64).
-struct SplitMix64: RandomNumberGenerator, Sendable {
-  private var state: UInt64
-
-  init(seed: UInt64) { self.state = seed }
-
-  mutating func next() -> UInt64 {
-    self.state &+= 0x9E37_79B9_7F4A_7C15
-    var z = self.state
-    z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-    z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-    return z ^ (z >> 31)
-  }
-
+extension SplitMix64 {
   /// A uniform index below `count`.
   mutating func index(_ count: Int) -> Int { Int(self.next() % UInt64(count)) }
 }

@@ -1,6 +1,7 @@
 internal import GRPCCore
 internal import GRPCNIOTransportHTTP2
 internal import GRPCProtobuf
+internal import RosterDomain
 internal import RosterProto
 internal import SwiftProtobuf
 internal import Synchronization

@@ -70,6 +70,8 @@ public struct PictureStorage: Sendable {
   /// Limits, thumbnail settings and sizes.
   public let configuration: PictureConfiguration
   let files: PictureFiles
+  /// Where the picture files and uploads in progress are.
+  public var directory: String { self.files.directory }
   let registry = PictureRegistry()
   /// Hot pictures in memory.
   public let cache: PictureCache

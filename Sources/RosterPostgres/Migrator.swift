@@ -28,8 +28,9 @@ struct Migrator {
     }
   }
 
-  /// Connects, retrying for about ten seconds while the server is starting or unreachable.
-  private func connect() async throws -> PostgresConnection {
+  /// Connects (a connection of its own, outside the pool), retrying for about ten seconds
+  /// while the server is starting or unreachable.
+  func connect() async throws -> PostgresConnection {
     var connection = PostgresConnection.Configuration(
       host: self.configuration.url.host,
       port: self.configuration.url.port,

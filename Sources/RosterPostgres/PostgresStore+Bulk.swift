@@ -56,6 +56,8 @@ extension PostgresStore {
         let employee = try PostgresEmployeeSQL.decode(row, .editable.union(.guid)).0
         existing[employee.guid] = employee
       }
+      var inserts: [Employee] = []
+      var inserting: Set<String> = []
       for (index, row) in rows {
         if let old = existing[row.guid] {
           summary.updated += 1
@@ -66,6 +68,12 @@ extension PostgresStore {
           transaction.record(.employee, guid: row.guid, kind: .updated, fields: paths.map(\.rawValue), context: context, timeMillis: now)
           new.id = old.id
           existing[row.guid] = new
+        } else if inserting.contains(row.guid) {
+          // The same new guid twice in one chunk: the later row's fields win, as an update.
+          let position = inserts.lastIndex { $0.guid == row.guid }!
+          let new = row.changes.applied(to: inserts[position])
+          if new != inserts[position] { inserts[position] = new }
+          summary.updated += 1
         } else {
           let changes = row.changes
           guard let name = changes.name, let department = changes.department, let startDate = changes.startDate else {
@@ -79,16 +87,36 @@ extension PostgresStore {
           employee.department = department
           employee.startDate = startDate
           employee.active = true
-          employee = changes.applied(to: employee)
-          guard let id = try await Self.insert(employee, now: now, in: transaction) else {
-            // Inserted meanwhile by another replica's transaction, which committed first.
-            throw StoreError(.unavailable, "guid '\(row.guid)' was created concurrently; try again")
-          }
-          transaction.record(.employee, guid: row.guid, kind: .inserted, context: context, timeMillis: now)
-          employee.id = id
-          existing[row.guid] = employee
-          summary.inserted += 1
+          inserts.append(changes.applied(to: employee))
+          inserting.insert(row.guid)
         }
+      }
+      // The new rows in one statement.
+      if !inserts.isEmpty {
+        let inserted = try await transaction.rows(
+          """
+          INSERT INTO employees (guid, name, name_folded, department, email, phone, address, about,
+            active, start_date, vacation_days, update_time)
+          SELECT guid, name, folded, department, email, phone, address, about, active, start_date, days, \(now)
+          FROM unnest(\(inserts.map(\.guid))::text[], \(inserts.map(\.name))::text[],
+                      \(inserts.map { TextFolding.fold($0.name) })::text[], \(inserts.map(\.department))::text[],
+                      \(inserts.map(\.email))::text[], \(inserts.map(\.phone))::text[], \(inserts.map(\.address))::text[],
+                      \(inserts.map(\.about))::text[], \(inserts.map(\.active))::bool[], \(inserts.map(\.startDate))::text[],
+                      \(inserts.map { Int32(clamping: $0.vacationDays) })::int4[])
+            WITH ORDINALITY AS u(guid, name, folded, department, email, phone, address, about, active, start_date, days, ord)
+          ORDER BY ord
+          ON CONFLICT (guid) DO NOTHING
+          RETURNING guid
+          """
+        )
+        guard inserted.count == inserts.count else {
+          // Created meanwhile by another replica's transaction, which committed first.
+          throw StoreError(.unavailable, "some guids were created concurrently; send the rows again")
+        }
+        for employee in inserts {
+          transaction.record(.employee, guid: employee.guid, kind: .inserted, context: context, timeMillis: now)
+        }
+        summary.inserted += inserts.count
       }
       return summary
     }

@@ -101,27 +101,30 @@ extension PostgresStore {
     try await self.feed.wait(after: sequence)
   }
 
-  /// Hears other replicas' commits: `LISTEN` on a connection of its own, and a read of the
-  /// log's end every `feedPollInterval`, which also covers notifications lost while the
-  /// connection was down. Reconnects until cancelled.
+  /// Hears other replicas' commits: `LISTEN` on a connection of its own (not the pool's,
+  /// which it would hold forever), and a read of the log's end every `feedPollInterval`,
+  /// which also covers notifications lost while the connection was down. Reconnects until
+  /// cancelled; cancellation closes the connection, which ends the wait for notifications.
   func listen() async throws {
     try await withThrowingDiscardingTaskGroup { group in
       group.addTask {
         while !Task.isCancelled {
           do {
-            try await self.client.withConnection { connection in
+            let connection = try await Migrator(configuration: self.configuration, logger: self.logger).connect()
+            try await withTaskCancellationHandler {
               try await connection.listen(on: self.channel) { notifications in
                 try await self.pollLatest()
                 for try await notification in notifications {
                   if let sequence = Int64(notification.payload) { self.feed.publish(sequence) }
                 }
               }
+            } onCancel: {
+              connection.close().whenComplete { _ in }
             }
-          } catch is CancellationError {
-            return
+            try? await connection.close()
           } catch {
             if Task.isCancelled { return }
-            self.logger.warning("change listener lost its connection; reconnecting", metadata: ["error": "\(error)"])
+            self.logger.warning("change listener lost its connection; reconnecting", metadata: ["error": "\(String(reflecting: error))"])
             try await Task.sleep(for: .milliseconds(500))
           }
         }

@@ -74,9 +74,12 @@ public final class PostgresStore: StoreBackend, PictureCatalog {
     )
     clientConfiguration.options = options
     let client = PostgresClient(configuration: clientConfiguration, backgroundLogger: logger)
+    // Uploads in progress, in a directory of this store's own: the sweep removes files no
+    // upload of *this* store owns, and replicas on one host must not sweep each other's.
+    let scratch = configuration.scratchDirectory + "/" + UUID().uuidString.lowercased()
     let pictures = try PictureStorage(
       configuration: configuration.pictures,
-      directory: configuration.scratchDirectory,
+      directory: scratch,
       cacheBytes: 0,
       logger: logger
     )
@@ -129,6 +132,7 @@ public final class PostgresStore: StoreBackend, PictureCatalog {
         }
       }
       self.feed.close()
+      try? FileManager.default.removeItem(atPath: self.pictures.directory)
       self.logger.info("store closed")
       pool.cancelAll()
     }

@@ -89,6 +89,8 @@ final class WriteQueue: Sendable {
         await self.commit(batch, store)
       }
     }
+    // Closed, or cancelled: no write may be accepted that nothing would run.
+    self.state.withLock { $0.closed = true }
     while let batch = self.take() { await self.commit(batch, store) }
   }
 

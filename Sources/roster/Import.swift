@@ -1,6 +1,9 @@
 import ArgumentParser
 import Foundation
+import Logging
+import RosterPostgres
 import RosterSQLite
+import RosterStore
 import RosterDomain
 import RosterSeed
 
@@ -15,6 +18,12 @@ struct Import: AsyncParsableCommand {
 
   @Option(help: "SQLite database path (env ROSTER_DB).")
   var db: String = ProcessInfo.processInfo.environment["ROSTER_DB"] ?? "data/roster.sqlite"
+
+  @Option(help: "Load into this PostgreSQL database instead of the SQLite file (env ROSTER_POSTGRES_URL).")
+  var postgres: String? = ProcessInfo.processInfo.environment["ROSTER_POSTGRES_URL"]
+
+  @Option(help: "The PostgreSQL schema (with --postgres).")
+  var postgresSchema: String = "roster"
 
   @Option(help: "Rows per transaction.")
   var chunkRows: Int = 20_000
@@ -36,12 +45,30 @@ struct Import: AsyncParsableCommand {
   }
 
   func run() async throws {
-    let store = try SQLiteStore(configuration: StoreConfiguration(path: self.db))
+    guard let url = self.postgres else {
+      let store = try SQLiteStore(configuration: StoreConfiguration(path: self.db))
+      try await self.load(into: store, pictureConcurrency: store.configuration.pictures.thumbnailConcurrency)
+      return
+    }
+    var configuration = PostgresConfiguration(url: try PostgresURL(url))
+    configuration.schema = self.postgresSchema
+    var logger = Logger(label: "roster.import")
+    logger.logLevel = .warning
+    let store = try await PostgresStore.open(configuration, logger: logger)
+    // The pool and the writer run in the store's service; it runs for the load.
+    try await withThrowingTaskGroup(of: Void.self) { group in
+      group.addTask { try await store.run() }
+      defer { group.cancelAll() }
+      try await self.load(into: store, pictureConcurrency: configuration.pictures.thumbnailConcurrency)
+    }
+  }
+
+  private func load(into store: some StoreBackend, pictureConcurrency: Int) async throws {
     let source = SeedFileSource(file: self.file, picturesDirectory: self.picturesDir, salesFile: self.sales)
     let loader = DirectoryLoader(
       context: WriteContext(author: self.author),
       employeeChunkRows: self.chunkRows,
-      pictureConcurrency: store.configuration.pictures.thumbnailConcurrency
+      pictureConcurrency: pictureConcurrency
     )
     let report = try await loader.load(source, into: store)
     let summary = report.employees

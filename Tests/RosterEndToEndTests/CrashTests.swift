@@ -1,5 +1,7 @@
 import Foundation
 import GRDB
+import Logging
+import PostgresNIO
 import GRPCCore
 import GRPCNIOTransportHTTP2
 import RosterProto
@@ -10,7 +12,9 @@ import TestSupport
 /// SIGKILL under a sustained concurrent write load, over and over: no acknowledged write is
 /// ever lost, the database stays intact, and the change log has no gaps.
 ///
-/// `ROSTER_CRASH_ROUNDS` sets the number of rounds (10 by default) for longer runs.
+/// `ROSTER_CRASH_ROUNDS` sets the number of rounds (10 by default) for longer runs. With
+/// `ROSTER_TEST_POSTGRES_URL` (`scripts/postgres run`), the same rounds run against
+/// `roster serve --postgres` too.
 @Suite("Crash safety")
 struct CrashTests {
   /// What a worker knows of one employee it owns.
@@ -32,15 +36,29 @@ struct CrashTests {
   static let rounds = Int(ProcessInfo.processInfo.environment["ROSTER_CRASH_ROUNDS"] ?? "") ?? 10
   static let workers = 8
 
-  @Test("acknowledged writes survive SIGKILL at random moments, round after round")
-  func killUnderLoad() async throws {
+  /// Where the killed servers keep their data.
+  enum Backend: String, CaseIterable, Sendable {
+    case sqlite, postgres
+
+    static var available: [Backend] {
+      ProcessInfo.processInfo.environment["ROSTER_TEST_POSTGRES_URL"] == nil ? [.sqlite] : Self.allCases
+    }
+  }
+
+  @Test("acknowledged writes survive SIGKILL at random moments, round after round", arguments: Backend.available)
+  func killUnderLoad(_ backend: Backend) async throws {
     let directory = try makeTemporaryDirectory()
     defer { try? FileManager.default.removeItem(atPath: directory) }
     let path = directory + "/crash.sqlite"
+    let schema = "crash_" + UUID().uuidString.prefix(8).lowercased()
+    let postgresURL = ProcessInfo.processInfo.environment["ROSTER_TEST_POSTGRES_URL"] ?? ""
+    let arguments = backend == .sqlite
+      ? ["--db", path, "--seed-employees", "0"]
+      : ["--postgres", postgresURL, "--postgres-schema", schema, "--seed-employees", "0"]
     var tracked: [String: Tracked] = [:]
     var totalAcked = 0
     for round in 0..<Self.rounds {
-      let server = try await RosterProcess.serve(arguments: ["--db", path, "--seed-employees", "0"])
+      let server = try await RosterProcess.serve(arguments: arguments)
       let stop = StopFlag()
       let acks = Tally()
       let ownedByWorker = Self.partition(tracked)
@@ -82,9 +100,12 @@ struct CrashTests {
       }
       tracked = results
       totalAcked = tracked.values.reduce(0) { $0 + $1.ackedWrites }
-      tracked = try Self.verify(databaseAt: path, tracked: tracked, round: round)
+      let left = backend == .sqlite
+        ? try Self.readSQLite(path)
+        : try await Self.readPostgres(url: postgresURL, schema: schema)
+      tracked = Self.verify(left, tracked: tracked, round: round)
     }
-    print("CrashTests: \(totalAcked) acknowledged writes over \(Self.rounds) rounds")
+    print("CrashTests (\(backend)): \(totalAcked) acknowledged writes over \(Self.rounds) rounds")
     #expect(totalAcked > Self.rounds * 10, "the load acknowledged \(totalAcked) writes")
   }
 
@@ -191,32 +212,76 @@ struct CrashTests {
     }
   }
 
-  /// Checks the database the killed server left behind, and returns what it now holds as
-  /// the acknowledged state for the next round.
-  static func verify(
-    databaseAt path: String,
-    tracked: [String: Tracked],
-    round: Int
-  ) throws -> [String: Tracked] {
+  /// What a killed server left behind.
+  struct Leftover {
+    var intact: Bool
+    var logCount: Int64
+    var firstSequence: Int64
+    var lastSequence: Int64
+    var stored: [String: Snapshot]
+    var logged: [String: Int]
+  }
+
+  static func readSQLite(_ path: String) throws -> Leftover {
     let queue = try DatabaseQueue(path: path)
     defer { try? queue.close() }
     return try queue.read { db in
-      let integrity = try String.fetchAll(db, sql: "PRAGMA integrity_check")
-      #expect(integrity == ["ok"], "round \(round)")
-      let log = try Row.fetchOne(
-        db,
-        sql: "SELECT count(*), coalesce(min(seq), 0), coalesce(max(seq), 0) FROM change_log"
-      )!
-      let (count, first, last): (Int64, Int64, Int64) = (log[0], log[1], log[2])
-      #expect(count == (last == 0 ? 0 : last - first + 1), "round \(round): the log has gaps")
-      var stored: [String: Snapshot] = [:]
+      let log = try Row.fetchOne(db, sql: "SELECT count(*), coalesce(min(seq), 0), coalesce(max(seq), 0) FROM change_log")!
+      var left = Leftover(
+        intact: try String.fetchAll(db, sql: "PRAGMA integrity_check") == ["ok"],
+        logCount: log[0], firstSequence: log[1], lastSequence: log[2], stored: [:], logged: [:]
+      )
       for row in try Row.fetchAll(db, sql: "SELECT guid, vacation_days, about FROM employees") {
-        stored[row[0]] = Snapshot(vacationDays: row[1], about: row[2])
+        left.stored[row[0]] = Snapshot(vacationDays: row[1], about: row[2])
       }
-      var logged: [String: Int] = [:]
       for row in try Row.fetchAll(db, sql: "SELECT guid, count(*) FROM change_log GROUP BY guid") {
-        logged[row[0]] = row[1]
+        left.logged[row[0]] = row[1]
       }
+      return left
+    }
+  }
+
+  static func readPostgres(url: String, schema: String) async throws -> Leftover {
+    let components = URLComponents(string: url)!
+    var configuration = PostgresConnection.Configuration(
+      host: components.host!, port: components.port ?? 5432, username: components.user!,
+      password: components.password, database: String(components.path.dropFirst()), tls: .disable
+    )
+    configuration.options.additionalStartupParameters = [("search_path", schema)]
+    let connection = try await PostgresConnection.connect(configuration: configuration, id: 1, logger: Logger(label: "crash"))
+    do {
+      var left = Leftover(intact: true, logCount: 0, firstSequence: 0, lastSequence: 0, stored: [:], logged: [:])
+      for try await (count, first, last) in try await connection.query(
+        "SELECT count(*), coalesce(min(seq), 0), coalesce(max(seq), 0) FROM change_log", logger: connection.logger
+      ).decode((Int64, Int64, Int64).self) {
+        (left.logCount, left.firstSequence, left.lastSequence) = (count, first, last)
+      }
+      for try await (guid, days, about) in try await connection.query(
+        "SELECT guid, vacation_days, about FROM employees", logger: connection.logger
+      ).decode((String, Int, String).self) {
+        left.stored[guid] = Snapshot(vacationDays: days, about: about)
+      }
+      for try await (guid, count) in try await connection.query(
+        "SELECT guid, count(*) FROM change_log GROUP BY guid", logger: connection.logger
+      ).decode((String, Int).self) {
+        left.logged[guid] = count
+      }
+      try await connection.close()
+      return left
+    } catch {
+      try? await connection.close()
+      throw error
+    }
+  }
+
+  /// Checks what the killed server left behind, and returns what it now holds as the
+  /// acknowledged state for the next round.
+  static func verify(_ left: Leftover, tracked: [String: Tracked], round: Int) -> [String: Tracked] {
+    #expect(left.intact, "round \(round): the database is damaged")
+    let (count, first, last) = (left.logCount, left.firstSequence, left.lastSequence)
+    #expect(count == (last == 0 ? 0 : last - first + 1), "round \(round): the log has gaps")
+    let (stored, logged) = (left.stored, left.logged)
+    do {
       var next: [String: Tracked] = [:]
       for (guid, state) in tracked {
         let now = stored[guid]

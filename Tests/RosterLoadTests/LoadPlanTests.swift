@@ -1,3 +1,4 @@
+import RosterDomain
 import Testing
 
 @testable import RosterLoad

@@ -27,6 +27,8 @@ enum PostgresTesting {
     var configuration = PostgresConfiguration(url: try PostgresURL(url))
     configuration.schema = schema
     configuration.maintenanceInterval = .seconds(3600)
+    // Many stores at once in the parallel test run: a few connections each.
+    configuration.maximumConnections = 4
     return configuration
   }
 
@@ -44,14 +46,24 @@ enum PostgresTesting {
       return value
     } catch {
       try? await Self.dropSchema(configuration)
-      throw error
+      // PSQLError's description says nothing; its reflection says what the server said.
+      throw TestFailure(String(reflecting: error))
     }
   }
 
   /// Runs `store` as a service while `body` runs.
-  static func running<T>(_ store: PostgresStore, _ body: (PostgresStore) async throws -> T) async throws -> T {
+  static func running<T>(
+    _ store: PostgresStore,
+    _ body: (PostgresStore) async throws -> T,
+    caller: String = #function
+  ) async throws -> T {
     try await withThrowingTaskGroup(of: Void.self) { group in
       group.addTask { try await store.run() }
+      // A test that hangs says where, instead of only running out CI's time.
+      group.addTask {
+        try await Task.sleep(for: .seconds(180))
+        FileHandle.standardError.write(Data("PostgresTesting: \(caller) still running after 180 s\n".utf8))
+      }
       do {
         let value = try await body(store)
         group.cancelAll()

@@ -13,11 +13,16 @@ struct ReplicaTests {
   @Test("replicas that start together migrate the schema once, and exactly one of them created it")
   func migrateOnce() async throws {
     let configuration = try PostgresTesting.configuration()
-    let stores = try await withThrowingTaskGroup(of: PostgresStore.self) { group in
-      for _ in 0..<4 {
-        group.addTask { try await PostgresStore.open(configuration, logger: PostgresTesting.logger) }
+    let stores: [PostgresStore]
+    do {
+      stores = try await withThrowingTaskGroup(of: PostgresStore.self) { group in
+        for _ in 0..<4 {
+          group.addTask { try await PostgresStore.open(configuration, logger: PostgresTesting.logger) }
+        }
+        return try await group.reduce(into: []) { $0.append($1) }
       }
-      return try await group.reduce(into: []) { $0.append($1) }
+    } catch {
+      throw TestFailure(String(reflecting: error))
     }
     #expect(stores.count(where: \.createdSchema) == 1)
     let rows = try await PostgresTesting.query(configuration, "SELECT count(*), count(DISTINCT version) FROM schema_migrations")

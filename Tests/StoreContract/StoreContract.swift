@@ -25,6 +25,7 @@ public enum StoreContract {
     case changeFeedIsGaplessAndOrdered
     case watchersWakeOnCommit
     case salesAreExactCents
+    case countersMatchRecounts
     case picturesRoundTrip
 
     public var description: String { self.rawValue }
@@ -56,6 +57,7 @@ public enum StoreContract {
     case .changeFeedIsGaplessAndOrdered: try await Self.changeFeedIsGaplessAndOrdered(store)
     case .watchersWakeOnCommit: try await Self.watchersWakeOnCommit(store)
     case .salesAreExactCents: try await Self.salesAreExactCents(store)
+    case .countersMatchRecounts: try await Self.countersMatchRecounts(store)
     case .picturesRoundTrip: try await Self.picturesRoundTrip(store, fixtures)
     }
   }
