@@ -5,6 +5,7 @@ public import RosterStore
 internal import Foundation
 internal import RosterDomain
 internal import ServiceLifecycle
+internal import Synchronization
 
 /// The directory on PostgreSQL, for several Roster replicas over one shared database.
 ///
@@ -115,28 +116,48 @@ public final class PostgresStore: StoreBackend, PictureCatalog {
   /// until graceful shutdown (or cancellation); then the writer finishes what it holds and the
   /// pool closes.
   public func run() async throws {
-    try await withThrowingDiscardingTaskGroup { pool in
-      pool.addTask { await self.client.run() }
-      await withDiscardingTaskGroup { work in
-        work.addTask { await self.writes.run(self) }
-        work.addTask {
-          try? await cancelWhenGracefulShutdown {
-            try await withThrowingDiscardingTaskGroup { background in
-              background.addTask { try await self.listen() }
-              background.addTask { try await self.maintain() }
-            }
+    // The pool runs in a task of its own: its force shutdown has been seen to stall (a
+    // connection being closed that never reports closed), and a store that never stops
+    // would hold up the process's exit. It gets `poolStopTimeout` to stop, then is left.
+    let pool = Task { await self.client.run() }
+    await withDiscardingTaskGroup { work in
+      work.addTask { await self.writes.run(self) }
+      work.addTask {
+        try? await cancelWhenGracefulShutdown {
+          try await withThrowingDiscardingTaskGroup { background in
+            background.addTask { try await self.listen() }
+            background.addTask { try await self.maintain() }
           }
-          // Graceful shutdown: the gRPC server has stopped (it shuts down first). The writer
-          // finishes what it holds; then the pool closes.
-          await self.writes.close()
         }
+        // Graceful shutdown: the gRPC server has stopped (it shuts down first). The writer
+        // finishes what it holds; then the pool closes.
+        await self.writes.close()
       }
-      self.feed.close()
-      try? FileManager.default.removeItem(atPath: self.pictures.directory)
-      self.logger.info("store closed")
-      pool.cancelAll()
     }
+    self.feed.close()
+    try? FileManager.default.removeItem(atPath: self.pictures.directory)
+    pool.cancel()
+    // Awaiting a task's value cannot be cancelled, so the race is run by two tasks of their
+    // own; the first to finish answers.
+    let stopped = await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
+      let answer = FirstAnswer(continuation)
+      Task {
+        await pool.value
+        answer.resume(true)
+      }
+      Task {
+        try? await Task.sleep(for: Self.poolStopTimeout)
+        answer.resume(false)
+      }
+    }
+    if !stopped {
+      self.logger.warning("the PostgreSQL connection pool did not stop in time; leaving it", metadata: ["timeout": "\(Self.poolStopTimeout)"])
+    }
+    self.logger.info("store closed")
   }
+
+  /// How long `run` waits for the connection pool to stop at the end.
+  static let poolStopTimeout: Duration = .seconds(5)
 
   public func closeChangeFeed() {
     self.feed.close()
@@ -303,5 +324,18 @@ final class WriteTransaction: @unchecked Sendable {
     self.changes.append(
       Change(sequence: 0, entity: entity, guid: guid, kind: kind, fields: fields, author: context.author, timeMillis: timeMillis)
     )
+  }
+}
+
+/// Resumes a continuation with the first of several answers.
+private final class FirstAnswer: Sendable {
+  private let continuation: Mutex<CheckedContinuation<Bool, Never>?>
+
+  init(_ continuation: CheckedContinuation<Bool, Never>) {
+    self.continuation = Mutex(continuation)
+  }
+
+  func resume(_ value: Bool) {
+    self.continuation.withLock { $0.take() }?.resume(returning: value)
   }
 }

@@ -85,7 +85,10 @@ enum PostgresTesting {
       database: configuration.url.database,
       tls: .disable
     )
-    connection.options.additionalStartupParameters = [("search_path", "\(configuration.schema), public")]
+    // Bounded: a lock the test cannot get fails it instead of hanging it.
+    connection.options.additionalStartupParameters = [
+      ("search_path", "\(configuration.schema), public"), ("lock_timeout", "20000"), ("statement_timeout", "120000"),
+    ]
     let opened = try await PostgresConnection.connect(configuration: connection, id: 1, logger: Self.logger)
     do {
       let rows = try await opened.query(PostgresQuery(unsafeSQL: sql), logger: Self.logger).collect()
@@ -106,3 +109,4 @@ struct TestFailure: Error, CustomStringConvertible {
   var description: String
   init(_ description: String) { self.description = description }
 }
+
