@@ -87,8 +87,14 @@ def start_nginx(port, upstreams):
 
 
 def cleanup():
+    # TERM first: nginx's master then takes its workers with it (on KILL they would be left).
     for process in processes:
         if process.poll() is None:
+            process.terminate()
+    for process in processes:
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
 
