@@ -47,4 +47,16 @@ public struct UpsertRow: Sendable, Hashable {
     self.guid = guid
     self.changes = changes
   }
+
+  /// The row with its guid in canonical form, once its values pass the stored employee's
+  /// rules: what every backend checks before a row joins a chunk.
+  ///
+  /// - Throws: `invalidArgument` naming the guid or the first bad field.
+  public func checked() throws -> UpsertRow {
+    guard let guid = EmployeeValidation.canonicalGUID(self.guid) else {
+      throw StoreError(.invalidArgument, "guid '\(self.guid)' is not a UUID")
+    }
+    try EmployeeValidation.validate(self.changes)
+    return UpsertRow(guid: guid, changes: self.changes)
+  }
 }

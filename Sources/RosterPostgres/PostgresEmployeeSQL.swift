@@ -1,6 +1,7 @@
 internal import NIOCore
 internal import PostgresNIO
 internal import RosterDomain
+internal import RosterStore
 
 /// SQL text with numbered parameters, built piece by piece.
 struct SQLBuilder {
@@ -24,28 +25,10 @@ struct SQLBuilder {
 /// `EmployeeSQL` does for SQLite: only the requested columns, the thumbnail table joined only
 /// when asked for, one keyset range scan per page.
 enum PostgresEmployeeSQL {
-  /// Requested columns in the fixed order `decode` reads them back.
-  private static let columns: [(EmployeeFields, String)] = [
-    (.guid, "e.guid"),
-    (.name, "e.name"),
-    (.department, "e.department"),
-    (.email, "e.email"),
-    (.phone, "e.phone"),
-    (.address, "e.address"),
-    (.about, "e.about"),
-    (.active, "e.active"),
-    (.startDate, "e.start_date"),
-    (.vacationDays, "e.vacation_days"),
-    (.pictureEtag, "e.picture_etag"),
-    (.salesCount, "e.sales_count"),
-    (.updateTime, "e.update_time"),
-    (.thumbnail, "t.data"),
-  ]
-
   /// `SELECT e.id, <fields>[, <sort keys>] FROM employees e [LEFT JOIN thumbnails]`.
   static func select(_ fields: EmployeeFields, sortKeys: [String] = []) -> String {
     var list = ["e.id"]
-    for (field, column) in self.columns where fields.contains(field) {
+    for (field, column) in EmployeeColumns.selected where fields.contains(field) {
       list.append(column)
     }
     list += sortKeys

@@ -21,13 +21,7 @@ extension PostgresStore {
       for row in message {
         defer { index += 1 }
         do {
-          var row = row
-          guard let guid = EmployeeValidation.canonicalGUID(row.guid) else {
-            throw StoreError(.invalidArgument, "guid '\(row.guid)' is not a UUID")
-          }
-          row.guid = guid
-          try EmployeeValidation.validate(row.changes)
-          chunk.append((index, row))
+          chunk.append((index, try row.checked()))
         } catch let error as StoreError {
           summary.rejected.append(.init(index: index, reason: error.message))
         }

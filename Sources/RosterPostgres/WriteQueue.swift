@@ -115,6 +115,12 @@ final class WriteQueue: Sendable {
     do {
       try await store.transaction { transaction in
         outcomes = []
+        // The change log's counter row first: a batch that locked employee rows and then
+        // waited for the counter, while another replica's batch held the counter and waited
+        // for one of those rows, deadlocked (found only after deadlock_timeout, 1 s): two
+        // replicas' writes fell from 592 to 24 calls/s. Taken first, batches on different
+        // replicas take turns instead, and still commit many writes each.
+        try await transaction.execute("SELECT 1 FROM change_log_state WHERE id = 1 FOR UPDATE")
         for job in batch {
           try await transaction.execute("SAVEPOINT write")
           let kept = transaction.changes.count

@@ -1,4 +1,5 @@
 internal import RosterDomain
+internal import RosterStore
 internal import GRDB
 internal import Synchronization
 
@@ -7,28 +8,10 @@ internal import Synchronization
 /// The SELECT list holds only the columns behind the requested fields (plus the sort keys a
 /// cursor needs), and the thumbnail table is joined only when the thumbnail is asked for.
 enum EmployeeSQL {
-  /// Requested columns in the fixed order `decode` reads them back.
-  private static let columns: [(EmployeeFields, String)] = [
-    (.guid, "e.guid"),
-    (.name, "e.name"),
-    (.department, "e.department"),
-    (.email, "e.email"),
-    (.phone, "e.phone"),
-    (.address, "e.address"),
-    (.about, "e.about"),
-    (.active, "e.active"),
-    (.startDate, "e.start_date"),
-    (.vacationDays, "e.vacation_days"),
-    (.pictureEtag, "e.picture_etag"),
-    (.salesCount, "e.sales_count"),
-    (.updateTime, "e.update_time"),
-    (.thumbnail, "t.data"),
-  ]
-
   /// `SELECT e.id, <fields>[, <sort keys>] FROM employees e [LEFT JOIN thumbnails]`.
   static func select(_ fields: EmployeeFields, sortKeys: [String] = []) -> String {
     var list = ["e.id"]
-    for (field, column) in self.columns where fields.contains(field) {
+    for (field, column) in EmployeeColumns.selected where fields.contains(field) {
       list.append(column)
     }
     list += sortKeys

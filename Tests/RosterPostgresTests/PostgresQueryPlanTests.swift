@@ -54,25 +54,8 @@ struct PostgresQueryPlanTests {
 
   /// `EXPLAIN (FORMAT JSON)` of a query with its parameters, on a connection of its own.
   static func explain(_ configuration: PostgresConfiguration, _ query: PostgresQuery) async throws -> String {
-    var connection = PostgresConnection.Configuration(
-      host: configuration.url.host,
-      port: configuration.url.port,
-      username: configuration.url.username,
-      password: configuration.url.password,
-      database: configuration.url.database,
-      tls: .disable
-    )
-    connection.options.additionalStartupParameters = [("search_path", "\(configuration.schema), public")]
-    let opened = try await PostgresConnection.connect(configuration: connection, id: 2, logger: PostgresTesting.logger)
     var explained = query
     explained.sql = "EXPLAIN (FORMAT JSON) " + query.sql
-    do {
-      let rows = try await opened.query(explained, logger: PostgresTesting.logger).collect()
-      try await opened.close()
-      return try rows.map { try $0.decode(String.self) }.joined()
-    } catch {
-      try? await opened.close()
-      throw error
-    }
+    return try await PostgresTesting.query(configuration, explained).map { try $0.decode(String.self) }.joined()
   }
 }

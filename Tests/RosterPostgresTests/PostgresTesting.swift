@@ -75,8 +75,9 @@ enum PostgresTesting {
     }
   }
 
-  /// Runs one statement on a connection of its own (for checks the store does not offer).
-  static func query(_ configuration: PostgresConfiguration, _ sql: String) async throws -> [PostgresRow] {
+  /// A connection of its own to the test's schema (for checks the store does not offer).
+  /// Bounded: a lock the test cannot get fails it instead of hanging it.
+  static func connect(_ configuration: PostgresConfiguration) async throws -> PostgresConnection {
     var connection = PostgresConnection.Configuration(
       host: configuration.url.host,
       port: configuration.url.port,
@@ -85,19 +86,28 @@ enum PostgresTesting {
       database: configuration.url.database,
       tls: .disable
     )
-    // Bounded: a lock the test cannot get fails it instead of hanging it.
     connection.options.additionalStartupParameters = [
       ("search_path", "\(configuration.schema), public"), ("lock_timeout", "20000"), ("statement_timeout", "120000"),
     ]
-    let opened = try await PostgresConnection.connect(configuration: connection, id: 1, logger: Self.logger)
+    return try await PostgresConnection.connect(configuration: connection, id: 1, logger: Self.logger)
+  }
+
+  /// Runs one query on a connection of its own, then closes it.
+  static func query(_ configuration: PostgresConfiguration, _ query: PostgresQuery) async throws -> [PostgresRow] {
+    let opened = try await Self.connect(configuration)
     do {
-      let rows = try await opened.query(PostgresQuery(unsafeSQL: sql), logger: Self.logger).collect()
+      let rows = try await opened.query(query, logger: Self.logger).collect()
       try await opened.close()
       return rows
     } catch {
       try? await opened.close()
       throw error
     }
+  }
+
+  /// Runs one statement on a connection of its own.
+  static func query(_ configuration: PostgresConfiguration, _ sql: String) async throws -> [PostgresRow] {
+    try await Self.query(configuration, PostgresQuery(unsafeSQL: sql))
   }
 
   static func dropSchema(_ configuration: PostgresConfiguration) async throws {
