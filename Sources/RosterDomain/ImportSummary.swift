@@ -59,4 +59,23 @@ public struct UpsertRow: Sendable, Hashable {
     try EmployeeValidation.validate(self.changes)
     return UpsertRow(guid: guid, changes: self.changes)
   }
+
+  /// The employee a row for an unknown guid creates: active unless it says otherwise.
+  ///
+  /// - Throws: `invalidArgument` naming the first of name, department and start date it lacks.
+  public func newEmployee() throws -> Employee {
+    guard let name = self.changes.name, let department = self.changes.department,
+      let startDate = self.changes.startDate
+    else {
+      let missing = self.changes.name == nil ? "name" : self.changes.department == nil ? "department" : "start_date"
+      throw StoreError(.invalidArgument, "\(missing) is required for a new employee")
+    }
+    var employee = Employee()
+    employee.guid = self.guid
+    employee.name = name
+    employee.department = department
+    employee.startDate = startDate
+    employee.active = true
+    return self.changes.applied(to: employee)
+  }
 }

@@ -25,18 +25,9 @@ struct SQLBuilder {
 /// `EmployeeSQL` does for SQLite: only the requested columns, the thumbnail table joined only
 /// when asked for, one keyset range scan per page.
 enum PostgresEmployeeSQL {
-  /// `SELECT e.id, <fields>[, <sort keys>] FROM employees e [LEFT JOIN thumbnails]`.
+  /// `EmployeeColumns.select`: the statement every read starts from.
   static func select(_ fields: EmployeeFields, sortKeys: [String] = []) -> String {
-    var list = ["e.id"]
-    for (field, column) in EmployeeColumns.selected where fields.contains(field) {
-      list.append(column)
-    }
-    list += sortKeys
-    var sql = "SELECT " + list.joined(separator: ", ") + " FROM employees e"
-    if fields.contains(.thumbnail) {
-      sql += " LEFT JOIN employee_thumbnails t ON t.employee_id = e.id"
-    }
-    return sql
+    EmployeeColumns.select(fields, sortKeys: sortKeys)
   }
 
   /// Reads a row produced by `select(fields)`, returning the employee and the index of the

@@ -69,19 +69,12 @@ extension PostgresStore {
           if new != inserts[position] { inserts[position] = new }
           summary.updated += 1
         } else {
-          let changes = row.changes
-          guard let name = changes.name, let department = changes.department, let startDate = changes.startDate else {
-            let missing = changes.name == nil ? "name" : changes.department == nil ? "department" : "start_date"
-            summary.rejected.append(.init(index: index, reason: "\(missing) is required for a new employee"))
+          do {
+            inserts.append(try row.newEmployee())
+          } catch let error as StoreError {
+            summary.rejected.append(.init(index: index, reason: error.message))
             continue
           }
-          var employee = Employee()
-          employee.guid = row.guid
-          employee.name = name
-          employee.department = department
-          employee.startDate = startDate
-          employee.active = true
-          inserts.append(changes.applied(to: employee))
           inserting.insert(row.guid)
         }
       }

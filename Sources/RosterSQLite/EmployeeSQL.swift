@@ -8,18 +8,9 @@ internal import Synchronization
 /// The SELECT list holds only the columns behind the requested fields (plus the sort keys a
 /// cursor needs), and the thumbnail table is joined only when the thumbnail is asked for.
 enum EmployeeSQL {
-  /// `SELECT e.id, <fields>[, <sort keys>] FROM employees e [LEFT JOIN thumbnails]`.
+  /// `EmployeeColumns.select`: the statement every read starts from.
   static func select(_ fields: EmployeeFields, sortKeys: [String] = []) -> String {
-    var list = ["e.id"]
-    for (field, column) in EmployeeColumns.selected where fields.contains(field) {
-      list.append(column)
-    }
-    list += sortKeys
-    var sql = "SELECT " + list.joined(separator: ", ") + " FROM employees e"
-    if fields.contains(.thumbnail) {
-      sql += " LEFT JOIN employee_thumbnails t ON t.employee_id = e.id"
-    }
-    return sql
+    EmployeeColumns.select(fields, sortKeys: sortKeys)
   }
 
   /// `select(fields)` by guid. Memoized: a point read should not rebuild its SQL text.

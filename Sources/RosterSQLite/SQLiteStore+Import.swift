@@ -101,24 +101,13 @@ extension SQLiteStore {
             timeMillis: now
           )
         } else {
-          let changes = row.changes
-          guard let name = changes.name, let department = changes.department,
-            let startDate = changes.startDate
-          else {
-            let missing = changes.name == nil ? "name" : changes.department == nil
-              ? "department" : "start_date"
-            summary.rejected.append(
-              .init(index: index, reason: "\(missing) is required for a new employee")
-            )
+          let employee: Employee
+          do {
+            employee = try row.newEmployee()
+          } catch let error as StoreError {
+            summary.rejected.append(.init(index: index, reason: error.message))
             continue
           }
-          var employee = Employee()
-          employee.guid = row.guid
-          employee.name = name
-          employee.department = department
-          employee.startDate = startDate
-          employee.active = true
-          employee = changes.applied(to: employee)
           try Self.insert(db, employee, now: now)
           try Self.record(
             db,

@@ -19,4 +19,19 @@ package enum EmployeeColumns {
     (.updateTime, "e.update_time"),
     (.thumbnail, "t.data"),
   ]
+
+  /// `SELECT e.id, <fields>[, <sort keys>] FROM employees e [LEFT JOIN thumbnails]`: only the
+  /// columns behind `fields`, and the thumbnail table only when the thumbnail is asked for.
+  package static func select(_ fields: EmployeeFields, sortKeys: [String] = []) -> String {
+    var list = ["e.id"]
+    for (field, column) in Self.selected where fields.contains(field) {
+      list.append(column)
+    }
+    list += sortKeys
+    var sql = "SELECT " + list.joined(separator: ", ") + " FROM employees e"
+    if fields.contains(.thumbnail) {
+      sql += " LEFT JOIN employee_thumbnails t ON t.employee_id = e.id"
+    }
+    return sql
+  }
 }
