@@ -21,7 +21,7 @@ internal import Synchronization
 /// // run it as a service, before the gRPC server, in one ServiceGroup
 /// ```
 public final class PostgresStore: StoreBackend, PictureCatalog {
-  let configuration: PostgresConfiguration
+  public let configuration: PostgresConfiguration
   let client: PostgresClient
   let logger: Logger
   let feed: ChangeFeed

@@ -65,17 +65,6 @@ extension SQLiteStore {
     }
   }
 
-  /// Imports complete employees, merged by guid, held in memory: a thin wrapper over
-  /// `upsertEmployees` for tests and small loads (`DirectoryLoader` streams large ones).
-  public func importEmployees(
-    _ employees: sending some Sequence<Employee>,
-    context: WriteContext = WriteContext(author: "import"),
-    chunkRows: Int = 20_000
-  ) async throws -> ImportSummary {
-    let rows = employees.map { UpsertRow(guid: $0.guid, changes: EmployeeChanges(setting: $0)) }
-    return try await self.upsertEmployees(AsyncBatches(rows, size: 1_000), context: context, chunkRows: chunkRows)
-  }
-
   /// Writes one chunk of validated rows in one bulk request to the writer.
   private func upsertChunk(
     _ rows: [(index: Int, row: UpsertRow)],

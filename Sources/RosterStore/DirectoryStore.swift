@@ -54,3 +54,16 @@ public protocol DirectoryStore: Sendable {
   /// returns how many went and whether more match.
   func deleteEmployees(filter: EmployeeFilter, limit: Int, context: WriteContext) async throws -> (deleted: Int, more: Bool)
 }
+
+extension DirectoryStore {
+  /// Imports complete employees, merged by guid, held in memory: a thin wrapper over
+  /// `upsertEmployees` for tests and small loads (`DirectoryLoader` streams large ones).
+  public func importEmployees(
+    _ employees: some Sequence<Employee>,
+    context: WriteContext = WriteContext(author: "import"),
+    chunkRows: Int = 20_000
+  ) async throws -> ImportSummary {
+    let rows = employees.map { UpsertRow(guid: $0.guid, changes: EmployeeChanges(setting: $0)) }
+    return try await self.upsertEmployees(AsyncBatches(rows, size: 1_000), context: context, chunkRows: chunkRows)
+  }
+}

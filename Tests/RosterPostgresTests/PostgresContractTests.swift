@@ -3,6 +3,7 @@ import RosterPostgres
 import RosterSeed
 import StoreContract
 import Testing
+import TestSupport
 
 /// The store contract (`Tests/StoreContract`) on the PostgreSQL backend: each clause on a new,
 /// empty schema of the throwaway server.

@@ -3,6 +3,7 @@ import PostgresNIO
 import RosterDomain
 @testable import RosterPostgres
 import Testing
+import TestSupport
 
 /// Every page shape's plan on PostgreSQL, over enough rows that the planner's choice is real:
 /// no sequential scan of employees, and no sort for ordering (a name search in another order

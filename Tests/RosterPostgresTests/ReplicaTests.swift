@@ -4,6 +4,7 @@ import RosterDomain
 @testable import RosterPostgres
 import Synchronization
 import Testing
+import TestSupport
 
 /// What only several replicas over one database can show: one migration however many start
 /// together, a change log in commit order across replicas, watchers woken by another

@@ -2,7 +2,6 @@ import GRPCCore
 import GRPCInProcessTransport
 import RosterProto
 import RosterServices
-import RosterSQLite
 import RosterDomain
 import Testing
 import TestSupport
@@ -55,10 +54,10 @@ struct AuthTests {
     }
   }
 
-  @Test("no token or an unknown one is UNAUTHENTICATED; a low role is PERMISSION_DENIED and changes nothing")
-  func roles() async throws {
+  @Test("no token or an unknown one is UNAUTHENTICATED; a low role is PERMISSION_DENIED and changes nothing", arguments: TestBackend.available)
+  func roles(_ backend: TestBackend) async throws {
     let (table, reader, writer, admin) = try Self.tokens()
-    try await withTemporaryStore(employees: 20) { store async throws in
+    try await withTemporaryStore(on: backend, employees: 20) { store async throws in
       func client<T: Sendable>(
         _ token: String?,
         _ body: (Roster_V1_Directory.Client<InProcessTransport.Client>) async throws -> T

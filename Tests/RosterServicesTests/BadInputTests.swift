@@ -1,7 +1,7 @@
 import GRPCCore
 import GRPCInProcessTransport
 import RosterProto
-import RosterSQLite
+import RosterStore
 import RosterDomain
 import SwiftProtobuf
 import Testing
@@ -242,9 +242,9 @@ struct BadInputTests {
     },
   ]
 
-  @Test("answers with the right status, naming the field", arguments: cases)
-  func badInput(_ badCase: Case) async throws {
-    try await withTemporaryStore(employees: 30) { store async throws in
+  @Test("answers with the right status, naming the field", arguments: TestBackend.available, cases)
+  func badInput(_ backend: TestBackend, _ badCase: Case) async throws {
+    try await withTemporaryStore(on: backend, employees: 30) { store async throws in
       let before = try await store.countEmployees(filter: EmployeeFilter())
       let changesBefore = store.latestChange
       let digest = try await Self.digest(store)
@@ -260,7 +260,7 @@ struct BadInputTests {
   }
 
   /// Every employee as stored, to compare before and after a refused request.
-  static func digest(_ store: SQLiteStore) async throws -> [Employee] {
+  static func digest(_ store: any StoreBackend) async throws -> [Employee] {
     try await store.employeePage(
       fields: .all,
       filter: EmployeeFilter(),
@@ -270,9 +270,9 @@ struct BadInputTests {
     ).employees
   }
 
-  @Test("bad analytics requests get a clear status naming the field")
-  func analytics() async throws {
-    try await withTemporaryStore(employees: 5) { store async throws in
+  @Test("bad analytics requests get a clear status naming the field", arguments: TestBackend.available)
+  func analytics(_ backend: TestBackend) async throws {
+    try await withTemporaryStore(on: backend, employees: 5) { store async throws in
       try await withInProcessClient(store: store) { client async throws in
         let analytics = Roster_V1_Analytics.Client(wrapping: client)
         await expectStatus(.invalidArgument, mentioning: "function is required") {

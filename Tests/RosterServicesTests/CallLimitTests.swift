@@ -2,7 +2,6 @@ import GRPCCore
 import GRPCInProcessTransport
 import Logging
 import RosterProto
-import RosterSQLite
 import RosterDomain
 @testable import RosterServices
 import Synchronization
@@ -11,9 +10,9 @@ import TestSupport
 
 @Suite("Call limits")
 struct CallLimitTests {
-  @Test("a client gets at most N open streams; a finished one frees its place")
-  func streamsPerClient() async throws {
-    try await withTemporaryStore(employees: 20) { store async throws in
+  @Test("a client gets at most N open streams; a finished one frees its place", arguments: TestBackend.available)
+  func streamsPerClient(_ backend: TestBackend) async throws {
+    try await withTemporaryStore(on: backend, employees: 20) { store async throws in
       try await withInProcessClient(store: store, maxStreamsPerClient: 2) { client async throws in
         let directory = Roster_V1_Directory.Client(wrapping: client)
         @Sendable func streamAll() async throws -> Int {
@@ -126,9 +125,9 @@ struct CallLimitTests {
     }
   }
 
-  @Test("WatchChanges is exempt from the default deadline")
-  func watchOutlivesTheDefaultDeadline() async throws {
-    try await withTemporaryStore(employees: 5) { store async throws in
+  @Test("WatchChanges is exempt from the default deadline", arguments: TestBackend.available)
+  func watchOutlivesTheDefaultDeadline(_ backend: TestBackend) async throws {
+    try await withTemporaryStore(on: backend, employees: 5) { store async throws in
       try await withInProcessClient(store: store, defaultDeadline: .milliseconds(200)) { client async throws in
         let directory = Roster_V1_Directory.Client(wrapping: client)
         // The five seed inserts replay at once; a change made well after the default deadline
@@ -139,7 +138,7 @@ struct CallLimitTests {
             count += 1
             if count == 5 {
               try await Task.sleep(for: .milliseconds(500))
-              _ = try await store.createEmployee(makeEmployee(name: "Late Larry"))
+              _ = try await store.createEmployee(makeEmployee(name: "Late Larry"), context: WriteContext())
             }
             if count == 6 { return event.guid }
           }

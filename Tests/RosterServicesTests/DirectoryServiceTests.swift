@@ -1,7 +1,6 @@
 import GRPCCore
 import GRPCInProcessTransport
 import RosterProto
-import RosterSQLite
 import RosterDomain
 import SwiftProtobuf
 import Testing
@@ -11,9 +10,9 @@ import TestSupport
 struct DirectoryServiceTests {
   static let nunez = makeEmployee(name: "José Núñez", department: "Legal", active: false)
 
-  @Test("ListEmployees pages through everyone with tokens, for every order")
-  func listPages() async throws {
-    try await withTemporaryStore(employees: 230) { store async throws in
+  @Test("ListEmployees pages through everyone with tokens, for every order", arguments: TestBackend.available)
+  func listPages(_ backend: TestBackend) async throws {
+    try await withTemporaryStore(on: backend, employees: 230) { store async throws in
       try await withInProcessClient(store: store) { client async throws in
         let directory = Roster_V1_Directory.Client(wrapping: client)
         for order in [Roster_V1_EmployeeOrder.name, .startDate, .department] {
@@ -35,9 +34,9 @@ struct DirectoryServiceTests {
     }
   }
 
-  @Test("page_size is capped at 1000")
-  func pageSizeCap() async throws {
-    try await withTemporaryStore(employees: 1100) { store async throws in
+  @Test("page_size is capped at 1000", arguments: TestBackend.available)
+  func pageSizeCap(_ backend: TestBackend) async throws {
+    try await withTemporaryStore(on: backend, employees: 1100) { store async throws in
       try await withInProcessClient(store: store) { client async throws in
         let response = try await Roster_V1_Directory.Client(wrapping: client).listEmployees(
           .with { $0.pageSize = 5000 }
@@ -48,9 +47,9 @@ struct DirectoryServiceTests {
     }
   }
 
-  @Test("the read mask limits the fields sent")
-  func readMask() async throws {
-    try await withTemporaryStore(employees: 5, extra: [Self.nunez]) { store async throws in
+  @Test("the read mask limits the fields sent", arguments: TestBackend.available)
+  func readMask(_ backend: TestBackend) async throws {
+    try await withTemporaryStore(on: backend, employees: 5, extra: [Self.nunez]) { store async throws in
       try await withInProcessClient(store: store) { client async throws in
         let directory = Roster_V1_Directory.Client(wrapping: client)
         let partial = try await directory.getEmployee(
@@ -78,9 +77,9 @@ struct DirectoryServiceTests {
     }
   }
 
-  @Test("filters apply to List, Stream and Count alike")
-  func filters() async throws {
-    try await withTemporaryStore(employees: 400, extra: [Self.nunez]) { store async throws in
+  @Test("filters apply to List, Stream and Count alike", arguments: TestBackend.available)
+  func filters(_ backend: TestBackend) async throws {
+    try await withTemporaryStore(on: backend, employees: 400, extra: [Self.nunez]) { store async throws in
       try await withInProcessClient(store: store) { client async throws in
         let directory = Roster_V1_Directory.Client(wrapping: client)
         let count = try await directory.countEmployees(
@@ -110,9 +109,9 @@ struct DirectoryServiceTests {
     }
   }
 
-  @Test("StreamEmployees sends every employee in pages whose tokens resume the listing")
-  func stream() async throws {
-    try await withTemporaryStore(employees: 260) { store async throws in
+  @Test("StreamEmployees sends every employee in pages whose tokens resume the listing", arguments: TestBackend.available)
+  func stream(_ backend: TestBackend) async throws {
+    try await withTemporaryStore(on: backend, employees: 260) { store async throws in
       try await withInProcessClient(store: store) { client async throws in
         let directory = Roster_V1_Directory.Client(wrapping: client)
         let request = Roster_V1_ListEmployeesRequest.with {
@@ -149,9 +148,9 @@ struct DirectoryServiceTests {
     }
   }
 
-  @Test("BatchGetEmployees answers in request order and is all or nothing")
-  func batchGet() async throws {
-    try await withTemporaryStore(employees: 20, extra: [Self.nunez]) { store async throws in
+  @Test("BatchGetEmployees answers in request order and is all or nothing", arguments: TestBackend.available)
+  func batchGet(_ backend: TestBackend) async throws {
+    try await withTemporaryStore(on: backend, employees: 20, extra: [Self.nunez]) { store async throws in
       try await withInProcessClient(store: store) { client async throws in
         let directory = Roster_V1_Directory.Client(wrapping: client)
         let some = try await directory.listEmployees(.with { $0.pageSize = 3 }).employees

@@ -1,8 +1,12 @@
 import Foundation
+import PostgresNIO
 import GRPCCore
 import GRPCInProcessTransport
 import RosterProto
+import RosterPictures
+import RosterPostgres
 import RosterSQLite
+import RosterStore
 import RosterDomain
 import Testing
 import TestSupport
@@ -22,10 +26,11 @@ struct PictureServiceTests {
   static let small = try! DemoPictures.jpeg(width: 300, height: 200, seed: 8, noise: 2)
 
   static func withPictures(
-    configure: (inout StoreConfiguration) -> Void = { _ in },
-    _ body: (Pictures, Directory, SQLiteStore) async throws -> Void
+    on backend: TestBackend,
+    configure: (inout PictureConfiguration) -> Void = { _ in },
+    _ body: (Pictures, Directory, any StoreBackend) async throws -> Void
   ) async throws {
-    try await withTemporaryStore(extra: [Self.alice, Self.bob], configure: configure) {
+    try await withTemporaryStore(on: backend, extra: [Self.alice, Self.bob], pictures: configure) {
       store async throws in
       try await withInProcessClient(store: store) { client async throws in
         try await body(Pictures(wrapping: client), Directory(wrapping: client), store)
@@ -76,6 +81,18 @@ struct PictureServiceTests {
     }
   }
 
+  /// What holds full pictures: on SQLite, picture files and temporary files on disk; on
+  /// PostgreSQL, picture rows and their chunks.
+  static func stored(_ store: any StoreBackend) async throws -> [String] {
+    if let store = store as? SQLiteStore { return Self.files(store) }
+    let store = try #require(store as? PostgresStore)
+    let rows = try await PostgresTesting.query(
+      store.configuration,
+      "SELECT 'picture ' || etag FROM pictures UNION ALL SELECT 'chunk ' || etag || ' ' || n FROM picture_chunks"
+    )
+    return try rows.map { try $0.decode(String.self) }
+  }
+
   /// Picture files and temporary files on disk.
   static func files(_ store: SQLiteStore) -> [String] {
     let root = store.configuration.picturesDirectory
@@ -89,9 +106,9 @@ struct PictureServiceTests {
     return files
   }
 
-  @Test("a large and a small picture round-trip byte for byte, with stable etags")
-  func roundTrip() async throws {
-    try await Self.withPictures { pictures, directory, store async throws in
+  @Test("a large and a small picture round-trip byte for byte, with stable etags", arguments: TestBackend.available)
+  func roundTrip(_ backend: TestBackend) async throws {
+    try await Self.withPictures(on: backend) { pictures, directory, store async throws in
       for bytes in [Self.large, Self.small] {
         let put = try await Self.put(pictures, guid: Self.alice.guid, bytes)
         #expect(put.size == Int64(bytes.count))
@@ -109,14 +126,16 @@ struct PictureServiceTests {
         #expect(employee.hasPicture_p)
         #expect(employee.pictureEtag == put.etag)
       }
-      #expect(Self.large.count > store.configuration.pictures.inlineMaximumBytes)
-      #expect(Self.small.count <= store.configuration.pictures.inlineMaximumBytes)
+      if let store = store as? SQLiteStore {
+        #expect(Self.large.count > store.configuration.pictures.inlineMaximumBytes)
+        #expect(Self.small.count <= store.configuration.pictures.inlineMaximumBytes)
+      }
     }
   }
 
-  @Test("resuming from an offset gives exactly the rest; dimensions are the picture's")
-  func resume() async throws {
-    try await Self.withPictures { pictures, _, _ async throws in
+  @Test("resuming from an offset gives exactly the rest; dimensions are the picture's", arguments: TestBackend.available)
+  func resume(_ backend: TestBackend) async throws {
+    try await Self.withPictures(on: backend) { pictures, _, _ async throws in
       let put = try await Self.put(pictures, guid: Self.alice.guid, Self.large)
       #expect(put.width == 1600 && put.height == 1200)
       let offset = 100_001
@@ -146,9 +165,9 @@ struct PictureServiceTests {
     }
   }
 
-  @Test("if_none_match with the current etag sends nothing; a stale one sends it all")
-  func ifNoneMatch() async throws {
-    try await Self.withPictures { pictures, _, _ async throws in
+  @Test("if_none_match with the current etag sends nothing; a stale one sends it all", arguments: TestBackend.available)
+  func ifNoneMatch(_ backend: TestBackend) async throws {
+    try await Self.withPictures(on: backend) { pictures, _, _ async throws in
       let put = try await Self.put(pictures, guid: Self.alice.guid, Self.large)
       let unchanged = try await Self.get(
         pictures,
@@ -169,9 +188,9 @@ struct PictureServiceTests {
     }
   }
 
-  @Test("thumbnails are 120 px high JPEGs, inline with the employee, and follow the picture")
-  func thumbnails() async throws {
-    try await Self.withPictures { pictures, directory, _ async throws in
+  @Test("thumbnails are 120 px high JPEGs, inline with the employee, and follow the picture", arguments: TestBackend.available)
+  func thumbnails(_ backend: TestBackend) async throws {
+    try await Self.withPictures(on: backend) { pictures, directory, _ async throws in
       let put = try await Self.put(pictures, guid: Self.alice.guid, Self.large)
       #expect(put.thumbnail.starts(with: [0xFF, 0xD8, 0xFF]))
       let thumbnail = try await pictures.getThumbnail(.with { $0.guid = Self.alice.guid })
@@ -194,22 +213,25 @@ struct PictureServiceTests {
     }
   }
 
-  @Test("identical pictures share one file, which goes with its last reference")
-  func deduplication() async throws {
-    try await Self.withPictures { pictures, directory, store async throws in
+  @Test("identical pictures share one file, which goes with its last reference", arguments: TestBackend.available)
+  func deduplication(_ backend: TestBackend) async throws {
+    try await Self.withPictures(on: backend) { pictures, directory, store async throws in
       _ = try await Self.put(pictures, guid: Self.alice.guid, Self.large)
       _ = try await Self.put(pictures, guid: Self.bob.guid, Self.large)
-      #expect(Self.files(store).count == 1)
+      let shared = try await Self.stored(store)
+      #expect(shared.filter { !$0.hasPrefix("chunk ") }.count == 1, "one picture for both: \(shared)")
       _ = try await directory.deleteEmployee(.with { $0.guid = Self.alice.guid })
-      #expect(Self.files(store).count == 1, "Bob still uses it")
+      #expect(try await Self.stored(store) == shared, "Bob still uses it")
       _ = try await directory.deleteEmployee(.with { $0.guid = Self.bob.guid })
-      #expect(Self.files(store).isEmpty)
+      #expect(try await Self.stored(store).isEmpty)
     }
   }
 
   @Test("a replaced picture's file goes; the sweep removes strays")
   func replaceAndSweep() async throws {
-    try await Self.withPictures { pictures, _, store async throws in
+    // Files and their sweep are SQLite's; PostgreSQL's picture rows go by trigger.
+    try await Self.withPictures(on: .sqlite) { pictures, _, store async throws in
+      let store = try #require(store as? SQLiteStore)
       _ = try await Self.put(pictures, guid: Self.alice.guid, Self.large)
       let other = try DemoPictures.jpeg(width: 1500, height: 1000, seed: 9, noise: 30)
       let put = try await Self.put(pictures, guid: Self.alice.guid, other)
@@ -221,10 +243,10 @@ struct PictureServiceTests {
     }
   }
 
-  @Test("an upload the client abandons midway leaves no file and no row")
-  func abandonedUpload() async throws {
+  @Test("an upload the client abandons midway leaves no file and no row", arguments: TestBackend.available)
+  func abandonedUpload(_ backend: TestBackend) async throws {
     struct GaveUp: Error {}
-    try await Self.withPictures { pictures, directory, store async throws in
+    try await Self.withPictures(on: backend) { pictures, directory, store async throws in
       await #expect(throws: (any Error).self) {
         _ = try await pictures.putPicture { writer in
           try await writer.write(.with { $0.header = .with { $0.guid = Self.alice.guid } })
@@ -235,20 +257,20 @@ struct PictureServiceTests {
         }
       }
       // The server notices the cancelled stream on its own schedule.
-      for _ in 0..<100 where !Self.files(store).isEmpty {
+      for _ in 0..<100 where try await !Self.stored(store).isEmpty {
         try await Task.sleep(for: .milliseconds(50))
       }
-      #expect(Self.files(store).isEmpty, "\(Self.files(store))")
+      #expect(try await Self.stored(store).isEmpty)
       let employee = try await directory.getEmployee(.with { $0.guid = Self.alice.guid })
       #expect(!employee.hasPicture_p)
       #expect(store.latestChange == 2, "only the two imported employees were logged")
     }
   }
 
-  @Test("bad uploads and reads get a clear status, and leave no file and no row")
-  func badInput() async throws {
+  @Test("bad uploads and reads get a clear status, and leave no file and no row", arguments: TestBackend.available)
+  func badInput(_ backend: TestBackend) async throws {
     let corrupt = Array(Self.large.prefix(Self.large.count / 2))
-    try await Self.withPictures(configure: { $0.pictures.maximumBytes = 150_000 }) {
+    try await Self.withPictures(on: backend, configure: { $0.maximumBytes = 150_000 }) {
       pictures, directory, store async throws in
       let guid = Self.alice.guid
       await expectStatus(.invalidArgument, mentioning: "not a JPEG or PNG") {
@@ -278,7 +300,7 @@ struct PictureServiceTests {
       await expectStatus(.notFound, mentioning: "no picture") {
         _ = try await Self.get(pictures, .with { $0.guid = guid })
       }
-      #expect(Self.files(store).isEmpty, "\(Self.files(store))")
+      #expect(try await Self.stored(store).isEmpty)
       let employee = try await directory.getEmployee(.with { $0.guid = guid })
       #expect(!employee.hasPicture_p)
       #expect(store.latestChange == 2, "only the two imported employees were logged")

@@ -2,6 +2,7 @@ import GRPCCore
 import GRPCInProcessTransport
 import RosterProto
 import RosterSQLite
+import RosterStore
 import RosterDomain
 import SwiftProtobuf
 import Testing
@@ -14,19 +15,20 @@ struct WriteServiceTests {
   typealias Directory = Roster_V1_Directory.Client<InProcessTransport.Client>
 
   static func withDirectory(
+    on backend: TestBackend,
     employees: Int = 0,
-    _ body: (Directory, SQLiteStore) async throws -> Void
+    _ body: (Directory, any StoreBackend) async throws -> Void
   ) async throws {
-    try await withTemporaryStore(employees: employees) { store async throws in
+    try await withTemporaryStore(on: backend, employees: employees) { store async throws in
       try await withInProcessClient(store: store) { client async throws in
         try await body(Directory(wrapping: client), store)
       }
     }
   }
 
-  @Test("create without a guid gets one; update changes only the masked fields; delete removes")
-  func createUpdateDelete() async throws {
-    try await Self.withDirectory { directory, store async throws in
+  @Test("create without a guid gets one; update changes only the masked fields; delete removes", arguments: TestBackend.available)
+  func createUpdateDelete(_ backend: TestBackend) async throws {
+    try await Self.withDirectory(on: backend) { directory, store async throws in
       let created = try await directory.createEmployee(
         .with {
           $0.employee = .with {
@@ -71,9 +73,9 @@ struct WriteServiceTests {
     }
   }
 
-  @Test("UpsertEmployees merges a stream by guid and reports rejects by stream index")
-  func upsertStream() async throws {
-    try await Self.withDirectory(employees: 3) { directory, store async throws in
+  @Test("UpsertEmployees merges a stream by guid and reports rejects by stream index", arguments: TestBackend.available)
+  func upsertStream(_ backend: TestBackend) async throws {
+    try await Self.withDirectory(on: backend, employees: 3) { directory, store async throws in
       let existing = DemoData(count: 1).first { _ in true }!.employee
       let newGUID = "7b1c3e9a-1111-4222-8333-444455556666"
       let response = try await directory.upsertEmployees { writer in
@@ -115,9 +117,9 @@ struct WriteServiceTests {
     }
   }
 
-  @Test("batch writes need a filter or all, and report what they did")
-  func batchWrites() async throws {
-    try await Self.withDirectory(employees: 300) { directory, store async throws in
+  @Test("batch writes need a filter or all, and report what they did", arguments: TestBackend.available)
+  func batchWrites(_ backend: TestBackend) async throws {
+    try await Self.withDirectory(on: backend, employees: 300) { directory, store async throws in
       let unknown = try await directory.batchUpdateEmployees(
         .with {
           $0.department = "Nowhere"
@@ -143,9 +145,9 @@ struct WriteServiceTests {
     }
   }
 
-  @Test("WatchChanges replays exactly the changes after a token, in order, then live ones")
-  func watchResume() async throws {
-    try await Self.withDirectory { directory, store async throws in
+  @Test("WatchChanges replays exactly the changes after a token, in order, then live ones", arguments: TestBackend.available)
+  func watchResume(_ backend: TestBackend) async throws {
+    try await Self.withDirectory(on: backend) { directory, store async throws in
       var guids: [String] = []
       for index in 0..<5 {
         let created = try await directory.createEmployee(
@@ -202,8 +204,9 @@ struct WriteServiceTests {
 
   @Test("a token behind the retention window is OUT_OF_RANGE and says to resync")
   func watchRetention() async throws {
-    try await Self.withDirectory(employees: 40) { directory, store async throws in
-      try await store.pruneChangeLog(
+    // Pruning on demand is SQLite's (PostgreSQL prunes in its maintenance, by configuration).
+    try await Self.withDirectory(on: .sqlite, employees: 40) { directory, store async throws in
+      try await #require(store as? SQLiteStore).pruneChangeLog(
         retention: ChangeLogRetention(maximumAge: .seconds(3600), maximumRows: 10)
       )
       await expectStatus(.outOfRange, mentioning: "resync") {

@@ -1,6 +1,6 @@
 public import GRPCCore
 public import GRPCInProcessTransport
-public import RosterSQLite
+public import RosterStore
 internal import RosterDomain
 import RosterServer
 public import RosterServices
@@ -12,7 +12,7 @@ public import RosterServices
 /// With `tokens`, calls are authenticated as on a real server; `clientInterceptors` can then
 /// add a bearer token.
 public func withInProcessClient<T: Sendable>(
-  store: SQLiteStore,
+  store: any StoreBackend,
   tokens: TokenTable? = nil,
   defaultDeadline: Duration? = nil,
   maxStreamsPerClient: Int? = nil,

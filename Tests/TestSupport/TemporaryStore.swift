@@ -1,6 +1,8 @@
 public import Foundation
 public import RosterSQLite
 public import RosterDomain
+public import RosterStore
+public import RosterPictures
 import RosterSeed
 
 /// A store on a fresh WAL database in its own temporary directory, removed afterwards.
@@ -22,13 +24,54 @@ public func withTemporaryStore<T>(
   var configuration = StoreConfiguration(path: directory + "/test.sqlite")
   configure(&configuration)
   let store = try SQLiteStore(configuration: configuration)
+  try await fill(store, employees: employees, extra: extra)
+  return try await body(store)
+}
+
+/// The backends a test can run on: SQLite always; PostgreSQL too under `scripts/postgres run`
+/// (or wherever `ROSTER_TEST_POSTGRES_URL` names a server).
+public enum TestBackend: String, CaseIterable, Sendable {
+  case sqlite, postgres
+
+  /// The backends this run can test: both with a PostgreSQL server, else SQLite alone.
+  public static var available: [TestBackend] {
+    PostgresTesting.enabled ? Self.allCases : [.sqlite]
+  }
+}
+
+/// A fresh, empty store on `backend` (SQLite: a temporary directory; PostgreSQL: a schema of
+/// its own, its service running), with `employees` demo employees and `extra` in it, removed
+/// after `body`.
+@discardableResult
+public func withTemporaryStore<T>(
+  on backend: TestBackend,
+  employees: Int = 0,
+  extra: [Employee] = [],
+  pictures: (inout PictureConfiguration) -> Void = { _ in },
+  _ body: (any StoreBackend) async throws -> T
+) async throws -> T {
+  switch backend {
+  case .sqlite:
+    return try await withTemporaryStore(employees: employees, extra: extra, configure: { pictures(&$0.pictures) }) {
+      store in try await body(store)
+    }
+  case .postgres:
+    var configuration = try PostgresTesting.configuration()
+    pictures(&configuration.pictures)
+    return try await PostgresTesting.withStore(configuration) { store in
+      try await fill(store, employees: employees, extra: extra)
+      return try await body(store)
+    }
+  }
+}
+
+private func fill(_ store: some DirectoryStore, employees: Int, extra: [Employee]) async throws {
   if employees > 0 {
     _ = try await store.importEmployees(DemoData(count: employees).lazy.map(\.employee))
   }
   if !extra.isEmpty {
     _ = try await store.importEmployees(extra)
   }
-  return try await body(store)
 }
 
 /// A new, empty temporary directory.

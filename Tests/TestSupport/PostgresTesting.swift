@@ -1,26 +1,26 @@
-import Foundation
-import Logging
-import PostgresNIO
-import RosterPostgres
+public import Foundation
+public import Logging
+public import PostgresNIO
+public import RosterPostgres
 
 /// The throwaway server `scripts/postgres run` starts, and a store in a schema of its own
 /// for each test, dropped afterwards.
-enum PostgresTesting {
+public enum PostgresTesting {
   /// The server's URL; nil when the tests run without `scripts/postgres run`.
-  static let url = ProcessInfo.processInfo.environment["ROSTER_TEST_POSTGRES_URL"]
+  public static let url = ProcessInfo.processInfo.environment["ROSTER_TEST_POSTGRES_URL"]
 
   /// Whether these tests run: with a server, or whenever `scripts/test` runs them (which
   /// sets ROSTER_REQUIRE_POSTGRES, so a missing server fails instead of skipping).
-  static let enabled = url != nil || ProcessInfo.processInfo.environment["ROSTER_REQUIRE_POSTGRES"] != nil
+  public static let enabled = url != nil || ProcessInfo.processInfo.environment["ROSTER_REQUIRE_POSTGRES"] != nil
 
-  static let logger: Logger = {
+  public static let logger: Logger = {
     var logger = Logger(label: "roster.test.postgres")
     logger.logLevel = .warning
     return logger
   }()
 
   /// A configuration for a new, empty schema.
-  static func configuration(schema: String = "t_" + UUID().uuidString.prefix(8).lowercased()) throws -> PostgresConfiguration {
+  public static func configuration(schema: String = "t_" + UUID().uuidString.prefix(8).lowercased()) throws -> PostgresConfiguration {
     guard let url else {
       throw TestFailure("ROSTER_TEST_POSTGRES_URL is not set: run the tests under scripts/postgres run -- swift test")
     }
@@ -34,7 +34,7 @@ enum PostgresTesting {
 
   /// Opens a store on a new schema, runs it as a service while `body` runs, then stops it and
   /// drops the schema.
-  static func withStore<T>(
+  public static func withStore<T>(
     _ configuration: PostgresConfiguration? = nil,
     _ body: (PostgresStore) async throws -> T
   ) async throws -> T {
@@ -52,7 +52,7 @@ enum PostgresTesting {
   }
 
   /// Runs `store` as a service while `body` runs.
-  static func running<T>(
+  public static func running<T>(
     _ store: PostgresStore,
     _ body: (PostgresStore) async throws -> T,
     caller: String = #function
@@ -77,7 +77,7 @@ enum PostgresTesting {
 
   /// A connection of its own to the test's schema (for checks the store does not offer).
   /// Bounded: a lock the test cannot get fails it instead of hanging it.
-  static func connect(_ configuration: PostgresConfiguration) async throws -> PostgresConnection {
+  public static func connect(_ configuration: PostgresConfiguration) async throws -> PostgresConnection {
     var connection = PostgresConnection.Configuration(
       host: configuration.url.host,
       port: configuration.url.port,
@@ -93,7 +93,7 @@ enum PostgresTesting {
   }
 
   /// Runs one query on a connection of its own, then closes it.
-  static func query(_ configuration: PostgresConfiguration, _ query: PostgresQuery) async throws -> [PostgresRow] {
+  public static func query(_ configuration: PostgresConfiguration, _ query: PostgresQuery) async throws -> [PostgresRow] {
     let opened = try await Self.connect(configuration)
     do {
       let rows = try await opened.query(query, logger: Self.logger).collect()
@@ -106,17 +106,17 @@ enum PostgresTesting {
   }
 
   /// Runs one statement on a connection of its own.
-  static func query(_ configuration: PostgresConfiguration, _ sql: String) async throws -> [PostgresRow] {
+  public static func query(_ configuration: PostgresConfiguration, _ sql: String) async throws -> [PostgresRow] {
     try await Self.query(configuration, PostgresQuery(unsafeSQL: sql))
   }
 
-  static func dropSchema(_ configuration: PostgresConfiguration) async throws {
+  public static func dropSchema(_ configuration: PostgresConfiguration) async throws {
     _ = try await Self.query(configuration, "DROP SCHEMA IF EXISTS \(configuration.schema) CASCADE")
   }
 }
 
-struct TestFailure: Error, CustomStringConvertible {
-  var description: String
-  init(_ description: String) { self.description = description }
+public struct TestFailure: Error, CustomStringConvertible {
+  public var description: String
+  public init(_ description: String) { self.description = description }
 }
 
