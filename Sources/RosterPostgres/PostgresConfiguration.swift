@@ -17,6 +17,12 @@ public struct PostgresConfiguration: Sendable {
   public var bulkChunkRows: Int = 2_000
   /// The longest one query may run before the server stops it; nil for no limit.
   public var statementTimeout: Duration? = .seconds(30)
+  /// Heavy reads (counts, aggregates over raw sales, a month of days, name searches) that
+  /// run at once, each on a connection; the rest of the pool stays for point reads and the
+  /// writer.
+  public var heavyReads: Int = 4
+  /// Heavy reads that may wait for a place; one more is refused with RESOURCE_EXHAUSTED.
+  public var heavyQueueLimit: Int = 16
   /// How much history the change log keeps.
   public var changeLogMaximumAge: Duration = .seconds(7 * 24 * 3600)
   /// The most changes the change log keeps.

@@ -78,6 +78,7 @@ extension PostgresStore {
     }
     var builder = SQLBuilder()
     var terms: [String] = []
+    var heavy = false
     func scope(department: String, date: String, months: Bool = false) {
       let from = months ? filter.fromDate.map { String($0.prefix(7)) } : filter.fromDate
       let to = months ? filter.toDate.map { String($0.prefix(7)) } : filter.toDate
@@ -107,6 +108,7 @@ extension PostgresStore {
       value = Self.rolledUp(function)
       source = "sales_daily d JOIN employees e ON e.id = d.employee_id"
     } else {
+      heavy = true
       scope(department: "e.department", date: "s.date")
       if let guid = filter.employeeGUID { terms.append("e.guid = \(builder.bind(guid))") }
       key = ["none": "''", "department": "e.department", "employee": "e.guid", "year": "left(s.date, 4)",
@@ -119,7 +121,7 @@ extension PostgresStore {
     if let after = page.after { terms.append("(\(key)) > \(builder.bind(after))") }
     let whereClause = terms.isEmpty ? "" : " WHERE " + terms.joined(separator: " AND ")
     builder.sql = "SELECT \(key) AS k, \(value) FROM \(source)\(whereClause) GROUP BY 1 ORDER BY 1 LIMIT \(page.limit + 1)"
-    return AggregatePage(cutting: try await self.groups(builder.query), grouping: grouping, page: page)
+    return AggregatePage(cutting: try await self.groups(builder.query, heavy: heavy), grouping: grouping, page: page)
   }
 
   /// One page of `function` over vacation days (or a count of employees), grouped by
@@ -145,6 +147,7 @@ extension PostgresStore {
     var terms: [String]
     let value: String
     let source: String
+    let heavy: Bool
     if grouping != .active && filter.nameContains == nil && filter.active == nil
       && [.count, .sum, .average].contains(function)
     {
@@ -153,19 +156,23 @@ extension PostgresStore {
       value = ["count": "sum(headcount)::float8", "sum": "sum(vacation_days_total)::float8",
                "average": "sum(vacation_days_total)::float8 / nullif(sum(headcount), 0)"][function.rawValue]!
       source = "department_stats e"
+      heavy = false
     } else {
       terms = PostgresEmployeeSQL.filterTerms(filter, into: &builder)
       value = Self.aggregate(function, column: "e.vacation_days")
       source = "employees e"
+      heavy = true
     }
     if let after = page.after { terms.append("(\(key)) > \(builder.bind(after))") }
     let whereClause = terms.isEmpty ? "" : " WHERE " + terms.joined(separator: " AND ")
     builder.sql = "SELECT \(key) AS k, \(value) FROM \(source)\(whereClause) GROUP BY 1 ORDER BY 1 LIMIT \(page.limit + 1)"
-    return AggregatePage(cutting: try await self.groups(builder.query), grouping: grouping, page: page)
+    return AggregatePage(cutting: try await self.groups(builder.query, heavy: heavy), grouping: grouping, page: page)
   }
 
-  private func groups(_ query: PostgresQuery) async throws -> [AggregateValue] {
-    try await self.rows(query).map { row in
+  /// The groups `query` returns; a query over raw rows runs as a heavy read.
+  private func groups(_ query: PostgresQuery, heavy: Bool) async throws -> [AggregateValue] {
+    let rows = heavy ? try await self.heavy { try await $0.rows(query) } : try await self.rows(query)
+    return try rows.map { row in
       AggregateValue(key: try row[0].decode(String.self), value: try row[1].decode(Double?.self) ?? 0)
     }
   }
@@ -231,24 +238,24 @@ extension PostgresStore {
         """
       )
       if monthText != nil {
-        days = try await self.rows(
+        days = try await self.heavy { try await $0.rows(
           """
           SELECT s.date, count(*), sum(s.amount_cents)::int8 FROM sales s
           JOIN employees e ON e.id = s.employee_id
           WHERE e.department = \(department) AND s.date BETWEEN \(first) AND \(last)
           GROUP BY 1 ORDER BY 1
           """
-        )
+        ) }
       }
     case .everyone:
       months = try await self.rows("SELECT month, count, total_cents FROM sales_monthly WHERE count > 0 ORDER BY month")
       if monthText != nil {
-        days = try await self.rows(
+        days = try await self.heavy { try await $0.rows(
           """
           SELECT date, count(*), sum(amount_cents)::int8 FROM sales
           WHERE date BETWEEN \(first) AND \(last) GROUP BY 1 ORDER BY 1
           """
-        )
+        ) }
       }
     }
     var calendar = SalesCalendar()

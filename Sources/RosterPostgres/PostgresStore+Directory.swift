@@ -47,7 +47,9 @@ extension PostgresStore {
     employees.reserveCapacity(limit)
     var next: EmployeeCursor?
     var lastKeys: [String] = []
-    for row in try await self.rows(query) {
+    // A name search's cost grows with its matches: a heavy read.
+    let rows = filter.nameContains == nil ? try await self.rows(query) : try await self.heavy { try await $0.rows(query) }
+    for row in rows {
       if employees.count == limit {
         next = EmployeeCursor(keys: lastKeys, id: employees[employees.count - 1].id)
         break
@@ -59,9 +61,10 @@ extension PostgresStore {
     return EmployeePage(employees: employees, next: next)
   }
 
-  /// How many employees match `filter`, counted by the server.
+  /// How many employees match `filter`, counted by the server, as a heavy read: a count
+  /// visits every match.
   public func countEmployees(filter: EmployeeFilter) async throws -> Int64 {
-    guard let row = try await self.row(PostgresEmployeeSQL.count(filter)) else { return 0 }
+    guard let row = try await self.heavy({ try await $0.row(PostgresEmployeeSQL.count(filter)) }) else { return 0 }
     return try row[0].decode(Int64.self)
   }
 

@@ -26,6 +26,7 @@ public final class PostgresStore: StoreBackend, PictureCatalog {
   let logger: Logger
   let feed: ChangeFeed
   let writes: WriteQueue
+  let heavyReads: HeavyReads
   let pictures: PictureStorage
   /// The NOTIFY channel of this schema's change log.
   let channel: String
@@ -49,6 +50,7 @@ public final class PostgresStore: StoreBackend, PictureCatalog {
     self.pictures = pictures
     self.channel = "roster_changes_" + configuration.schema
     self.writes = WriteQueue(maximumBatch: configuration.maximumWriteBatch)
+    self.heavyReads = HeavyReads(width: configuration.heavyReads, queueLimit: configuration.heavyQueueLimit)
   }
 
   /// Connects, creates the schema or brings it up to date (once, however many replicas start

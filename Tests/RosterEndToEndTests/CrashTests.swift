@@ -36,22 +36,13 @@ struct CrashTests {
   static let rounds = Int(ProcessInfo.processInfo.environment["ROSTER_CRASH_ROUNDS"] ?? "") ?? 10
   static let workers = 8
 
-  /// Where the killed servers keep their data.
-  enum Backend: String, CaseIterable, Sendable {
-    case sqlite, postgres
-
-    static var available: [Backend] {
-      ProcessInfo.processInfo.environment["ROSTER_TEST_POSTGRES_URL"] == nil ? [.sqlite] : Self.allCases
-    }
-  }
-
-  @Test("acknowledged writes survive SIGKILL at random moments, round after round", arguments: Backend.available)
-  func killUnderLoad(_ backend: Backend) async throws {
+  @Test("acknowledged writes survive SIGKILL at random moments, round after round", arguments: TestBackend.available)
+  func killUnderLoad(_ backend: TestBackend) async throws {
     let directory = try makeTemporaryDirectory()
     defer { try? FileManager.default.removeItem(atPath: directory) }
     let path = directory + "/crash.sqlite"
     let schema = "crash_" + UUID().uuidString.prefix(8).lowercased()
-    let postgresURL = ProcessInfo.processInfo.environment["ROSTER_TEST_POSTGRES_URL"] ?? ""
+    let postgresURL = PostgresTesting.url ?? ""
     let arguments = backend == .sqlite
       ? ["--db", path, "--seed-employees", "0"]
       : ["--postgres", postgresURL, "--postgres-schema", schema, "--seed-employees", "0"]

@@ -1,0 +1,116 @@
+import Foundation
+import PostgresNIO
+import RosterDomain
+@testable import RosterPostgres
+import Testing
+import TestSupport
+
+/// Heavy reads on PostgreSQL: admitted a few at a time, and stopped at the server when their
+/// call is cancelled or its deadline passes.
+@Suite("PostgreSQL heavy reads", .enabled(if: PostgresTesting.enabled))
+struct HeavyReadTests {
+  /// A heavy read that holds its place for `seconds` at the server.
+  static func sleep(_ store: PostgresStore, seconds: Double) async throws {
+    _ = try await store.heavy { try await $0.rows(PostgresQuery(unsafeSQL: "SELECT pg_sleep(\(seconds))")) }
+  }
+
+  /// Statements running `pg_sleep(seconds)` at the server now (each test sleeps for a
+  /// length of its own, as the tests run side by side).
+  static func sleepers(_ configuration: PostgresConfiguration, seconds: Double) async throws -> Int {
+    let rows = try await PostgresTesting.query(
+      configuration,
+      "SELECT count(*) FROM pg_stat_activity WHERE query = 'SELECT pg_sleep(\(seconds))' AND state = 'active'"
+    )
+    return try rows.first?.decode(Int.self) ?? 0
+  }
+
+  @Test("past the running and waiting places, a heavy read is refused at once with RESOURCE_EXHAUSTED")
+  func admission() async throws {
+    var configuration = try PostgresTesting.configuration()
+    configuration.heavyReads = 1
+    configuration.heavyQueueLimit = 1
+    try await PostgresTesting.withStore(configuration) { store in
+      try await withThrowingTaskGroup(of: Void.self) { group in
+        for _ in 0..<2 { group.addTask { try await Self.sleep(store, seconds: 1) } }
+        // Wait until one runs and one waits.
+        for _ in 0..<200 where store.heavyReads.load != (1, 1) { try await Task.sleep(for: .milliseconds(10)) }
+        #expect(store.heavyReads.load == (1, 1))
+        let started = ContinuousClock.now
+        let error = await #expect(throws: StoreError.self) { try await Self.sleep(store, seconds: 1) }
+        #expect(error?.code == .resourceExhausted)
+        #expect(error?.message.contains("busy") == true)
+        #expect(ContinuousClock.now - started < .milliseconds(500), "refused at once, not after waiting")
+        // Reads that are not heavy are not held up by the heavy ones.
+        let pointRead = ContinuousClock.now
+        _ = try await store.departmentCounts()
+        #expect(ContinuousClock.now - pointRead < .milliseconds(500))
+        try await group.waitForAll()
+      }
+      #expect(store.heavyReads.load == (0, 0))
+    }
+  }
+
+  @Test("a cancelled call stops its statement at the server")
+  func cancellation() async throws {
+    let configuration = try PostgresTesting.configuration()
+    try await PostgresTesting.withStore(configuration) { store in
+      let control = CallControl(deadline: nil)
+      let started = ContinuousClock.now
+      let call = Task { try await CallControl.$current.withValue(control) { try await Self.sleep(store, seconds: 30.1) } }
+      for _ in 0..<200 where try await Self.sleepers(configuration, seconds: 30.1) == 0 {
+        try await Task.sleep(for: .milliseconds(10))
+      }
+      #expect(try await Self.sleepers(configuration, seconds: 30.1) == 1)
+      control.cancel()
+      let error = try await #require(throws: StoreError.self) { try await call.value }
+      #expect(error.code == .cancelled)
+      #expect(ContinuousClock.now - started < .seconds(5), "stopped, not waited out")
+      #expect(try await Self.sleepers(configuration, seconds: 30.1) == 0, "the statement no longer runs at the server")
+    }
+  }
+
+  @Test("a cancelled task stops its statement at the server too")
+  func taskCancellation() async throws {
+    let configuration = try PostgresTesting.configuration()
+    try await PostgresTesting.withStore(configuration) { store in
+      let started = ContinuousClock.now
+      let task = Task { try await Self.sleep(store, seconds: 30.2) }
+      for _ in 0..<200 where try await Self.sleepers(configuration, seconds: 30.2) == 0 {
+        try await Task.sleep(for: .milliseconds(10))
+      }
+      #expect(try await Self.sleepers(configuration, seconds: 30.2) == 1)
+      task.cancel()
+      let error = try await #require(throws: StoreError.self) { try await task.value }
+      #expect(error.code == .cancelled)
+      #expect(ContinuousClock.now - started < .seconds(5))
+      #expect(try await Self.sleepers(configuration, seconds: 30.2) == 0)
+    }
+  }
+
+  @Test("a passed deadline stops the statement: DEADLINE_EXCEEDED after about the deadline")
+  func deadline() async throws {
+    let configuration = try PostgresTesting.configuration()
+    try await PostgresTesting.withStore(configuration) { store in
+      let started = ContinuousClock.now
+      let control = CallControl(deadline: started + .milliseconds(400))
+      let error = try await #require(throws: StoreError.self) {
+        try await CallControl.$current.withValue(control) { try await Self.sleep(store, seconds: 30.3) }
+      }
+      let took = ContinuousClock.now - started
+      #expect(error.code == .deadlineExceeded)
+      #expect(error == StoreError.deadlinePassed)
+      #expect(took >= .milliseconds(350) && took < .seconds(5), "\(took)")
+      #expect(try await Self.sleepers(configuration, seconds: 30.3) == 0)
+    }
+  }
+
+  @Test("the statement timeout is what is left of the deadline, at most the budget")
+  func timeouts() {
+    #expect(PostgresStore.timeoutMilliseconds(budget: .seconds(30), deadline: nil) == 30_000)
+    #expect(PostgresStore.timeoutMilliseconds(budget: nil, deadline: nil) == 0)
+    let soon = PostgresStore.timeoutMilliseconds(budget: .seconds(30), deadline: .now + .seconds(2))
+    #expect((1_900...2_000).contains(soon))
+    #expect(PostgresStore.timeoutMilliseconds(budget: .seconds(1), deadline: .now + .seconds(60)) == 1_000)
+    #expect(PostgresStore.timeoutMilliseconds(budget: nil, deadline: .now - .seconds(1)) == 1)
+  }
+}
