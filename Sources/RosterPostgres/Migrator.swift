@@ -4,14 +4,19 @@ internal import RosterDomain
 
 /// Brings the schema up to date at start, on a connection of its own.
 ///
-/// Every migration runs inside one transaction holding an advisory lock, so replicas that
-/// start together take turns: the first applies what is missing, the others find it done.
-/// A database migrated by a newer Roster is refused rather than written with old rules.
+/// Every migration runs inside one transaction holding an advisory lock on the schema, so
+/// replicas that start together take turns: the first applies what is missing, the others
+/// find it done. Deployments in other schemas of the same database do not wait for it; only
+/// the extension Roster needs, which is the database's, is created under a lock they all
+/// share, in a transaction of its own. A database migrated by a newer Roster is refused
+/// rather than written with old rules. No statement timeout applies: waiting for another
+/// replica's migration, or building an index over millions of rows, takes what it takes.
 struct Migrator {
   var configuration: PostgresConfiguration
   var logger: Logger
 
-  /// The key of the advisory lock every Roster migration takes ("Roster" in ASCII).
+  /// The key of the advisory lock under which Roster creates extensions ("Roster" in ASCII);
+  /// a schema's migrations lock a key derived from it and the schema's name.
   static let lockKey: Int64 = 0x526F_7374_6572
 
   /// Migrates, and returns the newest change's sequence number and whether the schema was
@@ -59,10 +64,26 @@ struct Migrator {
   private func migrate(on connection: PostgresConnection) async throws -> (latest: Int64, created: Bool) {
     let schema = self.configuration.schema
     let known = PostgresSchema.migrations.last?.version ?? 0
-    try await connection.query("BEGIN", logger: self.logger)
-    do {
-      try await connection.query("SELECT pg_advisory_xact_lock(\(Self.lockKey))", logger: self.logger)
-      try await connection.query(PostgresQuery(unsafeSQL: "CREATE SCHEMA IF NOT EXISTS \(schema)"), logger: self.logger)
+    try await self.transaction(on: connection) {
+      try await connection.query("SELECT pg_advisory_xact_lock(\(Self.lockKey))", logger: self.logger).collect()
+      try await connection.query("CREATE EXTENSION IF NOT EXISTS pg_trgm WITH SCHEMA public", logger: self.logger)
+    }
+    return try await self.transaction(on: connection) {
+      try await connection.query(
+        "SELECT pg_advisory_xact_lock(hashtextextended(\(schema), \(Self.lockKey)))",
+        logger: self.logger
+      ).collect()
+      // Asked of the catalog table itself: reading it takes a lock, which makes this backend
+      // take in what others committed while it waited for the advisory lock. CREATE SCHEMA IF
+      // NOT EXISTS alone trusted a stale cache (the search path names the schema, so the
+      // extension's transaction had cached it as missing) and failed as a duplicate.
+      let exists = try await connection.query(
+        "SELECT count(*) FROM pg_namespace WHERE nspname = \(schema)",
+        logger: self.logger
+      ).collect().first?.decode(Int64.self) ?? 0
+      if exists == 0 {
+        try await connection.query(PostgresQuery(unsafeSQL: "CREATE SCHEMA \(schema)"), logger: self.logger)
+      }
       try await connection.query(
         """
         CREATE TABLE IF NOT EXISTS schema_migrations (
@@ -103,8 +124,19 @@ struct Migrator {
       ).decode(Int64.self) {
         latest = value
       }
-      try await connection.query("COMMIT", logger: self.logger)
       return (latest, current == 0)
+    }
+  }
+
+  /// Runs `body` in a transaction with no statement timeout (the connection is the
+  /// migration's own, so the session's setting does).
+  private func transaction<T>(on connection: PostgresConnection, _ body: () async throws -> T) async throws -> T {
+    try await connection.query("SET statement_timeout = 0", logger: self.logger)
+    try await connection.query("BEGIN", logger: self.logger)
+    do {
+      let value = try await body()
+      try await connection.query("COMMIT", logger: self.logger)
+      return value
     } catch {
       try? await connection.query("ROLLBACK", logger: self.logger)
       throw error

@@ -73,7 +73,8 @@ extension PostgresStore {
   /// Inserts a new employee.
   public func createEmployee(_ employee: Employee, context: WriteContext) async throws -> Employee {
     let employee = try EmployeeValidation.validated(employee)
-    return try await self.submit { transaction in
+    // One INSERT that does nothing when the guid is taken: no savepoint needed.
+    return try await self.submit(savepoint: false) { transaction in
       let now = Self.nowMillis()
       guard let id = try await Self.insert(employee, now: now, in: transaction) else {
         throw StoreError(.alreadyExists, "an employee with guid '\(employee.guid)' already exists")
@@ -89,15 +90,24 @@ extension PostgresStore {
   /// Sets the fields `changes` holds on the employee with `guid`.
   public func updateEmployee(guid: String, changes: EmployeeChanges, context: WriteContext) async throws -> Employee {
     try EmployeeValidation.validate(changes)
-    return try await self.submit { transaction in
-      guard let old = try await Self.lockEmployee(guid, fields: .allButThumbnail, in: transaction) else {
+    // One statement reads the row as it was, locks it and writes the fields asked for: no
+    // savepoint needed, as nothing has changed when the employee is missing.
+    return try await self.submit(savepoint: false) { transaction in
+      let now = Self.nowMillis()
+      var builder = SQLBuilder()
+      let assignments = Self.assignments(changes.applied(to: Employee()), paths: changes.fields, now: now, into: &builder)
+      builder.sql = """
+        WITH old AS (\(PostgresEmployeeSQL.select(.allButThumbnail)) WHERE e.guid = \(builder.bind(guid)) FOR UPDATE OF e),
+        changed AS (UPDATE employees SET \(assignments) FROM old WHERE employees.id = old.id)
+        SELECT * FROM old
+        """
+      guard let row = try await transaction.row(builder.query) else {
         throw StoreError(.notFound, "no employee with guid '\(guid)'")
       }
+      let old = try PostgresEmployeeSQL.decode(row, .allButThumbnail).0
       var new = changes.applied(to: old)
       let paths = EmployeeChanges.differences(old, new)
-      let now = Self.nowMillis()
       new.updateTimeMillis = now
-      try await Self.update(id: old.id, to: new, paths: paths, now: now, in: transaction)
       transaction.record(.employee, guid: guid, kind: .updated, fields: paths.map(\.rawValue), context: context, timeMillis: now)
       return new
     }
@@ -106,7 +116,8 @@ extension PostgresStore {
   /// Deletes the employee with `guid`; their thumbnail, sales and (unless shared) picture go
   /// with them.
   public func deleteEmployee(guid: String, context: WriteContext) async throws {
-    try await self.submit { transaction in
+    // One DELETE that does nothing when the guid is missing: no savepoint needed.
+    try await self.submit(savepoint: false) { transaction in
       let gone = try await transaction.rows("DELETE FROM employees WHERE guid = \(guid) RETURNING id")
       guard !gone.isEmpty else { throw StoreError(.notFound, "no employee with guid '\(guid)'") }
       transaction.record(.employee, guid: guid, kind: .deleted, context: context, timeMillis: Self.nowMillis())
@@ -223,6 +234,13 @@ extension PostgresStore {
   /// Writes the columns behind `paths` from `employee`, plus `update_time`, to row `id`.
   static func update(id: Int64, to employee: Employee, paths: [EmployeeField], now: Int64, in transaction: WriteTransaction) async throws {
     var builder = SQLBuilder()
+    let assignments = Self.assignments(employee, paths: paths, now: now, into: &builder)
+    builder.sql = "UPDATE employees SET \(assignments) WHERE id = \(builder.bind(id))"
+    try await transaction.execute(builder.query)
+  }
+
+  /// The SET list that writes the columns behind `paths` from `employee`, plus `update_time`.
+  static func assignments(_ employee: Employee, paths: [EmployeeField], now: Int64, into builder: inout SQLBuilder) -> String {
     var assignments: [String] = []
     for path in paths {
       switch path {
@@ -241,7 +259,6 @@ extension PostgresStore {
       }
     }
     assignments.append("update_time = \(builder.bind(now))")
-    builder.sql = "UPDATE employees SET \(assignments.joined(separator: ", ")) WHERE id = \(builder.bind(id))"
-    try await transaction.execute(builder.query)
+    return assignments.joined(separator: ", ")
   }
 }

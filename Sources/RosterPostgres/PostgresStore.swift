@@ -239,11 +239,15 @@ public final class PostgresStore: StoreBackend, PictureCatalog {
     }
   }
 
-  /// A write through the group-commit writer: `body` runs in a savepoint of a transaction it
-  /// may share with other writes, and this returns once that transaction has committed.
-  func submit<T: Sendable>(_ body: @escaping @Sendable (WriteTransaction) async throws -> T) async throws -> T {
+  /// A write through the group-commit writer: `body` runs in a transaction it may share with
+  /// other writes (in a savepoint of its own unless `savepoint` is false; see
+  /// `WriteQueue.submit`), and this returns once that transaction has committed.
+  func submit<T: Sendable>(
+    savepoint: Bool = true,
+    _ body: @escaping @Sendable (WriteTransaction) async throws -> T
+  ) async throws -> T {
     do {
-      return try await self.writes.submit(body)
+      return try await self.writes.submit(savepoint: savepoint, body)
     } catch {
       throw Self.mapped(error)
     }

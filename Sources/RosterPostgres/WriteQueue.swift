@@ -15,6 +15,10 @@ final class WriteQueue: Sendable {
   struct Job: Sendable {
     let run: @Sendable (WriteTransaction) async -> Outcome
     let fail: @Sendable (any Error) -> Void
+    /// Whether the write runs in a savepoint of its own. A write without one must change
+    /// nothing before it throws an error of its own (a `StoreError`); a failed statement
+    /// aborts the batch's transaction, and the batch runs again without that write.
+    let savepoint: Bool
     let queued = ContinuousClock.now
   }
 
@@ -48,7 +52,14 @@ final class WriteQueue: Sendable {
   static let closedError = StoreError(.unavailable, "the server is shutting down; try another replica")
 
   /// Queues `body` and returns its result once its transaction has committed.
-  func submit<T: Sendable>(_ body: @escaping @Sendable (WriteTransaction) async throws -> T) async throws -> T {
+  ///
+  /// With `savepoint: false`, `body` saves the two round trips of a savepoint; it must then
+  /// throw its own errors only before it changes anything (one statement that writes, checked
+  /// after it ran, is the usual shape).
+  func submit<T: Sendable>(
+    savepoint: Bool = true,
+    _ body: @escaping @Sendable (WriteTransaction) async throws -> T
+  ) async throws -> T {
     try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
       let job = Job(
         run: { transaction in
@@ -61,7 +72,8 @@ final class WriteQueue: Sendable {
             return Outcome(error: error) { _ in continuation.resume(throwing: error) }
           }
         },
-        fail: { error in continuation.resume(throwing: error) }
+        fail: { error in continuation.resume(throwing: error) },
+        savepoint: savepoint
       )
       let accepted = self.state.withLock { state -> Bool in
         if state.closed { return false }
@@ -111,7 +123,17 @@ final class WriteQueue: Sendable {
       Self.queueWait.recordNanoseconds(seconds * 1_000_000_000 + attoseconds / 1_000_000_000)
     }
     Self.batchSize.record(batch.count)
+    await self.attempt(batch, store)
+  }
+
+  private func attempt(_ batch: [Job], _ store: PostgresStore) async {
+    var batch = batch
     var outcomes: [Outcome] = []
+    /// A write without a savepoint whose statement failed: the transaction is aborted.
+    struct Aborted: Error {
+      let index: Int
+      let error: any Error
+    }
     do {
       try await store.transaction { transaction in
         outcomes = []
@@ -121,17 +143,20 @@ final class WriteQueue: Sendable {
         // replicas' writes fell from 592 to 24 calls/s. Taken first, batches on different
         // replicas take turns instead, and still commit many writes each.
         try await transaction.execute("SELECT 1 FROM change_log_state WHERE id = 1 FOR UPDATE")
-        for job in batch {
-          try await transaction.execute("SAVEPOINT write")
+        for (index, job) in batch.enumerated() {
+          if job.savepoint { try await transaction.execute("SAVEPOINT write") }
           let kept = transaction.changes.count
           let outcome = await job.run(transaction)
           // The victim of a deadlock: the whole batch goes back and runs again (the locks its
           // earlier writes hold are what the other transaction waits for).
           if let error = outcome.error, PostgresStore.isRetryable(error) { throw error }
+          if let error = outcome.error, !job.savepoint, !(error is StoreError) {
+            throw Aborted(index: index, error: error)
+          }
           if outcome.error == nil {
-            try await transaction.execute("RELEASE SAVEPOINT write")
+            if job.savepoint { try await transaction.execute("RELEASE SAVEPOINT write") }
           } else {
-            try await transaction.execute("ROLLBACK TO SAVEPOINT write")
+            if job.savepoint { try await transaction.execute("ROLLBACK TO SAVEPOINT write") }
             transaction.changes.removeSubrange(kept...)
           }
           outcomes.append(outcome)
@@ -139,6 +164,12 @@ final class WriteQueue: Sendable {
       }
       Self.commits.increment()
       for outcome in outcomes { outcome.answer(nil) }
+    } catch let aborted as Aborted {
+      // Nothing in the batch happened: the failed write answers with its error, the others
+      // run again without it.
+      batch[aborted.index].fail(PostgresStore.mapped(aborted.error))
+      batch.remove(at: aborted.index)
+      if !batch.isEmpty { await self.attempt(batch, store) }
     } catch {
       // The batch did not commit: nothing in it happened.
       let error = PostgresStore.mapped(error)

@@ -169,6 +169,38 @@ struct ReplicaTests {
       #expect(transactions <= 32, "64 writes took \(transactions) transactions")
     }
   }
+
+  @Test("in a shared transaction, a write without a savepoint whose statement fails answers alone; the others commit")
+  func failedWriteWithoutSavepoint() async throws {
+    try await PostgresTesting.withStore { store in
+      _ = try await PostgresTesting.query(store.configuration, "CREATE TABLE writes (name text PRIMARY KEY, one int8 NOT NULL)")
+      let results = await withTaskGroup(of: (Int, Bool).self) { group in
+        for index in 0..<48 {
+          group.addTask {
+            do {
+              try await store.submit(savepoint: false) { transaction in
+                // Every eighth write fails at the server, which aborts the transaction.
+                let value = index % 8 == 3 ? 0 : 1
+                try await transaction.execute("INSERT INTO writes (name, one) VALUES (\("w\(index)"), 1 / \(value))")
+              }
+              return (index, true)
+            } catch {
+              return (index, false)
+            }
+          }
+        }
+        return await group.reduce(into: [Int: Bool]()) { $0[$1.0] = $1.1 }
+      }
+      #expect(results.count == 48)
+      #expect(results.filter { !$0.value }.keys.sorted() == (0..<48).filter { $0 % 8 == 3 })
+      let rows = try await PostgresTesting.query(
+        store.configuration,
+        "SELECT name FROM writes"
+      )
+      let stored = Set(try rows.map { try $0.decode(String.self) })
+      #expect(stored == Set((0..<48).filter { $0 % 8 != 3 }.map { "w\($0)" }), "every good write, and no failed one")
+    }
+  }
 }
 
 /// A flag the test's tasks share.
