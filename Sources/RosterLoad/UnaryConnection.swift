@@ -4,6 +4,7 @@ internal import NIOCore
 internal import NIOHPACK
 internal import NIOHTTP2
 internal import NIOPosix
+internal import Synchronization
 
 /// A lean gRPC client for unary calls: one HTTP/2 connection whose streams are frames on the
 /// connection's own handler, with no channel, task or state machine per call.
@@ -18,15 +19,38 @@ internal import NIOPosix
 /// let reply = try await connection.call(path: "/roster.v1.Directory/GetEmployee", message: bytes)
 /// ```
 final class UnaryConnection: Sendable {
-  private let channel: any Channel
-  private let handler: UnaryCallHandler
+  /// One HTTP/2 connection and its handler.
+  private struct Link: Sendable {
+    let channel: any Channel
+    let handler: UnaryCallHandler
+  }
 
-  private init(channel: any Channel, handler: UnaryCallHandler) {
-    self.channel = channel
-    self.handler = handler
+  private struct State {
+    var link: Link
+    /// The connection being opened to replace one the server is closing.
+    var replacing: Task<Link, any Error>?
+  }
+
+  private let host: String
+  private let port: Int
+  private let metadata: [(String, String)]
+  private let eventLoop: any EventLoop
+  private let state: Mutex<State>
+
+  private init(host: String, port: Int, metadata: [(String, String)], eventLoop: any EventLoop, link: Link) {
+    self.host = host
+    self.port = port
+    self.metadata = metadata
+    self.eventLoop = eventLoop
+    self.state = Mutex(State(link: link))
   }
 
   /// Connects to `host:port` over plaintext HTTP/2 on `eventLoop`.
+  ///
+  /// When the server closes the connection (GOAWAY, as servers do after a number of requests
+  /// or an age, or when they stop), the next call opens a new one, and calls the server did
+  /// not take (streams past the GOAWAY's last stream id) are sent again on it, as HTTP/2
+  /// allows: nothing else is retried.
   ///
   /// - Parameter metadata: headers sent with every call, such as the bearer token.
   static func connect(
@@ -35,6 +59,16 @@ final class UnaryConnection: Sendable {
     metadata: [(String, String)],
     on eventLoop: any EventLoop
   ) async throws -> UnaryConnection {
+    let link = try await Self.open(host: host, port: port, metadata: metadata, on: eventLoop)
+    return UnaryConnection(host: host, port: port, metadata: metadata, eventLoop: eventLoop, link: link)
+  }
+
+  private static func open(
+    host: String,
+    port: Int,
+    metadata: [(String, String)],
+    on eventLoop: any EventLoop
+  ) async throws -> Link {
     let handler = UnaryCallHandler(authority: "\(host):\(port)", metadata: metadata)
     let channel = try await ClientBootstrap(group: eventLoop)
       .channelOption(.socketOption(.tcp_nodelay), value: 1)
@@ -59,7 +93,7 @@ final class UnaryConnection: Sendable {
       }
       .connect(host: host, port: port)
       .get()
-    return UnaryConnection(channel: channel, handler: handler)
+    return Link(channel: channel, handler: handler)
   }
 
   /// Sends one unary call and returns the response message's bytes.
@@ -67,9 +101,22 @@ final class UnaryConnection: Sendable {
   /// - Throws: `RPCError` with the server's status, `DEADLINE_EXCEEDED` when `timeout` passes
   ///   first, or `UNAVAILABLE` when the connection fails.
   func call(path: String, message: [UInt8], timeout: Duration? = nil) async throws -> [UInt8] {
-    let loop = self.channel.eventLoop
+    do {
+      return try await self.send(path: path, message: message, timeout: timeout, on: try await self.link())
+    } catch is UnaryCallHandler.NotTaken {
+      // The server never saw it: once more, on the connection that replaces this one.
+      do {
+        return try await self.send(path: path, message: message, timeout: timeout, on: try await self.link())
+      } catch is UnaryCallHandler.NotTaken {
+        throw RPCError(code: .unavailable, message: "the server closed two connections before taking the call")
+      }
+    }
+  }
+
+  private func send(path: String, message: [UInt8], timeout: Duration?, on link: Link) async throws -> [UInt8] {
+    let loop = link.channel.eventLoop
     let promise = loop.makePromise(of: [UInt8].self)
-    let handler = self.handler
+    let handler = link.handler
     if loop.inEventLoop {
       handler.start(path: path, message: message, timeout: timeout, promise: promise)
     } else {
@@ -80,9 +127,36 @@ final class UnaryConnection: Sendable {
     return try await promise.futureResult.get()
   }
 
+  /// The connection to send on: the current one while it takes calls, else its replacement
+  /// (one reconnect, however many calls ask at once).
+  private func link() async throws -> Link {
+    let (link, replacing) = self.state.withLock { state -> (Link?, Task<Link, any Error>?) in
+      if state.link.handler.isOpen { return (state.link, nil) }
+      if let replacing = state.replacing { return (nil, replacing) }
+      let (host, port, metadata, loop) = (self.host, self.port, self.metadata, self.eventLoop)
+      let replacing = Task { try await Self.open(host: host, port: port, metadata: metadata, on: loop) }
+      state.replacing = replacing
+      return (nil, replacing)
+    }
+    if let link { return link }
+    do {
+      let new = try await replacing!.value
+      // The old connection finishes what the server took; then the server closes it.
+      self.state.withLock { state in
+        if state.replacing == replacing { (state.link, state.replacing) = (new, nil) }
+      }
+      return new
+    } catch {
+      self.state.withLock { state in if state.replacing == replacing { state.replacing = nil } }
+      throw RPCError(code: .unavailable, message: "could not reconnect to \(self.host):\(self.port): \(error)")
+    }
+  }
+
   /// Closes the connection; calls in flight fail with `UNAVAILABLE`.
   func close() async {
-    try? await self.channel.close()
+    let (link, replacing) = self.state.withLock { ($0.link, $0.replacing) }
+    try? await link.channel.close()
+    if let new = try? await replacing?.value { try? await new.channel.close() }
   }
 }
 
@@ -93,6 +167,15 @@ final class UnaryConnection: Sendable {
 final class UnaryCallHandler: ChannelInboundHandler, @unchecked Sendable {
   typealias InboundIn = HTTP2Frame
   typealias OutboundOut = HTTP2Frame
+
+  /// A call the server did not take: sent past the last stream id of its GOAWAY, or started
+  /// after it. Safe to send again on another connection.
+  struct NotTaken: Error {}
+
+  /// Whether new calls may start here: false once the server sent GOAWAY or the connection
+  /// closed. Read from any thread.
+  var isOpen: Bool { self.open.load(ordering: .relaxed) }
+  private let open = Atomic(true)
 
   /// The flow-control window this client grants, per stream and for the connection.
   static let window = 16 << 20
@@ -111,6 +194,10 @@ final class UnaryCallHandler: ChannelInboundHandler, @unchecked Sendable {
   private var unacknowledgedBytes = 0
   private var flushPending = false
   private var failure: RPCError?
+  private var goingAway = false
+  /// The last stream id of the server's latest GOAWAY: streams past it were ignored, even
+  /// those sent before that GOAWAY arrived.
+  private var lastTakenStreamID = HTTP2StreamID.maxID
   private var headersByPath: [String: HPACKHeaders] = [:]
 
   init(authority: String, metadata: [(String, String)]) {
@@ -139,7 +226,7 @@ final class UnaryCallHandler: ChannelInboundHandler, @unchecked Sendable {
     promise: EventLoopPromise<[UInt8]>
   ) {
     guard let context = self.context, self.failure == nil else {
-      promise.fail(self.failure ?? RPCError(code: .unavailable, message: "the connection is not open"))
+      promise.fail(self.goingAway ? NotTaken() : self.failure ?? RPCError(code: .unavailable, message: "the connection is not open"))
       return
     }
     let streamID = HTTP2StreamID(self.nextStreamID)
@@ -206,12 +293,26 @@ final class UnaryCallHandler: ChannelInboundHandler, @unchecked Sendable {
         self.finish(frame.streamID, status: 13, message: "the response ended without a grpc-status")
       }
 
+    case .rstStream(let code) where code == .refusedStream:
+      // HTTP/2: a refused stream was not processed; it may be sent again elsewhere.
+      guard let call = self.calls.removeValue(forKey: frame.streamID) else { return }
+      call.timer?.cancel()
+      call.promise.fail(NotTaken())
+
     case .rstStream(let code):
       self.finish(frame.streamID, status: code == .cancel ? 1 : 14, message: "the server reset the stream (\(code))")
 
-    case .goAway:
-      // Calls the server has accepted still finish; new ones go nowhere.
+    case .goAway(let lastStreamID, _, _):
+      // Calls the server has taken still finish; later ones go to another connection.
       self.failure = RPCError(code: .unavailable, message: "the server is closing the connection (GOAWAY)")
+      self.goingAway = true
+      self.lastTakenStreamID = min(self.lastTakenStreamID, lastStreamID)
+      self.open.store(false, ordering: .relaxed)
+      for streamID in self.calls.keys where streamID > lastStreamID {
+        guard let call = self.calls.removeValue(forKey: streamID) else { continue }
+        call.timer?.cancel()
+        call.promise.fail(NotTaken())
+      }
 
     default:
       break
@@ -219,12 +320,19 @@ final class UnaryCallHandler: ChannelInboundHandler, @unchecked Sendable {
   }
 
   func channelInactive(context: ChannelHandlerContext) {
+    self.open.store(false, ordering: .relaxed)
+    for streamID in self.calls.keys where streamID > self.lastTakenStreamID {
+      guard let call = self.calls.removeValue(forKey: streamID) else { continue }
+      call.timer?.cancel()
+      call.promise.fail(NotTaken())
+    }
     self.failAll(RPCError(code: .unavailable, message: "the connection closed"))
     self.context = nil
     context.fireChannelInactive()
   }
 
   func errorCaught(context: ChannelHandlerContext, error: any Error) {
+    self.open.store(false, ordering: .relaxed)
     self.failAll(RPCError(code: .unavailable, message: "connection error: \(error)"))
     context.close(promise: nil)
   }
