@@ -120,9 +120,14 @@ enum PostgresEmployeeSQL {
     return builder.query
   }
 
-  /// Counts the rows matching `filter`.
+  /// Counts the rows matching `filter`. With only a name filter, from the employees-per-name
+  /// counters: the distinct names are read, not every employee.
   static func count(_ filter: EmployeeFilter) -> PostgresQuery {
     var builder = SQLBuilder()
+    if let text = filter.nameContains, filter.department == nil, filter.active == nil {
+      builder.sql = "SELECT coalesce(sum(employees), 0)::int8 FROM name_counts WHERE name_folded LIKE \(builder.bind(self.containsPattern(text)))"
+      return builder.query
+    }
     let terms = self.filterTerms(filter, into: &builder)
     builder.sql = "SELECT count(*) FROM employees e"
     if !terms.isEmpty {

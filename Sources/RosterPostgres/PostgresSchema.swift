@@ -17,6 +17,43 @@ enum PostgresSchema {
   static let migrations: [Migration] = [
     Migration(version: 1, name: "employees, pictures, change log", statements: Self.directory),
     Migration(version: 2, name: "sales, counters and rollups", statements: Self.analytics),
+    Migration(version: 3, name: "employees per folded name", statements: Self.names),
+  ]
+
+  /// How many employees carry each folded name, as signed delta rows (like the department
+  /// counters, so writers on different replicas never wait for one hot row), folded by
+  /// maintenance. CountEmployees with only a name filter sums the rows whose name matches:
+  /// it reads the distinct names, not every employee (as SQLite's `employee_names`).
+  static let names = [
+    """
+    CREATE TABLE name_counts (
+      id          BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+      name_folded TEXT COLLATE "C" NOT NULL,
+      employees   BIGINT NOT NULL
+    )
+    """,
+    "CREATE INDEX name_counts_by_name ON name_counts (name_folded)",
+    "INSERT INTO name_counts (name_folded, employees) SELECT name_folded, count(*) FROM employees GROUP BY name_folded",
+    """
+    CREATE FUNCTION name_counts_track() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+      IF TG_OP <> 'INSERT' THEN
+        INSERT INTO name_counts (name_folded, employees) VALUES (OLD.name_folded, -1);
+      END IF;
+      IF TG_OP <> 'DELETE' THEN
+        INSERT INTO name_counts (name_folded, employees) VALUES (NEW.name_folded, 1);
+      END IF;
+      RETURN NULL;
+    END $$
+    """,
+    """
+    CREATE TRIGGER name_counts_track AFTER INSERT OR DELETE ON employees
+    FOR EACH ROW EXECUTE FUNCTION name_counts_track()
+    """,
+    """
+    CREATE TRIGGER name_counts_rename AFTER UPDATE OF name_folded ON employees
+    FOR EACH ROW WHEN (OLD.name_folded IS DISTINCT FROM NEW.name_folded) EXECUTE FUNCTION name_counts_track()
+    """,
   ]
 
   static let directory = [

@@ -43,6 +43,22 @@ extension PostgresStore {
     }
   }
 
+  /// Folds the employees-per-name deltas into one row per name, as `compactDepartmentCounts`
+  /// does for the departments.
+  func compactNameCounts() async throws {
+    try await self.transaction { transaction in
+      guard try await transaction.row("SELECT pg_try_advisory_xact_lock(\(Migrator.lockKey + 2))")?[0].decode(Bool.self) == true
+      else { return }
+      try await transaction.execute(
+        """
+        WITH gone AS (DELETE FROM name_counts RETURNING *)
+        INSERT INTO name_counts (name_folded, employees)
+        SELECT name_folded, sum(employees) FROM gone GROUP BY name_folded HAVING sum(employees) <> 0
+        """
+      )
+    }
+  }
+
   private static func departmentCounts(_ row: PostgresRandomAccessRow) throws -> DepartmentCounts {
     DepartmentCounts(
       department: try row[0].decode(String.self),

@@ -111,15 +111,22 @@ extension PostgresStore {
         while !Task.isCancelled {
           do {
             let connection = try await Migrator(configuration: self.configuration, logger: self.logger).connect()
-            try await withTaskCancellationHandler {
-              try await connection.listen(on: self.channel) { notifications in
-                try await self.pollLatest()
-                for try await notification in notifications {
-                  if let sequence = Int64(notification.payload) { self.feed.publish(sequence) }
+            do {
+              try await withTaskCancellationHandler {
+                try await connection.listen(on: self.channel) { notifications in
+                  try await self.pollLatest()
+                  for try await notification in notifications {
+                    if let sequence = Int64(notification.payload) { self.feed.publish(sequence) }
+                  }
                 }
+              } onCancel: {
+                connection.close().whenComplete { _ in }
               }
-            } onCancel: {
-              connection.close().whenComplete { _ in }
+            } catch {
+              // Closed on every path: postgres-nio traps (in debug builds) on a connection
+              // released open, as this one was when the listen failed.
+              try? await connection.close()
+              throw error
             }
             try? await connection.close()
           } catch {

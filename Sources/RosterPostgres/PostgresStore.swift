@@ -165,12 +165,17 @@ public final class PostgresStore: StoreBackend, PictureCatalog {
     self.feed.close()
   }
 
-  /// PostgreSQL needs no special mode for an offline load: `body` runs as is.
+  /// PostgreSQL needs no special mode for an offline load: `body` runs as is, and the
+  /// counters' deltas it wrote are folded at once (not at the next maintenance).
   public func withBulkLoad<T>(_ body: () async throws -> T) async throws -> T {
-    try await body()
+    let value = try await body()
+    try await self.compactDepartmentCounts()
+    try await self.compactNameCounts()
+    return value
   }
 
-  /// Prunes the change log and removes unreferenced pictures every `maintenanceInterval`.
+  /// Prunes the change log, removes unreferenced pictures and folds the counters' deltas
+  /// every `maintenanceInterval`.
   private func maintain() async throws {
     _ = try? await self.pictures.sweep { [] }
     while !Task.isCancelled {
@@ -178,6 +183,7 @@ public final class PostgresStore: StoreBackend, PictureCatalog {
         try await self.pruneChangeLog()
         try await self.sweepPictures()
         try await self.compactDepartmentCounts()
+        try await self.compactNameCounts()
       } catch is CancellationError {
         return
       } catch {

@@ -32,6 +32,10 @@ extension StoreContract {
         changes.department = departments[Int(random.next() % 4)]
         changes.active = random.next() % 2 == 0
         changes.vacationDays = Int(random.next() % 30)
+        if step % 5 == 1 {
+          // A rename, sometimes to a name another employee has.
+          changes.name = Self.names[Int(random.next() % UInt64(Self.names.count))] + (random.next() % 2 == 0 ? "" : " Jr")
+        }
         employees[index] = try await store.updateEmployee(guid: employees[index].guid, changes: changes, context: Self.writer)
       case 2:
         let gone = employees.remove(at: index)
@@ -63,6 +67,13 @@ extension StoreContract {
     }
     let counted = try await store.departmentCounts()
     try Self.require(counted == expected.keys.sorted().map { expected[$0]! }, "department counters \(counted), recounted \(expected)")
+    // Counts by name (PostgreSQL answers them from its employees-per-name counters).
+    for fragment in ["a", "jo", "JR", "ø", "nun", "łęc", "zz"] {
+      let folded = TextFolding.fold(fragment)
+      let recounted = employees.count { TextFolding.fold($0.name).contains(folded) }
+      let counted = try await store.countEmployees(filter: EmployeeFilter(nameContains: fragment))
+      try Self.require(counted == Int64(recounted), "employees named like '\(fragment)': \(counted), recounted \(recounted)")
+    }
     // Each employee's sales counters.
     for employee in employees {
       let mine = sales.filter { $0.guid == employee.guid }
