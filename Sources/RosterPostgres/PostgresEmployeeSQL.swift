@@ -101,6 +101,9 @@ enum PostgresEmployeeSQL {
     after cursor: EmployeeCursor?,
     limit: Int
   ) -> PostgresQuery {
+    if order == .name, let text = filter.nameContains {
+      return self.namePage(text, fields: fields, filter: filter, after: cursor, limit: limit)
+    }
     let keys = self.sortKeys(order)
     // With one department filtered, "department, then name" is just "name".
     let dropped = order == .department && filter.department != nil ? 1 : 0
@@ -117,6 +120,41 @@ enum PostgresEmployeeSQL {
       builder.sql += " WHERE " + terms.joined(separator: " AND ")
     }
     builder.sql += " ORDER BY " + orderKeys.joined(separator: ", ") + " LIMIT \(builder.bind(limit))"
+    return builder.query
+  }
+
+  /// A name search in name order, through the distinct names (`name_counts`, as SQLite's
+  /// `employee_names`): the names that match, in order, then each name's employees by index,
+  /// until the page is full. Walking the employees in name order and testing each instead
+  /// visited every employee for a pattern few names hold ("zz": hundreds of ms at 1M).
+  private static func namePage(
+    _ text: String,
+    fields: EmployeeFields,
+    filter: EmployeeFilter,
+    after cursor: EmployeeCursor?,
+    limit: Int
+  ) -> PostgresQuery {
+    var builder = SQLBuilder()
+    var nameTerms = ["name_folded LIKE \(builder.bind(self.containsPattern(text)))"]
+    var rowTerms = ["e.name_folded = n.name_folded"]
+    if let department = filter.department { rowTerms.append("e.department = \(builder.bind(department))") }
+    if let active = filter.active { rowTerms.append("e.active = \(builder.bind(active))") }
+    if let cursor, let name = cursor.keys.first {
+      let nameMark = builder.bind(name)
+      nameTerms.append("name_folded >= \(nameMark)")
+      rowTerms.append("(e.name_folded, e.id) > (\(nameMark), \(builder.bind(cursor.id)))")
+    }
+    let limitMark = builder.bind(limit)
+    builder.sql = """
+      SELECT x.* FROM (
+        SELECT DISTINCT name_folded FROM name_counts WHERE \(nameTerms.joined(separator: " AND ")) ORDER BY name_folded
+      ) n
+      CROSS JOIN LATERAL (
+        \(self.select(fields, sortKeys: ["e.name_folded"])) WHERE \(rowTerms.joined(separator: " AND "))
+        ORDER BY e.id LIMIT \(limitMark)
+      ) x
+      ORDER BY n.name_folded, x.id LIMIT \(limitMark)
+      """
     return builder.query
   }
 
