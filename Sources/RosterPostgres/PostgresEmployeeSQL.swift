@@ -127,6 +127,12 @@ enum PostgresEmployeeSQL {
   /// `employee_names`): the names that match, in order, then each name's employees by index,
   /// until the page is full. Walking the employees in name order and testing each instead
   /// visited every employee for a pattern few names hold ("zz": hundreds of ms at 1M).
+  ///
+  /// The outer order is the name alone: the nested loop hands each name's employees over in
+  /// id order (the inner ORDER BY), so rows come in (name, id) order and the LIMIT stops the
+  /// loop once the page is full. `ORDER BY n.name_folded, x.id` made PostgreSQL read every
+  /// matching name's employees and sort them (it expects one name from `LIKE`): 45 ms for
+  /// "nak" at 300,000 employees, against a few ms this way.
   private static func namePage(
     _ text: String,
     fields: EmployeeFields,
@@ -153,7 +159,7 @@ enum PostgresEmployeeSQL {
         \(self.select(fields, sortKeys: ["e.name_folded"])) WHERE \(rowTerms.joined(separator: " AND "))
         ORDER BY e.id LIMIT \(limitMark)
       ) x
-      ORDER BY n.name_folded, x.id LIMIT \(limitMark)
+      ORDER BY n.name_folded LIMIT \(limitMark)
       """
     return builder.query
   }
