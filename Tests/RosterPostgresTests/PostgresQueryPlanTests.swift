@@ -1,6 +1,7 @@
 import Foundation
 import PostgresNIO
 import RosterDomain
+import RosterStore
 @testable import RosterPostgres
 import Testing
 import TestSupport
@@ -55,6 +56,35 @@ struct PostgresQueryPlanTests {
     }
     #expect(checked == 36)
     try await PostgresTesting.dropSchema(configuration)
+  }
+
+  @Test("name-search pages come in (name, id) order, every match once, with many employees per name")
+  func namePagesInOrder() async throws {
+    try await PostgresTesting.withStore { store in
+      let names = ["Ana Lima", "ana lima", "Bárbara Alves", "Carla Dias", "Daniela Rocha", "Zed Quinn"]
+      let made = (0..<300).map { makeEmployee(name: names[$0 % names.count]) }
+      _ = try await store.importEmployees(made, chunkRows: 50)
+      // Renames and deletes leave delta rows in the names' counters until they are folded.
+      for employee in made.prefix(20) {
+        var changes = EmployeeChanges()
+        changes.name = "Ana Lima"
+        _ = try await store.updateEmployee(guid: employee.guid, changes: changes, context: WriteContext())
+      }
+      for employee in made.suffix(10) { try await store.deleteEmployee(guid: employee.guid, context: WriteContext()) }
+      for text in ["a", "ANA", "lim", "zed"] {
+        var walked: [Employee] = []
+        var cursor: EmployeeCursor?
+        repeat {
+          let page = try await store.employeePage(fields: [.guid, .name], filter: EmployeeFilter(nameContains: text), order: .name, after: cursor, limit: 7)
+          walked += page.employees
+          cursor = page.next
+        } while cursor != nil
+        let keys = walked.map { (TextFolding.fold($0.name), $0.id) }
+        #expect(zip(keys, keys.dropFirst()).allSatisfy { $0 < $1 }, "'\(text)': out of (name, id) order")
+        let count = try await store.countEmployees(filter: EmployeeFilter(nameContains: text))
+        #expect(Int64(walked.count) == count && Set(walked.map(\.guid)).count == walked.count, "'\(text)': \(walked.count) walked, \(count) counted")
+      }
+    }
   }
 
   /// Every node of a JSON plan.
