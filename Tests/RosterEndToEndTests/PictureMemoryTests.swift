@@ -14,8 +14,8 @@ struct PictureMemoryTests {
   /// The bound the issue sets: a 200 MB picture may raise the server's RSS by 8 MB at most.
   static let allowance = 8 * 1024 * 1024
 
-  @Test("a 200 MB picture goes up and comes back with the server's RSS within 8 MB", arguments: TestBackend.available)
-  func largePictureInConstantMemory(_ backend: TestBackend) async throws {
+  @Test("a 200 MB picture goes up and comes back with the server's RSS within 8 MB")
+  func largePictureInConstantMemory() async throws {
     // Noisy enough that JPEG cannot shrink it: about 200 MB of real, decodable picture.
     let big = try DemoPictures.jpeg(width: 14_000, height: 10_500, seed: 42, noise: 90, quality: 97)
     try #require(big.count >= 200_000_000, "the fixture is \(big.count) bytes")
@@ -23,12 +23,11 @@ struct PictureMemoryTests {
 
     let directory = try makeTemporaryDirectory()
     defer { try? FileManager.default.removeItem(atPath: directory) }
-    // On PostgreSQL the picture goes to chunked rows in a schema of the test's own.
-    let postgres = backend == .postgres ? try PostgresTesting.configuration() : nil
-    let store = postgres.map { ["--postgres", PostgresTesting.url ?? "", "--postgres-schema", $0.schema] }
-      ?? ["--db", directory + "/memory.sqlite"]
     let server = try await RosterProcess.serve(
-      arguments: store + ["--seed-employees", "2", "--no-seed-pictures", "--max-picture-mb", "400"]
+      arguments: [
+        "--db", directory + "/memory.sqlite", "--seed-employees", "2", "--no-seed-pictures",
+        "--max-picture-mb", "400",
+      ]
     )
     defer { server.terminate() }
 
@@ -60,7 +59,7 @@ struct PictureMemoryTests {
 
       let afterDownload = try server.memory().peak
       print(
-        "picture memory (\(backend)): upload raised RSS by \((afterUpload - before) / 1024) KiB, "
+        "picture memory: upload raised RSS by \((afterUpload - before) / 1024) KiB, "
           + "download by \((afterDownload - beforeDownload) / 1024) KiB"
       )
       // Before `GetPicture` paced itself on the transport (`ResponsePacing`), the download
@@ -68,10 +67,6 @@ struct PictureMemoryTests {
       // sent it, and every message waited on the loop's task queue.
       #expect(afterUpload - before <= Self.allowance, "upload")
       #expect(afterDownload - beforeDownload <= Self.allowance, "download")
-    }
-    if let postgres {
-      server.terminate()
-      try await PostgresTesting.dropSchema(postgres)
     }
   }
 
