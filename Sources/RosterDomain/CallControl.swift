@@ -47,6 +47,14 @@ public final class CallControl: Sendable {
     for hook in hooks { hook() }
   }
 
+  /// Throws when the call `control` serves is already over: `callCancelled` when it was
+  /// cancelled, `deadlinePassed` when its deadline has passed; nothing for no control.
+  package static func check(_ control: CallControl?) throws {
+    guard let control else { return }
+    if control.isCancelled { throw StoreError.callCancelled }
+    if let deadline = control.deadline, ContinuousClock.now >= deadline { throw StoreError.deadlinePassed }
+  }
+
   /// Runs `hook` when the call is cancelled (at once if it already is) until the returned id
   /// is removed.
   package func addCancellationHook(_ hook: @escaping @Sendable () -> Void) -> Int? {

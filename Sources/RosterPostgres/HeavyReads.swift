@@ -125,7 +125,7 @@ extension PostgresStore {
   ///   `deadlinePassed` or `budgetSpent` when stopped; else as `rows`.
   func heavy<T: Sendable>(_ body: @Sendable (HeavyRead) async throws -> T) async throws -> T {
     let control = CallControl.current
-    try Self.check(control)
+    try CallControl.check(control)
     do {
       return try await self.heavyReads.run {
         try await self.client.withConnection { connection in
@@ -193,12 +193,5 @@ extension PostgresStore {
       limit = min(limit ?? left, left)
     }
     return limit ?? 0
-  }
-
-  /// Throws when the call is already over.
-  static func check(_ control: CallControl?) throws {
-    guard let control else { return }
-    if control.isCancelled { throw StoreError.callCancelled }
-    if let deadline = control.deadline, ContinuousClock.now >= deadline { throw StoreError.deadlinePassed }
   }
 }

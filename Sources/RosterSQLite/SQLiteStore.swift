@@ -171,7 +171,7 @@ public struct SQLiteStore: Sendable {
     switch kind {
     case .point:
       if self.configuration.pointReads == .inline {
-        try LaneJob.check(CallControl.current)
+        try CallControl.check(CallControl.current)
         return try statement ? self.readStatement(body) : self.read(body)
       }
       lane = self.interactive

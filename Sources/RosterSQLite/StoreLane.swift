@@ -77,7 +77,7 @@ final class StoreLane: Sendable {
   ///   `body` throws.
   func run<T: Sendable>(_ body: @escaping @Sendable (LaneJob) throws -> T) async throws -> T {
     let control = CallControl.current
-    try LaneJob.check(control)
+    try CallControl.check(control)
     let job = LaneJob(control: control, lane: self)
     let hook = control?.addCancellationHook { job.cancel() }
     defer { control?.removeCancellationHook(hook) }
@@ -262,15 +262,6 @@ final class LaneJob: @unchecked Sendable {
   init(control: CallControl?, lane: StoreLane?) {
     self.control = control
     self.lane = lane
-  }
-
-  /// Refuses at once a call that is already cancelled or past its deadline.
-  static func check(_ control: CallControl?) throws {
-    guard let control else { return }
-    if control.isCancelled { throw StoreError.callCancelled }
-    if let deadline = control.deadline, ContinuousClock.now >= deadline {
-      throw StoreError.deadlinePassed
-    }
   }
 
   fileprivate func prepare(
