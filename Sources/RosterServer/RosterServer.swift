@@ -147,12 +147,43 @@ public func buildServices(
   interceptors: [any ServerInterceptor],
   health: HealthService
 ) {
+  let built = try buildServiceSet(
+    store: store,
+    pacing: pacing,
+    tokens: tokens,
+    logRequests: logRequests,
+    defaultDeadline: defaultDeadline,
+    maxStreamsPerClient: maxStreamsPerClient,
+    logger: logger
+  )
+  return (built.services, built.interceptors, built.health)
+}
+
+/// `buildServices`, plus the unary methods the HTTP/2 server answers on its fast path
+/// (`UnaryFastPath`), bound to the same service instances.
+func buildServiceSet(
+  store: any StoreBackend,
+  pacing: any ResponsePacing,
+  tokens: TokenTable?,
+  logRequests: Bool,
+  defaultDeadline: Duration?,
+  maxStreamsPerClient: Int?,
+  logger: Logger
+) throws -> (
+  services: [any RegistrableRPCService],
+  interceptors: [any ServerInterceptor],
+  health: HealthService,
+  fastMethods: [UnaryFastPath.Method]
+) {
   let reflection = try ReflectionService()
   let health = HealthService(services: reflection.serviceNames.filter { $0 != "grpc.health.v1.Health" })
+  let directory = DirectoryService(store: store, logger: logger)
+  let pictures = PicturesService(store: store, pacing: pacing, logger: logger)
+  let analytics = AnalyticsService(store: store, logger: logger)
   let services: [any RegistrableRPCService] = [
-    DirectoryService(store: store, logger: logger),
-    PicturesService(store: store, pacing: pacing, logger: logger),
-    AnalyticsService(store: store, logger: logger),
+    directory,
+    pictures,
+    analytics,
     health,
     reflection,
     reflection.v1alpha,
@@ -164,7 +195,13 @@ public func buildServices(
   if let maxStreamsPerClient { interceptors.append(StreamLimitInterceptor(maximumPerClient: maxStreamsPerClient)) }
   interceptors.append(CallControlInterceptor(deadline: defaultDeadline))
   interceptors.append(AuthorInterceptor())
-  return (services, interceptors, health)
+  let fastMethods = UnaryFastPath.methods(
+    directory: directory,
+    pictures: pictures,
+    analytics: analytics,
+    health: health
+  )
+  return (services, interceptors, health, fastMethods)
 }
 
 /// Plaintext, TLS, or TLS that requires client certificates signed by `clientCAPath`.
@@ -188,7 +225,7 @@ public func buildServer(
 ) async throws -> RosterServer {
   let (store, seed) = try await openStore(config: config, logger: logger)
   let eventLoops = MultiThreadedEventLoopGroup.singleton
-  let (services, interceptors, health) = try buildServices(
+  let (services, interceptors, health, fastMethods) = try buildServiceSet(
     store: store,
     pacing: EventLoopPacing(group: eventLoops),
     tokens: config.tokens,
@@ -213,6 +250,19 @@ public func buildServer(
       transport.connection.maxIdleTime = limits.maxConnectionIdle
       transport.connection.maxAge = limits.maxConnectionAge
       transport.connection.maxGraceTime = limits.maxConnectionGrace
+      transport.connection.flushCoalescing = limits.flushDelay.map {
+        .init(maxFlushDelay: $0, maxBytes: 64 * 1024)
+      }
+      if config.fastUnaryPath {
+        let fastPath = UnaryFastPath(
+          methods: fastMethods,
+          interceptors: interceptors,
+          maxRequestBytes: limits.maxRequestBytes
+        )
+        transport.channelDebuggingCallbacks.onAcceptHTTP2Stream = fastPath.streamInitializer(
+          eventLoops: eventLoops
+        )
+      }
     },
     eventLoopGroup: eventLoops
   )

@@ -33,6 +33,9 @@ public struct ServerConfig: Sendable {
   public var seedSalesPerEmployee: Int = 20
   /// How long in-flight calls may run after shutdown starts before they are cancelled.
   public var shutdownGrace: Duration = .seconds(20)
+  /// Whether plain unary calls skip grpc-swift's per-call machinery (`UnaryFastPath`); off
+  /// only to compare the two paths (`roster serve --no-fast-unary`).
+  public var fastUnaryPath: Bool = true
 
   /// Creates a configuration for the database at `databasePath`.
   public init(databasePath: String = "data/roster.sqlite") {
@@ -76,6 +79,10 @@ public struct Limits: Sendable {
   /// The deadline of a call whose client sets none; nil for none. `WatchChanges` and health
   /// `Watch` are exempt: they are meant to stay open.
   public var defaultDeadline: Duration? = .seconds(60)
+  /// How long the transport may hold a flush to coalesce writes; nil flushes at once.
+  /// grpc-swift's default is 100 µs; measured here it added about 170 µs to a lone
+  /// `GetEmployee` (1×1 mean 442-477 µs against 276-296 µs) and no throughput at 16×16.
+  public var flushDelay: Duration? = nil
   /// Open `StreamEmployees` and `WatchChanges` streams allowed per client address.
   public var maxStreamsPerClient = 32
 

@@ -121,7 +121,7 @@ public struct CallControlInterceptor: ServerInterceptor {
   }
 
   /// A `grpc-timeout` value ("100m", "2S", ...) as a duration; nil when malformed.
-  static func timeout(_ text: String) -> Duration? {
+  public static func timeout(_ text: String) -> Duration? {
     guard let unit = text.last, let value = Int64(text.dropLast()), value >= 0, text.count <= 9
     else { return nil }
     switch unit {

@@ -59,6 +59,9 @@ struct Serve: AsyncParsableCommand {
   @Option(help: "Ask a connection to reconnect after this many seconds; 0 never.")
   var maxAgeS: Int = Self.defaults.limits.maxConnectionAge?.wholeSeconds ?? 0
 
+  @Option(help: "Microseconds the transport may hold a flush to coalesce writes; 0 flushes at once.")
+  var flushDelayUs: Int = Int(Self.defaults.limits.flushDelay.map { $0 / .microseconds(1) } ?? 0)
+
   @Option(help: "Deadline in ms for unary calls that bring none (streams exempt); 0 for none.")
   var defaultDeadlineMs: Int = Self.defaults.limits.defaultDeadline?.wholeMilliseconds ?? 0
 
@@ -73,6 +76,12 @@ struct Serve: AsyncParsableCommand {
 
   @Flag(inversion: .prefixedNo, help: "Log one line per RPC: method, status, duration, peer, author.")
   var logRequests = Self.defaults.logRequests
+
+  @Flag(
+    inversion: .prefixedNo,
+    help: "Answer plain unary calls without grpc-swift's per-call machinery (--no-fast-unary: every call through grpc-swift's server, to compare)."
+  )
+  var fastUnary = Self.defaults.fastUnaryPath
 
   @Option(help: "SQLite database path (env ROSTER_DB).")
   var db: String = ProcessInfo.processInfo.environment["ROSTER_DB"] ?? Self.defaults.store.path
@@ -199,7 +208,7 @@ struct Serve: AsyncParsableCommand {
       throw ValidationError("--tls-client-ca needs --tls-cert and --tls-key")
     }
     guard self.maxRequestKib >= 1, self.maxConcurrentStreams >= 1, self.keepaliveS >= 1,
-      self.keepaliveTimeoutS >= 1, self.maxIdleS >= 0, self.maxAgeS >= 0,
+      self.keepaliveTimeoutS >= 1, self.maxIdleS >= 0, self.maxAgeS >= 0, self.flushDelayUs >= 0,
       self.defaultDeadlineMs >= 0, self.maxStreamsPerClient >= 1, self.shutdownGraceS >= 0
     else {
       throw ValidationError(
@@ -252,6 +261,7 @@ struct Serve: AsyncParsableCommand {
     var config = ServerConfig(databasePath: self.db)
     config.host = self.host
     config.logRequests = self.logRequests
+    config.fastUnaryPath = self.fastUnary
     if let certificate = self.tlsCert, let key = self.tlsKey {
       config.tls = TLSFiles(certificatePath: certificate, keyPath: key, clientCAPath: self.tlsClientCa)
     }
@@ -261,6 +271,7 @@ struct Serve: AsyncParsableCommand {
     config.limits.keepaliveTimeout = .seconds(self.keepaliveTimeoutS)
     config.limits.maxConnectionIdle = self.maxIdleS == 0 ? nil : .seconds(self.maxIdleS)
     config.limits.maxConnectionAge = self.maxAgeS == 0 ? nil : .seconds(self.maxAgeS)
+    config.limits.flushDelay = self.flushDelayUs == 0 ? nil : .microseconds(self.flushDelayUs)
     config.limits.defaultDeadline = self.defaultDeadlineMs == 0 ? nil : .milliseconds(self.defaultDeadlineMs)
     config.limits.maxStreamsPerClient = self.maxStreamsPerClient
     config.shutdownGrace = .seconds(self.shutdownGraceS)

@@ -23,6 +23,7 @@ struct ConfigurationDefaultsTests {
       "maxConnectionAge": "\(String(describing: limits.maxConnectionAge))",
       "defaultDeadline": "\(String(describing: limits.defaultDeadline))",
       "maxStreamsPerClient": "\(limits.maxStreamsPerClient)",
+      "flushDelay": "\(String(describing: limits.flushDelay))", "fastUnaryPath": "\(config.fastUnaryPath)",
       "path": store.path, "cacheSizeKiB": "\(store.cacheSizeKiB)", "mmapSize": "\(store.mmapSize)",
       "sqlDebug": "\(store.sqlDebug)", "synchronous": store.synchronous.rawValue,
       "coalesces": "\(store.writer.coalesces)", "window": "\(store.writer.window)",

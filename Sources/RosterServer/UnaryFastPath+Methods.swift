@@ -1,0 +1,99 @@
+internal import GRPCCore
+internal import NIOCore
+internal import RosterProto
+internal import RosterServices
+
+extension UnaryFastPath {
+  /// Roster's unary methods. Point reads and writes run on their connection's event loop; pages,
+  /// batches and analytics, whose mapping grows with the reply, on the cooperative pool.
+  static func methods(
+    directory: DirectoryService,
+    pictures: PicturesService,
+    analytics: AnalyticsService,
+    health: HealthService
+  ) -> [Method] {
+    typealias Directory = Roster_V1_Directory.Method
+    typealias Pictures = Roster_V1_Pictures.Method
+    typealias Analytics = Roster_V1_Analytics.Method
+    return [
+      .protobuf(Directory.GetEmployee.descriptor, onEventLoop: true) {
+        try await directory.getEmployee(request: $0, context: $1)
+      },
+      .protobuf(Directory.CreateEmployee.descriptor, onEventLoop: true) {
+        try await directory.createEmployee(request: $0, context: $1)
+      },
+      .protobuf(Directory.UpdateEmployee.descriptor, onEventLoop: true) {
+        try await directory.updateEmployee(request: $0, context: $1)
+      },
+      .protobuf(Directory.DeleteEmployee.descriptor, onEventLoop: true) {
+        try await directory.deleteEmployee(request: $0, context: $1)
+      },
+      .protobuf(Directory.ListEmployees.descriptor, onEventLoop: false) {
+        try await directory.listEmployees(request: $0, context: $1)
+      },
+      .protobuf(Directory.BatchGetEmployees.descriptor, onEventLoop: false) {
+        try await directory.batchGetEmployees(request: $0, context: $1)
+      },
+      .protobuf(Directory.CountEmployees.descriptor, onEventLoop: false) {
+        try await directory.countEmployees(request: $0, context: $1)
+      },
+      .protobuf(Directory.BatchUpdateEmployees.descriptor, onEventLoop: false) {
+        try await directory.batchUpdateEmployees(request: $0, context: $1)
+      },
+      .protobuf(Directory.DeleteEmployees.descriptor, onEventLoop: false) {
+        try await directory.deleteEmployees(request: $0, context: $1)
+      },
+      .protobuf(Pictures.GetThumbnail.descriptor, onEventLoop: false) {
+        try await pictures.getThumbnail(request: $0, context: $1)
+      },
+      .protobuf(Pictures.DeletePicture.descriptor, onEventLoop: false) {
+        try await pictures.deletePicture(request: $0, context: $1)
+      },
+      .protobuf(Analytics.DepartmentHeadcounts.descriptor, onEventLoop: false) {
+        try await analytics.departmentHeadcounts(request: $0, context: $1)
+      },
+      .protobuf(Analytics.DepartmentSummary.descriptor, onEventLoop: false) {
+        try await analytics.departmentSummary(request: $0, context: $1)
+      },
+      .protobuf(Analytics.EmployeeSales.descriptor, onEventLoop: false) {
+        try await analytics.employeeSales(request: $0, context: $1)
+      },
+      .protobuf(Analytics.AggregateSales.descriptor, onEventLoop: false) {
+        try await analytics.aggregateSales(request: $0, context: $1)
+      },
+      .protobuf(Analytics.AggregateEmployees.descriptor, onEventLoop: false) {
+        try await analytics.aggregateEmployees(request: $0, context: $1)
+      },
+      .protobuf(Analytics.SalesCalendar.descriptor, onEventLoop: false) {
+        try await analytics.salesCalendar(request: $0, context: $1)
+      },
+      .protobuf(Analytics.DeleteSales.descriptor, onEventLoop: false) {
+        try await analytics.deleteSales(request: $0, context: $1)
+      },
+      .protobuf(Grpc_Health_V1_Health.Method.Check.descriptor, onEventLoop: true) {
+        try await health.check(request: $0, context: $1)
+      },
+    ]
+  }
+
+  /// The transport's stream initializer: puts a `UnaryStreamHandler` first in every new
+  /// HTTP/2 stream, with the task executor of the stream's event loop.
+  func streamInitializer(
+    eventLoops: any EventLoopGroup
+  ) -> @Sendable (any Channel) -> EventLoopFuture<Void> {
+    var executors: [ObjectIdentifier: EventLoopExecutor] = [:]
+    for loop in eventLoops.makeIterator() {
+      executors[ObjectIdentifier(loop)] = EventLoopExecutor(loop: loop)
+    }
+    let byLoop = executors
+    return { channel in
+      channel.eventLoop.makeCompletedFuture {
+        let executor = byLoop[ObjectIdentifier(channel.eventLoop)] ?? EventLoopExecutor(loop: channel.eventLoop)
+        try channel.pipeline.syncOperations.addHandler(
+          UnaryStreamHandler(fastPath: self, executor: executor),
+          position: .first
+        )
+      }
+    }
+  }
+}

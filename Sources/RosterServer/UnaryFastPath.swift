@@ -1,0 +1,227 @@
+internal import GRPCCore
+internal import GRPCProtobuf
+internal import NIOCore
+internal import SwiftProtobuf
+internal import Synchronization
+
+/// The unary methods the server answers without grpc-swift's per-call machinery.
+///
+/// grpc-swift 2 gives every call a stream pipeline, async sequences and writers bridged
+/// between the event loop and the cooperative pool, and two or more tasks; for a call as small
+/// as `GetEmployee` that machinery costs several times the handler (issue "Speed against what
+/// users would pick instead"). Here a unary call whose request is plain (one uncompressed
+/// message within the size limit) runs as one task: the same interceptors in the same order,
+/// then the service's own method, exactly as `GRPCServer` runs them (`ServerRPCExecutor`), and
+/// its reply goes back as three HTTP/2 frames. Everything else takes grpc-swift's path.
+///
+/// ```swift
+/// let fastPath = UnaryFastPath(methods: [...], interceptors: interceptors, maxRequestBytes: 4 << 20)
+/// ```
+struct UnaryFastPath: Sendable {
+  /// One unary method: its descriptor and how to run one call of it.
+  struct Method: Sendable {
+    let descriptor: MethodDescriptor
+    /// Whether the call runs on its connection's event loop (a point read or write whose work
+    /// beyond the store is a fixed few microseconds) rather than on the cooperative pool
+    /// (pages, batches and analytics, whose mapping grows with the reply).
+    let onEventLoop: Bool
+    let run: @Sendable (ByteBuffer, Metadata, ServerContext, [any ServerInterceptor]) async -> UnaryOutcome
+
+    /// A method with protobuf messages, calling `handler` as grpc-swift's router would.
+    static func protobuf<Input: SwiftProtobuf.Message, Output: SwiftProtobuf.Message>(
+      _ descriptor: MethodDescriptor,
+      input: Input.Type = Input.self,
+      output: Output.Type = Output.self,
+      onEventLoop: Bool,
+      _ handler: @escaping @Sendable (StreamingServerRequest<Input>, ServerContext) async throws
+        -> StreamingServerResponse<Output>
+    ) -> Method {
+      Method(descriptor: descriptor, onEventLoop: onEventLoop) { bytes, metadata, context, interceptors in
+        await UnaryFastPath.execute(
+          request: StreamingServerRequest(
+            metadata: metadata,
+            messages: RPCAsyncSequence(wrapping: OneMessage<Input>(bytes: BufferBytes(bytes)))
+          ),
+          context: context,
+          interceptors: interceptors,
+          handler: handler
+        )
+      }
+    }
+  }
+
+  /// The methods, by HTTP/2 `:path`.
+  let methods: [String: Method]
+  /// The interceptors every call goes through, outermost first (as given to `GRPCServer`).
+  let interceptors: [any ServerInterceptor]
+  /// The largest request message taken (the transport's `maxRequestPayloadSize`).
+  let maxRequestBytes: Int
+
+  init(methods: [Method], interceptors: [any ServerInterceptor], maxRequestBytes: Int) {
+    self.methods = Dictionary(
+      methods.map { ("/" + $0.descriptor.fullyQualifiedMethod, $0) },
+      uniquingKeysWith: { first, _ in first }
+    )
+    self.interceptors = interceptors
+    self.maxRequestBytes = maxRequestBytes
+  }
+
+  /// What `ServerRPCExecutor` does for one call, for a request of exactly one message: the
+  /// interceptors (an interceptor's throw becomes its call's status), the handler, then the
+  /// response's producer into a collector; errors map to statuses the same way.
+  static func execute<Input: Sendable, Output: SwiftProtobuf.Message>(
+    request: StreamingServerRequest<Input>,
+    context: ServerContext,
+    interceptors: [any ServerInterceptor],
+    handler: @escaping @Sendable (StreamingServerRequest<Input>, ServerContext) async throws
+      -> StreamingServerResponse<Output>
+  ) async -> UnaryOutcome {
+    let accepted: Result<StreamingServerResponse<Output>.Contents, RPCError>
+    do {
+      accepted = try await Self.intercept(
+        request: request,
+        context: context,
+        interceptors: interceptors[...],
+        handler: handler
+      ).accepted
+    } catch {
+      accepted = .failure(
+        Self.rpcError(error, unknown: "Service method threw an unknown error.")
+      )
+    }
+    switch accepted {
+    case .failure(let error):
+      return UnaryOutcome(headers: nil, messages: [], status: Status(error), trailers: error.metadata)
+    case .success(let contents):
+      let collector = ResponseCollector<Output>()
+      do {
+        let trailers = try await contents.producer(RPCWriter(wrapping: collector))
+        return UnaryOutcome(
+          headers: contents.metadata,
+          messages: collector.messages,
+          status: Status(code: .ok, message: ""),
+          trailers: trailers
+        )
+      } catch {
+        let error = Self.rpcError(error, unknown: "")
+        return UnaryOutcome(
+          headers: contents.metadata,
+          messages: collector.messages,
+          status: Status(error),
+          trailers: error.metadata
+        )
+      }
+    }
+  }
+
+  /// `ServerRPCExecutor._intercept`: each interceptor wraps the rest; what one throws is its
+  /// call's response.
+  private static func intercept<Input: Sendable, Output: Sendable>(
+    request: StreamingServerRequest<Input>,
+    context: ServerContext,
+    interceptors: ArraySlice<any ServerInterceptor>,
+    handler: @escaping @Sendable (StreamingServerRequest<Input>, ServerContext) async throws
+      -> StreamingServerResponse<Output>
+  ) async throws -> StreamingServerResponse<Output> {
+    guard let interceptor = interceptors.first else {
+      return try await handler(request, context)
+    }
+    let rest = interceptors.dropFirst()
+    do {
+      return try await interceptor.intercept(request: request, context: context) {
+        try await Self.intercept(request: $0, context: $1, interceptors: rest, handler: handler)
+      }
+    } catch {
+      return StreamingServerResponse(error: Self.rpcError(error, unknown: ""))
+    }
+  }
+
+  private static func rpcError(_ error: any Error, unknown message: String) -> RPCError {
+    if let error = error as? RPCError { return error }
+    if let error = error as? any RPCErrorConvertible { return RPCError(error) }
+    return RPCError(code: .unknown, message: message, cause: error)
+  }
+}
+
+/// How a unary call ended: the response's metadata (nil when it was refused before a response
+/// began: a trailers-only reply), its messages, the status and the trailing metadata.
+struct UnaryOutcome: Sendable {
+  var headers: Metadata?
+  var messages: [ByteBuffer]
+  var status: Status
+  var trailers: Metadata
+}
+
+extension Status {
+  fileprivate init(_ error: RPCError) {
+    self.init(code: Status.Code(error.code), message: error.message)
+  }
+}
+
+/// The request's single message, deserialized when the handler first asks for it (where
+/// grpc-swift deserializes it too, so a malformed message fails the same way).
+private struct OneMessage<Message: SwiftProtobuf.Message>: AsyncSequence, Sendable {
+  typealias Element = Message
+  typealias Failure = any Error
+  let bytes: BufferBytes
+
+  struct AsyncIterator: AsyncIteratorProtocol {
+    typealias Failure = any Error
+    var bytes: BufferBytes?
+
+    mutating func next() async throws -> Message? {
+      guard let bytes = self.bytes else { return nil }
+      self.bytes = nil
+      return try ProtobufDeserializer<Message>().deserialize(bytes)
+    }
+  }
+
+  func makeAsyncIterator() -> AsyncIterator {
+    AsyncIterator(bytes: self.bytes)
+  }
+}
+
+/// Collects a unary response's message(s), serialized, for the event loop to write.
+private final class ResponseCollector<Output: SwiftProtobuf.Message>: RPCWriterProtocol, Sendable {
+  private let collected = Mutex<[ByteBuffer]>([])
+
+  var messages: [ByteBuffer] { self.collected.withLock { $0 } }
+
+  func write(_ element: Output) async throws {
+    let bytes: BufferBytes = try ProtobufSerializer<Output>().serialize(element)
+    self.collected.withLock { $0.append(bytes.buffer) }
+  }
+
+  func write(contentsOf elements: some Sequence<Output>) async throws {
+    for element in elements { try await self.write(element) }
+  }
+}
+
+/// A `ByteBuffer` as grpc-swift's message bytes, so serializing and deserializing copy nothing.
+struct BufferBytes: GRPCContiguousBytes, Sendable {
+  var buffer: ByteBuffer
+
+  init(_ buffer: ByteBuffer) {
+    self.buffer = buffer
+  }
+
+  init(repeating byte: UInt8, count: Int) {
+    self.buffer = ByteBuffer(repeating: byte, count: count)
+  }
+
+  init<Bytes: Sequence>(_ sequence: Bytes) where Bytes.Element == UInt8 {
+    self.buffer = ByteBuffer(bytes: sequence)
+  }
+
+  var count: Int { self.buffer.readableBytes }
+
+  func withUnsafeBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+    try self.buffer.withUnsafeReadableBytes(body)
+  }
+
+  mutating func withUnsafeMutableBytes<R>(
+    _ body: (UnsafeMutableRawBufferPointer) throws -> R
+  ) rethrows -> R {
+    try self.buffer.withUnsafeMutableReadableBytes(body)
+  }
+}

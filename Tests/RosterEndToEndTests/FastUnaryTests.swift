@@ -1,0 +1,246 @@
+import Foundation
+import FoundationNetworking
+import GRDB
+import RosterProto
+import SwiftProtobuf
+import Testing
+import TestSupport
+
+/// The unary fast path (`UnaryFastPath`) answers exactly as grpc-swift's server does.
+///
+/// Two `roster serve` processes over one database and one tokens file: one with the fast path,
+/// one with `--no-fast-unary`. Each request below, sent frame by frame, must get the same reply
+/// from both (headers, body bytes, trailers), and the fast server's counters must show which
+/// path answered it: the fast path for plain calls, grpc-swift for everything else.
+@Suite("Unary fast path, end to end", .serialized)
+final class FastUnaryTests {
+  let directory: String
+  let fast: RosterProcess
+  let generic: RosterProcess
+  let reader: String
+  let writer: String
+  /// One employee's guid, for reads that succeed.
+  let guid: String
+
+  init() async throws {
+    self.directory = try makeTemporaryDirectory()
+    let reader = try RosterProcess.run(["token", "--role", "reader"]).output.split(separator: "\n")
+    let writer = try RosterProcess.run(["token", "--role", "writer"]).output.split(separator: "\n")
+    self.reader = String(reader[0])
+    self.writer = String(writer[0])
+    try "\(reader[1])\n\(writer[1])\n".write(toFile: self.directory + "/tokens", atomically: true, encoding: .utf8)
+    let common = [
+      "--db", self.directory + "/fast.sqlite", "--tokens", self.directory + "/tokens",
+      "--seed-employees", "50", "--no-seed-pictures", "--seed-sales-per-employee", "0",
+      "--metrics-port", "0", "--no-log-requests", "--max-request-kib", "512",
+      // grpc-swift keeps a unary call whose headers end the stream open until the call's
+      // deadline (the table's "headers with END_STREAM"): a short default keeps that quick.
+      "--default-deadline-ms", "1000",
+    ]
+    self.fast = try await RosterProcess.serve(arguments: common)
+    self.generic = try await RosterProcess.serve(arguments: common + ["--no-fast-unary"])
+    // The same first call on each, so their request metrics stay alike.
+    var page = RawHTTP2Reply(headers: nil, body: [], trailers: [])
+    for server in [self.fast, self.generic] {
+      page = try await rawHTTP2Call(
+        port: server.port,
+        headers: Self.headers("/roster.v1.Directory/ListEmployees", token: self.reader),
+        body: grpcFramed(try Roster_V1_ListEmployeesRequest.with { $0.pageSize = 1 }.serializedBytes())
+      )
+    }
+    let listed = try Roster_V1_ListEmployeesResponse(serializedBytes: Array(page.body.dropFirst(5)))
+    self.guid = try #require(listed.employees.first?.guid)
+  }
+
+  deinit {
+    _ = self.fast.terminate()
+    _ = self.generic.terminate()
+    try? FileManager.default.removeItem(atPath: self.directory)
+  }
+
+  /// What a gRPC client sends: pseudo-headers first, then content type, `te`, the token.
+  static func headers(_ path: String, token: String?, extra: [(String, String)] = []) -> [(String, String)] {
+    var headers = [
+      (":method", "POST"), (":scheme", "http"), (":path", path), (":authority", "127.0.0.1"),
+      ("content-type", "application/grpc"), ("te", "trailers"),
+    ]
+    if let token { headers.append(("authorization", "Bearer \(token)")) }
+    return headers + extra
+  }
+
+  /// One request of the table: what is sent, and which path the fast server should take.
+  struct Case: CustomStringConvertible, Sendable {
+    var name: String
+    var headers: [(String, String)]
+    var body: [UInt8]?
+    var fast: Bool
+    var description: String { self.name }
+  }
+
+  func cases() throws -> [Case] {
+    let get = "/roster.v1.Directory/GetEmployee"
+    let health = "/grpc.health.v1.Health/Check"
+    let request = grpcFramed(try Roster_V1_GetEmployeeRequest.with { $0.guid = self.guid }.serializedBytes())
+    func getting(_ guid: String, mask: [String] = []) throws -> [UInt8] {
+      grpcFramed(
+        try Roster_V1_GetEmployeeRequest.with {
+          $0.guid = guid
+          if !mask.isEmpty { $0.readMask = .with { $0.paths = mask } }
+        }.serializedBytes()
+      )
+    }
+    let reader = self.reader
+    return [
+      Case(name: "GetEmployee", headers: Self.headers(get, token: reader), body: request, fast: true),
+      Case(name: "GetEmployee with a read mask", headers: Self.headers(get, token: reader), body: try getting(self.guid, mask: ["name", "email"]), fast: true),
+      Case(name: "GetEmployee, unknown guid: NOT_FOUND", headers: Self.headers(get, token: reader), body: try getting("00000000-0000-4000-8000-000000000000"), fast: true),
+      Case(name: "GetEmployee, malformed guid: INVALID_ARGUMENT, message percent-encoded", headers: Self.headers(get, token: reader), body: try getting("José 100%"), fast: true),
+      Case(name: "GetEmployee, unknown read mask path", headers: Self.headers(get, token: reader), body: try getting(self.guid, mask: ["salary"]), fast: true),
+      // 200 KB: many DATA frames, past the stream's first flow-control window.
+      Case(name: "a large request (an unknown field of 200 KB)", headers: Self.headers(get, token: reader), body: grpcFramed(Array(request.dropFirst(5)) + Self.unknownField(bytes: 200_000)), fast: true),
+      Case(name: "a message that is not protobuf", headers: Self.headers(get, token: reader), body: grpcFramed([0xFF, 0xFF, 0xFF]), fast: true),
+      Case(name: "content type application/grpc+proto", headers: Self.headers(get, token: reader).map { $0.0 == "content-type" ? ($0.0, "application/grpc+proto") : $0 }, body: request, fast: true),
+      Case(name: "grpc-encoding identity", headers: Self.headers(get, token: reader, extra: [("grpc-encoding", "identity")]), body: request, fast: true),
+      Case(name: "grpc-accept-encoding gzip (the server compresses nothing)", headers: Self.headers(get, token: reader, extra: [("grpc-accept-encoding", "gzip")]), body: request, fast: true),
+      Case(name: "custom and binary metadata", headers: Self.headers(get, token: reader, extra: [("x-trace", "abc"), ("x-trace-bin", "AAEC")]), body: request, fast: true),
+      Case(name: "a client deadline far off", headers: Self.headers(get, token: reader, extra: [("grpc-timeout", "10S")]), body: request, fast: true),
+      Case(name: "no token: UNAUTHENTICATED", headers: Self.headers(get, token: nil), body: request, fast: true),
+      Case(name: "an unknown token: UNAUTHENTICATED", headers: Self.headers(get, token: "roster_not_a_token"), body: request, fast: true),
+      Case(name: "a reader deleting: PERMISSION_DENIED", headers: Self.headers("/roster.v1.Directory/DeleteEmployee", token: reader), body: grpcFramed(try Roster_V1_DeleteEmployeeRequest.with { $0.guid = self.guid }.serializedBytes()), fast: true),
+      Case(name: "Health.Check", headers: Self.headers(health, token: nil), body: grpcFramed([]), fast: true),
+      Case(name: "Health.Check of an unknown service: NOT_FOUND", headers: Self.headers(health, token: nil), body: grpcFramed(try Grpc_Health_V1_HealthCheckRequest.with { $0.service = "nope" }.serializedBytes()), fast: true),
+      Case(name: "ListEmployees", headers: Self.headers("/roster.v1.Directory/ListEmployees", token: reader), body: grpcFramed(try Roster_V1_ListEmployeesRequest.with { $0.pageSize = 5 }.serializedBytes()), fast: true),
+      Case(name: "CountEmployees", headers: Self.headers("/roster.v1.Directory/CountEmployees", token: reader), body: grpcFramed([]), fast: true),
+      // Not plain: grpc-swift answers, through the fast server too.
+      Case(name: "gzip compression: UNIMPLEMENTED, grpc-accept-encoding", headers: Self.headers(get, token: reader, extra: [("grpc-encoding", "gzip")]), body: request, fast: false),
+      Case(name: "two encodings", headers: Self.headers(get, token: reader, extra: [("grpc-encoding", "identity, gzip")]), body: request, fast: false),
+      Case(name: "the compressed flag without an encoding", headers: Self.headers(get, token: reader), body: grpcFramed(Array(request.dropFirst(5)), compressedFlag: 1), fast: false),
+      Case(name: "over the size limit: RESOURCE_EXHAUSTED", headers: Self.headers(get, token: reader), body: try getting(String(repeating: "x", count: 600_000)), fast: false),
+      Case(name: "no message", headers: Self.headers(get, token: reader), body: [], fast: false),
+      Case(name: "two messages", headers: Self.headers(get, token: reader), body: request + request, fast: false),
+      Case(name: "a truncated message", headers: Self.headers(get, token: reader), body: Array(request.dropLast()), fast: false),
+      Case(name: "headers with END_STREAM", headers: Self.headers(get, token: reader), body: nil, fast: false),
+      Case(name: "content type text/plain: HTTP 415", headers: Self.headers(get, token: reader).map { $0.0 == "content-type" ? ($0.0, "text/plain") : $0 }, body: request, fast: false),
+      Case(name: "no content type", headers: Self.headers(get, token: reader).filter { $0.0 != "content-type" }, body: request, fast: false),
+      Case(name: "method GET", headers: Self.headers(get, token: reader).map { $0.0 == ":method" ? ($0.0, "GET") : $0 }, body: request, fast: false),
+    ]
+  }
+
+  /// A length-delimited protobuf field no message declares (number 1000) of `bytes` bytes.
+  static func unknownField(bytes: Int) -> [UInt8] {
+    func varint(_ value: Int) -> [UInt8] {
+      var value = value
+      var out: [UInt8] = []
+      while value >= 0x80 {
+        out.append(UInt8(value & 0x7F) | 0x80)
+        value >>= 7
+      }
+      return out + [UInt8(value)]
+    }
+    return varint(1000 << 3 | 2) + varint(bytes) + [UInt8](repeating: 7, count: bytes)
+  }
+
+  /// `roster_unary_fast_path_total` by path ("fast", "grpc_swift") on `server`.
+  static func fastPathCounts(_ server: RosterProcess) async throws -> (fast: Double, passedOn: Double) {
+    let (data, _) = try await URLSession.shared.data(from: URL(string: try #require(server.metricsURL))!)
+    let lines = String(decoding: data, as: UTF8.self).split(separator: "\n")
+    func value(_ path: String) -> Double {
+      let line = lines.first { $0.hasPrefix("roster_unary_fast_path_total{") && $0.contains("path=\"\(path)\"") }
+      return Double(line?.split(separator: " ").last ?? "0") ?? 0
+    }
+    return (value("fast"), value("grpc_swift"))
+  }
+
+  @Test("every request gets the same reply from the fast path as from grpc-swift's server")
+  func sameReplies() async throws {
+    for testCase in try self.cases() {
+      let started = ContinuousClock.now
+      defer { print("FastUnaryTests: \(testCase) took \(ContinuousClock.now - started)") }
+      let before = try await Self.fastPathCounts(self.fast)
+      let fromFast = try await rawHTTP2Call(port: self.fast.port, headers: testCase.headers, body: testCase.body)
+      let after = try await Self.fastPathCounts(self.fast)
+      let fromGeneric = try await rawHTTP2Call(port: self.generic.port, headers: testCase.headers, body: testCase.body)
+      #expect(fromFast == fromGeneric, "\(testCase): fast path \(fromFast), grpc-swift \(fromGeneric)")
+      if testCase.fast {
+        #expect(after.fast == before.fast + 1 && after.passedOn == before.passedOn, "\(testCase) did not take the fast path")
+      } else {
+        #expect(after.fast == before.fast, "\(testCase) took the fast path")
+      }
+    }
+    // The generic server never takes it.
+    let generic = try await Self.fastPathCounts(self.generic)
+    #expect(generic.fast == 0)
+  }
+
+  @Test("the request metrics count fast-path calls as grpc-swift's server counts its calls")
+  func sameRequestMetrics() async throws {
+    for testCase in try self.cases() where testCase.fast {
+      _ = try await rawHTTP2Call(port: self.fast.port, headers: testCase.headers, body: testCase.body)
+      _ = try await rawHTTP2Call(port: self.generic.port, headers: testCase.headers, body: testCase.body)
+    }
+    func counts(_ server: RosterProcess) async throws -> [String] {
+      let (data, _) = try await URLSession.shared.data(from: URL(string: try #require(server.metricsURL))!)
+      return String(decoding: data, as: UTF8.self).split(separator: "\n")
+        .filter { $0.hasPrefix("roster_rpc_requests_total{") }.map(String.init).sorted()
+    }
+    let fast = try await counts(self.fast)
+    let generic = try await counts(self.generic)
+    #expect(!fast.isEmpty)
+    #expect(fast == generic, "fast path: \(fast)\ngrpc-swift: \(generic)")
+  }
+
+  @Test("a client deadline that has passed stops a fast-path call, as on grpc-swift")
+  func clientDeadline() async throws {
+    // A 1 ns deadline has passed before the handler starts. Either way the call is stopped
+    // before its query runs: DEADLINE_EXCEEDED when the store sees the deadline first,
+    // CANCELLED when the transport's timer cancels the call first (grpc-swift's executor does
+    // the same, and a client has given up by then anyway).
+    let body = grpcFramed(try Roster_V1_CountEmployeesRequest.with { $0.nameContains = "a" }.serializedBytes())
+    let headers = Self.headers("/roster.v1.Directory/CountEmployees", token: self.reader, extra: [("grpc-timeout", "1n")])
+    let before = try await Self.fastPathCounts(self.fast)
+    let fromFast = try await rawHTTP2Call(port: self.fast.port, headers: headers, body: body)
+    let fromGeneric = try await rawHTTP2Call(port: self.generic.port, headers: headers, body: body)
+    #expect((try await Self.fastPathCounts(self.fast)).fast == before.fast + 1)
+    #expect(["1", "4"].contains(fromFast.trailer("grpc-status")), "\(fromFast)")
+    #expect(["1", "4"].contains(fromGeneric.trailer("grpc-status")), "\(fromGeneric)")
+    // The same call without a deadline counts (the filter matches the demo names).
+    let counted = try await rawHTTP2Call(
+      port: self.fast.port,
+      headers: Self.headers("/roster.v1.Directory/CountEmployees", token: self.reader),
+      body: body
+    )
+    #expect(counted.trailer("grpc-status") == "0", "\(counted)")
+  }
+
+  @Test("a write on the fast path lands once, with the author its metadata names")
+  func writesCarryTheirAuthor() async throws {
+    let create = grpcFramed(
+      try Roster_V1_CreateEmployeeRequest.with {
+        $0.employee = .with {
+          $0.name = "Fast Path"
+          $0.department = "Research"
+          $0.email = "fast.path@example.com"
+          $0.startDate = "2020-01-02"
+        }
+      }.serializedBytes()
+    )
+    let before = try await Self.fastPathCounts(self.fast)
+    let reply = try await rawHTTP2Call(
+      port: self.fast.port,
+      headers: Self.headers(
+        "/roster.v1.Directory/CreateEmployee",
+        token: self.writer,
+        extra: [("x-roster-author", "  fast path test ")]
+      ),
+      body: create
+    )
+    #expect(reply.trailer("grpc-status") == "0", "\(reply)")
+    #expect((try await Self.fastPathCounts(self.fast)).fast == before.fast + 1)
+    let created = try Roster_V1_Employee(serializedBytes: Array(reply.body.dropFirst(5)))
+    let queue = try DatabaseQueue(path: self.directory + "/fast.sqlite")
+    let authors = try await queue.read { db in
+      try String.fetchAll(db, sql: "SELECT author FROM change_log WHERE guid = ?", arguments: [created.guid])
+    }
+    #expect(authors == ["fast path test"])
+  }
+}
