@@ -25,7 +25,8 @@ struct UnaryFastPath: Sendable {
     /// beyond the store is a fixed few microseconds) rather than on the cooperative pool
     /// (pages, batches and analytics, whose mapping grows with the reply).
     let onEventLoop: Bool
-    let run: @Sendable (ByteBuffer, Metadata, ServerContext, [any ServerInterceptor]) async -> UnaryOutcome
+    /// Runs one call; the request's message, or nil when the client sent none.
+    let run: @Sendable (ByteBuffer?, Metadata, ServerContext, [any ServerInterceptor]) async -> UnaryOutcome
 
     /// A method with protobuf messages, calling `handler` as grpc-swift's router would.
     static func protobuf<Input: SwiftProtobuf.Message, Output: SwiftProtobuf.Message>(
@@ -40,7 +41,7 @@ struct UnaryFastPath: Sendable {
         await UnaryFastPath.execute(
           request: StreamingServerRequest(
             metadata: metadata,
-            messages: RPCAsyncSequence(wrapping: OneMessage<Input>(bytes: BufferBytes(bytes)))
+            messages: RPCAsyncSequence(wrapping: OneMessage<Input>(bytes: bytes.map(BufferBytes.init)))
           ),
           context: context,
           interceptors: interceptors,
@@ -158,12 +159,12 @@ extension Status {
   }
 }
 
-/// The request's single message, deserialized when the handler first asks for it (where
-/// grpc-swift deserializes it too, so a malformed message fails the same way).
+/// The request's single message (or none), deserialized when the handler first asks for it
+/// (where grpc-swift deserializes it too, so a malformed message fails the same way).
 private struct OneMessage<Message: SwiftProtobuf.Message>: AsyncSequence, Sendable {
   typealias Element = Message
   typealias Failure = any Error
-  let bytes: BufferBytes
+  let bytes: BufferBytes?
 
   struct AsyncIterator: AsyncIteratorProtocol {
     typealias Failure = any Error

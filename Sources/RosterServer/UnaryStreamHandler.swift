@@ -15,7 +15,8 @@ internal import Synchronization
 /// content type, a scheme, no compression) and its body is one uncompressed message within the
 /// size limit; otherwise every frame read so far is passed on in order and grpc-swift answers,
 /// with the statuses it gives today (415, `UNIMPLEMENTED` for compression, `RESOURCE_EXHAUSTED`
-/// for size, `INTERNAL` for a unary call without exactly one message). The connection itself
+/// for size, and its status for a body without exactly one message). A call whose headers end
+/// the stream is taken and answered as one without a message. The connection itself
 /// stays grpc-swift's: settings, flow control, keepalive, idle and age limits, GOAWAY.
 ///
 /// `@unchecked Sendable`: its state is touched only on the stream's event loop; the call's
@@ -76,8 +77,15 @@ final class UnaryStreamHandler: ChannelInboundHandler, @unchecked Sendable {
         context.fireChannelRead(data)
         return
       }
-      guard !headers.endStream, self.fastPath.isPlain(headers.headers) else {
+      guard self.fastPath.isPlain(headers.headers) else {
         self.passOn([frame], context: context)
+        return
+      }
+      if headers.endStream {
+        // No message will come. grpc-swift would keep this call open until its deadline
+        // (its stream handler never ends the inbound side); answered now, with the status
+        // grpc-swift gives a body without a message.
+        self.start(method, headers: headers.headers, message: nil, context: context)
         return
       }
       self.state = .reading(
@@ -148,7 +156,7 @@ final class UnaryStreamHandler: ChannelInboundHandler, @unchecked Sendable {
   private func start(
     _ method: UnaryFastPath.Method,
     headers: HPACKHeaders,
-    message: ByteBuffer,
+    message: ByteBuffer?,
     context: ChannelHandlerContext
   ) {
     Self.fastCalls.increment()
