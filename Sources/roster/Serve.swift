@@ -212,7 +212,7 @@ struct Serve: AsyncParsableCommand {
       self.defaultDeadlineMs >= 0, self.maxStreamsPerClient >= 1, self.shutdownGraceS >= 0
     else {
       throw ValidationError(
-        "limits must be positive (--max-idle-s, --max-age-s and --default-deadline-ms may be 0 for none)"
+        "limits must be positive (--max-idle-s, --max-age-s, --flush-delay-us and --default-deadline-ms may be 0 for none)"
       )
     }
     if let metricsPort = self.metricsPort, !(0...65535).contains(metricsPort) {
