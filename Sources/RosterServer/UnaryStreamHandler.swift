@@ -29,8 +29,9 @@ final class UnaryStreamHandler: ChannelInboundHandler, @unchecked Sendable {
   private enum State {
     /// Before the stream's first frame.
     case idle
-    /// Reading a taken call's body; `frames` so far, to pass on if it turns out not plain.
-    case reading(UnaryFastPath.Method, HPACKHeaders, body: ByteBuffer, frames: [HTTP2Frame.FramePayload])
+    /// Reading a taken call's body: its frames so far (to pass on if it turns out not plain)
+    /// and how many body bytes they hold.
+    case reading(UnaryFastPath.Method, HPACKHeaders, frames: [HTTP2Frame.FramePayload], bodyBytes: Int)
     /// The call runs; it can still be cancelled.
     case running(CallCancellation, timer: Scheduled<Void>?)
     /// Answered, reset or closed.
@@ -88,28 +89,22 @@ final class UnaryStreamHandler: ChannelInboundHandler, @unchecked Sendable {
         self.start(method, headers: headers.headers, message: nil, context: context)
         return
       }
-      self.state = .reading(
-        method,
-        headers.headers,
-        body: context.channel.allocator.buffer(capacity: 0),
-        frames: [frame]
-      )
+      self.state = .reading(method, headers.headers, frames: [frame], bodyBytes: 0)
 
-    case .reading(let method, let headers, var body, var frames):
+    case .reading(let method, let headers, var frames, let bodyBytes):
       frames.append(frame)
-      guard case .data(let data) = frame, case .byteBuffer(var bytes) = data.data,
-        body.readableBytes + bytes.readableBytes <= self.fastPath.maxRequestBytes + 5
+      guard case .data(let data) = frame, case .byteBuffer(let bytes) = data.data,
+        bodyBytes + bytes.readableBytes <= self.fastPath.maxRequestBytes + 5
       else {
         self.passOn(frames, context: context)
         return
       }
-      self.state = .done  // while `body` is unique
-      body.writeBuffer(&bytes)
       guard data.endStream else {
-        self.state = .reading(method, headers, body: body, frames: frames)
+        self.state = .reading(method, headers, frames: frames, bodyBytes: bodyBytes + bytes.readableBytes)
         return
       }
-      guard let message = Self.singleMessage(in: body, limit: self.fastPath.maxRequestBytes) else {
+      guard let message = Self.singleMessage(in: Self.body(of: frames), limit: self.fastPath.maxRequestBytes)
+      else {
         self.passOn(frames, context: context)
         return
       }
@@ -142,6 +137,21 @@ final class UnaryStreamHandler: ChannelInboundHandler, @unchecked Sendable {
     for frame in frames {
       context.fireChannelRead(self.wrapInboundOut(frame))
     }
+  }
+
+  /// The body the DATA frames among `frames` carry: the one frame's own bytes when there is
+  /// one (a request of up to 16 KiB), copied together only when there are several.
+  private static func body(of frames: [HTTP2Frame.FramePayload]) -> ByteBuffer {
+    var body: ByteBuffer?
+    for case .data(let data) in frames {
+      guard case .byteBuffer(var bytes) = data.data else { continue }
+      if body == nil {
+        body = bytes
+      } else {
+        body!.writeBuffer(&bytes)
+      }
+    }
+    return body ?? ByteBuffer()
   }
 
   /// The message of a body that holds exactly one uncompressed length-prefixed message.
