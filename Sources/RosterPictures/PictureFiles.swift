@@ -81,19 +81,21 @@ public struct PictureFiles: Sendable {
   /// Reads up to `count` bytes at `offset` from an open file, into one buffer that can go
   /// out as a message without another copy.
   public static func read(descriptor: Int32, offset: Int64, count: Int) throws -> Data {
-    var bytes = Data(count: count)
+    guard count > 0 else { return Data() }
+    // Not `Data(count:)`, which zeroes every byte the read is about to overwrite.
+    let buffer = UnsafeMutableRawPointer.allocate(byteCount: count, alignment: 16)
     var filled = 0
     while filled < count {
-      let n = bytes.withUnsafeMutableBytes { buffer in
-        pread(descriptor, buffer.baseAddress! + filled, count - filled, off_t(offset) + off_t(filled))
-      }
+      let n = pread(descriptor, buffer + filled, count - filled, off_t(offset) + off_t(filled))
       if n < 0 && errno == EINTR { continue }
-      guard n >= 0 else { throw StoreError(.unavailable, "picture file could not be read") }
+      guard n >= 0 else {
+        buffer.deallocate()
+        throw StoreError(.unavailable, "picture file could not be read")
+      }
       if n == 0 { break }
       filled += n
     }
-    if filled < count { bytes.removeLast(count - filled) }
-    return bytes
+    return Data(bytesNoCopy: buffer, count: filled, deallocator: .custom { pointer, _ in pointer.deallocate() })
   }
 
   /// Writes all of `bytes` to an open file.

@@ -16,13 +16,14 @@ public struct PicturesService: Sendable {
   private let pacing: any ResponsePacing
   /// The most bytes in one `GetPicture` message.
   public static let chunkSize = 64 * 1024
-  /// How many `GetPicture` messages go out between waits for the transport.
+  /// How many `GetPicture` messages make one span: one read from the store, one write to the
+  /// transport, then a wait until the transport has taken the span before.
   ///
-  /// Measured with `scripts/bench-pictures` (20 MB picture, h2load) and a 176 MB download to a
-  /// client with an 8 MiB window, release build: unpaced 731–758 MB/s and RSS +11 MB (+20 to
-  /// 32 MB in debug); every message 485–515 MB/s and +0.3 MB; every 8th 592–687 MB/s and
-  /// +2.5 MB; every 16th 691–733 MB/s and +3.4 MB.
-  public static let messagesPerPacing = 16
+  /// A read and a write per message, paced every 16th: 647-762 MB/s (20 MB picture, h2load,
+  /// release). A span of 16 messages: 1,274-1,467 MB/s, but a 200 MB download raised the
+  /// debug server's RSS by 10.7 MB (`PictureMemoryTests`' bound: 8 MB). A span of 8:
+  /// 1,059-1,460 MB/s and 5.1 MB.
+  public static let messagesPerPacing = 8
 
   /// Creates the service over a shared store. `pacing` keeps `GetPicture` from reading ahead
   /// of the transport; the real server passes its event loops (`EventLoopPacing`).
@@ -112,35 +113,42 @@ extension PicturesService: Roster_V1_Pictures.SimpleServiceProtocol {
             message: "offset \(request.offset) is past the end of the \(info.size)-byte picture"
           )
         }
-        // One read per message, straight into the buffer the message sends. Every
-        // `messagesPerPacing` messages the handler waits until the transport has taken the
-        // ones before the last such mark, so at most two spans (2 MiB) are ever ahead of it.
+        // One read per span of `messagesPerPacing` messages, in one trip to the store's
+        // reader, cut into messages that share its buffer and handed to the transport in one
+        // write. After each span the handler waits until the transport has taken the span
+        // before it, so at most two spans (2 MiB) are ever ahead of it.
+        let spanSize = Self.chunkSize * Self.messagesPerPacing
         var offset = request.offset
         var first = true
         var taken: Task<Void, Never>? = nil
-        var sent = 0
         defer { taken?.cancel() }
         repeat {
-          var message = Roster_V1_GetPictureResponse()
-          message.data = try await reader.read(offset: offset, count: Self.chunkSize)
-          message.offset = offset
-          if first {
-            message.totalSize = info.size
-            message.etag = info.etag
-            message.contentType = info.contentType
-            message.width = Int32(info.width)
-            message.height = Int32(info.height)
-            first = false
-          }
-          offset += Int64(message.data.count)
-          let empty = message.data.isEmpty
-          try await response.write(message)
-          sent += 1
-          if sent % Self.messagesPerPacing == 0 {
-            await taken?.value
-            taken = Task { await self.pacing.drained() }
-          }
-          if empty { break }
+          let span = try await reader.read(offset: offset, count: spanSize)
+          var messages: [Roster_V1_GetPictureResponse] = []
+          messages.reserveCapacity(Self.messagesPerPacing)
+          var start = span.startIndex
+          repeat {
+            let end = min(span.endIndex, start + Self.chunkSize)
+            var message = Roster_V1_GetPictureResponse()
+            message.data = span[start..<end]
+            message.offset = offset + Int64(start - span.startIndex)
+            if first {
+              message.totalSize = info.size
+              message.etag = info.etag
+              message.contentType = info.contentType
+              message.width = Int32(info.width)
+              message.height = Int32(info.height)
+              first = false
+            }
+            messages.append(message)
+            start = end
+          } while start < span.endIndex
+          try await response.write(contentsOf: messages)
+          offset += Int64(span.count)
+          // A short span is the end of the picture (an empty one only when nothing was left).
+          if span.count < spanSize { break }
+          await taken?.value
+          taken = Task { await self.pacing.drained() }
         } while offset < info.size
       }
     }
