@@ -55,20 +55,24 @@ extension DirectoryService: Roster_V1_Directory.SimpleServiceProtocol {
   ) async throws {
     let listing = try DirectoryRequests.listing(request)
     try await withStatusMapping("StreamEmployees", logger: self.logger) {
-      var cursor = listing.cursor
-      repeat {
+      // The store reads the next page while this one is encoded and sent: the read runs on
+      // the store's reader thread and the encoding here, so a stream keeps both busy. One
+      // read at a time per stream, as before.
+      var page = try await self.readPage(listing, after: listing.cursor)
+      while !page.employees.isEmpty {
         try Task.checkCancellation()
-        let page = try await self.readPage(listing, after: cursor)
-        if page.employees.isEmpty { break }
+        let next = page.next
+        async let ahead = self.readPage(listing, following: next)
         Self.streamedRows.increment(by: page.employees.count)
-        cursor = page.next
         try await response.write(
           .with {
             $0.employees = page.employees.map { Roster_V1_Employee($0, mask: listing.mask) }
-            $0.nextPageToken = listing.token(after: page.next)
+            $0.nextPageToken = listing.token(after: next)
           }
         )
-      } while cursor != nil
+        guard let following = try await ahead else { break }
+        page = following
+      }
     }
   }
 
@@ -338,5 +342,15 @@ extension DirectoryService: Roster_V1_Directory.SimpleServiceProtocol {
       after: cursor,
       limit: listing.pageSize
     )
+  }
+
+  /// The page after `cursor`, the end of a page; nil when there is none (the page was the
+  /// last).
+  private func readPage(
+    _ listing: DirectoryRequests.Listing,
+    following cursor: EmployeeCursor?
+  ) async throws -> EmployeePage? {
+    guard let cursor else { return nil }
+    return try await self.readPage(listing, after: cursor)
   }
 }
