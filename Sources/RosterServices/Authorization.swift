@@ -139,10 +139,7 @@ public struct TokenTable: Sendable {
   public static func makeToken(role: Role, label: String = "") -> (token: String, line: String) {
     var generator = SystemRandomNumberGenerator()
     let bytes = (0..<32).map { _ in UInt8.random(in: 0...255, using: &generator) }
-    let token = "rst_" + Data(bytes).base64EncodedString()
-      .replacingOccurrences(of: "+", with: "-")
-      .replacingOccurrences(of: "/", with: "_")
-      .replacingOccurrences(of: "=", with: "")
+    let token = "rst_" + Base64URL.encode(bytes)
     let line = "\(role) \(Self.sha256Hex(token))" + (label.isEmpty ? "" : " \(label)")
     return (token, line)
   }

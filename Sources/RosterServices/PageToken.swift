@@ -1,4 +1,3 @@
-internal import Foundation
 internal import RosterDomain
 internal import RosterStore
 
@@ -42,19 +41,13 @@ struct PageToken: Equatable {
     append(self.fingerprint, to: &bytes)
     append(fnv1a(body), to: &bytes)
     bytes += body
-    return Data(bytes).base64EncodedString()
-      .replacingOccurrences(of: "+", with: "-")
-      .replacingOccurrences(of: "/", with: "_")
-      .replacingOccurrences(of: "=", with: "")
+    return Base64URL.encode(bytes)
   }
 
   /// Decodes a token; nil when it is not one this server made.
   init?(decoding text: String) {
-    var base64 = text.replacingOccurrences(of: "-", with: "+")
-      .replacingOccurrences(of: "_", with: "/")
-    base64 += String(repeating: "=", count: (4 - base64.count % 4) % 4)
-    guard let data = Data(base64Encoded: base64) else { return nil }
-    var reader = ByteReader(bytes: [UInt8](data))
+    guard let bytes = Base64URL.decode(text) else { return nil }
+    var reader = ByteReader(bytes: bytes)
     guard reader.byte() == Self.version,
       let fingerprint: UInt64 = reader.integer(),
       let checksum: UInt64 = reader.integer(),

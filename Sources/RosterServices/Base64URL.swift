@@ -1,0 +1,69 @@
+/// Base64url without padding (RFC 4648 §5): the alphabet of page tokens and API tokens.
+///
+/// Written out rather than Foundation's base64 with three `replacingOccurrences` passes,
+/// which went through `NSString` and cost 3% of a `ListEmployees` call's CPU (one token per
+/// page).
+enum Base64URL {
+  private static let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
+
+  /// Each byte's value in the alphabet, 0xFF for bytes outside it.
+  private static let values: [UInt8] = {
+    var values = [UInt8](repeating: 0xFF, count: 256)
+    for (index, byte) in alphabet.enumerated() { values[Int(byte)] = UInt8(index) }
+    return values
+  }()
+
+  static func encode(_ bytes: [UInt8]) -> String {
+    let alphabet = Self.alphabet
+    var out: [UInt8] = []
+    out.reserveCapacity((bytes.count * 4 + 2) / 3)
+    var index = 0
+    while index + 3 <= bytes.count {
+      let group = UInt32(bytes[index]) << 16 | UInt32(bytes[index + 1]) << 8 | UInt32(bytes[index + 2])
+      out.append(alphabet[Int(group >> 18 & 63)])
+      out.append(alphabet[Int(group >> 12 & 63)])
+      out.append(alphabet[Int(group >> 6 & 63)])
+      out.append(alphabet[Int(group & 63)])
+      index += 3
+    }
+    switch bytes.count - index {
+    case 1:
+      let group = UInt32(bytes[index]) << 16
+      out.append(alphabet[Int(group >> 18 & 63)])
+      out.append(alphabet[Int(group >> 12 & 63)])
+    case 2:
+      let group = UInt32(bytes[index]) << 16 | UInt32(bytes[index + 1]) << 8
+      out.append(alphabet[Int(group >> 18 & 63)])
+      out.append(alphabet[Int(group >> 12 & 63)])
+      out.append(alphabet[Int(group >> 6 & 63)])
+    default:
+      ()
+    }
+    return String(decoding: out, as: UTF8.self)
+  }
+
+  /// The bytes of unpadded base64url text; nil for a byte outside the alphabet, a length no
+  /// encoding has (4n + 1), or leftover bits that are not zero (so each text has one meaning).
+  static func decode(_ text: String) -> [UInt8]? {
+    let values = Self.values
+    let utf8 = Array(text.utf8)
+    guard utf8.count % 4 != 1 else { return nil }
+    var out: [UInt8] = []
+    out.reserveCapacity(utf8.count * 3 / 4)
+    var group: UInt32 = 0
+    var bits = 0
+    for byte in utf8 {
+      let value = values[Int(byte)]
+      guard value != 0xFF else { return nil }
+      group = group << 6 | UInt32(value)
+      bits += 6
+      if bits >= 8 {
+        bits -= 8
+        out.append(UInt8(truncatingIfNeeded: group >> UInt32(bits)))
+        group &= (1 << UInt32(bits)) - 1
+      }
+    }
+    guard group == 0 else { return nil }
+    return out
+  }
+}
