@@ -116,7 +116,7 @@ extension PicturesService: Roster_V1_Pictures.SimpleServiceProtocol {
         // One read per span of `messagesPerPacing` messages, in one trip to the store's
         // reader, cut into messages that share its buffer and handed to the transport in one
         // write. After each span the handler waits until the transport has taken the span
-        // before it, so at most two spans (2 MiB) are ever ahead of it.
+        // before it, so at most two spans (1 MiB) are ever ahead of it.
         let spanSize = Self.chunkSize * Self.messagesPerPacing
         var offset = request.offset
         var first = true
