@@ -26,18 +26,14 @@ enum Base64URL {
       out.append(alphabet[Int(group & 63)])
       index += 3
     }
-    switch bytes.count - index {
-    case 1:
-      let group = UInt32(bytes[index]) << 16
-      out.append(alphabet[Int(group >> 18 & 63)])
-      out.append(alphabet[Int(group >> 12 & 63)])
-    case 2:
-      let group = UInt32(bytes[index]) << 16 | UInt32(bytes[index + 1]) << 8
-      out.append(alphabet[Int(group >> 18 & 63)])
-      out.append(alphabet[Int(group >> 12 & 63)])
-      out.append(alphabet[Int(group >> 6 & 63)])
-    default:
-      ()
+    // One or two bytes left: their 8 or 16 bits as 2 or 3 characters, no padding.
+    let left = bytes.count - index
+    if left > 0 {
+      var group = UInt32(bytes[index]) << 16
+      if left == 2 { group |= UInt32(bytes[index + 1]) << 8 }
+      for shift: UInt32 in [18, 12, 6].prefix(left + 1) {
+        out.append(alphabet[Int(group >> shift & 63)])
+      }
     }
     return String(decoding: out, as: UTF8.self)
   }
