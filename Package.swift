@@ -154,6 +154,7 @@ let package = Package(
         "RosterSQLite",
         "RosterPostgres",
         "RosterSeed",
+        "CThreadShim",
         .product(name: "GRPCCore", package: "grpc-swift-2"),
         .product(name: "GRPCNIOTransportHTTP2", package: "grpc-swift-nio-transport"),
         .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),

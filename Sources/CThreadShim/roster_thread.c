@@ -70,3 +70,10 @@ void roster_thread_name(char *name, int size) {
   name[0] = 0;
   pthread_getname_np(pthread_self(), name, (size_t)size);
 }
+
+int roster_affinity_cpu_count(void) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) != 0) return -1;
+  return CPU_COUNT(&set);
+}

@@ -27,6 +27,9 @@ public struct RosterServer: Service {
   /// The health service, to flip statuses from outside.
   public let health: HealthService
   private let server: GRPCServer<HTTP2ServerTransport.Posix>
+  /// Where the server's own tasks run (`ServerConfig.serverTasksOnEventLoops`); nil for the
+  /// cooperative pool.
+  private let serverExecutor: EventLoopGroupExecutor?
   /// Loads the demo directory into a new database that needs the store running first
   /// (PostgreSQL); run before the server takes calls.
   private let seed: (@Sendable () async throws -> Void)?
@@ -39,10 +42,12 @@ public struct RosterServer: Service {
     seed: (@Sendable () async throws -> Void)?,
     health: HealthService,
     server: GRPCServer<HTTP2ServerTransport.Posix>,
+    serverExecutor: EventLoopGroupExecutor?,
     transport: HTTP2ServerTransport.Posix,
     shutdownGrace: Duration,
     logger: Logger
   ) {
+    self.serverExecutor = serverExecutor
     self.shutdownGrace = shutdownGrace
     self.store = store
     self.seed = seed
@@ -71,6 +76,7 @@ public struct RosterServer: Service {
   public func run() async throws {
     let serving = Serving(
       server: self.server,
+      executor: self.serverExecutor,
       store: self.store,
       seed: self.seed,
       health: self.health,
@@ -93,6 +99,7 @@ public struct RosterServer: Service {
   /// The gRPC server as a service of its own, so the group can stop it before the store.
   private struct Serving: Service {
     let server: GRPCServer<HTTP2ServerTransport.Posix>
+    let executor: EventLoopGroupExecutor?
     let store: any StoreBackend
     let seed: (@Sendable () async throws -> Void)?
     let health: HealthService
@@ -103,7 +110,10 @@ public struct RosterServer: Service {
       try await self.seed?()
       try await withGracefulShutdownHandler {
         try await withThrowingTaskGroup(of: Void.self) { serving in
-          serving.addTask { try await self.server.serve() }
+          serving.addTask {
+            guard let executor = self.executor else { return try await self.server.serve() }
+            try await withTaskExecutorPreference(executor) { try await self.server.serve() }
+          }
           serving.addTask {
             // Only once shutdown has begun: bound how long in-flight calls may take.
             try await gracefulShutdown()
@@ -225,6 +235,7 @@ public func buildServer(
 ) async throws -> RosterServer {
   let (store, seed) = try await openStore(config: config, logger: logger)
   let eventLoops = MultiThreadedEventLoopGroup.singleton
+  let loopExecutor = EventLoopGroupExecutor(group: eventLoops)
   let (services, interceptors, health, fastMethods) = try buildServiceSet(
     store: store,
     pacing: EventLoopPacing(group: eventLoops),
@@ -260,18 +271,23 @@ public func buildServer(
           maxRequestBytes: limits.maxRequestBytes
         )
         transport.channelDebuggingCallbacks.onAcceptHTTP2Stream = fastPath.streamInitializer(
-          eventLoops: eventLoops
+          executor: loopExecutor
         )
       }
     },
     eventLoopGroup: eventLoops
   )
-  let server = GRPCServer(transport: transport, services: services, interceptors: interceptors)
+  let server = GRPCServer(
+    transport: transport,
+    services: services,
+    interceptors: [CooperativePoolInterceptor()] + interceptors
+  )
   return RosterServer(
     store: store,
     seed: seed,
     health: health,
     server: server,
+    serverExecutor: config.serverTasksOnEventLoops ? loopExecutor : nil,
     transport: transport,
     shutdownGrace: config.shutdownGrace,
     logger: logger

@@ -36,6 +36,11 @@ public struct ServerConfig: Sendable {
   /// Whether plain unary calls skip grpc-swift's per-call machinery (`UnaryFastPath`); off
   /// only to compare the two paths (`roster serve --no-fast-unary`).
   public var fastUnaryPath: Bool = true
+  /// Whether the server's own tasks (grpc-swift's per-connection and per-stream work, the
+  /// fast path's point calls) run on the event loops (`EventLoopGroupExecutor`) rather than
+  /// the cooperative pool; the services' handlers run on the pool either way. Off only to
+  /// compare (`roster serve --no-loop-tasks`).
+  public var serverTasksOnEventLoops: Bool = true
 
   /// Creates a configuration for the database at `databasePath`.
   public init(databasePath: String = "data/roster.sqlite") {

@@ -77,18 +77,12 @@ extension UnaryFastPath {
   }
 
   /// The transport's stream initializer: puts a `UnaryStreamHandler` first in every new
-  /// HTTP/2 stream, with the task executor of the stream's event loop.
+  /// HTTP/2 stream; its point calls run on the stream's event loop through `executor`.
   func streamInitializer(
-    eventLoops: any EventLoopGroup
+    executor: EventLoopGroupExecutor
   ) -> @Sendable (any Channel) -> EventLoopFuture<Void> {
-    var executors: [ObjectIdentifier: EventLoopExecutor] = [:]
-    for loop in eventLoops.makeIterator() {
-      executors[ObjectIdentifier(loop)] = EventLoopExecutor(loop: loop)
-    }
-    let byLoop = executors
-    return { channel in
+    { channel in
       channel.eventLoop.makeCompletedFuture {
-        let executor = byLoop[ObjectIdentifier(channel.eventLoop)] ?? EventLoopExecutor(loop: channel.eventLoop)
         try channel.pipeline.syncOperations.addHandler(
           UnaryStreamHandler(fastPath: self, executor: executor),
           position: .first

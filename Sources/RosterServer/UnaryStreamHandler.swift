@@ -46,11 +46,11 @@ final class UnaryStreamHandler: ChannelInboundHandler, @unchecked Sendable {
   static let passedOnCalls = Counter(label: "roster_unary_fast_path_total", dimensions: [("path", "grpc_swift")])
 
   private let fastPath: UnaryFastPath
-  private let executor: EventLoopExecutor
+  private let executor: EventLoopGroupExecutor
   private var state = State.idle
   private var context: ChannelHandlerContext?
 
-  init(fastPath: UnaryFastPath, executor: EventLoopExecutor) {
+  init(fastPath: UnaryFastPath, executor: EventLoopGroupExecutor) {
     self.fastPath = fastPath
     self.executor = executor
   }
@@ -281,23 +281,6 @@ final class CallCancellation: Sendable {
       return nil
     }
     handle?.cancel()
-  }
-}
-
-/// Runs tasks on one event loop, for calls whose work beyond the store is small and fixed:
-/// such a call then costs no hop to the cooperative pool and back.
-final class EventLoopExecutor: TaskExecutor, Sendable {
-  let loop: any EventLoop
-
-  init(loop: any EventLoop) {
-    self.loop = loop
-  }
-
-  func enqueue(_ job: consuming ExecutorJob) {
-    let job = UnownedJob(job)
-    self.loop.execute {
-      job.runSynchronously(on: self.asUnownedTaskExecutor())
-    }
   }
 }
 

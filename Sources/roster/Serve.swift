@@ -83,6 +83,15 @@ struct Serve: AsyncParsableCommand {
   )
   var fastUnary = Self.defaults.fastUnaryPath
 
+  @Flag(
+    inversion: .prefixedNo,
+    help: "Run grpc-swift's per-call work on the event loops; handlers run on the cooperative pool either way (--no-loop-tasks: all of it on the pool, to compare)."
+  )
+  var loopTasks = Self.defaults.serverTasksOnEventLoops
+
+  @Option(help: "Event-loop threads (default: the CPUs this process may run on, its affinity mask included).")
+  var eventLoops: Int?
+
   @Option(help: "SQLite database path (env ROSTER_DB).")
   var db: String = ProcessInfo.processInfo.environment["ROSTER_DB"] ?? Self.defaults.store.path
 
@@ -215,6 +224,9 @@ struct Serve: AsyncParsableCommand {
         "limits must be positive (--max-idle-s, --max-age-s, --flush-delay-us and --default-deadline-ms may be 0 for none)"
       )
     }
+    if let eventLoops = self.eventLoops, !(1...1024).contains(eventLoops) {
+      throw ValidationError("--event-loops must be between 1 and 1024")
+    }
     if let metricsPort = self.metricsPort, !(0...65535).contains(metricsPort) {
       throw ValidationError("--metrics-port must be between 0 and 65535")
     }
@@ -262,6 +274,7 @@ struct Serve: AsyncParsableCommand {
     config.host = self.host
     config.logRequests = self.logRequests
     config.fastUnaryPath = self.fastUnary
+    config.serverTasksOnEventLoops = self.loopTasks
     if let certificate = self.tlsCert, let key = self.tlsKey {
       config.tls = TLSFiles(certificatePath: certificate, keyPath: key, clientCAPath: self.tlsClientCa)
     }
@@ -319,6 +332,8 @@ struct Serve: AsyncParsableCommand {
   }
 
   func run() async throws {
+    // Before anything uses NIO's shared event loops.
+    ServerThreads.useEventLoops(self.eventLoops ?? ServerThreads.availableCPUs)
     LoggingSystem.bootstrap { StreamLogHandler.standardError(label: $0) }
     let logger = Logger(label: "roster")
     var config = try self.serverConfig()

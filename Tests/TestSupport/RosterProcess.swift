@@ -45,13 +45,20 @@ public final class RosterProcess: Sendable {
     return root.appendingPathComponent(".build/debug/roster").path
   }
 
-  /// Starts `roster serve --port 0 …` and waits for its "listening on" line.
-  public static func serve(arguments: [String], timeout: Duration = .seconds(60)) async throws
-    -> RosterProcess
-  {
+  /// The server's process id.
+  public var processIdentifier: Int32 { self.process.processIdentifier }
+
+  /// Starts `roster serve --port 0 …` and waits for its "listening on" line; through
+  /// `launcher` when given (a command that execs the rest, such as `taskset -c 0`).
+  public static func serve(
+    arguments: [String],
+    launcher: [String] = [],
+    timeout: Duration = .seconds(60)
+  ) async throws -> RosterProcess {
     let process = Process()
-    process.executableURL = URL(fileURLWithPath: self.binaryPath)
-    process.arguments = ["serve", "--port", "0"] + arguments
+    let command = launcher + [self.binaryPath, "serve", "--port", "0"] + arguments
+    process.executableURL = URL(fileURLWithPath: command[0])
+    process.arguments = Array(command.dropFirst())
     let output = Pipe()
     process.standardOutput = output
     process.standardError = FileHandle.nullDevice

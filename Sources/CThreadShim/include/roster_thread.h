@@ -23,6 +23,10 @@ int roster_thread_niceness(void);
 /// Copies the calling thread's name into `name` (at least 16 bytes).
 void roster_thread_name(char *name, int size);
 
+/// How many CPUs the calling thread may run on (its affinity mask, as `taskset` sets it);
+/// -1 when it cannot be read.
+int roster_affinity_cpu_count(void);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,88 @@
+import Foundation
+import GRPCCore
+import NIOCore
+import NIOPosix
+import Synchronization
+import Testing
+import TestSupport
+
+@testable import RosterServer
+
+/// Where the server's work runs: its own tasks on the event loops, the services' work on the
+/// cooperative pool, and as many event loops as the CPUs the process may run on.
+@Suite("Server threads")
+struct ServerThreadsTests {
+  /// Whether the calling thread is one of NIO's event loops.
+  private static var onEventLoop: Bool { MultiThreadedEventLoopGroup.currentEventLoop != nil }
+
+  @Test("a task on the loops' executor runs on a loop; a handler and its response's body, behind CooperativePoolInterceptor, on the pool")
+  func handlersLeaveTheLoops() async throws {
+    let loops = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+    let executor = EventLoopGroupExecutor(group: loops)
+    let seen = Mutex<[String: Bool]>([:])
+    let context = ServerContext(
+      descriptor: MethodDescriptor(fullyQualifiedService: "test.Probe", method: "Where"),
+      remotePeer: "test",
+      localPeer: "test",
+      cancellation: ServerContext.RPCCancellationHandle()
+    )
+    try await withTaskExecutorPreference(executor) {
+      seen.withLock { $0["server task"] = Self.onEventLoop }
+      let response: StreamingServerResponse<String> = try await CooperativePoolInterceptor().intercept(
+        request: StreamingServerRequest(single: ServerRequest(metadata: [:], message: "where?")),
+        context: context
+      ) { _, _ in
+        seen.withLock { $0["handler"] = Self.onEventLoop }
+        return StreamingServerResponse { writer in
+          seen.withLock { $0["response body"] = Self.onEventLoop }
+          try await writer.write("here")
+          return [:]
+        }
+      }
+      let written = try await response.accepted.get().producer(RPCWriter(wrapping: CollectingWriter()))
+      #expect(written.isEmpty)
+      seen.withLock { $0["server task, after"] = Self.onEventLoop }
+    }
+    try await loops.shutdownGracefully()
+    #expect(
+      seen.withLock { $0 }
+        == ["server task": true, "handler": false, "response body": false, "server task, after": true]
+    )
+  }
+
+  @Test("roster serve pinned to one CPU runs one event loop; --event-loops sets the count")
+  func eventLoopsFollowTheAffinityMask() async throws {
+    let directory = try makeTemporaryDirectory()
+    defer { try? FileManager.default.removeItem(atPath: directory) }
+    let database = directory + "/threads.sqlite"
+    let pinned = try await RosterProcess.serve(
+      arguments: ["--db", database, "--seed-employees", "0"],
+      launcher: ["/usr/bin/taskset", "-c", "0"]
+    )
+    let pinnedLoops = try Self.eventLoopThreads(pinned.processIdentifier)
+    pinned.terminate()
+    #expect(pinnedLoops == 1)
+    let three = try await RosterProcess.serve(
+      arguments: ["--db", database, "--seed-employees", "0", "--event-loops", "3"],
+      launcher: ["/usr/bin/taskset", "-c", "0"]
+    )
+    let threeLoops = try Self.eventLoopThreads(three.processIdentifier)
+    three.terminate()
+    #expect(threeLoops == 3)
+  }
+
+  /// The threads of NIO's shared event-loop group in process `pid` (named `NIO-SGLTN-G-#N`).
+  private static func eventLoopThreads(_ pid: Int32) throws -> Int {
+    let tasks = try FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task")
+    return try tasks.filter { task in
+      let name = try String(contentsOfFile: "/proc/\(pid)/task/\(task)/comm", encoding: .utf8)
+      return name.hasPrefix("NIO-SGLTN-") && name.contains("-#")
+    }.count
+  }
+}
+
+/// An `RPCWriter` target that keeps nothing.
+private struct CollectingWriter: RPCWriterProtocol {
+  func write(_ element: String) async throws {}
+  func write(contentsOf elements: some Sequence<String>) async throws {}
+}
