@@ -89,6 +89,12 @@ struct Serve: AsyncParsableCommand {
   )
   var loopTasks = Self.defaults.serverTasksOnEventLoops
 
+  @Flag(
+    inversion: .prefixedNo,
+    help: "Once listening, unmap the code and read-only data only starting up touched (StartupPages); it maps back in on use."
+  )
+  var releaseStartupPages = true
+
   @Option(help: "Event-loop threads (default: the CPUs this process may run on, its affinity mask included).")
   var eventLoops: Int?
 
@@ -372,6 +378,10 @@ struct Serve: AsyncParsableCommand {
       let address = try await app.listeningAddress
       // Unbuffered, so scripts and tests that read the port see it at once.
       FileHandle.standardOutput.write(Data("listening on \(address)\n".utf8))
+      if self.releaseStartupPages {
+        let released = StartupPages.release()
+        logger.info("released startup pages", metadata: ["MiB": "\(released / 1024 / 1024)"])
+      }
     }
   }
 }

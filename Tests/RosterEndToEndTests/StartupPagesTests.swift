@@ -1,0 +1,68 @@
+import Foundation
+import GRPCCore
+import GRPCNIOTransportHTTP2
+import RosterProto
+import Testing
+import TestSupport
+
+/// `roster serve` gives back the code only starting up touched (`StartupPages`), and keeps
+/// working: what it runs afterwards maps back in.
+@Suite("Startup pages")
+struct StartupPagesTests {
+  @Test("once listening, file-backed memory falls well below a server that keeps its startup pages, and every kind of call still works")
+  func releasedAndStillServing() async throws {
+    let directory = try makeTemporaryDirectory()
+    defer { try? FileManager.default.removeItem(atPath: directory) }
+    let arguments = ["--db", directory + "/pages.sqlite", "--seed-employees", "200"]
+    let kept = try await RosterProcess.serve(arguments: arguments + ["--no-release-startup-pages"])
+    let keptFile = try await Self.settledFileBacked(kept.processIdentifier)
+    #expect(kept.terminate() == 0)
+    let released = try await RosterProcess.serve(arguments: arguments)
+    let releasedFile = try await Self.settledFileBacked(released.processIdentifier)
+    #expect(releasedFile < keptFile * 6 / 10, "RssFile \(releasedFile) kB released, \(keptFile) kB kept")
+
+    try await withGRPCClient(
+      transport: .http2NIOPosix(
+        target: .ipv4(address: "127.0.0.1", port: released.port),
+        transportSecurity: .plaintext
+      )
+    ) { client in
+      let directory = Roster_V1_Directory.Client(wrapping: client)
+      let page = try await directory.listEmployees(.with { $0.pageSize = 20 })
+      #expect(page.employees.count == 20)
+      let first = try #require(page.employees.first)
+      #expect(try await directory.getEmployee(.with { $0.guid = first.guid }) == first)
+      let created = try await directory.createEmployee(
+        .with {
+          $0.employee = .with {
+            $0.name = "Paged In"
+            $0.department = "Engineering"
+            $0.startDate = "2024-02-29"
+          }
+        }
+      )
+      #expect(created.name == "Paged In")
+      let streamed = try await directory.streamEmployees(.with { $0.pageSize = 64 }) { response in
+        var count = 0
+        for try await page in response.messages { count += page.employees.count }
+        return count
+      }
+      #expect(streamed == 201)
+      let headcounts = try await Roster_V1_Analytics.Client(wrapping: client).departmentHeadcounts(.init())
+      #expect(headcounts.departments.map(\.headcount).reduce(0, +) == 201)
+      let health = Grpc_Health_V1_Health.Client(wrapping: client)
+      #expect(try await health.check(.init()).status == .serving)
+    }
+    // A clean exit: no page it needed was lost.
+    #expect(released.terminate() == 0)
+  }
+
+  /// `RssFile` of process `pid` in kB, half a second after it started listening (the release
+  /// runs right after the "listening on" line).
+  private static func settledFileBacked(_ pid: Int32) async throws -> Int {
+    try await Task.sleep(for: .milliseconds(500))
+    let status = try String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8)
+    let line = try #require(status.split(separator: "\n").first { $0.hasPrefix("RssFile:") })
+    return try #require(line.split(separator: " ").dropFirst().first.flatMap { Int($0) })
+  }
+}
