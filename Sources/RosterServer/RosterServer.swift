@@ -264,6 +264,13 @@ public func buildServer(
       transport.connection.flushCoalescing = limits.flushDelay.map {
         .init(maxFlushDelay: $0, maxBytes: 64 * 1024)
       }
+      if config.flushPerLoopTurn {
+        transport.channelDebuggingCallbacks.onAcceptTCPConnection = { channel in
+          channel.eventLoop.makeCompletedFuture {
+            try channel.pipeline.syncOperations.addHandler(TickFlushHandler(), position: .first)
+          }
+        }
+      }
       if config.fastUnaryPath {
         let fastPath = UnaryFastPath(
           methods: fastMethods,

@@ -41,6 +41,9 @@ public struct ServerConfig: Sendable {
   /// the cooperative pool; the services' handlers run on the pool either way. Off only to
   /// compare (`roster serve --no-loop-tasks`).
   public var serverTasksOnEventLoops: Bool = true
+  /// Whether each connection's flushes reach the socket once per turn of its event loop
+  /// (`TickFlushHandler`); off only to compare (`roster serve --no-flush-per-turn`).
+  public var flushPerLoopTurn: Bool = true
 
   /// Creates a configuration for the database at `databasePath`.
   public init(databasePath: String = "data/roster.sqlite") {

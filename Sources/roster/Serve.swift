@@ -91,6 +91,12 @@ struct Serve: AsyncParsableCommand {
 
   @Flag(
     inversion: .prefixedNo,
+    help: "Send each connection's writes to the socket once per turn of its event loop (--no-flush-per-turn: at every flush, to compare)."
+  )
+  var flushPerTurn = Self.defaults.flushPerLoopTurn
+
+  @Flag(
+    inversion: .prefixedNo,
     help: "Once listening, unmap the code and read-only data only starting up touched (StartupPages); it maps back in on use."
   )
   var releaseStartupPages = true
@@ -281,6 +287,7 @@ struct Serve: AsyncParsableCommand {
     config.logRequests = self.logRequests
     config.fastUnaryPath = self.fastUnary
     config.serverTasksOnEventLoops = self.loopTasks
+    config.flushPerLoopTurn = self.flushPerTurn
     if let certificate = self.tlsCert, let key = self.tlsKey {
       config.tls = TLSFiles(certificatePath: certificate, keyPath: key, clientCAPath: self.tlsClientCa)
     }
