@@ -3,9 +3,9 @@ internal import NIOCore
 internal import NIOPosix
 internal import CThreadShim
 
-/// Runs each task's jobs on an event loop: the loop of the thread that enqueues the job
-/// (so a task woken by its own connection stays on that connection's loop), or, from any
-/// other thread, the group's next loop.
+/// Runs each task's jobs on an event loop of `group`: the loop of the thread that enqueues the
+/// job (so a task woken by its own connection stays on that connection's loop), or, from any
+/// other thread (another group's loops included), the group's next loop.
 ///
 /// The server's own tasks run here (grpc-swift's per-connection and per-stream work, and the
 /// fast path's point calls, whose work beyond the store is small and fixed): such work then
@@ -13,14 +13,17 @@ internal import CThreadShim
 /// leaves the loops through `CooperativePoolInterceptor`.
 final class EventLoopGroupExecutor: TaskExecutor, Sendable {
   let group: any EventLoopGroup
+  private let loops: Set<ObjectIdentifier>
 
   init(group: any EventLoopGroup) {
     self.group = group
+    self.loops = Set(group.makeIterator().map { ObjectIdentifier($0) })
   }
 
   func enqueue(_ job: consuming ExecutorJob) {
     let job = UnownedJob(job)
-    let loop = MultiThreadedEventLoopGroup.currentEventLoop ?? self.group.next()
+    let current = MultiThreadedEventLoopGroup.currentEventLoop
+    let loop = current.flatMap { self.loops.contains(ObjectIdentifier($0)) ? $0 : nil } ?? self.group.next()
     loop.execute {
       job.runSynchronously(on: self.asUnownedTaskExecutor())
     }

@@ -50,6 +50,25 @@ struct ServerThreadsTests {
     )
   }
 
+  @Test("a job enqueued from another group's event loop runs on the executor's own group")
+  func jobsStayInTheirGroup() async throws {
+    let ours = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+    let other = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+    let executor = EventLoopGroupExecutor(group: ours)
+    let ourLoop = ours.next()
+    let ranOn = other.next().makePromise(of: Bool.self)
+    other.next().execute {
+      // Created on the other group's loop thread, so the first job is enqueued from there.
+      Task(executorPreference: executor) {
+        ranOn.succeed(MultiThreadedEventLoopGroup.currentEventLoop === ourLoop)
+      }
+    }
+    let onOurs = try await ranOn.futureResult.get()
+    try await ours.shutdownGracefully()
+    try await other.shutdownGracefully()
+    #expect(onOurs)
+  }
+
   @Test("roster serve pinned to one CPU runs one event loop; --event-loops sets the count")
   func eventLoopsFollowTheAffinityMask() async throws {
     let directory = try makeTemporaryDirectory()
