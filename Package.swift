@@ -49,6 +49,8 @@ let package = Package(
     .target(name: "CVipsShim"),
     // Thread names and per-thread priority (nice, SCHED_IDLE), which need _GNU_SOURCE.
     .target(name: "CThreadShim"),
+    // jemalloc's options for the `roster` executable (`malloc_conf`); linked into it alone.
+    .target(name: "CAllocatorConfig"),
     // Entities, filters, cursors, validation, limits, dates and errors: plain Swift, no
     // database and no gRPC.
     .target(
@@ -202,6 +204,7 @@ let package = Package(
         "RosterSeed",
         "RosterProto",
         "RosterLoad",
+        "CAllocatorConfig",
         .product(name: "GRPCCore", package: "grpc-swift-2"),
         .product(name: "GRPCNIOTransportHTTP2", package: "grpc-swift-nio-transport"),
         .product(name: "SwiftProtobuf", package: "swift-protobuf"),

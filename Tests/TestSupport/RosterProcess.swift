@@ -81,15 +81,22 @@ public final class RosterProcess: Sendable {
     throw CocoaError(.executableLoad, userInfo: ["output": buffer.text.withLock { $0 }])
   }
 
-  /// Runs `roster ARGUMENTS` to completion: its exit status, standard output and standard error.
+  /// Runs `roster ARGUMENTS` to completion, with `environment` added to this process's: its exit
+  /// status, standard output and standard error.
   ///
   /// ```swift
   /// let (status, output, _) = try RosterProcess.run(["list", "--target", server.address])
   /// ```
-  public static func run(_ arguments: [String]) throws -> (status: Int32, output: String, errors: String) {
+  public static func run(
+    _ arguments: [String],
+    environment: [String: String] = [:]
+  ) throws -> (status: Int32, output: String, errors: String) {
     let process = Process()
     process.executableURL = URL(fileURLWithPath: self.binaryPath)
     process.arguments = arguments
+    if !environment.isEmpty {
+      process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+    }
     let output = Pipe()
     let errors = Pipe()
     process.standardOutput = output
