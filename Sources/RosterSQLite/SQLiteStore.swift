@@ -20,6 +20,9 @@ public import RosterPictures
 /// ```
 public struct SQLiteStore: Sendable {
   let pool: DatabasePool
+  /// Read-only connections for reads of one SELECT (`readStatement`), outside the pool's
+  /// per-read overhead.
+  let pointReaders: PointReaders
   let writer: WriteCoalescer
   let feed: ChangeFeed
   /// A connection of its own for WAL checkpoints, so they never wait in the writer's queue
@@ -61,10 +64,8 @@ public struct SQLiteStore: Sendable {
     }
     let directory = URL(fileURLWithPath: configuration.path).deletingLastPathComponent()
     try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-    let pool = try DatabasePool(
-      path: configuration.path,
-      configuration: Self.grdbConfiguration(configuration, logger: logger)
-    )
+    let grdbConfiguration = Self.grdbConfiguration(configuration, logger: logger)
+    let pool = try DatabasePool(path: configuration.path, configuration: grdbConfiguration)
     // GRDB sets `synchronous = NORMAL` on the writer when it turns WAL on, after the
     // connection's own setup: without this the writer never flushed a commit, whatever
     // `synchronous` said (readers keep the setup's value, which hid it).
@@ -74,6 +75,12 @@ public struct SQLiteStore: Sendable {
     try Self.migrator.migrate(pool)
     let feed = ChangeFeed(latest: try pool.read(Self.lastSequence))
     self.pool = pool
+    self.pointReaders = PointReaders(
+      path: configuration.path,
+      configuration: grdbConfiguration,
+      capacity: configuration.pointReaderCount,
+      cacheKiB: min(configuration.effectiveCacheSizeKiB, 2048)
+    )
     self.feed = feed
     var checkpointConfiguration = Configuration()
     checkpointConfiguration.busyMode = .timeout(configuration.busyTimeoutSeconds)
@@ -215,10 +222,11 @@ public struct SQLiteStore: Sendable {
 
   /// Like `read`, but without BEGIN and COMMIT around `body`: for a body that runs exactly
   /// one SELECT, which SQLite already reads from one consistent snapshot. The transaction
-  /// statements cost more than a point read itself.
+  /// statements cost more than a point read itself. It runs on a point connection
+  /// (`PointReaders`) when one is free, else on the pool's.
   func readStatement<T>(_ body: (Database) throws -> T) throws -> T {
     let requested = ContinuousClock.now
-    return try self.pool.unsafeRead { db in
+    return try self.pointReaders.read(otherwise: self.pool) { db in
       Self.recordReaderWait(since: requested)
       return try body(db)
     }

@@ -26,6 +26,10 @@ public struct StoreConfiguration: Sendable {
   public var busyTimeoutSeconds: Double = 5
   /// The most reader connections open at once.
   public var maximumReaderCount: Int = 8
+  /// Read-only connections kept for reads of one SELECT (point reads), beside the
+  /// `maximumReaderCount` readers; opened on first use, with a page cache of at most 2 MiB
+  /// each (within SQLite's soft heap limit). 0 reads everything through the pool.
+  public var pointReaderCount: Int = 4
   /// Logs every statement with its duration when true (the SQLDebug of Core Data).
   public var sqlDebug: Bool = false
   /// How hard a commit waits for the disk. `.full`, the default, survives power loss.

@@ -201,6 +201,9 @@ struct Serve: AsyncParsableCommand {
   )
   var pointReads: PointReads = Self.defaults.store.pointReads
 
+  @Option(help: "Read-only connections for one-SELECT reads (GetEmployee and the other point reads), beside the reader pool and opened on first use; 0 reads them through the pool.")
+  var pointConnections: Int = Self.defaults.store.pointReaderCount
+
   @Option(help: "Memory budget in MiB shared by SQLite's heap (soft limit), every connection's page cache and the picture cache; 0 for none (each cache keeps its own flag).")
   var memoryBudgetMb: Int = Self.defaults.store.memory.megabytes ?? 0
 
@@ -272,6 +275,9 @@ struct Serve: AsyncParsableCommand {
         "--heavy-concurrency and --interactive-concurrency must be at least 1; the queues not negative"
       )
     }
+    guard (0...64).contains(self.pointConnections) else {
+      throw ValidationError("--point-connections must be between 0 and 64")
+    }
     guard self.maxQuerySeconds >= 0, self.memoryBudgetMb >= 0, self.medianRowsPerPage >= 0 else {
       throw ValidationError("--max-query-seconds, --memory-budget-mb and --median-rows-per-page must not be negative")
     }
@@ -324,6 +330,7 @@ struct Serve: AsyncParsableCommand {
     config.store.interactiveLane.width = self.interactiveConcurrency
     config.store.interactiveLane.queueLimit = self.interactiveQueue
     config.store.pointReads = self.pointReads
+    config.store.pointReaderCount = self.pointConnections
     config.store.memory = MemoryBudget(megabytes: self.memoryBudgetMb == 0 ? nil : self.memoryBudgetMb)
     config.store.changeLogRetention = ChangeLogRetention(
       maximumAge: .seconds(self.changeLogMaxAgeHours * 3600),

@@ -30,7 +30,7 @@ struct ConfigurationDefaultsTests {
       "maximumBatch": "\(store.writer.maximumBatch)", "bulkChunkRows": "\(store.writer.bulkChunkRows)",
       "bulkNiceness": "\(store.writer.bulkNiceness)", "heavyLane": "\(store.heavyLane)",
       "interactiveLane": "\(store.interactiveLane)", "medianRowsPerPage": "\(store.medianRowsPerPage)",
-      "pointReads": store.pointReads.rawValue, "memory": "\(store.memory)",
+      "pointReads": store.pointReads.rawValue, "pointReaderCount": "\(store.pointReaderCount)", "memory": "\(store.memory)",
       "changeLogMaxAge": "\(store.changeLogRetention.maximumAge)",
       "changeLogMaxRows": "\(store.changeLogRetention.maximumRows)",
       "pictureMaximumBytes": "\(store.pictures.maximumBytes)", "pictureCacheBytes": "\(store.pictures.cacheBytes)",
