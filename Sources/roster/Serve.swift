@@ -275,9 +275,7 @@ struct Serve: AsyncParsableCommand {
         "--heavy-concurrency and --interactive-concurrency must be at least 1; the queues not negative"
       )
     }
-    guard (0...64).contains(self.pointConnections) else {
-      throw ValidationError("--point-connections must be between 0 and 64")
-    }
+    guard (0...64).contains(self.pointConnections) else { throw ValidationError("--point-connections must be 0 to 64") }
     guard self.maxQuerySeconds >= 0, self.memoryBudgetMb >= 0, self.medianRowsPerPage >= 0 else {
       throw ValidationError("--max-query-seconds, --memory-budget-mb and --median-rows-per-page must not be negative")
     }
