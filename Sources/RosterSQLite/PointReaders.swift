@@ -17,7 +17,7 @@ internal import Synchronization
 /// the connections close with the store (GRDB closes a queue when it is released).
 ///
 /// ```swift
-/// let readers = PointReaders(path: path, configuration: readerConfiguration, capacity: 4)
+/// let readers = PointReaders(path: path, configuration: readerConfiguration, capacity: 4, cacheKiB: 2048)
 /// let count = try readers.read(otherwise: pool) { db in try Int.fetchOne(db, sql: "SELECT 1") }
 /// ```
 final class PointReaders: Sendable {
