@@ -36,8 +36,6 @@ final class PointReaders: Sendable {
     var configuration = configuration
     configuration.readonly = true
     configuration.label = (configuration.label ?? "roster") + ".point"
-    // Small on purpose: a point read touches a handful of pages, most of them through the
-    // memory map; the memory budget's page-cache share stays the pool's.
     configuration.prepareDatabase { db in
       try db.execute(sql: "PRAGMA cache_size = -\(cacheKiB)")
     }

@@ -79,7 +79,7 @@ public struct SQLiteStore: Sendable {
       path: configuration.path,
       configuration: grdbConfiguration,
       capacity: configuration.pointReaderCount,
-      cacheKiB: min(configuration.effectiveCacheSizeKiB, 2048)
+      cacheKiB: configuration.pointReaderCacheKiB
     )
     self.feed = feed
     var checkpointConfiguration = Configuration()

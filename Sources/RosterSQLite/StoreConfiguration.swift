@@ -27,8 +27,8 @@ public struct StoreConfiguration: Sendable {
   /// The most reader connections open at once.
   public var maximumReaderCount: Int = 8
   /// Read-only connections kept for reads of one SELECT (point reads), beside the
-  /// `maximumReaderCount` readers; opened on first use, with a page cache of at most 2 MiB
-  /// each (within SQLite's soft heap limit). 0 reads everything through the pool.
+  /// `maximumReaderCount` readers; opened on first use, each with `pointReaderCacheKiB` of
+  /// page cache. 0 reads everything through the pool.
   public var pointReaderCount: Int = 4
   /// Logs every statement with its duration when true (the SQLDebug of Core Data).
   public var sqlDebug: Bool = false
@@ -68,6 +68,13 @@ public struct StoreConfiguration: Sendable {
       return self.cacheSizeKiB
     }
     return max(256, min(self.cacheSizeKiB, share / 1024))
+  }
+
+  /// The page cache of each point connection, in KiB: the readers' cache, at most 2 MiB. A
+  /// point read touches a handful of pages, most through the memory map; the memory budget's
+  /// page-cache share stays the pool's (SQLite's soft heap limit covers these too).
+  public var pointReaderCacheKiB: Int {
+    min(self.effectiveCacheSizeKiB, 2048)
   }
 
   /// The picture cache's size: `pictures.cacheBytes`, or the budget's share.

@@ -101,7 +101,9 @@ struct PointReaderTests {
         (db.configuration.readonly, try String.fetchOne(db, sql: "PRAGMA cache_size"))
       }
       #expect(readonly)
-      #expect(cache == "-\(min(store.configuration.effectiveCacheSizeKiB, 2048))")
+      #expect(cache == "-\(store.configuration.pointReaderCacheKiB)")
+      // With the default budget the readers get 4 MiB each; a point connection stays at 2.
+      #expect(store.configuration.pointReaderCacheKiB == 2048)
       #expect(throws: DatabaseError.self) {
         try store.readStatement { db in try db.execute(sql: "DELETE FROM employees") }
       }
