@@ -205,16 +205,9 @@ final class UnaryStreamHandler: ChannelInboundHandler, @unchecked Sendable {
         loop.execute { handler.value.finish(outcome) }
       }
     }
-    switch method.placement {
-    case .inline:
-      if #available(macOS 26.0, *) {
-        callTask.attach(Task.immediate(operation: body))
-      } else {
-        callTask.attach(Task(executorPreference: self.executor, operation: body))
-      }
-    case .eventLoop:
+    if method.onEventLoop {
       callTask.attach(Task(executorPreference: self.executor, operation: body))
-    case .cooperativePool:
+    } else {
       callTask.attach(Task(operation: body))
     }
   }
@@ -275,8 +268,7 @@ extension Task: CancellableHandle {}
 
 /// The cancellation of one call's handle, which may be signalled before the handle exists (the
 /// event loop, before the call's task has made its `RPCCancellationHandle`; the default deadline,
-/// before `Task.immediate` has returned the task): a signal that comes first is kept and passed
-/// on at once.
+/// before the task is attached): a signal that comes first is kept and passed on at once.
 final class CallCancellation<Handle: CancellableHandle>: Sendable {
   private enum State {
     case waiting
