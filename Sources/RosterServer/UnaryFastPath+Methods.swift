@@ -4,8 +4,9 @@ internal import RosterProto
 internal import RosterServices
 
 extension UnaryFastPath {
-  /// Roster's unary methods. Point reads and writes run on their connection's event loop; pages,
-  /// batches and analytics, whose mapping grows with the reply, on the cooperative pool.
+  /// Roster's unary methods. Point reads start where their request arrives; point writes run on
+  /// their connection's event loop; pages, batches and analytics, whose mapping grows with the
+  /// reply, on the cooperative pool.
   static func methods(
     directory: DirectoryService,
     pictures: PicturesService,
@@ -16,61 +17,61 @@ extension UnaryFastPath {
     typealias Pictures = Roster_V1_Pictures.Method
     typealias Analytics = Roster_V1_Analytics.Method
     return [
-      .protobuf(Directory.GetEmployee.descriptor, onEventLoop: true) {
+      .protobuf(Directory.GetEmployee.descriptor, placement: .inline) {
         try await directory.getEmployee(request: $0, context: $1)
       },
-      .protobuf(Directory.CreateEmployee.descriptor, onEventLoop: true) {
+      .protobuf(Directory.CreateEmployee.descriptor, placement: .eventLoop) {
         try await directory.createEmployee(request: $0, context: $1)
       },
-      .protobuf(Directory.UpdateEmployee.descriptor, onEventLoop: true) {
+      .protobuf(Directory.UpdateEmployee.descriptor, placement: .eventLoop) {
         try await directory.updateEmployee(request: $0, context: $1)
       },
-      .protobuf(Directory.DeleteEmployee.descriptor, onEventLoop: true) {
+      .protobuf(Directory.DeleteEmployee.descriptor, placement: .eventLoop) {
         try await directory.deleteEmployee(request: $0, context: $1)
       },
-      .protobuf(Directory.ListEmployees.descriptor, onEventLoop: false) {
+      .protobuf(Directory.ListEmployees.descriptor, placement: .cooperativePool) {
         try await directory.listEmployees(request: $0, context: $1)
       },
-      .protobuf(Directory.BatchGetEmployees.descriptor, onEventLoop: false) {
+      .protobuf(Directory.BatchGetEmployees.descriptor, placement: .cooperativePool) {
         try await directory.batchGetEmployees(request: $0, context: $1)
       },
-      .protobuf(Directory.CountEmployees.descriptor, onEventLoop: false) {
+      .protobuf(Directory.CountEmployees.descriptor, placement: .cooperativePool) {
         try await directory.countEmployees(request: $0, context: $1)
       },
-      .protobuf(Directory.BatchUpdateEmployees.descriptor, onEventLoop: false) {
+      .protobuf(Directory.BatchUpdateEmployees.descriptor, placement: .cooperativePool) {
         try await directory.batchUpdateEmployees(request: $0, context: $1)
       },
-      .protobuf(Directory.DeleteEmployees.descriptor, onEventLoop: false) {
+      .protobuf(Directory.DeleteEmployees.descriptor, placement: .cooperativePool) {
         try await directory.deleteEmployees(request: $0, context: $1)
       },
-      .protobuf(Pictures.GetThumbnail.descriptor, onEventLoop: false) {
+      .protobuf(Pictures.GetThumbnail.descriptor, placement: .cooperativePool) {
         try await pictures.getThumbnail(request: $0, context: $1)
       },
-      .protobuf(Pictures.DeletePicture.descriptor, onEventLoop: false) {
+      .protobuf(Pictures.DeletePicture.descriptor, placement: .cooperativePool) {
         try await pictures.deletePicture(request: $0, context: $1)
       },
-      .protobuf(Analytics.DepartmentHeadcounts.descriptor, onEventLoop: false) {
+      .protobuf(Analytics.DepartmentHeadcounts.descriptor, placement: .cooperativePool) {
         try await analytics.departmentHeadcounts(request: $0, context: $1)
       },
-      .protobuf(Analytics.DepartmentSummary.descriptor, onEventLoop: false) {
+      .protobuf(Analytics.DepartmentSummary.descriptor, placement: .cooperativePool) {
         try await analytics.departmentSummary(request: $0, context: $1)
       },
-      .protobuf(Analytics.EmployeeSales.descriptor, onEventLoop: false) {
+      .protobuf(Analytics.EmployeeSales.descriptor, placement: .cooperativePool) {
         try await analytics.employeeSales(request: $0, context: $1)
       },
-      .protobuf(Analytics.AggregateSales.descriptor, onEventLoop: false) {
+      .protobuf(Analytics.AggregateSales.descriptor, placement: .cooperativePool) {
         try await analytics.aggregateSales(request: $0, context: $1)
       },
-      .protobuf(Analytics.AggregateEmployees.descriptor, onEventLoop: false) {
+      .protobuf(Analytics.AggregateEmployees.descriptor, placement: .cooperativePool) {
         try await analytics.aggregateEmployees(request: $0, context: $1)
       },
-      .protobuf(Analytics.SalesCalendar.descriptor, onEventLoop: false) {
+      .protobuf(Analytics.SalesCalendar.descriptor, placement: .cooperativePool) {
         try await analytics.salesCalendar(request: $0, context: $1)
       },
-      .protobuf(Analytics.DeleteSales.descriptor, onEventLoop: false) {
+      .protobuf(Analytics.DeleteSales.descriptor, placement: .cooperativePool) {
         try await analytics.deleteSales(request: $0, context: $1)
       },
-      .protobuf(Grpc_Health_V1_Health.Method.Check.descriptor, onEventLoop: true) {
+      .protobuf(Grpc_Health_V1_Health.Method.Check.descriptor, placement: .inline) {
         try await health.check(request: $0, context: $1)
       },
     ]

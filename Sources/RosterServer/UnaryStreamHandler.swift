@@ -205,9 +205,16 @@ final class UnaryStreamHandler: ChannelInboundHandler, @unchecked Sendable {
         loop.execute { handler.value.finish(outcome) }
       }
     }
-    if method.onEventLoop {
+    switch method.placement {
+    case .inline:
+      if #available(macOS 26.0, *) {
+        callTask.attach(Task.immediate(operation: body))
+      } else {
+        callTask.attach(Task(executorPreference: self.executor, operation: body))
+      }
+    case .eventLoop:
       callTask.attach(Task(executorPreference: self.executor, operation: body))
-    } else {
+    case .cooperativePool:
       callTask.attach(Task(operation: body))
     }
   }
@@ -268,7 +275,8 @@ extension Task: CancellableHandle {}
 
 /// The cancellation of one call's handle, which may be signalled before the handle exists (the
 /// event loop, before the call's task has made its `RPCCancellationHandle`; the default deadline,
-/// before the task is attached): a signal that comes first is kept and passed on at once.
+/// before `Task.immediate` has returned the task): a signal that comes first is kept and passed
+/// on at once.
 final class CallCancellation<Handle: CancellableHandle>: Sendable {
   private enum State {
     case waiting

@@ -71,8 +71,8 @@ struct ServerThreadsTests {
 
   @Test("a fast-path call's task is cancelled by the default deadline whether it is known yet or not")
   func cancellingTheCallsTask() async {
-    // The deadline may pass before the call's task is attached: the signal is kept, and
-    // applied when it is.
+    // `Task.immediate` returns the task only once the call first waits: a deadline that passes
+    // before then is kept, and applied when the task is attached.
     let early = CallCancellation<Task<Void, Never>>()
     early.cancelCallTask()
     let first = Task { _ = try? await Task.sleep(for: .seconds(60)) }
