@@ -8,7 +8,7 @@ internal import CThreadShim
 /// other thread (another group's loops included), the group's next loop.
 ///
 /// The server's own tasks run here (grpc-swift's per-connection and per-stream work, and the
-/// fast path's point writes, whose work beyond the store is small and fixed): such work then
+/// fast path's point calls, whose work beyond the store is small and fixed): such work then
 /// costs no hop to the cooperative pool and back. Everything a service does beyond that
 /// leaves the loops through `CooperativePoolInterceptor`.
 final class EventLoopGroupExecutor: TaskExecutor, Sendable {

@@ -4,9 +4,8 @@ internal import RosterProto
 internal import RosterServices
 
 extension UnaryFastPath {
-  /// Roster's unary methods. Point reads start where their request arrives; point writes run on
-  /// their connection's event loop; pages, batches and analytics, whose mapping grows with the
-  /// reply, on the cooperative pool.
+  /// Roster's unary methods. Point reads and writes run on their connection's event loop; pages,
+  /// batches and analytics, whose mapping grows with the reply, on the cooperative pool.
   static func methods(
     directory: DirectoryService,
     pictures: PicturesService,
@@ -17,61 +16,61 @@ extension UnaryFastPath {
     typealias Pictures = Roster_V1_Pictures.Method
     typealias Analytics = Roster_V1_Analytics.Method
     return [
-      .protobuf(Directory.GetEmployee.descriptor, placement: .inline) {
+      .protobuf(Directory.GetEmployee.descriptor, onEventLoop: true) {
         try await directory.getEmployee(request: $0, context: $1)
       },
-      .protobuf(Directory.CreateEmployee.descriptor, placement: .eventLoop) {
+      .protobuf(Directory.CreateEmployee.descriptor, onEventLoop: true) {
         try await directory.createEmployee(request: $0, context: $1)
       },
-      .protobuf(Directory.UpdateEmployee.descriptor, placement: .eventLoop) {
+      .protobuf(Directory.UpdateEmployee.descriptor, onEventLoop: true) {
         try await directory.updateEmployee(request: $0, context: $1)
       },
-      .protobuf(Directory.DeleteEmployee.descriptor, placement: .eventLoop) {
+      .protobuf(Directory.DeleteEmployee.descriptor, onEventLoop: true) {
         try await directory.deleteEmployee(request: $0, context: $1)
       },
-      .protobuf(Directory.ListEmployees.descriptor, placement: .cooperativePool) {
+      .protobuf(Directory.ListEmployees.descriptor, onEventLoop: false) {
         try await directory.listEmployees(request: $0, context: $1)
       },
-      .protobuf(Directory.BatchGetEmployees.descriptor, placement: .cooperativePool) {
+      .protobuf(Directory.BatchGetEmployees.descriptor, onEventLoop: false) {
         try await directory.batchGetEmployees(request: $0, context: $1)
       },
-      .protobuf(Directory.CountEmployees.descriptor, placement: .cooperativePool) {
+      .protobuf(Directory.CountEmployees.descriptor, onEventLoop: false) {
         try await directory.countEmployees(request: $0, context: $1)
       },
-      .protobuf(Directory.BatchUpdateEmployees.descriptor, placement: .cooperativePool) {
+      .protobuf(Directory.BatchUpdateEmployees.descriptor, onEventLoop: false) {
         try await directory.batchUpdateEmployees(request: $0, context: $1)
       },
-      .protobuf(Directory.DeleteEmployees.descriptor, placement: .cooperativePool) {
+      .protobuf(Directory.DeleteEmployees.descriptor, onEventLoop: false) {
         try await directory.deleteEmployees(request: $0, context: $1)
       },
-      .protobuf(Pictures.GetThumbnail.descriptor, placement: .cooperativePool) {
+      .protobuf(Pictures.GetThumbnail.descriptor, onEventLoop: false) {
         try await pictures.getThumbnail(request: $0, context: $1)
       },
-      .protobuf(Pictures.DeletePicture.descriptor, placement: .cooperativePool) {
+      .protobuf(Pictures.DeletePicture.descriptor, onEventLoop: false) {
         try await pictures.deletePicture(request: $0, context: $1)
       },
-      .protobuf(Analytics.DepartmentHeadcounts.descriptor, placement: .cooperativePool) {
+      .protobuf(Analytics.DepartmentHeadcounts.descriptor, onEventLoop: false) {
         try await analytics.departmentHeadcounts(request: $0, context: $1)
       },
-      .protobuf(Analytics.DepartmentSummary.descriptor, placement: .cooperativePool) {
+      .protobuf(Analytics.DepartmentSummary.descriptor, onEventLoop: false) {
         try await analytics.departmentSummary(request: $0, context: $1)
       },
-      .protobuf(Analytics.EmployeeSales.descriptor, placement: .cooperativePool) {
+      .protobuf(Analytics.EmployeeSales.descriptor, onEventLoop: false) {
         try await analytics.employeeSales(request: $0, context: $1)
       },
-      .protobuf(Analytics.AggregateSales.descriptor, placement: .cooperativePool) {
+      .protobuf(Analytics.AggregateSales.descriptor, onEventLoop: false) {
         try await analytics.aggregateSales(request: $0, context: $1)
       },
-      .protobuf(Analytics.AggregateEmployees.descriptor, placement: .cooperativePool) {
+      .protobuf(Analytics.AggregateEmployees.descriptor, onEventLoop: false) {
         try await analytics.aggregateEmployees(request: $0, context: $1)
       },
-      .protobuf(Analytics.SalesCalendar.descriptor, placement: .cooperativePool) {
+      .protobuf(Analytics.SalesCalendar.descriptor, onEventLoop: false) {
         try await analytics.salesCalendar(request: $0, context: $1)
       },
-      .protobuf(Analytics.DeleteSales.descriptor, placement: .cooperativePool) {
+      .protobuf(Analytics.DeleteSales.descriptor, onEventLoop: false) {
         try await analytics.deleteSales(request: $0, context: $1)
       },
-      .protobuf(Grpc_Health_V1_Health.Method.Check.descriptor, placement: .inline) {
+      .protobuf(Grpc_Health_V1_Health.Method.Check.descriptor, onEventLoop: true) {
         try await health.check(request: $0, context: $1)
       },
     ]

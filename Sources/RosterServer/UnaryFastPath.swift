@@ -18,26 +18,13 @@ internal import Synchronization
 /// let fastPath = UnaryFastPath(methods: [...], interceptors: interceptors, maxRequestBytes: 4 << 20)
 /// ```
 struct UnaryFastPath: Sendable {
-  /// Where a method's calls run.
-  enum Placement: Sendable {
-    /// Started at once where its request arrives, on the connection's event loop
-    /// (`Task.immediate`): a point read, whose work beyond the store is a fixed few
-    /// microseconds and which does not wait in the normal case, is answered before the loop
-    /// turns. Should it wait (all point connections busy), it goes on on the cooperative pool.
-    case inline
-    /// A task on the connection's event loop: a point write, which waits for its group commit
-    /// and then answers in a fixed few microseconds.
-    case eventLoop
-    /// A task on the cooperative pool: pages, batches and analytics, whose mapping grows with
-    /// the reply.
-    case cooperativePool
-  }
-
   /// One unary method: its descriptor and how to run one call of it.
   struct Method: Sendable {
     let descriptor: MethodDescriptor
-    /// Where the call runs.
-    let placement: Placement
+    /// Whether the call runs on its connection's event loop (a point read or write whose work
+    /// beyond the store is a fixed few microseconds) rather than on the cooperative pool
+    /// (pages, batches and analytics, whose mapping grows with the reply).
+    let onEventLoop: Bool
     /// Runs one call; the request's message, or nil when the client sent none.
     let run: @Sendable (ByteBuffer?, Metadata, ServerContext, [any ServerInterceptor]) async -> UnaryOutcome
 
@@ -46,11 +33,11 @@ struct UnaryFastPath: Sendable {
       _ descriptor: MethodDescriptor,
       input: Input.Type = Input.self,
       output: Output.Type = Output.self,
-      placement: Placement,
+      onEventLoop: Bool,
       _ handler: @escaping @Sendable (StreamingServerRequest<Input>, ServerContext) async throws
         -> StreamingServerResponse<Output>
     ) -> Method {
-      Method(descriptor: descriptor, placement: placement) { bytes, metadata, context, interceptors in
+      Method(descriptor: descriptor, onEventLoop: onEventLoop) { bytes, metadata, context, interceptors in
         await UnaryFastPath.execute(
           request: StreamingServerRequest(
             metadata: metadata,
