@@ -103,8 +103,9 @@ public struct CallControlInterceptor: ServerInterceptor {
       defer { group.cancelAll() }
       do {
         if let first = try await group.next(), let value = first { return value }
-      } catch let error where !(ContinuousClock.now >= end && Self.isCancellation(error)) {
-        throw error
+      } catch {
+        // A cancellation once `end` has passed is the deadline's, whichever child ended first.
+        if !(ContinuousClock.now >= end && Self.isCancellation(error)) { throw error }
       }
       throw RPCError(
         code: .deadlineExceeded,

@@ -91,6 +91,28 @@ struct CallLimitTests {
     }
   }
 
+  @Test("a handler that stops on a cancellation after the default deadline, before the reaper fires, is DEADLINE_EXCEEDED")
+  func cancellationAfterTheDeadline() async throws {
+    // The store sees the deadline itself (a statement's progress handler) and stops the call
+    // with a cancellation before the reaper's next tick: still the deadline's doing.
+    let limit = Duration.milliseconds(50)
+    let end = ContinuousClock.now + limit
+    let reaper = DeadlineReaper(tick: .seconds(30))
+    await expectStatus(.deadlineExceeded, mentioning: "default of") {
+      _ = try await CallControlInterceptor.run(until: end, limit: limit, reaper: reaper) { () async throws -> Int in
+        try await Task.sleep(until: end + .milliseconds(5))
+        throw CancellationError()
+      }
+    }
+    // Before the deadline, a cancellation is the handler's own outcome.
+    await expectStatus(.cancelled, mentioning: "mine") {
+      _ = try await CallControlInterceptor.run(until: .now + .seconds(30), limit: .seconds(30), reaper: reaper) {
+        () async throws -> Int in
+        throw RPCError(code: .cancelled, message: "mine")
+      }
+    }
+  }
+
   @Test("a failure once the client has gone away is CANCELLED, not INTERNAL")
   func failureOfACancelledCall() async throws {
     struct Closed: Error {}  // what a write to a reset stream throws
