@@ -123,18 +123,23 @@ public struct SeedFileSource: DirectorySource {
 }
 
 /// The demo directory: `DemoData`'s employees, pictures from `DemoPictures`' pool (made in a
-/// scratch directory and removed after), and `DemoSales`.
+/// scratch directory and removed after, or kept in a directory that outlives the load), and
+/// `DemoSales`.
 public struct DemoSource: DirectorySource {
   /// The employees.
   public var demo: DemoData
   /// Where the picture pool is made for the load; nil for no pictures.
   public var pictureScratch: String?
+  /// Whether `pictureScratch` is kept after the load, so that the next load reuses the pool
+  /// instead of making it again (several seconds of libvips for its largest pictures).
+  public var keepsPictures: Bool
   /// Mean sales per employee; 0 for none.
   public var salesPerEmployee: Int
 
-  public init(demo: DemoData, pictureScratch: String?, salesPerEmployee: Int) {
+  public init(demo: DemoData, pictureScratch: String?, keepsPictures: Bool = false, salesPerEmployee: Int) {
     self.demo = demo
     self.pictureScratch = pictureScratch
+    self.keepsPictures = keepsPictures
     self.salesPerEmployee = salesPerEmployee
   }
 
@@ -144,7 +149,7 @@ public struct DemoSource: DirectorySource {
 
   public func withPictures<T>(_ body: ([(guid: String, path: String)]) async throws -> T) async throws -> T {
     guard let scratch = self.pictureScratch, self.demo.pictures else { return try await body([]) }
-    defer { try? FileManager.default.removeItem(atPath: scratch) }
+    defer { if !self.keepsPictures { try? FileManager.default.removeItem(atPath: scratch) } }
     try DemoPictures.writePool(to: scratch)
     let files = self.demo.compactMap { record in
       record.picture.map { (guid: record.employee.guid, path: scratch + "/" + $0) }

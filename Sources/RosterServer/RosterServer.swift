@@ -328,7 +328,8 @@ private func seed(_ store: some StoreBackend, config: ServerConfig, scratch: Str
   let started = ContinuousClock.now
   let source = DemoSource(
     demo: DemoData(count: config.seedEmployees, pictures: config.seedPictures),
-    pictureScratch: scratch,
+    pictureScratch: config.demoPictures ?? scratch,
+    keepsPictures: config.demoPictures != nil,
     salesPerEmployee: config.seedSalesPerEmployee
   )
   let loader = DirectoryLoader(

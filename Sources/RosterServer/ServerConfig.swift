@@ -29,6 +29,9 @@ public struct ServerConfig: Sendable {
   public var seedEmployees: Int = 1000
   /// Whether the demo employees get pictures from `DemoPictures`' pool.
   public var seedPictures: Bool = true
+  /// A directory that keeps that pool between seedings (made there once, then reused); nil
+  /// for a scratch directory beside the database, removed after seeding.
+  public var demoPictures: String? = nil
   /// Mean demo sales per demo employee (see `DemoSales`); 0 for none.
   public var seedSalesPerEmployee: Int = 20
   /// How long in-flight calls may run after shutdown starts before they are cancelled.

@@ -122,6 +122,9 @@ struct Serve: AsyncParsableCommand {
   @Flag(inversion: .prefixedNo, help: "Give the demo employees pictures.")
   var seedPictures = Self.defaults.seedPictures
 
+  @Option(help: "A directory that keeps the demo picture pool between seedings: made there once, then reused (default: a scratch directory, removed after seeding).")
+  var demoPictures: String?
+
   @Option(help: "Mean demo sales per demo employee; 0 for none.")
   var seedSalesPerEmployee: Int = Self.defaults.seedSalesPerEmployee
 
@@ -308,6 +311,7 @@ struct Serve: AsyncParsableCommand {
     config.port = self.port
     config.seedEmployees = self.seedEmployees
     config.seedPictures = self.seedPictures
+    config.demoPictures = self.demoPictures
     config.seedSalesPerEmployee = self.seedSalesPerEmployee
     config.store.pictures.maximumBytes = Int64(self.maxPictureMb) * 1024 * 1024
     config.store.pictures.cacheBytes = self.pictureCacheMb * 1024 * 1024

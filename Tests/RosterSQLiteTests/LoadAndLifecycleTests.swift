@@ -14,19 +14,33 @@ struct LoadAndLifecycleTests {
     let directory = try makeTemporaryDirectory()
     defer { try? FileManager.default.removeItem(atPath: directory) }
     let demo = DemoData(count: 120, pictures: true)
-    let scratch = directory + "/scratch"
+    let pool = directory + "/pictures"
     let loader = DirectoryLoader(context: WriteContext(author: "test"))
 
+    // A pool kept between loads (`roster serve --demo-pictures`) stays, whole.
     let seeded = try SQLiteStore(configuration: StoreConfiguration(path: directory + "/seeded.sqlite"))
     let fromDemo = try await loader.load(
-      DemoSource(demo: demo, pictureScratch: scratch, salesPerEmployee: 3),
+      DemoSource(demo: demo, pictureScratch: pool, keepsPictures: true, salesPerEmployee: 3),
       into: seeded
     )
+    let kept = try FileManager.default.contentsOfDirectory(atPath: pool).filter { $0.hasSuffix(".jpg") }
+    #expect(kept.count == DemoPictures.pool.count, "the kept pool: \(kept)")
+
+    // A scratch pool goes after the load; what is already there is not made again.
+    let scratch = directory + "/scratch"
+    try FileManager.default.copyItem(atPath: pool, toPath: scratch)
+    let scratchStore = try SQLiteStore(configuration: StoreConfiguration(path: directory + "/scratch.sqlite"))
+    let fromScratch = try await loader.load(
+      DemoSource(demo: demo, pictureScratch: scratch, salesPerEmployee: 0),
+      into: scratchStore
+    )
+    #expect(fromScratch.picturesStored == fromDemo.picturesStored)
     #expect(!FileManager.default.fileExists(atPath: scratch), "the picture pool's scratch directory goes after the load")
 
-    // The same directory as `roster seed` writes it, loaded as `roster import` does.
+    // The same directory as `roster seed` writes it (the kept pool is that pool, so nothing
+    // is made again), loaded as `roster import` does.
     try SeedFile.write(demo, to: directory + "/seed.json")
-    try DemoPictures.writePool(to: directory + "/pictures")
+    #expect(try DemoPictures.writePool(to: pool) == 0)
     try SalesFile.write(DemoSales(employees: demo, perEmployee: 3), to: directory + "/sales.csv")
     let imported = try SQLiteStore(configuration: StoreConfiguration(path: directory + "/imported.sqlite"))
     let fromFiles = try await loader.load(SeedFileSource(file: directory + "/seed.json"), into: imported)
