@@ -24,8 +24,8 @@ final class FastUnaryTests {
 
   init() async throws {
     self.directory = try makeTemporaryDirectory()
-    let reader = try RosterProcess.run(["token", "--role", "reader"]).output.split(separator: "\n")
-    let writer = try RosterProcess.run(["token", "--role", "writer"]).output.split(separator: "\n")
+    let reader = try await RosterProcess.run(["token", "--role", "reader"]).output.split(separator: "\n")
+    let writer = try await RosterProcess.run(["token", "--role", "writer"]).output.split(separator: "\n")
     self.reader = String(reader[0])
     self.writer = String(writer[0])
     try "\(reader[1])\n\(writer[1])\n".write(toFile: self.directory + "/tokens", atomically: true, encoding: .utf8)

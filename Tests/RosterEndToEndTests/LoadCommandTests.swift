@@ -6,8 +6,8 @@ import TestSupport
 @Suite("roster load, end to end")
 struct LoadCommandTests {
   /// Runs `roster load ARGUMENTS`, returning its exit code, stdout and stderr.
-  static func load(_ arguments: [String]) throws -> (status: Int32, output: String, errors: String) {
-    try RosterProcess.run(["load"] + arguments)
+  static func load(_ arguments: [String]) async throws -> (status: Int32, output: String, errors: String) {
+    try await RosterProcess.run(["load"] + arguments)
   }
 
   @Test("a mix against a demo server writes the JSON, the plot and the .hgrm, and gates the exit code")
@@ -20,7 +20,7 @@ struct LoadCommandTests {
     defer { _ = server.terminate() }
 
     let common = ["--target", server.address, "--warmup", "200ms", "--quiet"]
-    let passing = try Self.load(
+    let passing = try await Self.load(
       common + [
         "--mix", "get=60,list=25,picture=8,analytics=5,write=2", "--duration", "2s",
         "--concurrency", "4", "--json", directory + "/out.json", "--plot", directory + "/out.svg",
@@ -45,20 +45,20 @@ struct LoadCommandTests {
     #expect(hgrm.contains("#[Mean"))
 
     // A gate no server can meet fails the run with exit code 3, and says which gate.
-    let failing = try Self.load(common + ["get", "--requests", "50", "--max-p99", "1us"])
+    let failing = try await Self.load(common + ["get", "--requests", "50", "--max-p99", "1us"])
     #expect(failing.status == 3, "\(failing.output)\n\(failing.errors)")
     #expect(failing.output.contains("gate p99 ≤ 1µs"))
     #expect(failing.output.contains("FAILED"))
 
     // Bad flags are refused before any load, naming the flag.
-    let bad = try Self.load(common + ["--mix", "get=1,fetch=2"])
+    let bad = try await Self.load(common + ["--mix", "get=1,fetch=2"])
     #expect(bad.status != 0 && bad.status != 3)
     #expect(bad.errors.contains("--mix: unknown scenario 'fetch'"))
   }
 
   @Test("a server that is not there is an error, not a report")
-  func unreachable() throws {
-    let result = try Self.load(["--target", "127.0.0.1:1", "--requests", "5", "--quiet", "--warmup", "0s"])
+  func unreachable() async throws {
+    let result = try await Self.load(["--target", "127.0.0.1:1", "--requests", "5", "--quiet", "--warmup", "0s"])
     #expect(result.status != 0 && result.status != 3)
     #expect(result.errors.lowercased().contains("unavailable"), "\(result.errors)")
   }

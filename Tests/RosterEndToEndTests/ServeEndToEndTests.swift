@@ -70,7 +70,10 @@ struct ServeEndToEndTests {
   func insecureBind() async throws {
     let directory = try makeTemporaryDirectory()
     defer { try? FileManager.default.removeItem(atPath: directory) }
-    func run(_ extra: [String]) throws -> (Int32, String) {
+    func run(_ extra: [String]) async throws -> (Int32, String) {
+      try await RosterProcess.offPool { try runBlocking(extra) }
+    }
+    @Sendable func runBlocking(_ extra: [String]) throws -> (Int32, String) {
       let process = Process()
       process.executableURL = URL(fileURLWithPath: RosterProcess.binaryPath)
       process.arguments = ["serve", "--host", "0.0.0.0", "--port", "0", "--db", directory + "/x.sqlite",
@@ -87,11 +90,11 @@ struct ServeEndToEndTests {
       process.waitUntilExit()
       return (process.terminationStatus, text)
     }
-    let (refused, message) = try run([])
+    let (refused, message) = try await run([])
     #expect(refused != 0)
     #expect(message.contains("refusing to serve 0.0.0.0 without --tokens"))
     #expect(!FileManager.default.fileExists(atPath: directory + "/x.sqlite"))
-    let (_, warning) = try run(["--insecure"])
+    let (_, warning) = try await run(["--insecure"])
     #expect(warning.contains("WARNING: --insecure"))
   }
 

@@ -9,7 +9,7 @@ import TestSupport
 @Suite("TLS, end to end")
 struct TLSTests {
   /// A CA, a server certificate for 127.0.0.1 and a client certificate, all signed by the CA.
-  static func makeCertificates(in directory: String) throws {
+  static func makeCertificates(in directory: String) async throws {
     let script = """
       set -e
       cd '\(directory)'
@@ -23,12 +23,15 @@ struct TLSTests {
       openssl x509 -req -in client.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 2 \\
         -out client.pem 2>/dev/null
       """
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: "/bin/sh")
-    process.arguments = ["-c", script]
-    try process.run()
-    process.waitUntilExit()
-    guard process.terminationStatus == 0 else { throw CocoaError(.fileWriteUnknown) }
+    let status = try await RosterProcess.offPool {
+      let process = Process()
+      process.executableURL = URL(fileURLWithPath: "/bin/sh")
+      process.arguments = ["-c", script]
+      try process.run()
+      process.waitUntilExit()
+      return process.terminationStatus
+    }
+    guard status == 0 else { throw CocoaError(.fileWriteUnknown) }
   }
 
   /// Counts employees over `security`; the error if the call fails.
@@ -55,7 +58,7 @@ struct TLSTests {
   func tlsAndMutualTLS() async throws {
     let directory = try makeTemporaryDirectory()
     defer { try? FileManager.default.removeItem(atPath: directory) }
-    try Self.makeCertificates(in: directory)
+    try await Self.makeCertificates(in: directory)
     let trusting = HTTP2ClientTransport.Posix.TransportSecurity.tls { tls in
       tls.trustRoots = .certificates([.file(path: directory + "/ca.pem", format: .pem)])
     }
@@ -81,7 +84,7 @@ struct TLSTests {
     #expect(try await Self.count(port: mutual.port, withCertificate).get() == 25)
 
     // The CLI client speaks it too.
-    let cli = try RosterProcess.run([
+    let cli = try await RosterProcess.run([
       "list", "--target", "127.0.0.1:\(mutual.port)", "--page-size", "3", "--json",
       "--tls-ca", directory + "/ca.pem", "--tls-cert", directory + "/client.pem",
       "--tls-key", directory + "/client.key",

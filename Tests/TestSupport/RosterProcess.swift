@@ -34,6 +34,16 @@ public final class RosterProcess: Sendable {
     self.output = output
   }
 
+  /// One demo picture pool for every server the tests start (`roster serve --demo-pictures`),
+  /// in the build directory. Each server that seeded pictures made the pool afresh (about 7 s
+  /// of libvips CPU in a debug build), and with the servers of a full run starting at once that
+  /// saturated a 2-core machine for the run's first minute, delaying the suites' timers by up
+  /// to 12 s.
+  static var demoPictures: String {
+    URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+      .deletingLastPathComponent().appendingPathComponent(".build/test-demo-pictures").path
+  }
+
   /// Path of the built `roster` executable: `ROSTER_BINARY`, or beside the test bundle.
   public static var binaryPath: String {
     if let path = ProcessInfo.processInfo.environment["ROSTER_BINARY"] { return path }
@@ -56,7 +66,8 @@ public final class RosterProcess: Sendable {
     timeout: Duration = .seconds(60)
   ) async throws -> RosterProcess {
     let process = Process()
-    let command = launcher + [self.binaryPath, "serve", "--port", "0"] + arguments
+    let command = launcher + [self.binaryPath, "serve", "--port", "0", "--demo-pictures", self.demoPictures]
+      + arguments
     process.executableURL = URL(fileURLWithPath: command[0])
     process.arguments = Array(command.dropFirst())
     let output = Pipe()
@@ -82,14 +93,33 @@ public final class RosterProcess: Sendable {
   }
 
   /// Runs `roster ARGUMENTS` to completion, with `environment` added to this process's: its exit
-  /// status, standard output and standard error.
+  /// status, standard output and standard error. It waits on a thread of its own (`offPool`).
   ///
   /// ```swift
-  /// let (status, output, _) = try RosterProcess.run(["list", "--target", server.address])
+  /// let (status, output, _) = try await RosterProcess.run(["list", "--target", server.address])
   /// ```
   public static func run(
     _ arguments: [String],
     environment: [String: String] = [:]
+  ) async throws -> (status: Int32, output: String, errors: String) {
+    try await Self.offPool { try Self.runBlocking(arguments, environment: environment) }
+  }
+
+  /// Runs `body`, which blocks (a child process, a pipe read to its end), on a Dispatch thread,
+  /// never on one of the cooperative pool's threads: every suite's tasks share that pool (two
+  /// threads on a 2-core machine), and each blocked thread stalls every other test's clients and
+  /// timers while it waits.
+  public static func offPool<Result: Sendable>(
+    _ body: @escaping @Sendable () throws -> Result
+  ) async throws -> Result {
+    try await withCheckedThrowingContinuation { continuation in
+      DispatchQueue.global().async { continuation.resume(with: Swift.Result(catching: body)) }
+    }
+  }
+
+  private static func runBlocking(
+    _ arguments: [String],
+    environment: [String: String]
   ) throws -> (status: Int32, output: String, errors: String) {
     let process = Process()
     process.executableURL = URL(fileURLWithPath: self.binaryPath)
