@@ -1,4 +1,5 @@
 internal import Foundation
+internal import RosterSeed
 import Synchronization
 
 /// The real `roster` binary, started as a child process for end-to-end tests.
@@ -39,10 +40,22 @@ public final class RosterProcess: Sendable {
   /// of libvips CPU in a debug build), and with the servers of a full run starting at once that
   /// saturated a 2-core machine for the run's first minute, delaying the suites' timers by up
   /// to 12 s.
-  static var demoPictures: String {
-    URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+  /// The first server to start makes it, once, and the rest wait for it: on a clean checkout
+  /// they all start together and would each make it again.
+  static func demoPictures() async throws -> String {
+    let path = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
       .deletingLastPathComponent().appendingPathComponent(".build/test-demo-pictures").path
+    let making = Self.demoPicturesMade.withLock { task in
+      if let task { return task }
+      let made = Task { _ = try await Self.offPool { try DemoPictures.writePool(to: path) } }
+      task = made
+      return made
+    }
+    try await making.value
+    return path
   }
+
+  private static let demoPicturesMade = Mutex<Task<Void, any Error>?>(nil)
 
   /// Path of the built `roster` executable: `ROSTER_BINARY`, or beside the test bundle.
   public static var binaryPath: String {
@@ -66,8 +79,8 @@ public final class RosterProcess: Sendable {
     timeout: Duration = .seconds(60)
   ) async throws -> RosterProcess {
     let process = Process()
-    let command = launcher + [self.binaryPath, "serve", "--port", "0", "--demo-pictures", self.demoPictures]
-      + arguments
+    let pictures = try await Self.demoPictures()
+    let command = launcher + [self.binaryPath, "serve", "--port", "0", "--demo-pictures", pictures] + arguments
     process.executableURL = URL(fileURLWithPath: command[0])
     process.arguments = Array(command.dropFirst())
     let output = Pipe()
