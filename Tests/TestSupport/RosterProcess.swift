@@ -55,6 +55,13 @@ public final class RosterProcess: Sendable {
     return path
   }
 
+  /// Whether `roster serve ARGUMENTS` seeds demo pictures (a new database, with
+  /// `--seed-employees` other than 0, by default 1,000, and no `--no-seed-pictures`).
+  static func seedsPictures(_ arguments: [String]) -> Bool {
+    let employees = arguments.firstIndex(of: "--seed-employees").map { arguments[$0 + 1] }
+    return employees != "0" && !arguments.contains("--no-seed-pictures")
+  }
+
   private static let demoPicturesMade = Mutex<Task<Void, any Error>?>(nil)
 
   /// Path of the built `roster` executable: `ROSTER_BINARY`, or beside the test bundle.
@@ -79,8 +86,9 @@ public final class RosterProcess: Sendable {
     timeout: Duration = .seconds(60)
   ) async throws -> RosterProcess {
     let process = Process()
-    let pictures = try await Self.demoPictures()
-    let command = launcher + [self.binaryPath, "serve", "--port", "0", "--demo-pictures", pictures] + arguments
+    var command = launcher + [self.binaryPath, "serve", "--port", "0"]
+    if Self.seedsPictures(arguments) { command += ["--demo-pictures", try await Self.demoPictures()] }
+    command += arguments
     process.executableURL = URL(fileURLWithPath: command[0])
     process.arguments = Array(command.dropFirst())
     let output = Pipe()
