@@ -1,0 +1,73 @@
+import ArgumentParser
+import RosterDomain
+import RosterPostgres
+import RosterServer
+import RosterSQLite
+
+extension Serve {
+  /// The server configuration the flags describe (all but the tokens file, which `run` reads).
+  func serverConfig() throws -> ServerConfig {
+    var config = ServerConfig(databasePath: self.db)
+    config.host = self.host
+    config.logRequests = self.logRequests
+    config.fastUnaryPath = self.fastUnary
+    config.serverTasksOnEventLoops = self.loopTasks
+    config.flushPerLoopTurn = self.flushPerTurn
+    if let certificate = self.tlsCert, let key = self.tlsKey {
+      config.tls = TLSFiles(certificatePath: certificate, keyPath: key, clientCAPath: self.tlsClientCa)
+    }
+    config.limits.maxRequestBytes = self.maxRequestKib * 1024
+    config.limits.maxConcurrentStreams = self.maxConcurrentStreams
+    config.limits.keepaliveInterval = .seconds(self.keepaliveS)
+    config.limits.keepaliveTimeout = .seconds(self.keepaliveTimeoutS)
+    config.limits.maxConnectionIdle = self.maxIdleS == 0 ? nil : .seconds(self.maxIdleS)
+    config.limits.maxConnectionAge = self.maxAgeS == 0 ? nil : .seconds(self.maxAgeS)
+    config.limits.flushDelay = self.flushDelayUs == 0 ? nil : .microseconds(self.flushDelayUs)
+    config.limits.defaultDeadline = self.defaultDeadlineMs == 0 ? nil : .milliseconds(self.defaultDeadlineMs)
+    config.limits.maxStreamsPerClient = self.maxStreamsPerClient
+    config.shutdownGrace = .seconds(self.shutdownGraceS)
+    config.port = self.port
+    config.seedEmployees = self.seedEmployees
+    config.seedPictures = self.seedPictures
+    config.demoPictures = self.demoPictures
+    config.seedSalesPerEmployee = self.seedSalesPerEmployee
+    config.store.pictures.maximumBytes = Int64(self.maxPictureMb) * 1024 * 1024
+    config.store.pictures.cacheBytes = self.pictureCacheMb * 1024 * 1024
+    config.store.pictures.inlineMaximumBytes = self.inlinePictureMaxKib * 1024
+    config.store.cacheSizeKiB = self.cacheSizeKib
+    config.store.mmapSize = self.mmapSize
+    config.store.sqlDebug = self.sqlDebug
+    config.store.synchronous = self.synchronous
+    config.store.writer.coalesces = self.coalesce
+    config.store.writer.window = .microseconds(self.commitWindowUs)
+    config.store.writer.maximumBatch = self.maxWriteBatch
+    config.store.writer.bulkChunkRows = self.bulkChunkRows
+    config.store.writer.bulkNiceness = self.bulkNiceness
+    config.store.heavyLane.width = self.heavyConcurrency
+    config.store.heavyLane.queueLimit = self.heavyQueue
+    config.store.heavyLane.budget = self.maxQuerySeconds == 0 ? nil : .milliseconds(Int64(self.maxQuerySeconds * 1000))
+    config.store.medianRowsPerPage = self.medianRowsPerPage
+    config.store.interactiveLane.width = self.interactiveConcurrency
+    config.store.interactiveLane.queueLimit = self.interactiveQueue
+    config.store.pointReads = self.pointReads
+    config.store.pointReaderCount = self.pointConnections
+    config.store.memory = MemoryBudget(megabytes: self.memoryBudgetMb == 0 ? nil : self.memoryBudgetMb)
+    config.store.changeLogRetention = ChangeLogRetention(
+      maximumAge: .seconds(self.changeLogMaxAgeHours * 3600),
+      maximumRows: self.changeLogMaxRows
+    )
+    if let url = self.postgres {
+      var postgres = PostgresConfiguration(url: try PostgresURL(url))
+      postgres.schema = self.postgresSchema
+      postgres.maximumConnections = self.postgresConnections
+      postgres.pictures = config.store.pictures
+      postgres.bulkChunkRows = self.bulkChunkRows
+      postgres.maximumWriteBatch = self.maxWriteBatch
+      postgres.statementTimeout = self.maxQuerySeconds == 0 ? nil : .milliseconds(Int64(self.maxQuerySeconds * 1000))
+      postgres.changeLogMaximumAge = .seconds(self.changeLogMaxAgeHours * 3600)
+      postgres.changeLogMaximumRows = self.changeLogMaxRows
+      config.postgres = postgres
+    }
+    return config
+  }
+}
