@@ -71,24 +71,23 @@ struct ServeEndToEndTests {
     let directory = try makeTemporaryDirectory()
     defer { try? FileManager.default.removeItem(atPath: directory) }
     func run(_ extra: [String]) async throws -> (Int32, String) {
-      try await RosterProcess.offPool { try runBlocking(extra) }
-    }
-    @Sendable func runBlocking(_ extra: [String]) throws -> (Int32, String) {
-      let process = Process()
-      process.executableURL = URL(fileURLWithPath: RosterProcess.binaryPath)
-      process.arguments = ["serve", "--host", "0.0.0.0", "--port", "0", "--db", directory + "/x.sqlite",
-                           "--seed-employees", "0"] + extra
-      let errors = Pipe()
-      process.standardError = errors
-      process.standardOutput = FileHandle.nullDevice
-      try process.run()
-      if extra.contains("--insecure") {
-        Thread.sleep(forTimeInterval: 1.5)
-        process.terminate()
+      try await RosterProcess.offPool {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: RosterProcess.binaryPath)
+        process.arguments = ["serve", "--host", "0.0.0.0", "--port", "0", "--db", directory + "/x.sqlite",
+                             "--seed-employees", "0"] + extra
+        let errors = Pipe()
+        process.standardError = errors
+        process.standardOutput = FileHandle.nullDevice
+        try process.run()
+        if extra.contains("--insecure") {
+          Thread.sleep(forTimeInterval: 1.5)
+          process.terminate()
+        }
+        let text = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        return (process.terminationStatus, text)
       }
-      let text = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-      process.waitUntilExit()
-      return (process.terminationStatus, text)
     }
     let (refused, message) = try await run([])
     #expect(refused != 0)

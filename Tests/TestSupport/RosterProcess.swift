@@ -40,11 +40,11 @@ public final class RosterProcess: Sendable {
   /// of libvips CPU in a debug build), and with the servers of a full run starting at once that
   /// saturated a 2-core machine for the run's first minute, delaying the suites' timers by up
   /// to 12 s.
+  ///
   /// The first server to start makes it, once, and the rest wait for it: on a clean checkout
   /// they all start together and would each make it again.
   static func demoPictures() async throws -> String {
-    let path = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-      .deletingLastPathComponent().appendingPathComponent(".build/test-demo-pictures").path
+    let path = Self.packageRoot.appendingPathComponent(".build/test-demo-pictures").path
     let making = Self.demoPicturesMade.withLock { task in
       if let task { return task }
       let made = Task { _ = try await Self.offPool { try DemoPictures.writePool(to: path) } }
@@ -70,9 +70,13 @@ public final class RosterProcess: Sendable {
     let bundle = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
     let beside = bundle.appendingPathComponent("roster").path
     if FileManager.default.isExecutableFile(atPath: beside) { return beside }
-    let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+    return Self.packageRoot.appendingPathComponent(".build/debug/roster").path
+  }
+
+  /// The package's root directory (this file is `Tests/TestSupport/RosterProcess.swift`).
+  private static var packageRoot: URL {
+    URL(fileURLWithPath: #filePath).deletingLastPathComponent()
       .deletingLastPathComponent().deletingLastPathComponent()
-    return root.appendingPathComponent(".build/debug/roster").path
   }
 
   /// The server's process id.
