@@ -56,6 +56,9 @@ public struct CallControlInterceptor: ServerInterceptor {
       try await CallControl.$current.withValue(control) {
         try await withRPCCancellationHandler {
           guard let limit, let end else { return try await body() }
+          if let callTask = context.transportSpecific as? any CallTaskCancelling {
+            return try await Self.run(until: end, limit: limit, reaper: reaper, cancelling: callTask, body)
+          }
           return try await Self.run(until: end, limit: limit, reaper: reaper, body)
         } onCancelRPC: {
           control.cancel()
@@ -107,11 +110,43 @@ public struct CallControlInterceptor: ServerInterceptor {
         // A cancellation once `end` has passed is the deadline's, whichever child ended first.
         if !(ContinuousClock.now >= end && Self.isCancellation(error)) { throw error }
       }
-      throw RPCError(
-        code: .deadlineExceeded,
-        message: "the call brought no deadline and ran past the default of \(limit)"
-      )
+      throw Self.defaultDeadlineExceeded(limit)
     }
+  }
+
+  /// `run(until:limit:reaper:_:)` for a call whose transport can cancel the task running it
+  /// (`CallTaskCancelling`): `body` runs in the call's own task, which the reaper cancels at
+  /// `end`, so no task is spawned; the outcome is the same, `DEADLINE_EXCEEDED` once `end`
+  /// has passed.
+  static func run<T: Sendable>(
+    until end: ContinuousClock.Instant,
+    limit: Duration,
+    reaper: DeadlineReaper,
+    cancelling callTask: any CallTaskCancelling,
+    _ body: () async throws -> T
+  ) async throws -> T {
+    let expiry = Expiry()
+    let control = CallControl.current
+    let entry = reaper.watch(until: end) {
+      expiry.fire()
+      control?.cancel()
+      callTask.cancelCallTask()
+    }
+    defer { reaper.forget(entry) }
+    do {
+      let value = try await body()
+      if !expiry.fired { return value }
+    } catch {
+      if !(expiry.fired || ContinuousClock.now >= end && Self.isCancellation(error)) { throw error }
+    }
+    throw Self.defaultDeadlineExceeded(limit)
+  }
+
+  private static func defaultDeadlineExceeded(_ limit: Duration) -> RPCError {
+    RPCError(
+      code: .deadlineExceeded,
+      message: "the call brought no deadline and ran past the default of \(limit)"
+    )
   }
 
   private static func isCancellation(_ error: any Error) -> Bool {
@@ -137,6 +172,15 @@ public struct CallControlInterceptor: ServerInterceptor {
   }
 }
 
+/// What a transport that runs each call in a task of its own (Roster's unary fast path) puts in
+/// `ServerContext.transportSpecific`: a way to cancel that task. With it,
+/// `CallControlInterceptor` bounds a call by the default deadline in the call's own task; without
+/// it, the handler runs as a child task the interceptor can cancel (two tasks more per call).
+public protocol CallTaskCancelling: ServerContext.TransportSpecific {
+  /// Cancels the task that runs the call: the interceptors, the handler and the response.
+  func cancelCallTask()
+}
+
 /// A one-shot signal from the reaper to a call: `wait` returns once `fire` was called, or when
 /// the waiting task is cancelled.
 final class Expiry: Sendable {
@@ -146,6 +190,14 @@ final class Expiry: Sendable {
     case done
   }
   private let state = Mutex(State.idle)
+
+  /// Whether `fire` was called.
+  var fired: Bool {
+    self.state.withLock { state in
+      if case .done = state { return true }
+      return false
+    }
+  }
 
   func fire() {
     let waiter: CheckedContinuation<Void, Never>? = self.state.withLock { state in

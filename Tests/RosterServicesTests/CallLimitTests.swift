@@ -113,6 +113,92 @@ struct CallLimitTests {
     }
   }
 
+  /// A transport's hold on the task that runs a call, as Roster's unary fast path gives it.
+  final class CallTask: CallTaskCancelling {
+    let task = Mutex<Task<Void, Never>?>(nil)
+    let cancels = Atomic<Int>(0)
+
+    func cancelCallTask() {
+      self.cancels.add(1, ordering: .relaxed)
+      self.task.withLock { $0 }?.cancel()
+    }
+  }
+
+  /// What one call through `CallControlInterceptor` did.
+  final class CallProbe: Sendable {
+    let pagesRead = Mutex(0)
+    let inCallersTask = Mutex<Bool?>(nil)
+    let thrown = Mutex<(any Error)?>(nil)
+  }
+
+  /// A call through `interceptor` whose handler reads `pages` pages, one every 20 ms, checking
+  /// for cancellation before each, as StreamEmployees does.
+  static func call(
+    _ interceptor: CallControlInterceptor,
+    callTask: CallTask?,
+    pages: Int,
+    probe: CallProbe
+  ) async {
+    let caller = withUnsafeCurrentTask { $0?.hashValue }
+    var context = ServerContext(
+      descriptor: Roster_V1_Directory.Method.CountEmployees.descriptor,
+      remotePeer: "test",
+      localPeer: "test",
+      cancellation: ServerContext.RPCCancellationHandle()
+    )
+    context.transportSpecific = callTask
+    do {
+      let response: StreamingServerResponse<Int> = try await interceptor.intercept(
+        request: StreamingServerRequest(single: ServerRequest(metadata: [:], message: 0)),
+        context: context
+      ) { _, _ in
+        probe.inCallersTask.withLock { $0 = withUnsafeCurrentTask { $0?.hashValue } == caller }
+        for _ in 0..<pages {
+          try Task.checkCancellation()
+          probe.pagesRead.withLock { $0 += 1 }
+          try await Task.sleep(for: .milliseconds(20))
+        }
+        return StreamingServerResponse(single: ServerResponse(message: pages))
+      }
+      _ = try response.accepted.get()
+    } catch {
+      probe.thrown.withLock { $0 = error }
+    }
+  }
+
+  @Test("when the transport can cancel the call's task, the default deadline runs in that task and cancels it")
+  func defaultDeadlineInTheCallsTask() async throws {
+    let interceptor = CallControlInterceptor(deadline: .milliseconds(300))
+
+    // Past the deadline: the call's own task is cancelled, and the call is DEADLINE_EXCEEDED.
+    let late = CallProbe()
+    let callTask = CallTask()
+    let task = Task { await Self.call(interceptor, callTask: callTask, pages: 100, probe: late) }
+    callTask.task.withLock { $0 = task }
+    await task.value
+    #expect(late.inCallersTask.withLock { $0 } == true, "the handler ran in a task of its own")
+    #expect(callTask.cancels.load(ordering: .relaxed) == 1)
+    #expect(late.pagesRead.withLock { $0 } < 100)
+    let error = try #require(late.thrown.withLock { $0 } as? RPCError)
+    #expect(error.code == .deadlineExceeded)
+    #expect(error.message.contains("default of"))
+
+    // In time: the value, and the task is left alone.
+    let quick = CallProbe()
+    let inTime = CallTask()
+    let quickTask = Task { await Self.call(interceptor, callTask: inTime, pages: 1, probe: quick) }
+    inTime.task.withLock { $0 = quickTask }
+    await quickTask.value
+    #expect(quick.thrown.withLock { $0 } == nil)
+    #expect(inTime.cancels.load(ordering: .relaxed) == 0)
+
+    // Without such a transport (grpc-swift's), the handler runs as a task of its own.
+    let plain = CallProbe()
+    await Self.call(interceptor, callTask: nil, pages: 1, probe: plain)
+    #expect(plain.inCallersTask.withLock { $0 } == false)
+    #expect(plain.thrown.withLock { $0 } == nil)
+  }
+
   @Test("a failure once the client has gone away is CANCELLED, not INTERNAL")
   func failureOfACancelledCall() async throws {
     struct Closed: Error {}  // what a write to a reset stream throws
