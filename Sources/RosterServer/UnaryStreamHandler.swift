@@ -33,7 +33,7 @@ final class UnaryStreamHandler: ChannelInboundHandler, @unchecked Sendable {
     /// and how many body bytes they hold.
     case reading(UnaryFastPath.Method, HPACKHeaders, frames: [HTTP2Frame.FramePayload], bodyBytes: Int)
     /// The call runs; it can still be cancelled.
-    case running(CallCancellation, timer: Scheduled<Void>?)
+    case running(CallCancellation<ServerContext.RPCCancellationHandle>, timer: Scheduled<Void>?)
     /// Answered, reset or closed.
     case done
     /// Not ours: grpc-swift's stream handler gets every frame.
@@ -170,7 +170,9 @@ final class UnaryStreamHandler: ChannelInboundHandler, @unchecked Sendable {
     context: ChannelHandlerContext
   ) {
     Self.fastCalls.increment()
-    let cancellation = CallCancellation()
+    let cancellation = CallCancellation<ServerContext.RPCCancellationHandle>()
+    // The call's own task, which the server's default deadline cancels (`CallTaskCancelling`).
+    let callTask = CallCancellation<Task<Void, Never>>()
     let loop = context.eventLoop
     var timer: Scheduled<Void>?
     if let timeout = headers.first(name: "grpc-timeout").flatMap(CallControlInterceptor.timeout) {
@@ -188,12 +190,13 @@ final class UnaryStreamHandler: ChannelInboundHandler, @unchecked Sendable {
     let body: @Sendable () async -> Void = {
       let outcome = await withServerContextRPCCancellationHandle { handle in
         cancellation.attach(handle)
-        let context = ServerContext(
+        var context = ServerContext(
           descriptor: method.descriptor,
           remotePeer: remotePeer,
           localPeer: localPeer,
           cancellation: handle
         )
+        context.transportSpecific = callTask
         return await method.run(message, metadata, context, interceptors)
       }
       if loop.inEventLoop {
@@ -203,9 +206,9 @@ final class UnaryStreamHandler: ChannelInboundHandler, @unchecked Sendable {
       }
     }
     if method.onEventLoop {
-      Task(executorPreference: self.executor, operation: body)
+      callTask.attach(Task(executorPreference: self.executor, operation: body))
     } else {
-      Task(operation: body)
+      callTask.attach(Task(operation: body))
     }
   }
 
@@ -255,17 +258,26 @@ final class UnaryStreamHandler: ChannelInboundHandler, @unchecked Sendable {
   }
 }
 
-/// The cancellation of one call, which the event loop may signal before the call's task has
-/// made its `RPCCancellationHandle`: a signal that comes first is kept and passed on at once.
-final class CallCancellation: Sendable {
+/// Something of one call that can be cancelled: its `RPCCancellationHandle`, or its task.
+protocol CancellableHandle: Sendable {
+  func cancel()
+}
+
+extension ServerContext.RPCCancellationHandle: CancellableHandle {}
+extension Task: CancellableHandle {}
+
+/// The cancellation of one call's handle, which may be signalled before the handle exists (the
+/// event loop, before the call's task has made its `RPCCancellationHandle`; the default deadline,
+/// before the task is attached): a signal that comes first is kept and passed on at once.
+final class CallCancellation<Handle: CancellableHandle>: Sendable {
   private enum State {
     case waiting
-    case attached(ServerContext.RPCCancellationHandle)
+    case attached(Handle)
     case cancelled
   }
   private let state = Mutex(State.waiting)
 
-  func attach(_ handle: ServerContext.RPCCancellationHandle) {
+  func attach(_ handle: Handle) {
     let cancelNow = self.state.withLock { state -> Bool in
       if case .cancelled = state { return true }
       state = .attached(handle)
@@ -275,12 +287,18 @@ final class CallCancellation: Sendable {
   }
 
   func cancel() {
-    let handle = self.state.withLock { state -> ServerContext.RPCCancellationHandle? in
+    let handle = self.state.withLock { state -> Handle? in
       defer { state = .cancelled }
       if case .attached(let handle) = state { return handle }
       return nil
     }
     handle?.cancel()
+  }
+}
+
+extension CallCancellation: ServerContext.TransportSpecific, CallTaskCancelling where Handle == Task<Void, Never> {
+  func cancelCallTask() {
+    self.cancel()
   }
 }
 

@@ -161,8 +161,9 @@ struct RobustnessTests {
 
   @Test("a heavy call past its 0.5 s deadline stops using the server's CPU within a second")
   func interrupt() async throws {
-    // No budget of the server's own: only the client's deadline may stop the query.
-    try await Self.withServer(["--max-query-seconds", "0"]) { server, client in
+    // No budget of the server's own: only the call's deadline may stop the query (the client's,
+    // or the server's default for the last call, which brings none).
+    try await Self.withServer(["--max-query-seconds", "0", "--default-deadline-ms", "1500"]) { server, client in
       let analytics = Roster_V1_Analytics.Client(wrapping: client)
       // The heavy call runs longer than 3 s here, so it would still run in the second that is
       // measured below (else the test proves nothing: seed more sales).
@@ -189,6 +190,17 @@ struct RobustnessTests {
       )
       // Without the interrupt, the query would still be running in that second.
       #expect(cpuAfterTwo - cpuAfterOne < 0.1)
+
+      // A call that brings no deadline gets the server's default (1.5 s here). It takes the
+      // unary fast path, where the default deadline cancels the call's own task
+      // (`CallTaskCancelling`): the same status, as soon.
+      let started = ContinuousClock.now
+      await expectStatus(.deadlineExceeded, mentioning: "default of") {
+        _ = try await analytics.aggregateSales(Self.heavy)
+      }
+      let ended = ContinuousClock.now - started
+      print("RobustnessTests: a heavy call without a deadline ended after \(ended) (default 1.5 s)")
+      #expect(ended >= .milliseconds(1500) && ended < .seconds(3))
     }
   }
 

@@ -69,6 +69,26 @@ struct ServerThreadsTests {
     #expect(onOurs)
   }
 
+  @Test("a fast-path call's task is cancelled by the default deadline whether it is known yet or not")
+  func cancellingTheCallsTask() async {
+    // The deadline may pass before the call's task is attached: the signal is kept, and
+    // applied when it is.
+    let early = CallCancellation<Task<Void, Never>>()
+    early.cancelCallTask()
+    let first = Task { _ = try? await Task.sleep(for: .seconds(60)) }
+    early.attach(first)
+    #expect(first.isCancelled)
+
+    let late = CallCancellation<Task<Void, Never>>()
+    let second = Task { _ = try? await Task.sleep(for: .seconds(60)) }
+    late.attach(second)
+    #expect(!second.isCancelled)
+    late.cancelCallTask()
+    #expect(second.isCancelled)
+    await first.value
+    await second.value
+  }
+
   @Test("roster serve pinned to one CPU runs one event loop; --event-loops sets the count")
   func eventLoopsFollowTheAffinityMask() async throws {
     let directory = try makeTemporaryDirectory()
