@@ -90,12 +90,7 @@ public struct CallControlInterceptor: ServerInterceptor {
     reaper: DeadlineReaper,
     _ body: @escaping @Sendable () async throws -> T
   ) async throws -> T {
-    let expiry = Expiry()
-    let control = CallControl.current
-    let entry = reaper.watch(until: end) {
-      expiry.fire()
-      control?.cancel()
-    }
+    let (expiry, entry) = Self.watch(until: end, reaper: reaper)
     defer { reaper.forget(entry) }
     return try await withThrowingTaskGroup(of: T?.self) { group in
       group.addTask { try await body() }
@@ -125,13 +120,7 @@ public struct CallControlInterceptor: ServerInterceptor {
     cancelling callTask: any CallTaskCancelling,
     _ body: () async throws -> T
   ) async throws -> T {
-    let expiry = Expiry()
-    let control = CallControl.current
-    let entry = reaper.watch(until: end) {
-      expiry.fire()
-      control?.cancel()
-      callTask.cancelCallTask()
-    }
+    let (expiry, entry) = Self.watch(until: end, reaper: reaper) { callTask.cancelCallTask() }
     defer { reaper.forget(entry) }
     do {
       let value = try await body()
@@ -140,6 +129,23 @@ public struct CallControlInterceptor: ServerInterceptor {
       if !(expiry.fired || ContinuousClock.now >= end && Self.isCancellation(error)) { throw error }
     }
     throw Self.defaultDeadlineExceeded(limit)
+  }
+
+  /// Has `reaper` end the current call at `end`: the returned `Expiry` fires, the call's
+  /// `CallControl` is cancelled, then `also` runs. The caller forgets the entry when done.
+  private static func watch(
+    until end: ContinuousClock.Instant,
+    reaper: DeadlineReaper,
+    also: (@Sendable () -> Void)? = nil
+  ) -> (Expiry, entry: Int) {
+    let expiry = Expiry()
+    let control = CallControl.current
+    let entry = reaper.watch(until: end) {
+      expiry.fire()
+      control?.cancel()
+      also?()
+    }
+    return (expiry, entry)
   }
 
   private static func defaultDeadlineExceeded(_ limit: Duration) -> RPCError {
