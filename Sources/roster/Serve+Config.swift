@@ -8,6 +8,9 @@ extension Serve {
   /// The server configuration the flags describe (all but the tokens file, which `run` reads).
   func serverConfig() throws -> ServerConfig {
     var config = ServerConfig(databasePath: self.db)
+    // One query budget and one change-log age for either backend.
+    let queryBudget: Duration? = self.maxQuerySeconds == 0 ? nil : .milliseconds(Int64(self.maxQuerySeconds * 1000))
+    let changeLogAge = Duration.seconds(self.changeLogMaxAgeHours * 3600)
     config.host = self.host
     config.logRequests = self.logRequests
     config.fastUnaryPath = self.fastUnary
@@ -45,7 +48,7 @@ extension Serve {
     config.store.writer.bulkNiceness = self.bulkNiceness
     config.store.heavyLane.width = self.heavyConcurrency
     config.store.heavyLane.queueLimit = self.heavyQueue
-    config.store.heavyLane.budget = self.maxQuerySeconds == 0 ? nil : .milliseconds(Int64(self.maxQuerySeconds * 1000))
+    config.store.heavyLane.budget = queryBudget
     config.store.medianRowsPerPage = self.medianRowsPerPage
     config.store.interactiveLane.width = self.interactiveConcurrency
     config.store.interactiveLane.queueLimit = self.interactiveQueue
@@ -53,7 +56,7 @@ extension Serve {
     config.store.pointReaderCount = self.pointConnections
     config.store.memory = MemoryBudget(megabytes: self.memoryBudgetMb == 0 ? nil : self.memoryBudgetMb)
     config.store.changeLogRetention = ChangeLogRetention(
-      maximumAge: .seconds(self.changeLogMaxAgeHours * 3600),
+      maximumAge: changeLogAge,
       maximumRows: self.changeLogMaxRows
     )
     if let url = self.postgres {
@@ -63,8 +66,8 @@ extension Serve {
       postgres.pictures = config.store.pictures
       postgres.bulkChunkRows = self.bulkChunkRows
       postgres.maximumWriteBatch = self.maxWriteBatch
-      postgres.statementTimeout = self.maxQuerySeconds == 0 ? nil : .milliseconds(Int64(self.maxQuerySeconds * 1000))
-      postgres.changeLogMaximumAge = .seconds(self.changeLogMaxAgeHours * 3600)
+      postgres.statementTimeout = queryBudget
+      postgres.changeLogMaximumAge = changeLogAge
       postgres.changeLogMaximumRows = self.changeLogMaxRows
       config.postgres = postgres
     }
