@@ -58,7 +58,7 @@ public final class RosterProcess: Sendable {
   /// Whether `roster serve ARGUMENTS` seeds demo pictures (a new database, with
   /// `--seed-employees` other than 0, by default 1,000, and no `--no-seed-pictures`).
   static func seedsPictures(_ arguments: [String]) -> Bool {
-    let employees = arguments.firstIndex(of: "--seed-employees").map { arguments[$0 + 1] }
+    let employees = arguments.firstIndex(of: "--seed-employees").flatMap { arguments.dropFirst($0 + 1).first }
     return employees != "0" && !arguments.contains("--no-seed-pictures")
   }
 
