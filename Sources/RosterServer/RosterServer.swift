@@ -26,14 +26,13 @@ public struct RosterServer: Service {
   public let store: any StoreBackend
   /// The health service, to flip statuses from outside.
   public let health: HealthService
-  private let server: GRPCServer<HTTP2ServerTransport.Posix>
+  private let server: GRPCServing
   /// Where the server's own tasks run (`ServerConfig.serverTasksOnEventLoops`); nil for the
   /// cooperative pool.
   private let serverExecutor: EventLoopGroupExecutor?
   /// Loads the demo directory into a new database that needs the store running first
   /// (PostgreSQL); run before the server takes calls.
   private let seed: (@Sendable () async throws -> Void)?
-  private let transport: HTTP2ServerTransport.Posix
   private let shutdownGrace: Duration
   private let logger: Logger
 
@@ -41,9 +40,8 @@ public struct RosterServer: Service {
     store: any StoreBackend,
     seed: (@Sendable () async throws -> Void)?,
     health: HealthService,
-    server: GRPCServer<HTTP2ServerTransport.Posix>,
+    server: GRPCServing,
     serverExecutor: EventLoopGroupExecutor?,
-    transport: HTTP2ServerTransport.Posix,
     shutdownGrace: Duration,
     logger: Logger
   ) {
@@ -53,17 +51,13 @@ public struct RosterServer: Service {
     self.seed = seed
     self.health = health
     self.server = server
-    self.transport = transport
     self.logger = logger
   }
 
   /// The bound address as `HOST:PORT`, once the server listens.
   public var listeningAddress: String {
     get async throws {
-      let address = try await self.transport.listeningAddress
-      if let ipv4 = address.ipv4 { return "\(ipv4.host):\(ipv4.port)" }
-      if let ipv6 = address.ipv6 { return "[\(ipv6.host)]:\(ipv6.port)" }
-      return address.description
+      try await self.server.listeningAddress()
     }
   }
 
@@ -98,7 +92,7 @@ public struct RosterServer: Service {
 
   /// The gRPC server as a service of its own, so the group can stop it before the store.
   private struct Serving: Service {
-    let server: GRPCServer<HTTP2ServerTransport.Posix>
+    let server: GRPCServing
     let executor: EventLoopGroupExecutor?
     let store: any StoreBackend
     let seed: (@Sendable () async throws -> Void)?
@@ -214,20 +208,6 @@ func buildServiceSet(
   return (services, interceptors, health, fastMethods)
 }
 
-/// Plaintext, TLS, or TLS that requires client certificates signed by `clientCAPath`.
-func transportSecurity(_ files: TLSFiles?) -> HTTP2ServerTransport.Posix.TransportSecurity {
-  guard let files else { return .plaintext }
-  let chain: [TLSConfig.CertificateSource] = [.file(path: files.certificatePath, format: .pem)]
-  let key = TLSConfig.PrivateKeySource.file(path: files.keyPath, format: .pem)
-  guard let clientCA = files.clientCAPath else {
-    return .tls(certificateChain: chain, privateKey: key)
-  }
-  return .mTLS(certificateChain: chain, privateKey: key) { tls in
-    tls.trustRoots = .certificates([.file(path: clientCA, format: .pem)])
-    tls.clientCertificateVerification = .noHostnameVerification
-  }
-}
-
 /// Opens (and on first start, seeds) the store, then builds the server on HTTP/2.
 public func buildServer(
   config: ServerConfig,
@@ -245,49 +225,13 @@ public func buildServer(
     maxStreamsPerClient: config.limits.maxStreamsPerClient,
     logger: logger
   )
-  let address: GRPCNIOTransportCore.SocketAddress =
-    config.host.contains(":")
-    ? .ipv6(host: config.host, port: config.port)
-    : .ipv4(host: config.host == "localhost" ? "127.0.0.1" : config.host, port: config.port)
-  let transport = HTTP2ServerTransport.Posix(
-    address: address,
-    transportSecurity: transportSecurity(config.tls),
-    config: .defaults { transport in
-      let limits = config.limits
-      transport.rpc.maxRequestPayloadSize = limits.maxRequestBytes
-      transport.http2.maxConcurrentStreams = limits.maxConcurrentStreams
-      transport.connection.keepalive.time = limits.keepaliveInterval
-      transport.connection.keepalive.timeout = limits.keepaliveTimeout
-      transport.connection.maxIdleTime = limits.maxConnectionIdle
-      transport.connection.maxAge = limits.maxConnectionAge
-      transport.connection.maxGraceTime = limits.maxConnectionGrace
-      transport.connection.flushCoalescing = limits.flushDelay.map {
-        .init(maxFlushDelay: $0, maxBytes: 64 * 1024)
-      }
-      if config.flushPerLoopTurn {
-        transport.channelDebuggingCallbacks.onAcceptTCPConnection = { channel in
-          channel.eventLoop.makeCompletedFuture {
-            try channel.pipeline.syncOperations.addHandler(TickFlushHandler(), position: .first)
-          }
-        }
-      }
-      if config.fastUnaryPath {
-        let fastPath = UnaryFastPath(
-          methods: fastMethods,
-          interceptors: interceptors,
-          maxRequestBytes: limits.maxRequestBytes
-        )
-        transport.channelDebuggingCallbacks.onAcceptHTTP2Stream = fastPath.streamInitializer(
-          executor: loopExecutor
-        )
-      }
-    },
-    eventLoopGroup: eventLoops
-  )
-  let server = GRPCServer(
-    transport: transport,
+  let server = try makeServing(
+    config: config,
     services: services,
-    interceptors: [CooperativePoolInterceptor()] + interceptors
+    interceptors: interceptors,
+    fastMethods: fastMethods,
+    eventLoops: eventLoops,
+    loopExecutor: loopExecutor
   )
   return RosterServer(
     store: store,
@@ -295,7 +239,6 @@ public func buildServer(
     health: health,
     server: server,
     serverExecutor: config.serverTasksOnEventLoops ? loopExecutor : nil,
-    transport: transport,
     shutdownGrace: config.shutdownGrace,
     logger: logger
   )

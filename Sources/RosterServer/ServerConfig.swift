@@ -39,6 +39,10 @@ public struct ServerConfig: Sendable {
   /// Whether plain unary calls skip grpc-swift's per-call machinery (`UnaryFastPath`); off
   /// only to compare the two paths (`roster serve --no-fast-unary`).
   public var fastUnaryPath: Bool = true
+  /// Which HTTP/2 transport serves the calls: grpc-swift's, or Roster's own
+  /// (`RosterHTTP2Transport`), which answers the fast path's calls at the connection, with no
+  /// stream of their own (`roster serve --transport`).
+  public var transport: ServerTransportKind = .grpcSwift
   /// Whether the server's own tasks (grpc-swift's per-connection and per-stream work, the
   /// fast path's point calls) run on the event loops (`EventLoopGroupExecutor`) rather than
   /// the cooperative pool; the services' handlers run on the pool either way. Off only to
@@ -98,4 +102,12 @@ public struct Limits: Sendable {
   public var maxStreamsPerClient = 32
 
   public init() {}
+}
+
+/// The HTTP/2 transports `roster serve` can run on.
+public enum ServerTransportKind: String, Sendable, CaseIterable {
+  /// grpc-swift-nio-transport's `HTTP2ServerTransport.Posix`.
+  case grpcSwift = "grpc-swift"
+  /// Roster's own, on swift-nio-http2 (`RosterHTTP2Transport`).
+  case roster
 }

@@ -14,6 +14,7 @@ extension Serve {
     config.host = self.host
     config.logRequests = self.logRequests
     config.fastUnaryPath = self.fastUnary
+    config.transport = self.transport
     config.serverTasksOnEventLoops = self.loopTasks
     config.flushPerLoopTurn = self.flushPerTurn
     if let certificate = self.tlsCert, let key = self.tlsKey {

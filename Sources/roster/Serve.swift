@@ -83,6 +83,17 @@ struct Serve: AsyncParsableCommand {
   )
   var fastUnary = Self.defaults.fastUnaryPath
 
+  @Option(
+    help: "The HTTP/2 transport: grpc-swift (grpc-swift-nio-transport's) or roster (Roster's own, which answers the fast path's calls at the connection).",
+    transform: { text in
+      guard let value = ServerTransportKind(rawValue: text) else {
+        throw ValidationError("--transport must be grpc-swift or roster")
+      }
+      return value
+    }
+  )
+  var transport: ServerTransportKind = Self.defaults.transport
+
   @Flag(
     inversion: .prefixedNo,
     help: "Run grpc-swift's per-call work on the event loops; handlers run on the cooperative pool either way (--no-loop-tasks: all of it on the pool, to compare)."

@@ -79,9 +79,15 @@ final class FastUnaryTests {
   }
 
   func cases() throws -> [Case] {
+    try Self.cases(guid: self.guid, reader: self.reader)
+  }
+
+  /// The table, for the employee `guid` and a reader's token (`RosterTransportTests` sends it
+  /// too).
+  static func cases(guid: String, reader: String) throws -> [Case] {
     let get = "/roster.v1.Directory/GetEmployee"
     let health = "/grpc.health.v1.Health/Check"
-    let request = grpcFramed(try Roster_V1_GetEmployeeRequest.with { $0.guid = self.guid }.serializedBytes())
+    let request = grpcFramed(try Roster_V1_GetEmployeeRequest.with { $0.guid = guid }.serializedBytes())
     func getting(_ guid: String, mask: [String] = []) throws -> [UInt8] {
       grpcFramed(
         try Roster_V1_GetEmployeeRequest.with {
@@ -90,13 +96,12 @@ final class FastUnaryTests {
         }.serializedBytes()
       )
     }
-    let reader = self.reader
     return [
       Case(name: "GetEmployee", headers: Self.headers(get, token: reader), body: request, fast: true),
-      Case(name: "GetEmployee with a read mask", headers: Self.headers(get, token: reader), body: try getting(self.guid, mask: ["name", "email"]), fast: true),
+      Case(name: "GetEmployee with a read mask", headers: Self.headers(get, token: reader), body: try getting(guid, mask: ["name", "email"]), fast: true),
       Case(name: "GetEmployee, unknown guid: NOT_FOUND", headers: Self.headers(get, token: reader), body: try getting("00000000-0000-4000-8000-000000000000"), fast: true),
       Case(name: "GetEmployee, malformed guid: INVALID_ARGUMENT, message percent-encoded", headers: Self.headers(get, token: reader), body: try getting("José 100%"), fast: true),
-      Case(name: "GetEmployee, unknown read mask path", headers: Self.headers(get, token: reader), body: try getting(self.guid, mask: ["salary"]), fast: true),
+      Case(name: "GetEmployee, unknown read mask path", headers: Self.headers(get, token: reader), body: try getting(guid, mask: ["salary"]), fast: true),
       // 200 KB: many DATA frames, past the stream's first flow-control window.
       Case(name: "a large request (an unknown field of 200 KB)", headers: Self.headers(get, token: reader), body: grpcFramed(Array(request.dropFirst(5)) + Self.unknownField(bytes: 200_000)), fast: true),
       Case(name: "a message that is not protobuf", headers: Self.headers(get, token: reader), body: grpcFramed([0xFF, 0xFF, 0xFF]), fast: true),
@@ -107,7 +112,7 @@ final class FastUnaryTests {
       Case(name: "a client deadline far off", headers: Self.headers(get, token: reader, extra: [("grpc-timeout", "10S")]), body: request, fast: true),
       Case(name: "no token: UNAUTHENTICATED", headers: Self.headers(get, token: nil), body: request, fast: true),
       Case(name: "an unknown token: UNAUTHENTICATED", headers: Self.headers(get, token: "roster_not_a_token"), body: request, fast: true),
-      Case(name: "a reader deleting: PERMISSION_DENIED", headers: Self.headers("/roster.v1.Directory/DeleteEmployee", token: reader), body: grpcFramed(try Roster_V1_DeleteEmployeeRequest.with { $0.guid = self.guid }.serializedBytes()), fast: true),
+      Case(name: "a reader deleting: PERMISSION_DENIED", headers: Self.headers("/roster.v1.Directory/DeleteEmployee", token: reader), body: grpcFramed(try Roster_V1_DeleteEmployeeRequest.with { $0.guid = guid }.serializedBytes()), fast: true),
       Case(name: "Health.Check", headers: Self.headers(health, token: nil), body: grpcFramed([]), fast: true),
       Case(name: "Health.Check of an unknown service: NOT_FOUND", headers: Self.headers(health, token: nil), body: grpcFramed(try Grpc_Health_V1_HealthCheckRequest.with { $0.service = "nope" }.serializedBytes()), fast: true),
       Case(name: "ListEmployees", headers: Self.headers("/roster.v1.Directory/ListEmployees", token: reader), body: grpcFramed(try Roster_V1_ListEmployeesRequest.with { $0.pageSize = 5 }.serializedBytes()), fast: true),

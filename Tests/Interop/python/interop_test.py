@@ -59,6 +59,9 @@ TOKENS = {}
 BACKEND = (["--postgres", os.environ["ROSTER_INTEROP_POSTGRES"],
             "--postgres-schema", "interop_" + str(os.getpid())]
            if os.environ.get("ROSTER_INTEROP_POSTGRES") else [])
+# ROSTER_SERVE_ARGS: more `roster serve` flags (scripts/test runs the suite again with
+# `--transport roster`).
+SERVE_ARGS = os.environ.get("ROSTER_SERVE_ARGS", "").split()
 
 
 def setUpModule():
@@ -75,7 +78,7 @@ def setUpModule():
     SERVER = subprocess.Popen(
         [ROSTER, "serve", "--port", "0", "--db", os.path.join(WORK, "interop.sqlite"),
          "--seed-employees", "60", "--seed-sales-per-employee", "5",
-         "--tokens", os.path.join(WORK, "tokens"), "--metrics-port", "0"] + BACKEND,
+         "--tokens", os.path.join(WORK, "tokens"), "--metrics-port", "0"] + BACKEND + SERVE_ARGS,
         stdout=subprocess.PIPE, stderr=SERVER_LOG, text=True)
     for _ in range(2):
         line = SERVER.stdout.readline()

@@ -1,0 +1,136 @@
+internal import GRPCCore
+internal import GRPCNIOTransportHTTP2
+internal import NIOCore
+internal import NIOPosix
+
+/// The gRPC server on either transport (`ServerConfig.transport`), as `RosterServer` runs it.
+struct GRPCServing: Sendable {
+  let serve: @Sendable () async throws -> Void
+  let beginGracefulShutdown: @Sendable () -> Void
+  /// `HOST:PORT`, once listening.
+  let listeningAddress: @Sendable () async throws -> String
+
+  /// A server on `transport`, its address read by `address`.
+  init<Transport: ServerTransport>(
+    _ server: GRPCServer<Transport>,
+    address: @escaping @Sendable () async throws -> String
+  ) {
+    self.serve = { try await server.serve() }
+    self.beginGracefulShutdown = { server.beginGracefulShutdown() }
+    self.listeningAddress = address
+  }
+}
+
+/// A transport option the other transport does not have.
+public struct TransportConfigurationError: Error, CustomStringConvertible {
+  public let description: String
+}
+
+/// The gRPC server for `config`: the services and interceptors on the transport it names, with
+/// the unary fast path when `config.fastUnaryPath`.
+func makeServing(
+  config: ServerConfig,
+  services: [any RegistrableRPCService],
+  interceptors: [any ServerInterceptor],
+  fastMethods: [UnaryFastPath.Method],
+  eventLoops: MultiThreadedEventLoopGroup,
+  loopExecutor: EventLoopGroupExecutor
+) throws -> GRPCServing {
+  let limits = config.limits
+  let fastPath =
+    config.fastUnaryPath
+    ? UnaryFastPath(methods: fastMethods, interceptors: interceptors, maxRequestBytes: limits.maxRequestBytes)
+    : nil
+  let host = config.host == "localhost" ? "127.0.0.1" : config.host
+  let serverInterceptors = [CooperativePoolInterceptor()] + interceptors
+  switch config.transport {
+  case .roster:
+    guard limits.flushDelay == nil else {
+      throw TransportConfigurationError(
+        description: "--flush-delay-us is grpc-swift's flush coalescing: use it with --transport grpc-swift"
+      )
+    }
+    let transport = RosterHTTP2Transport(
+      config: RosterHTTP2Transport.Config(
+        host: host,
+        port: config.port,
+        tls: config.tls,
+        maxRequestBytes: limits.maxRequestBytes,
+        maxConcurrentStreams: limits.maxConcurrentStreams,
+        connection: ConnectionManager.Limits(
+          maxIdleTime: limits.maxConnectionIdle.map { TimeAmount($0) },
+          maxAge: limits.maxConnectionAge.map { TimeAmount($0) },
+          maxGraceTime: limits.maxConnectionGrace.map { TimeAmount($0) },
+          keepaliveTime: TimeAmount(limits.keepaliveInterval),
+          keepaliveTimeout: TimeAmount(limits.keepaliveTimeout),
+          allowKeepaliveWithoutCalls: false,
+          minPingIntervalWithoutCalls: .minutes(5)
+        ),
+        flushPerLoopTurn: config.flushPerLoopTurn
+      ),
+      fastPath: fastPath,
+      group: eventLoops,
+      executor: loopExecutor
+    )
+    let server = GRPCServer(transport: transport, services: services, interceptors: serverInterceptors)
+    return GRPCServing(server) {
+      let address = try await transport.listeningAddress
+      guard let ip = address.ipAddress, let port = address.port else { return "\(address)" }
+      return address.protocol == .inet6 ? "[\(ip)]:\(port)" : "\(ip):\(port)"
+    }
+
+  case .grpcSwift:
+    let address: GRPCNIOTransportCore.SocketAddress =
+      host.contains(":") ? .ipv6(host: host, port: config.port) : .ipv4(host: host, port: config.port)
+    let transport = HTTP2ServerTransport.Posix(
+      address: address,
+      transportSecurity: transportSecurity(config.tls),
+      config: .defaults { transport in
+        transport.rpc.maxRequestPayloadSize = limits.maxRequestBytes
+        transport.http2.maxConcurrentStreams = limits.maxConcurrentStreams
+        transport.connection.keepalive.time = limits.keepaliveInterval
+        transport.connection.keepalive.timeout = limits.keepaliveTimeout
+        transport.connection.maxIdleTime = limits.maxConnectionIdle
+        transport.connection.maxAge = limits.maxConnectionAge
+        transport.connection.maxGraceTime = limits.maxConnectionGrace
+        transport.connection.flushCoalescing = limits.flushDelay.map {
+          .init(maxFlushDelay: $0, maxBytes: 64 * 1024)
+        }
+        if config.flushPerLoopTurn {
+          transport.channelDebuggingCallbacks.onAcceptTCPConnection = { channel in
+            channel.eventLoop.makeCompletedFuture {
+              try channel.pipeline.syncOperations.addHandler(TickFlushHandler(), position: .first)
+            }
+          }
+        }
+        if let fastPath {
+          transport.channelDebuggingCallbacks.onAcceptHTTP2Stream = fastPath.streamInitializer(
+            executor: loopExecutor
+          )
+        }
+      },
+      eventLoopGroup: eventLoops
+    )
+    let server = GRPCServer(transport: transport, services: services, interceptors: serverInterceptors)
+    return GRPCServing(server) {
+      let address = try await transport.listeningAddress
+      if let ipv4 = address.ipv4 { return "\(ipv4.host):\(ipv4.port)" }
+      if let ipv6 = address.ipv6 { return "[\(ipv6.host)]:\(ipv6.port)" }
+      return address.description
+    }
+  }
+}
+
+/// Plaintext, TLS, or TLS that requires client certificates signed by `clientCAPath`.
+func transportSecurity(_ files: TLSFiles?) -> HTTP2ServerTransport.Posix.TransportSecurity {
+  guard let files else { return .plaintext }
+  let chain: [TLSConfig.CertificateSource] = [.file(path: files.certificatePath, format: .pem)]
+  let key = TLSConfig.PrivateKeySource.file(path: files.keyPath, format: .pem)
+  guard let clientCA = files.clientCAPath else {
+    return .tls(certificateChain: chain, privateKey: key)
+  }
+  return .mTLS(certificateChain: chain, privateKey: key) { tls in
+    tls.trustRoots = .certificates([.file(path: clientCA, format: .pem)])
+    tls.clientCertificateVerification = .noHostnameVerification
+  }
+}

@@ -1,0 +1,241 @@
+internal import GRPCCore
+internal import NIOCore
+internal import NIOHPACK
+internal import NIOHTTP2
+
+/// Answers the unary fast path's calls at the HTTP/2 connection, on Roster's own transport
+/// (`RosterHTTP2Transport`): their frames never reach the stream multiplexer, so such a call
+/// gets no child channel, no stream pipeline and no task but its own. Frames of every other
+/// stream go on to the multiplexer untouched, where `GRPCStreamCodec` serves them through
+/// `GRPCServer`.
+///
+/// A call is taken on the same terms as `UnaryStreamHandler` takes it on grpc-swift's
+/// transport (plain headers; one uncompressed message within the size limit); otherwise every
+/// frame read so far is passed on in order, and the multiplexer opens the stream as if it had
+/// seen them first.
+///
+/// Sits between `NIOHTTP2Handler` and `HTTP2StreamMultiplexer`. `@unchecked Sendable`: its
+/// state is touched only on the connection's event loop; a call's task reaches it through
+/// `NIOLoopBound`.
+final class ConnectionFastCalls: ChannelInboundHandler, @unchecked Sendable {
+  typealias InboundIn = HTTP2Frame
+  typealias InboundOut = HTTP2Frame
+  typealias OutboundOut = HTTP2Frame
+
+  private enum Call {
+    /// Reading the body: the frames so far and the stream's creation event (to pass on if it
+    /// turns out not plain: the multiplexer activates a stream's channel on that event, which
+    /// `NIOHTTP2Handler` fires after the stream's first frame), and how many body bytes they hold.
+    case reading(Reading)
+    /// The call runs; it can still be cancelled.
+    case running(UnaryFastPath.LaunchedCall)
+  }
+
+  private struct Reading {
+    var method: UnaryFastPath.Method
+    var headers: HPACKHeaders
+    var frames: [HTTP2Frame.FramePayload]
+    var created: NIOHTTP2StreamCreatedEvent?
+    var bodyBytes = 0
+  }
+
+  private let fastPath: UnaryFastPath
+  private let executor: EventLoopGroupExecutor
+  /// The fast calls of this connection, by stream.
+  private var calls: [HTTP2StreamID: Call] = [:]
+  /// The highest stream the client has opened: a HEADERS frame above it opens a new stream.
+  private var lastStreamID = HTTP2StreamID(0)
+  private var context: ChannelHandlerContext?
+
+  init(fastPath: UnaryFastPath, executor: EventLoopGroupExecutor) {
+    self.fastPath = fastPath
+    self.executor = executor
+  }
+
+  func handlerAdded(context: ChannelHandlerContext) {
+    self.context = context
+  }
+
+  func handlerRemoved(context: ChannelHandlerContext) {
+    self.cancelAll()
+    self.context = nil
+  }
+
+  func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+    let frame = self.unwrapInboundIn(data)
+    let stream = frame.streamID
+    guard let call = self.calls[stream] else {
+      if stream > self.lastStreamID, case .headers(let headers) = frame.payload {
+        self.lastStreamID = stream
+        self.open(stream, headers: headers, data: data, context: context)
+      } else {
+        context.fireChannelRead(data)
+      }
+      return
+    }
+    switch call {
+    case .reading(var reading):
+      switch frame.payload {
+      case .rstStream:
+        // The client gave up before the call started.
+        self.calls[stream] = nil
+        return
+      case .windowUpdate:
+        // More room for the reply (`NIOHTTP2Handler` has counted it): nothing to keep.
+        return
+      default:
+        ()
+      }
+      reading.frames.append(frame.payload)
+      guard case .data(let body) = frame.payload, case .byteBuffer(let bytes) = body.data,
+        reading.bodyBytes + bytes.readableBytes <= self.fastPath.maxRequestBytes + 5
+      else {
+        self.passOn(stream, reading, context: context)
+        return
+      }
+      guard body.endStream else {
+        reading.bodyBytes += bytes.readableBytes
+        self.calls[stream] = .reading(reading)
+        // The stream's window, given back as it is read (the multiplexer's child channels do
+        // the same for the streams they own; the connection's window is the multiplexer's).
+        let consumed = bytes.readableBytes + (body.paddingBytes.map { $0 + 1 } ?? 0)
+        if consumed > 0 {
+          let update = HTTP2Frame(streamID: stream, payload: .windowUpdate(windowSizeIncrement: consumed))
+          context.writeAndFlush(self.wrapOutboundOut(update), promise: nil)
+        }
+        return
+      }
+      guard
+        let message = UnaryFastPath.singleMessage(
+          in: UnaryFastPath.body(of: reading.frames),
+          limit: self.fastPath.maxRequestBytes
+        )
+      else {
+        self.passOn(stream, reading, context: context)
+        return
+      }
+      self.start(stream, reading.method, headers: reading.headers, message: message, context: context)
+
+    case .running(let launched):
+      if case .rstStream = frame.payload {
+        self.calls[stream] = nil
+        launched.timer?.cancel()
+        launched.cancellation.cancel()
+      }
+    }
+  }
+
+  func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+    switch event {
+    case let created as NIOHTTP2StreamCreatedEvent:
+      switch self.calls[created.streamID] {
+      case .reading(var reading)?:
+        reading.created = created
+        self.calls[created.streamID] = .reading(reading)
+        return
+      case .running?:
+        return
+      case nil:
+        ()
+      }
+    case let closed as StreamClosedEvent:
+      // Reset by the client, or by the connection's own error handling: the call is over.
+      if case .running(let launched)? = self.calls.removeValue(forKey: closed.streamID) {
+        launched.timer?.cancel()
+        launched.cancellation.cancel()
+      }
+    case is ChannelShouldQuiesceEvent:
+      // As grpc-swift's stream handler: a server shutting down cancels the calls it runs; each
+      // still answers with the status its cancellation gives.
+      for case .running(let launched) in self.calls.values {
+        launched.cancellation.cancel()
+      }
+    default:
+      ()
+    }
+    context.fireUserInboundEventTriggered(event)
+  }
+
+  func channelInactive(context: ChannelHandlerContext) {
+    self.cancelAll()
+    context.fireChannelInactive()
+  }
+
+  /// A new stream's HEADERS: a fast-path method's plain call is taken, anything else goes on.
+  private func open(
+    _ stream: HTTP2StreamID,
+    headers: HTTP2Frame.FramePayload.Headers,
+    data: NIOAny,
+    context: ChannelHandlerContext
+  ) {
+    guard let path = headers.headers.first(name: ":path"), let method = self.fastPath.methods[path] else {
+      context.fireChannelRead(data)
+      return
+    }
+    guard self.fastPath.isPlain(headers.headers) else {
+      UnaryStreamHandler.passedOnCalls.increment()
+      context.fireChannelRead(data)
+      return
+    }
+    if headers.endStream {
+      // No message will come: answered now, as a call without a message.
+      self.start(stream, method, headers: headers.headers, message: nil, context: context)
+    } else {
+      self.calls[stream] = .reading(Reading(method: method, headers: headers.headers, frames: [.headers(headers)]))
+    }
+  }
+
+  /// Gives the multiplexer every frame of a stream read so far, in order, then the stream's
+  /// creation event; later frames follow as frames of a stream this handler does not know.
+  private func passOn(_ stream: HTTP2StreamID, _ reading: Reading, context: ChannelHandlerContext) {
+    UnaryStreamHandler.passedOnCalls.increment()
+    self.calls[stream] = nil
+    for payload in reading.frames {
+      context.fireChannelRead(self.wrapInboundOut(HTTP2Frame(streamID: stream, payload: payload)))
+    }
+    if let created = reading.created {
+      context.fireUserInboundEventTriggered(created)
+    }
+  }
+
+  private func start(
+    _ stream: HTTP2StreamID,
+    _ method: UnaryFastPath.Method,
+    headers: HPACKHeaders,
+    message: ByteBuffer?,
+    context: ChannelHandlerContext
+  ) {
+    let handler = NIOLoopBound(self, eventLoop: context.eventLoop)
+    let launched = self.fastPath.launch(
+      method,
+      headers: headers,
+      message: message,
+      connection: context.channel,
+      eventLoop: context.eventLoop,
+      executor: self.executor
+    ) { outcome in
+      handler.value.finish(stream, outcome)
+    }
+    self.calls[stream] = .running(launched)
+  }
+
+  /// Writes a call's reply, unless its stream was reset or the connection closed meanwhile.
+  private func finish(_ stream: HTTP2StreamID, _ outcome: UnaryOutcome) {
+    guard case .running(let launched)? = self.calls.removeValue(forKey: stream), let context = self.context
+    else { return }
+    launched.timer?.cancel()
+    outcome.writeFrames(allocator: context.channel.allocator) { payload in
+      context.write(self.wrapOutboundOut(HTTP2Frame(streamID: stream, payload: payload)), promise: nil)
+    }
+    context.flush()
+  }
+
+  private func cancelAll() {
+    let calls = self.calls
+    self.calls.removeAll()
+    for case .running(let launched) in calls.values {
+      launched.timer?.cancel()
+      launched.cancellation.cancel()
+    }
+  }
+}

@@ -1,0 +1,222 @@
+internal import NIOCore
+internal import NIOHTTP2
+
+/// The life of one HTTP/2 connection on Roster's own transport, as grpc-swift's server
+/// manages it on its own: an idle connection is closed after `maxIdleTime`; one older than
+/// `maxAge` is asked to go (GOAWAY) and closed after `maxGraceTime`; the server shutting down
+/// (`ChannelShouldQuiesceEvent`) does the same; a connection that has been quiet for
+/// `keepaliveTime` is pinged, and closed when the ack does not come within `keepaliveTimeout`;
+/// a client that pings more often than it may (gRFC A8: every `minPingIntervalWithoutCalls`
+/// with calls open, or when `allowKeepaliveWithoutCalls`; else every two hours) is told
+/// `ENHANCE_YOUR_CALM` after two strikes, and the connection closes. Each HEADERS or DATA frame
+/// the server sends clears the strikes, as grpc-swift's does.
+///
+/// Sits right after `NIOHTTP2Handler`, which acks pings itself. On the connection's event
+/// loop only.
+final class ConnectionManager: ChannelDuplexHandler {
+  typealias InboundIn = HTTP2Frame
+  typealias InboundOut = HTTP2Frame
+  typealias OutboundIn = HTTP2Frame
+  typealias OutboundOut = HTTP2Frame
+
+  struct Limits {
+    var maxIdleTime: TimeAmount?
+    var maxAge: TimeAmount?
+    var maxGraceTime: TimeAmount?
+    var keepaliveTime: TimeAmount
+    var keepaliveTimeout: TimeAmount
+    var allowKeepaliveWithoutCalls: Bool
+    var minPingIntervalWithoutCalls: TimeAmount
+  }
+
+  private let limits: Limits
+  private var context: ChannelHandlerContext?
+  private var openStreams = 0
+  private var lastStreamID = HTTP2StreamID(0)
+  /// GOAWAY has been sent: the connection closes once its streams are done.
+  private var closing = false
+  private var readSinceKeepalive = false
+  private var pingStrikes = 0
+  private var lastValidPing: NIODeadline?
+  private var idleTimer: Scheduled<Void>?
+  private var ageTimer: Scheduled<Void>?
+  private var graceTimer: Scheduled<Void>?
+  private var keepaliveTimer: Scheduled<Void>?
+  private var keepaliveTimeoutTimer: Scheduled<Void>?
+
+  /// The payload of the server's keepalive pings, to know their acks.
+  static let keepalivePing = HTTP2PingData(withInteger: 0x526F_7374_6572_4B41)
+
+  init(limits: Limits) {
+    self.limits = limits
+  }
+
+  func handlerAdded(context: ChannelHandlerContext) {
+    self.context = context
+    if context.channel.isActive { self.start(context: context) }
+  }
+
+  func channelActive(context: ChannelHandlerContext) {
+    self.start(context: context)
+    context.fireChannelActive()
+  }
+
+  func handlerRemoved(context: ChannelHandlerContext) {
+    self.cancelTimers()
+    self.context = nil
+  }
+
+  func channelInactive(context: ChannelHandlerContext) {
+    self.cancelTimers()
+    context.fireChannelInactive()
+  }
+
+  private func start(context: ChannelHandlerContext) {
+    guard self.ageTimer == nil, self.keepaliveTimer == nil else { return }
+    let loop = NIOLoopBound(self, eventLoop: context.eventLoop)
+    if let maxAge = self.limits.maxAge {
+      self.ageTimer = context.eventLoop.scheduleTask(in: maxAge) { loop.value.goAway() }
+    }
+    self.scheduleIdle()
+    self.scheduleKeepalive()
+  }
+
+  func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+    self.readSinceKeepalive = true
+    let frame = self.unwrapInboundIn(data)
+    if case .ping(let ping, let ack) = frame.payload {
+      if ack {
+        if ping == Self.keepalivePing {
+          self.keepaliveTimeoutTimer?.cancel()
+          self.keepaliveTimeoutTimer = nil
+        }
+      } else if self.tooManyPings(now: .now()) {
+        self.pingStrikes = 0
+        self.closing = true
+        let goAway = HTTP2Frame(
+          streamID: .rootStream,
+          payload: .goAway(lastStreamID: self.lastStreamID, errorCode: .enhanceYourCalm, opaqueData: nil)
+        )
+        context.writeAndFlush(self.wrapOutboundOut(goAway), promise: nil)
+        context.close(promise: nil)
+        return
+      }
+    }
+    context.fireChannelRead(data)
+  }
+
+  func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+    switch event {
+    case let created as NIOHTTP2StreamCreatedEvent:
+      self.openStreams += 1
+      self.lastStreamID = max(self.lastStreamID, created.streamID)
+      self.pingStrikes = 0
+      self.idleTimer?.cancel()
+      self.idleTimer = nil
+    case is StreamClosedEvent:
+      self.openStreams -= 1
+      if self.openStreams == 0 {
+        if self.closing {
+          context.close(promise: nil)
+        } else {
+          self.scheduleIdle()
+        }
+      }
+    case is ChannelShouldQuiesceEvent:
+      self.goAway()
+    default:
+      ()
+    }
+    context.fireUserInboundEventTriggered(event)
+  }
+
+  func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+    // gRFC A8: the server's HEADERS and DATA frames forgive the client's pings so far (a
+    // client's BDP pings follow the data it receives).
+    switch self.unwrapOutboundIn(data).payload {
+    case .headers, .data:
+      self.pingStrikes = 0
+      self.lastValidPing = nil
+    default:
+      ()
+    }
+    context.write(data, promise: promise)
+  }
+
+  /// gRFC A8's policing of the client's pings: whether this one is a strike too many.
+  private func tooManyPings(now: NIODeadline) -> Bool {
+    let interval =
+      self.openStreams > 0 || self.limits.allowKeepaliveWithoutCalls
+      ? self.limits.minPingIntervalWithoutCalls : .hours(2)
+    if let last = self.lastValidPing, last + interval > now {
+      self.pingStrikes += 1
+      return self.pingStrikes > 2
+    }
+    self.lastValidPing = now
+    return false
+  }
+
+  /// Asks the client to go: GOAWAY naming the last stream the server will serve, then the
+  /// close once those streams are done, or after the grace time.
+  private func goAway() {
+    guard !self.closing, let context = self.context else { return }
+    self.closing = true
+    self.idleTimer?.cancel()
+    let goAway = HTTP2Frame(
+      streamID: .rootStream,
+      payload: .goAway(lastStreamID: self.lastStreamID, errorCode: .noError, opaqueData: nil)
+    )
+    context.writeAndFlush(self.wrapOutboundOut(goAway), promise: nil)
+    if self.openStreams == 0 {
+      context.close(promise: nil)
+    } else if let grace = self.limits.maxGraceTime {
+      let bound = NIOLoopBound(context, eventLoop: context.eventLoop)
+      self.graceTimer = context.eventLoop.scheduleTask(in: grace) { bound.value.close(promise: nil) }
+    }
+  }
+
+  private func scheduleIdle() {
+    guard let maxIdle = self.limits.maxIdleTime, let context = self.context else { return }
+    self.idleTimer?.cancel()
+    let loop = NIOLoopBound(self, eventLoop: context.eventLoop)
+    self.idleTimer = context.eventLoop.scheduleTask(in: maxIdle) {
+      if loop.value.openStreams == 0 { loop.value.goAway() }
+    }
+  }
+
+  /// Pings a connection that has read nothing for `keepaliveTime`.
+  private func scheduleKeepalive() {
+    guard let context = self.context else { return }
+    let loop = NIOLoopBound(self, eventLoop: context.eventLoop)
+    self.keepaliveTimer = context.eventLoop.scheduleTask(in: self.limits.keepaliveTime) {
+      loop.value.keepaliveDue()
+    }
+  }
+
+  private func keepaliveDue() {
+    guard let context = self.context else { return }
+    defer { self.scheduleKeepalive() }
+    guard !self.readSinceKeepalive else {
+      self.readSinceKeepalive = false
+      return
+    }
+    guard self.keepaliveTimeoutTimer == nil else { return }
+    let ping = HTTP2Frame(streamID: .rootStream, payload: .ping(Self.keepalivePing, ack: false))
+    context.writeAndFlush(self.wrapOutboundOut(ping), promise: nil)
+    let bound = NIOLoopBound(context, eventLoop: context.eventLoop)
+    self.keepaliveTimeoutTimer = context.eventLoop.scheduleTask(in: self.limits.keepaliveTimeout) {
+      bound.value.close(promise: nil)
+    }
+  }
+
+  private func cancelTimers() {
+    for timer in [self.idleTimer, self.ageTimer, self.graceTimer, self.keepaliveTimer, self.keepaliveTimeoutTimer] {
+      timer?.cancel()
+    }
+    self.idleTimer = nil
+    self.ageTimer = nil
+    self.graceTimer = nil
+    self.keepaliveTimer = nil
+    self.keepaliveTimeoutTimer = nil
+  }
+}

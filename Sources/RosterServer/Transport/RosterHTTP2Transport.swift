@@ -1,0 +1,248 @@
+internal import GRPCCore
+internal import NIOCore
+internal import NIOExtras
+internal import NIOHPACK
+internal import NIOHTTP2
+internal import NIOPosix
+internal import NIOSSL
+internal import Synchronization
+
+/// Roster's own gRPC server transport on swift-nio-http2 (`roster serve --transport roster`).
+///
+/// grpc-swift's transport gives every HTTP/2 stream a child channel, its stream handler, an
+/// `NIOAsyncChannel` and a task before the stream's first frame names its method; for a call as
+/// small as `GetEmployee` that is most of the server's work (docs/performance.md, "Against
+/// grpc-go"). Here each connection runs, in order:
+///
+/// 1. `NIOHTTP2Handler` (frames, HPACK, flow control, the connection's settings);
+/// 2. `ConnectionManager` (idle and age limits, keepalive, ping policing, GOAWAY on shutdown);
+/// 3. `ConnectionFastCalls`, which answers the unary fast path's calls right there, with no
+///    stream of their own;
+/// 4. `HTTP2StreamMultiplexer`, which gives every other stream a child channel with a
+///    `GRPCStreamCodec`, bridged to `GRPCServer` as an `RPCStream`.
+///
+/// ```swift
+/// let transport = RosterHTTP2Transport(config: config, fastPath: fastPath, group: group, executor: executor)
+/// let server = GRPCServer(transport: transport, services: services)
+/// ```
+final class RosterHTTP2Transport: ServerTransport {
+  typealias Bytes = BufferBytes
+
+  struct Config: Sendable {
+    var host: String
+    var port: Int
+    var tls: TLSFiles?
+    var maxRequestBytes: Int
+    var maxConcurrentStreams: Int
+    var connection: ConnectionManager.Limits
+    var flushPerLoopTurn: Bool
+  }
+
+  private let config: Config
+  private let fastPath: UnaryFastPath?
+  private let group: any EventLoopGroup
+  private let executor: EventLoopGroupExecutor
+  private let quiescing: ServerQuiescingHelper
+  private let address: EventLoopPromise<SocketAddress>
+  private let descriptorsByPath = Mutex<[String: MethodDescriptor]>([:])
+
+  init(config: Config, fastPath: UnaryFastPath?, group: any EventLoopGroup, executor: EventLoopGroupExecutor) {
+    self.config = config
+    self.fastPath = fastPath
+    self.group = group
+    self.executor = executor
+    self.quiescing = ServerQuiescingHelper(group: group)
+    self.address = group.any().makePromise()
+  }
+
+  deinit {
+    self.address.fail(ChannelError.ioOnClosedChannel)
+  }
+
+  /// The bound address, once the transport listens.
+  var listeningAddress: SocketAddress {
+    get async throws { try await self.address.futureResult.get() }
+  }
+
+  func configure(context: GRPCServerContext) {
+    let byPath = Dictionary(context.methods.map { ("/" + $0.fullyQualifiedMethod, $0) }, uniquingKeysWith: { a, _ in a })
+    self.descriptorsByPath.withLock { $0 = byPath }
+  }
+
+  func beginGracefulShutdown() {
+    self.quiescing.initiateShutdown(promise: nil)
+  }
+
+  func listen(
+    streamHandler: @escaping @Sendable (RPCStream<Inbound, Outbound>, ServerContext) async -> Void
+  ) async throws {
+    let tls = try self.config.tls.map(Self.sslContext)
+    let (streams, accepted) = AsyncStream.makeStream(of: AcceptedStream.self)
+    let descriptorsByPath = self.descriptorsByPath.withLock { $0 }
+    let bootstrap = ServerBootstrap(group: self.group)
+      .serverChannelOption(.backlog, value: 256)
+      .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+      .serverChannelInitializer { channel in
+        channel.eventLoop.makeCompletedFuture {
+          try channel.pipeline.syncOperations.addHandler(self.quiescing.makeServerChannelHandler(channel: channel))
+        }
+      }
+      .childChannelInitializer { channel in
+        channel.eventLoop.makeCompletedFuture {
+          try self.configure(connection: channel, tls: tls, descriptorsByPath: descriptorsByPath, accepted: accepted)
+        }
+      }
+    let server: any Channel
+    do {
+      server = try await bootstrap.bind(host: self.config.host, port: self.config.port).get()
+    } catch {
+      self.address.fail(error)
+      throw error
+    }
+    self.address.succeed(server.localAddress!)
+    // Shutdown closes the listener first, then asks every connection to go; once they have all
+    // closed, no stream can come, and `listen` returns when the last call has ended.
+    let allClosed = server.eventLoop.makePromise(of: Void.self)
+    allClosed.futureResult.whenComplete { _ in accepted.finish() }
+    server.closeFuture.whenComplete { _ in
+      self.quiescing.initiateShutdown(promise: allClosed)
+    }
+    await withTaskCancellationHandler {
+      await withDiscardingTaskGroup { group in
+        for await stream in streams {
+          group.addTask { await Self.serve(stream, handler: streamHandler) }
+        }
+      }
+    } onCancel: {
+      server.close(promise: nil)
+    }
+    try? await server.close()
+  }
+
+  /// One connection's pipeline (see the type's documentation).
+  private func configure(
+    connection channel: any Channel,
+    tls: NIOSSLContext?,
+    descriptorsByPath: [String: MethodDescriptor],
+    accepted: AsyncStream<AcceptedStream>.Continuation
+  ) throws {
+    let sync = channel.pipeline.syncOperations
+    if self.config.flushPerLoopTurn { try sync.addHandler(TickFlushHandler()) }
+    if let tls { try sync.addHandler(NIOSSLServerHandler(context: tls)) }
+    var settings: HTTP2Settings = [
+      HTTP2Setting(parameter: .maxFrameSize, value: 1 << 14),
+      HTTP2Setting(parameter: .initialWindowSize, value: 65535),
+      HTTP2Setting(parameter: .maxHeaderListSize, value: HPACKDecoder.defaultMaxHeaderListSize),
+    ]
+    settings.append(HTTP2Setting(parameter: .maxConcurrentStreams, value: self.config.maxConcurrentStreams))
+    try sync.addHandler(NIOHTTP2Handler(mode: .server, initialSettings: settings))
+    try sync.addHandler(ConnectionManager(limits: self.config.connection))
+    if let fastPath = self.fastPath {
+      try sync.addHandler(ConnectionFastCalls(fastPath: fastPath, executor: self.executor))
+    }
+    let maxRequestBytes = self.config.maxRequestBytes
+    let remotePeer = UnaryFastPath.describe(channel.remoteAddress)
+    let localPeer = UnaryFastPath.describe(channel.localAddress)
+    let multiplexer = HTTP2StreamMultiplexer(mode: .server, channel: channel, targetWindowSize: 65535) { stream in
+      stream.eventLoop.makeCompletedFuture {
+        let descriptor = stream.eventLoop.makePromise(of: MethodDescriptor.self)
+        let codec = GRPCStreamCodec(
+          maxPayloadSize: maxRequestBytes,
+          descriptorsByPath: descriptorsByPath,
+          descriptor: descriptor
+        )
+        try stream.pipeline.syncOperations.addHandler(codec)
+        let wrapped = try NIOAsyncChannel<RPCRequestPart<BufferBytes>, RPCResponsePart<BufferBytes>>(
+          wrappingChannelSynchronously: stream
+        )
+        accepted.yield(
+          AcceptedStream(
+            channel: wrapped,
+            codec: NIOLoopBound(codec, eventLoop: stream.eventLoop),
+            descriptor: descriptor.futureResult,
+            remotePeer: remotePeer,
+            localPeer: localPeer
+          )
+        )
+      }
+    }
+    try sync.addHandler(multiplexer)
+  }
+
+  /// A stream the multiplexer opened, waiting for its call to run.
+  struct AcceptedStream: Sendable {
+    let channel: NIOAsyncChannel<RPCRequestPart<BufferBytes>, RPCResponsePart<BufferBytes>>
+    let codec: NIOLoopBound<GRPCStreamCodec>
+    let descriptor: EventLoopFuture<MethodDescriptor>
+    let remotePeer: String
+    let localPeer: String
+  }
+
+  /// Runs one stream's call through `GRPCServer` (`handler`), as grpc-swift's transport does.
+  private static func serve(
+    _ stream: AcceptedStream,
+    handler: @escaping @Sendable (RPCStream<Inbound, Outbound>, ServerContext) async -> Void
+  ) async {
+    try? await stream.channel.executeThenClose { inbound, outbound in
+      guard let descriptor = try? await stream.descriptor.get() else { return }
+      await withServerContextRPCCancellationHandle { handle in
+        let codec = stream.codec
+        stream.channel.channel.eventLoop.execute { codec.value.setCancellation(handle) }
+        let rpc = RPCStream(
+          descriptor: descriptor,
+          inbound: RPCAsyncSequence(wrapping: inbound),
+          outbound: RPCWriter.Closable(wrapping: StreamOutbound(writer: outbound, channel: stream.channel.channel))
+        )
+        let context = ServerContext(
+          descriptor: descriptor,
+          remotePeer: stream.remotePeer,
+          localPeer: stream.localPeer,
+          cancellation: handle
+        )
+        await handler(rpc, context)
+      }
+      // Wait for the status to reach the stream before `executeThenClose` closes it.
+      if !Task.isCancelled {
+        try await stream.channel.channel.closeFuture.get()
+      }
+    }
+  }
+
+  /// The TLS context for `files`: ALPN offers `grpc-exp` and `h2`; with a client CA, clients
+  /// must present a certificate it signed.
+  static func sslContext(_ files: TLSFiles) throws -> NIOSSLContext {
+    let chain = try NIOSSLCertificate.fromPEMFile(files.certificatePath).map { NIOSSLCertificateSource.certificate($0) }
+    let key = try NIOSSLPrivateKey(file: files.keyPath, format: .pem)
+    var configuration = TLSConfiguration.makeServerConfiguration(certificateChain: chain, privateKey: .privateKey(key))
+    configuration.applicationProtocols = ["grpc-exp", "h2"]
+    if let clientCA = files.clientCAPath {
+      configuration.trustRoots = .certificates(try NIOSSLCertificate.fromPEMFile(clientCA))
+      configuration.certificateVerification = .noHostnameVerification
+    }
+    return try NIOSSLContext(configuration: configuration)
+  }
+}
+
+/// A stream's response side as `GRPCServer` writes it: parts to the stream's writer; an error
+/// fails the stream, as grpc-swift's transport does.
+private struct StreamOutbound: ClosableRPCWriterProtocol {
+  typealias Element = RPCResponsePart<BufferBytes>
+  let writer: NIOAsyncChannelOutboundWriter<RPCResponsePart<BufferBytes>>
+  let channel: any Channel
+
+  func write(_ element: Element) async throws {
+    try await self.writer.write(element)
+  }
+
+  func write(contentsOf elements: some Sequence<Element>) async throws {
+    try await self.writer.write(contentsOf: elements)
+  }
+
+  func finish() {
+    self.writer.finish()
+  }
+
+  func finish(throwing error: any Error) {
+    self.channel.pipeline.fireErrorCaught(error)
+  }
+}

@@ -1,0 +1,253 @@
+internal import Foundation
+internal import GRPCCore
+internal import NIOCore
+internal import NIOHPACK
+internal import NIOHTTP2
+internal import RosterServices
+internal import Synchronization
+
+// The HTTP/2 side of the unary fast path, shared by the per-stream handler on grpc-swift's
+// transport (`UnaryStreamHandler`) and the connection-level one on Roster's own
+// (`ConnectionFastCalls`): reading a request's body, starting a call, writing its reply.
+
+extension UnaryFastPath {
+  /// The body the DATA frames among `frames` carry: the one frame's own bytes when there is
+  /// one (a request of up to 16 KiB), copied together only when there are several.
+  static func body(of frames: [HTTP2Frame.FramePayload]) -> ByteBuffer {
+    var body: ByteBuffer?
+    for case .data(let data) in frames {
+      guard case .byteBuffer(var bytes) = data.data else { continue }
+      if body == nil {
+        body = bytes
+      } else {
+        body!.writeBuffer(&bytes)
+      }
+    }
+    return body ?? ByteBuffer()
+  }
+
+  /// The message of a body that holds exactly one uncompressed length-prefixed message.
+  static func singleMessage(in body: ByteBuffer, limit: Int) -> ByteBuffer? {
+    guard let flag = body.getInteger(at: body.readerIndex, as: UInt8.self), flag == 0,
+      let length = body.getInteger(at: body.readerIndex + 1, as: UInt32.self),
+      Int(length) <= limit, Int(length) == body.readableBytes - 5
+    else { return nil }
+    return body.getSlice(at: body.readerIndex + 5, length: Int(length))
+  }
+
+  /// A peer as grpc-swift names it in `ServerContext` (`ipv4:127.0.0.1:5000`).
+  static func describe(_ address: SocketAddress?) -> String {
+    switch address {
+    case .v4(let ipv4)?: return "ipv4:\(ipv4.host):\(address?.port ?? 0)"
+    case .v6(let ipv6)?: return "ipv6:[\(ipv6.host)]:\(address?.port ?? 0)"
+    case .unixDomainSocket?: return "unix:\(address?.pathname ?? "<unknown>")"
+    case nil: return "<unknown>"
+    }
+  }
+
+  /// One running call: its cancellation, and the client deadline's timer.
+  struct LaunchedCall {
+    let cancellation: CallCancellation<ServerContext.RPCCancellationHandle>
+    let timer: Scheduled<Void>?
+  }
+
+  /// Starts one call in a task of its own: on `eventLoop` (through `executor`) for a point
+  /// method, on the cooperative pool otherwise. A client deadline (`grpc-timeout`) cancels it
+  /// when it passes, as grpc-swift's executor does; `finish` gets the outcome on `eventLoop`.
+  func launch(
+    _ method: Method,
+    headers: HPACKHeaders,
+    message: ByteBuffer?,
+    connection: (any Channel)?,
+    eventLoop loop: any EventLoop,
+    executor: EventLoopGroupExecutor,
+    finish: @escaping @Sendable (UnaryOutcome) -> Void
+  ) -> LaunchedCall {
+    UnaryStreamHandler.fastCalls.increment()
+    let cancellation = CallCancellation<ServerContext.RPCCancellationHandle>()
+    // The call's own task, which the server's default deadline cancels (`CallTaskCancelling`).
+    let callTask = CallCancellation<Task<Void, Never>>()
+    var timer: Scheduled<Void>?
+    if let timeout = headers.first(name: "grpc-timeout").flatMap(CallControlInterceptor.timeout) {
+      timer = loop.scheduleTask(in: TimeAmount(timeout)) { cancellation.cancel() }
+    }
+    let metadata = Metadata(headers)
+    let remotePeer = connection.map { Self.describe($0.remoteAddress) } ?? "<unknown>"
+    let localPeer = connection.map { Self.describe($0.localAddress) } ?? "<unknown>"
+    let interceptors = self.interceptors
+    let body: @Sendable () async -> Void = {
+      let outcome = await withServerContextRPCCancellationHandle { handle in
+        cancellation.attach(handle)
+        var context = ServerContext(
+          descriptor: method.descriptor,
+          remotePeer: remotePeer,
+          localPeer: localPeer,
+          cancellation: handle
+        )
+        context.transportSpecific = callTask
+        return await method.run(message, metadata, context, interceptors)
+      }
+      if loop.inEventLoop {
+        finish(outcome)
+      } else {
+        loop.execute { finish(outcome) }
+      }
+    }
+    if method.onEventLoop {
+      callTask.attach(Task(executorPreference: executor, operation: body))
+    } else {
+      callTask.attach(Task(operation: body))
+    }
+    return LaunchedCall(cancellation: cancellation, timer: timer)
+  }
+}
+
+extension UnaryOutcome {
+  /// The reply as HTTP/2 frames: HEADERS, a DATA frame per message, trailers; or trailers only
+  /// when the call was refused before a response began.
+  func writeFrames(allocator: ByteBufferAllocator, _ write: (HTTP2Frame.FramePayload) -> Void) {
+    guard let metadata = self.headers else {
+      let trailers = HPACKHeaders(status: self.status, metadata: self.trailers, trailersOnly: true)
+      write(.headers(.init(headers: trailers, endStream: true)))
+      return
+    }
+    var headers = HPACKHeaders()
+    headers.reserveCapacity(2 + metadata.count)
+    headers.add(name: ":status", value: "200")
+    headers.add(name: "content-type", value: "application/grpc")
+    headers.add(metadata)
+    write(.headers(.init(headers: headers)))
+    for message in self.messages {
+      var framed = allocator.buffer(capacity: 5 + message.readableBytes)
+      framed.writeInteger(UInt8(0))
+      framed.writeInteger(UInt32(message.readableBytes))
+      framed.writeImmutableBuffer(message)
+      write(.data(.init(data: .byteBuffer(framed))))
+    }
+    let trailers = HPACKHeaders(status: self.status, metadata: self.trailers, trailersOnly: false)
+    write(.headers(.init(headers: trailers, endStream: true)))
+  }
+}
+
+/// Something of one call that can be cancelled: its `RPCCancellationHandle`, or its task.
+protocol CancellableHandle: Sendable {
+  func cancel()
+}
+
+extension ServerContext.RPCCancellationHandle: CancellableHandle {}
+extension Task: CancellableHandle {}
+
+/// The cancellation of one call's handle, which may be signalled before the handle exists (the
+/// event loop, before the call's task has made its `RPCCancellationHandle`; the default deadline,
+/// before the task is attached): a signal that comes first is kept and passed on at once.
+final class CallCancellation<Handle: CancellableHandle>: Sendable {
+  private enum State {
+    case waiting
+    case attached(Handle)
+    case cancelled
+  }
+  private let state = Mutex(State.waiting)
+
+  func attach(_ handle: Handle) {
+    let cancelNow = self.state.withLock { state -> Bool in
+      if case .cancelled = state { return true }
+      state = .attached(handle)
+      return false
+    }
+    if cancelNow { handle.cancel() }
+  }
+
+  func cancel() {
+    let handle = self.state.withLock { state -> Handle? in
+      defer { state = .cancelled }
+      if case .attached(let handle) = state { return handle }
+      return nil
+    }
+    handle?.cancel()
+  }
+}
+
+extension CallCancellation: ServerContext.TransportSpecific, CallTaskCancelling where Handle == Task<Void, Never> {
+  func cancelCallTask() {
+    self.cancel()
+  }
+}
+
+extension UnaryFastPath {
+  /// Whether a call's request headers are what gRPC clients send for a call the fast path
+  /// answers as grpc-swift would: `POST`, a scheme, a gRPC content type, no compression.
+  func isPlain(_ headers: HPACKHeaders) -> Bool {
+    guard headers.first(name: ":method") == "POST",
+      let scheme = headers.first(name: ":scheme"), scheme == "http" || scheme == "https",
+      let contentType = headers.first(name: "content-type"),
+      contentType == "application/grpc" || contentType == "application/grpc+proto"
+    else { return false }
+    let encodings = headers[canonicalForm: "grpc-encoding"]
+    return encodings.isEmpty || encodings == ["identity"]
+  }
+}
+
+extension Metadata {
+  /// Request metadata from HTTP/2 headers, as grpc-swift's transport makes it: every header,
+  /// `-bin` values base64-decoded.
+  init(_ headers: HPACKHeaders) {
+    self.init()
+    self.reserveCapacity(headers.count)
+    for (name, value, _) in headers {
+      if name.hasSuffix("-bin"), let bytes = Data(base64Encoded: Self.padded(value)) {
+        self.addBinary(Array(bytes), forKey: name)
+      } else {
+        self.addString(value, forKey: name)
+      }
+    }
+  }
+
+  private static func padded(_ base64: String) -> String {
+    let remainder = base64.utf8.count % 4
+    return remainder == 0 ? base64 : base64 + String(repeating: "=", count: 4 - remainder)
+  }
+}
+
+extension HPACKHeaders {
+  /// Custom metadata as headers: names lower-cased, binary values base64-encoded.
+  mutating func add(_ metadata: Metadata) {
+    for (key, value) in metadata {
+      switch value {
+      case .string(let text): self.add(name: key.lowercased(), value: text)
+      case .binary(let bytes): self.add(name: key.lowercased(), value: Data(bytes).base64EncodedString())
+      }
+    }
+  }
+
+  /// gRPC trailers: `grpc-status`, a percent-encoded `grpc-message`, the metadata; with
+  /// `:status` and `content-type` first for a trailers-only reply.
+  init(status: Status, metadata: Metadata, trailersOnly: Bool) {
+    self.init()
+    self.reserveCapacity(4 + metadata.count)
+    if trailersOnly {
+      self.add(name: ":status", value: "200")
+      self.add(name: "content-type", value: "application/grpc")
+    }
+    self.add(name: "grpc-status", value: String(status.code.rawValue))
+    if !status.message.isEmpty {
+      self.add(name: "grpc-message", value: Self.percentEncoded(status.message))
+    }
+    self.add(metadata)
+  }
+
+  /// gRPC's `grpc-message` encoding: bytes outside printable ASCII, and `%`, as `%XX`.
+  private static func percentEncoded(_ message: String) -> String {
+    let bytes = message.utf8
+    if bytes.allSatisfy({ $0 >= 0x20 && $0 <= 0x7E && $0 != UInt8(ascii: "%") }) { return message }
+    var encoded = ""
+    encoded.reserveCapacity(bytes.count * 3)
+    for byte in bytes {
+      if byte >= 0x20 && byte <= 0x7E && byte != UInt8(ascii: "%") {
+        encoded.unicodeScalars.append(Unicode.Scalar(byte))
+      } else {
+        encoded += String(format: "%%%02X", byte)
+      }
+    }
+    return encoded
+  }
+}

@@ -1,0 +1,339 @@
+import Foundation
+import NIOCore
+import NIOHTTP2
+import NIOPosix
+import RosterProto
+import SwiftProtobuf
+import Synchronization
+import Testing
+import TestSupport
+
+/// Roster's own HTTP/2 transport (`roster serve --transport roster`) answers as grpc-swift's
+/// does, and manages its connections as grpc-swift's does.
+///
+/// Three `roster serve` processes over one database and one tokens file: Roster's transport with
+/// the fast path (its calls answered at the connection), Roster's transport without it (every
+/// call through `GRPCStreamCodec` and `GRPCServer`), and grpc-swift's transport without it, the
+/// reference. Every request of the fast path's table (`FastUnaryTests`) must get the same reply
+/// from all three, byte for byte.
+@Suite("Roster's HTTP/2 transport, end to end", .serialized)
+final class RosterTransportTests {
+  let directory: String
+  let fast: RosterProcess
+  let codec: RosterProcess
+  let reference: RosterProcess
+  let reader: String
+  let writer: String
+  let guid: String
+
+  init() async throws {
+    self.directory = try makeTemporaryDirectory()
+    let reader = try await RosterProcess.run(["token", "--role", "reader"]).output.split(separator: "\n")
+    let writer = try await RosterProcess.run(["token", "--role", "writer"]).output.split(separator: "\n")
+    self.reader = String(reader[0])
+    self.writer = String(writer[0])
+    try "\(reader[1])\n\(writer[1])\n".write(toFile: self.directory + "/tokens", atomically: true, encoding: .utf8)
+    let common = [
+      "--db", self.directory + "/transport.sqlite", "--tokens", self.directory + "/tokens",
+      "--seed-employees", "50", "--no-seed-pictures", "--seed-sales-per-employee", "0",
+      "--metrics-port", "0", "--no-log-requests", "--max-request-kib", "512",
+      "--default-deadline-ms", "4000",
+    ]
+    self.fast = try await RosterProcess.serve(arguments: common + ["--transport", "roster"])
+    self.codec = try await RosterProcess.serve(arguments: common + ["--transport", "roster", "--no-fast-unary"])
+    self.reference = try await RosterProcess.serve(arguments: common + ["--transport", "grpc-swift", "--no-fast-unary"])
+    var page = RawHTTP2Reply(headers: nil, body: [], trailers: [])
+    for server in [self.fast, self.codec, self.reference] {
+      page = try await rawHTTP2Call(
+        port: server.port,
+        headers: FastUnaryTests.headers("/roster.v1.Directory/ListEmployees", token: self.reader),
+        body: grpcFramed(try Roster_V1_ListEmployeesRequest.with { $0.pageSize = 1 }.serializedBytes())
+      )
+    }
+    let listed = try Roster_V1_ListEmployeesResponse(serializedBytes: Array(page.body.dropFirst(5)))
+    self.guid = try #require(listed.employees.first?.guid)
+  }
+
+  deinit {
+    _ = self.fast.terminate()
+    _ = self.codec.terminate()
+    _ = self.reference.terminate()
+    try? FileManager.default.removeItem(atPath: self.directory)
+  }
+
+  @Test("every request of the fast path's table gets grpc-swift's reply, with and without the fast path")
+  func sameReplies() async throws {
+    for testCase in try FastUnaryTests.cases(guid: self.guid, reader: self.reader) {
+      let before = try await FastUnaryTests.fastPathCounts(self.fast)
+      let fromFast = try await rawHTTP2Call(port: self.fast.port, headers: testCase.headers, body: testCase.body)
+      let after = try await FastUnaryTests.fastPathCounts(self.fast)
+      let fromCodec = try await rawHTTP2Call(port: self.codec.port, headers: testCase.headers, body: testCase.body)
+      let fromReference = try await rawHTTP2Call(port: self.reference.port, headers: testCase.headers, body: testCase.body)
+      #expect(fromFast == fromReference, "\(testCase): Roster's transport \(fromFast), grpc-swift \(fromReference)")
+      #expect(fromCodec == fromReference, "\(testCase): Roster's codec \(fromCodec), grpc-swift \(fromReference)")
+      if testCase.fast {
+        #expect(after.fast == before.fast + 1, "\(testCase) was not answered at the connection")
+      } else {
+        #expect(after.fast == before.fast, "\(testCase) was answered at the connection")
+      }
+    }
+    #expect((try await FastUnaryTests.fastPathCounts(self.codec)).fast == 0)
+  }
+
+  @Test("requests grpc-swift refuses before reading them are refused the same way")
+  func refusals() async throws {
+    let get = "/roster.v1.Directory/GetEmployee"
+    let request = grpcFramed(try Roster_V1_GetEmployeeRequest.with { $0.guid = self.guid }.serializedBytes())
+    let cases: [(String, [(String, String)])] = [
+      ("a path that is not /service/method", FastUnaryTests.headers("/nothing", token: self.reader)),
+      ("an unknown method", FastUnaryTests.headers("/roster.v1.Directory/Nope", token: self.reader)),
+      ("no scheme", FastUnaryTests.headers(get, token: self.reader).filter { $0.0 != ":scheme" }),
+      ("scheme ftp", FastUnaryTests.headers(get, token: self.reader).map { $0.0 == ":scheme" ? ($0.0, "ftp") : $0 }),
+      ("an unknown encoding", FastUnaryTests.headers(get, token: self.reader, extra: [("grpc-encoding", "snappy")])),
+    ]
+    for (name, headers) in cases {
+      for server in [self.fast, self.codec] {
+        let reply = try await rawHTTP2Call(port: server.port, headers: headers, body: request)
+        let reference = try await rawHTTP2Call(port: self.reference.port, headers: headers, body: request)
+        #expect(reply == reference, "\(name): Roster's transport \(reply), grpc-swift \(reference)")
+      }
+    }
+  }
+
+  @Test("streaming calls: a server stream, a client stream, reflection's bidirectional stream")
+  func streams() async throws {
+    // StreamEmployees: every employee, in pages, the same bytes as grpc-swift's.
+    let stream = FastUnaryTests.headers("/roster.v1.Directory/StreamEmployees", token: self.reader)
+    let streamBody = grpcFramed(try Roster_V1_StreamEmployeesRequest.with { $0.pageSize = 7 }.serializedBytes())
+    let streamed = try await rawHTTP2Call(port: self.fast.port, headers: stream, body: streamBody)
+    let streamedReference = try await rawHTTP2Call(port: self.reference.port, headers: stream, body: streamBody)
+    #expect(streamed.trailer("grpc-status") == "0", "\(streamed)")
+    #expect(streamed == streamedReference)
+    #expect(Self.messages(in: streamed.body).count >= 8, "50 employees in pages of 7")
+
+    // UpsertEmployees: two messages from the client, one reply.
+    func upsert(_ name: String) throws -> [UInt8] {
+      grpcFramed(
+        try Roster_V1_UpsertEmployeesRequest.with {
+          $0.employees = [
+            .with {
+              $0.name = name
+              $0.department = "Transport"
+              $0.email = "\(name.lowercased().replacingOccurrences(of: " ", with: "."))@example.com"
+              $0.startDate = "2021-03-04"
+            }
+          ]
+        }.serializedBytes()
+      )
+    }
+    let upserted = try await rawHTTP2Call(
+      port: self.codec.port,
+      headers: FastUnaryTests.headers("/roster.v1.Directory/UpsertEmployees", token: self.writer),
+      body: try upsert("Stream One") + upsert("Stream Two")
+    )
+    #expect(upserted.trailer("grpc-status") == "0", "\(upserted)")
+    let summary = try Roster_V1_UpsertEmployeesResponse(serializedBytes: Array(upserted.body.dropFirst(5)))
+    #expect(summary.inserted + summary.updated == 2, "\(summary)")
+
+    // Reflection (bidirectional): the list of services.
+    let reflection = FastUnaryTests.headers("/grpc.reflection.v1.ServerReflection/ServerReflectionInfo", token: nil)
+    let listBody = grpcFramed(try Grpc_Reflection_V1_ServerReflectionRequest.with { $0.listServices = "" }.serializedBytes())
+    let listed = try await rawHTTP2Call(port: self.fast.port, headers: reflection, body: listBody)
+    let listedReference = try await rawHTTP2Call(port: self.reference.port, headers: reflection, body: listBody)
+    #expect(listed.trailer("grpc-status") == "0", "\(listed)")
+    #expect(listed == listedReference)
+  }
+
+  /// The messages of a gRPC body.
+  static func messages(in body: [UInt8]) -> [[UInt8]] {
+    var messages: [[UInt8]] = []
+    var index = 0
+    while index + 5 <= body.count {
+      let length = body[index + 1..<index + 5].reduce(0) { $0 << 8 | Int($1) }
+      messages.append(Array(body[index + 5..<min(body.count, index + 5 + length)]))
+      index += 5 + length
+    }
+    return messages
+  }
+}
+
+/// Connection management on Roster's transport: the age and idle limits, ping policing, and
+/// GOAWAY on shutdown.
+@Suite("Roster's HTTP/2 transport, connections")
+struct RosterTransportConnectionTests {
+  static func serve(_ extra: [String]) async throws -> (RosterProcess, String) {
+    let directory = try makeTemporaryDirectory()
+    let server = try await RosterProcess.serve(arguments: [
+      "--db", directory + "/connections.sqlite", "--seed-employees", "10", "--no-seed-pictures",
+      "--seed-sales-per-employee", "0", "--no-log-requests", "--transport", "roster",
+    ] + extra)
+    return (server, directory)
+  }
+
+  @Test("a connection older than --max-age-s is sent GOAWAY (NO_ERROR), then closed")
+  func maxAge() async throws {
+    let (server, directory) = try await Self.serve(["--max-age-s", "1"])
+    defer {
+      _ = server.terminate()
+      try? FileManager.default.removeItem(atPath: directory)
+    }
+    let connection = try await RawHTTP2Connection.open(port: server.port)
+    let started = ContinuousClock.now
+    let goAway = try await connection.firstGoAway(within: .seconds(10))
+    #expect(goAway == .noError)
+    #expect(ContinuousClock.now - started >= .milliseconds(500))
+    #expect(try await connection.closed(within: .seconds(10)), "closed after GOAWAY with no calls open")
+  }
+
+  @Test("a connection with no calls for --max-idle-s is closed; one that keeps calling is not")
+  func maxIdle() async throws {
+    let (server, directory) = try await Self.serve(["--max-idle-s", "1"])
+    defer {
+      _ = server.terminate()
+      try? FileManager.default.removeItem(atPath: directory)
+    }
+    let idle = try await RawHTTP2Connection.open(port: server.port)
+    #expect(try await idle.firstGoAway(within: .seconds(10)) == .noError)
+    #expect(try await idle.closed(within: .seconds(10)))
+  }
+
+  @Test("a client that pings too often without calls is told ENHANCE_YOUR_CALM")
+  func pingFlood() async throws {
+    let (server, directory) = try await Self.serve([])
+    defer {
+      _ = server.terminate()
+      try? FileManager.default.removeItem(atPath: directory)
+    }
+    let connection = try await RawHTTP2Connection.open(port: server.port)
+    for index in 0..<5 { connection.ping(UInt64(index)) }
+    #expect(try await connection.firstGoAway(within: .seconds(10)) == .enhanceYourCalm)
+    #expect(try await connection.closed(within: .seconds(10)))
+  }
+
+  @Test("a server pings a quiet connection every --keepalive-s, and closes it when no ack comes")
+  func keepalive() async throws {
+    let (server, directory) = try await Self.serve(["--keepalive-s", "1", "--keepalive-timeout-s", "1"])
+    defer {
+      _ = server.terminate()
+      try? FileManager.default.removeItem(atPath: directory)
+    }
+    let answering = try await RawHTTP2Connection.open(port: server.port)
+    #expect(try await answering.pings(atLeast: 2, within: .seconds(15)), "acked pings keep coming")
+    #expect(!answering.isClosed)
+    let silent = try await SilentHTTP2Client.open(port: server.port)
+    #expect(try await silent.closed(within: .seconds(15)), "no ack: the server closes the connection")
+  }
+
+  @Test("SIGTERM sends an open connection GOAWAY and closes it, and the server exits 0")
+  func shutdown() async throws {
+    let (server, directory) = try await Self.serve([])
+    defer { try? FileManager.default.removeItem(atPath: directory) }
+    let connection = try await RawHTTP2Connection.open(port: server.port)
+    let status = try await RosterProcess.offPool { server.terminate() }
+    #expect(status == 0)
+    #expect(try await connection.firstGoAway(within: .seconds(10)) == .noError)
+    #expect(try await connection.closed(within: .seconds(10)))
+  }
+}
+
+/// A raw HTTP/2 client connection that records what the server sends on the connection itself
+/// (GOAWAY, PING) and whether the server closed it.
+final class RawHTTP2Connection: ChannelInboundHandler, @unchecked Sendable {
+  typealias InboundIn = HTTP2Frame
+  typealias OutboundOut = HTTP2Frame
+
+  private let state = Mutex<(goAways: [HTTP2ErrorCode], pings: Int, closed: Bool)>(([], 0, false))
+  private var channel: (any Channel)?
+
+  static func open(port: Int) async throws -> RawHTTP2Connection {
+    let connection = RawHTTP2Connection()
+    let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+      .channelInitializer { channel in
+        channel.eventLoop.makeCompletedFuture {
+          try channel.pipeline.syncOperations.addHandler(NIOHTTP2Handler(mode: .client))
+          try channel.pipeline.syncOperations.addHandler(connection)
+        }
+      }
+      .connect(host: "127.0.0.1", port: port).get()
+    connection.channel = channel
+    return connection
+  }
+
+  var isClosed: Bool { self.state.withLock { $0.closed } }
+
+  func ping(_ value: UInt64) {
+    guard let channel = self.channel else { return }
+    let frame = HTTP2Frame(streamID: .rootStream, payload: .ping(HTTP2PingData(withInteger: value), ack: false))
+    channel.writeAndFlush(frame, promise: nil)
+  }
+
+  func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+    let frame = self.unwrapInboundIn(data)
+    switch frame.payload {
+    case .goAway(_, let code, _):
+      self.state.withLock { $0.goAways.append(code) }
+    case .ping(_, let ack) where !ack:
+      // NIOHTTP2Handler acks it.
+      self.state.withLock { $0.pings += 1 }
+    default:
+      ()
+    }
+  }
+
+  func channelInactive(context: ChannelHandlerContext) {
+    self.state.withLock { $0.closed = true }
+    context.fireChannelInactive()
+  }
+
+  func firstGoAway(within limit: Duration) async throws -> HTTP2ErrorCode? {
+    try await waitFor(within: limit) { self.state.withLock { $0.goAways.first } }
+  }
+
+  func closed(within limit: Duration) async throws -> Bool {
+    try await waitFor(within: limit) { self.state.withLock { $0.closed ? true : nil } } ?? false
+  }
+
+  func pings(atLeast count: Int, within limit: Duration) async throws -> Bool {
+    try await waitFor(within: limit) { self.state.withLock { $0.pings >= count ? true : nil } } ?? false
+  }
+}
+
+/// A client that sends HTTP/2's preface and an empty SETTINGS frame, then nothing: it never
+/// acks the server's SETTINGS or pings.
+final class SilentHTTP2Client: ChannelInboundHandler, @unchecked Sendable {
+  typealias InboundIn = ByteBuffer
+  private let closedFlag = Mutex(false)
+
+  static func open(port: Int) async throws -> SilentHTTP2Client {
+    let client = SilentHTTP2Client()
+    let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+      .channelInitializer { channel in
+        channel.eventLoop.makeCompletedFuture { try channel.pipeline.syncOperations.addHandler(client) }
+      }
+      .connect(host: "127.0.0.1", port: port).get()
+    let preface = Array("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".utf8) + [0, 0, 0, 4, 0, 0, 0, 0, 0]
+    try await channel.writeAndFlush(ByteBuffer(bytes: preface)).get()
+    return client
+  }
+
+  func channelRead(context: ChannelHandlerContext, data: NIOAny) {}
+
+  func channelInactive(context: ChannelHandlerContext) {
+    self.closedFlag.withLock { $0 = true }
+    context.fireChannelInactive()
+  }
+
+  func closed(within limit: Duration) async throws -> Bool {
+    try await waitFor(within: limit) { self.closedFlag.withLock { $0 ? true : nil } } ?? false
+  }
+}
+
+/// Polls `value` every 20 ms until it gives something or `limit` has passed.
+func waitFor<T>(within limit: Duration, _ value: () -> T?) async throws -> T? {
+  let deadline = ContinuousClock.now + limit
+  while ContinuousClock.now < deadline {
+    if let value = value() { return value }
+    try await Task.sleep(for: .milliseconds(20))
+  }
+  return value()
+}
