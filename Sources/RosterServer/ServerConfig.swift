@@ -39,10 +39,11 @@ public struct ServerConfig: Sendable {
   /// Whether plain unary calls skip grpc-swift's per-call machinery (`UnaryFastPath`); off
   /// only to compare the two paths (`roster serve --no-fast-unary`).
   public var fastUnaryPath: Bool = true
-  /// Which HTTP/2 transport serves the calls: grpc-swift's, or Roster's own
-  /// (`RosterHTTP2Transport`), which answers the fast path's calls at the connection, with no
-  /// stream of their own (`roster serve --transport`).
-  public var transport: ServerTransportKind = .grpcSwift
+  /// Which HTTP/2 transport serves the calls: Roster's own (`RosterHTTP2Transport`), which
+  /// answers the fast path's calls at the connection with no stream of their own, or
+  /// grpc-swift's (`roster serve --transport grpc-swift`, to compare; and for
+  /// `--flush-delay-us`).
+  public var transport: ServerTransportKind = .roster
   /// Whether the server's own tasks (grpc-swift's per-connection and per-stream work, the
   /// fast path's point calls) run on the event loops (`EventLoopGroupExecutor`) rather than
   /// the cooperative pool; the services' handlers run on the pool either way. Off only to

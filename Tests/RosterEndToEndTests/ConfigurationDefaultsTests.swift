@@ -24,6 +24,7 @@ struct ConfigurationDefaultsTests {
       "defaultDeadline": "\(String(describing: limits.defaultDeadline))",
       "maxStreamsPerClient": "\(limits.maxStreamsPerClient)",
       "flushDelay": "\(String(describing: limits.flushDelay))", "fastUnaryPath": "\(config.fastUnaryPath)",
+      "transport": config.transport.rawValue,
       "path": store.path, "cacheSizeKiB": "\(store.cacheSizeKiB)", "mmapSize": "\(store.mmapSize)",
       "sqlDebug": "\(store.sqlDebug)", "synchronous": store.synchronous.rawValue,
       "coalesces": "\(store.writer.coalesces)", "window": "\(store.writer.window)",

@@ -31,7 +31,9 @@ final class ConnectionManager: ChannelDuplexHandler {
 
   private let limits: Limits
   private var context: ChannelHandlerContext?
-  private var openStreams = 0
+  /// The streams open now (a set, not a count: a stream refused at once closes without
+  /// having been created).
+  private var openStreams: Set<HTTP2StreamID> = []
   private var lastStreamID = HTTP2StreamID(0)
   /// GOAWAY has been sent: the connection closes once its streams are done.
   private var closing = false
@@ -108,14 +110,14 @@ final class ConnectionManager: ChannelDuplexHandler {
   func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
     switch event {
     case let created as NIOHTTP2StreamCreatedEvent:
-      self.openStreams += 1
+      self.openStreams.insert(created.streamID)
       self.lastStreamID = max(self.lastStreamID, created.streamID)
       self.pingStrikes = 0
       self.idleTimer?.cancel()
       self.idleTimer = nil
-    case is StreamClosedEvent:
-      self.openStreams -= 1
-      if self.openStreams == 0 {
+    case let closed as StreamClosedEvent:
+      guard self.openStreams.remove(closed.streamID) != nil else { break }
+      if self.openStreams.isEmpty {
         if self.closing {
           context.close(promise: nil)
         } else {
@@ -146,7 +148,7 @@ final class ConnectionManager: ChannelDuplexHandler {
   /// gRFC A8's policing of the client's pings: whether this one is a strike too many.
   private func tooManyPings(now: NIODeadline) -> Bool {
     let interval =
-      self.openStreams > 0 || self.limits.allowKeepaliveWithoutCalls
+      !self.openStreams.isEmpty || self.limits.allowKeepaliveWithoutCalls
       ? self.limits.minPingIntervalWithoutCalls : .hours(2)
     if let last = self.lastValidPing, last + interval > now {
       self.pingStrikes += 1
@@ -167,7 +169,7 @@ final class ConnectionManager: ChannelDuplexHandler {
       payload: .goAway(lastStreamID: self.lastStreamID, errorCode: .noError, opaqueData: nil)
     )
     context.writeAndFlush(self.wrapOutboundOut(goAway), promise: nil)
-    if self.openStreams == 0 {
+    if self.openStreams.isEmpty {
       context.close(promise: nil)
     } else if let grace = self.limits.maxGraceTime {
       let bound = NIOLoopBound(context, eventLoop: context.eventLoop)
@@ -180,7 +182,7 @@ final class ConnectionManager: ChannelDuplexHandler {
     self.idleTimer?.cancel()
     let loop = NIOLoopBound(self, eventLoop: context.eventLoop)
     self.idleTimer = context.eventLoop.scheduleTask(in: maxIdle) {
-      if loop.value.openStreams == 0 { loop.value.goAway() }
+      if loop.value.openStreams.isEmpty { loop.value.goAway() }
     }
   }
 

@@ -179,7 +179,7 @@ final class GRPCStreamCodec: ChannelDuplexHandler {
     }
     let encodings = headers[canonicalForm: "grpc-encoding"]
     guard encodings.count <= 1 else {
-      return status(.internalError, "grpc-encoding must contain no more than one value.")
+      return status(.internalError, "encoding must contain no more than one value.")
     }
     if let encoding = encodings.first, encoding != "identity" {
       var refused = status(

@@ -60,7 +60,7 @@ BACKEND = (["--postgres", os.environ["ROSTER_INTEROP_POSTGRES"],
             "--postgres-schema", "interop_" + str(os.getpid())]
            if os.environ.get("ROSTER_INTEROP_POSTGRES") else [])
 # ROSTER_SERVE_ARGS: more `roster serve` flags (scripts/test runs the suite again with
-# `--transport roster`).
+# `--transport grpc-swift`).
 SERVE_ARGS = os.environ.get("ROSTER_SERVE_ARGS", "").split()
 
 
