@@ -24,20 +24,10 @@ final class FastUnaryTests {
 
   init() async throws {
     self.directory = try makeTemporaryDirectory()
-    let reader = try await RosterProcess.run(["token", "--role", "reader"]).output.split(separator: "\n")
-    let writer = try await RosterProcess.run(["token", "--role", "writer"]).output.split(separator: "\n")
-    self.reader = String(reader[0])
-    self.writer = String(writer[0])
-    try "\(reader[1])\n\(writer[1])\n".write(toFile: self.directory + "/tokens", atomically: true, encoding: .utf8)
-    let common = [
-      "--db", self.directory + "/fast.sqlite", "--tokens", self.directory + "/tokens",
-      "--seed-employees", "50", "--no-seed-pictures", "--seed-sales-per-employee", "0",
-      "--metrics-port", "0", "--no-log-requests", "--max-request-kib", "512",
-      // grpc-swift keeps a unary call whose headers end the stream, and that brings no
-      // deadline, open until the server's default deadline ("a call whose headers end the
-      // stream"): 4 s keeps that test short and still far from "at once" on a loaded machine.
-      "--default-deadline-ms", "4000",
-    ]
+    let setup = try await Self.servers(in: self.directory, database: "fast.sqlite")
+    self.reader = setup.reader
+    self.writer = setup.writer
+    let common = setup.arguments
     self.fast = try await RosterProcess.serve(arguments: common)
     self.generic = try await RosterProcess.serve(arguments: common + ["--no-fast-unary"])
     // The same first call on each, so their request metrics stay alike.
@@ -57,6 +47,27 @@ final class FastUnaryTests {
     _ = self.fast.terminate()
     _ = self.generic.terminate()
     try? FileManager.default.removeItem(atPath: self.directory)
+  }
+
+  /// A reader's and a writer's token, in a tokens file in `directory`, and the `roster serve`
+  /// arguments the servers that compare replies share (one database in `directory`).
+  static func servers(
+    in directory: String,
+    database: String
+  ) async throws -> (reader: String, writer: String, arguments: [String]) {
+    let reader = try await RosterProcess.run(["token", "--role", "reader"]).output.split(separator: "\n")
+    let writer = try await RosterProcess.run(["token", "--role", "writer"]).output.split(separator: "\n")
+    try "\(reader[1])\n\(writer[1])\n".write(toFile: directory + "/tokens", atomically: true, encoding: .utf8)
+    let arguments = [
+      "--db", directory + "/" + database, "--tokens", directory + "/tokens",
+      "--seed-employees", "50", "--no-seed-pictures", "--seed-sales-per-employee", "0",
+      "--metrics-port", "0", "--no-log-requests", "--max-request-kib", "512",
+      // grpc-swift keeps a unary call whose headers end the stream, and that brings no
+      // deadline, open until the server's default deadline ("a call whose headers end the
+      // stream"): 4 s keeps that test short and still far from "at once" on a loaded machine.
+      "--default-deadline-ms", "4000",
+    ]
+    return (String(reader[0]), String(writer[0]), arguments)
   }
 
   /// What a gRPC client sends: pseudo-headers first, then content type, `te`, the token.
