@@ -1,3 +1,4 @@
+internal import CoreMetrics
 internal import Foundation
 internal import GRPCCore
 internal import NIOCore
@@ -11,6 +12,12 @@ internal import Synchronization
 // (`ConnectionFastCalls`): reading a request's body, starting a call, writing its reply.
 
 extension UnaryFastPath {
+  /// Calls to fast-path methods answered on the fast path, and those handed on to `GRPCServer`
+  /// because they were not plain (compressed, too large, not exactly one message, unusual
+  /// headers), on either transport.
+  static let fastCalls = Counter(label: "roster_unary_fast_path_total", dimensions: [("path", "fast")])
+  static let passedOnCalls = Counter(label: "roster_unary_fast_path_total", dimensions: [("path", "grpc_swift")])
+
   /// The body the DATA frames among `frames` carry: the one frame's own bytes when there is
   /// one (a request of up to 16 KiB), copied together only when there are several.
   static func body(of frames: [HTTP2Frame.FramePayload]) -> ByteBuffer {
@@ -49,6 +56,17 @@ extension UnaryFastPath {
   struct LaunchedCall {
     let cancellation: CallCancellation<ServerContext.RPCCancellationHandle>
     let timer: Scheduled<Void>?
+
+    /// The call is over: its reply is written, or nobody is left to read it.
+    func ended() {
+      self.timer?.cancel()
+    }
+
+    /// Cancels the call (its stream was reset or closed, or its connection went).
+    func cancel() {
+      self.timer?.cancel()
+      self.cancellation.cancel()
+    }
   }
 
   /// Starts one call in a task of its own: on `eventLoop` (through `executor`) for a point
@@ -63,7 +81,7 @@ extension UnaryFastPath {
     executor: EventLoopGroupExecutor,
     finish: @escaping @Sendable (UnaryOutcome) -> Void
   ) -> LaunchedCall {
-    UnaryStreamHandler.fastCalls.increment()
+    Self.fastCalls.increment()
     let cancellation = CallCancellation<ServerContext.RPCCancellationHandle>()
     // The call's own task, which the server's default deadline cancels (`CallTaskCancelling`).
     let callTask = CallCancellation<Task<Void, Never>>()
@@ -111,18 +129,9 @@ extension UnaryOutcome {
       write(.headers(.init(headers: trailers, endStream: true)))
       return
     }
-    var headers = HPACKHeaders()
-    headers.reserveCapacity(2 + metadata.count)
-    headers.add(name: ":status", value: "200")
-    headers.add(name: "content-type", value: "application/grpc")
-    headers.add(metadata)
-    write(.headers(.init(headers: headers)))
+    write(.headers(.init(headers: HPACKHeaders(response: metadata))))
     for message in self.messages {
-      var framed = allocator.buffer(capacity: 5 + message.readableBytes)
-      framed.writeInteger(UInt8(0))
-      framed.writeInteger(UInt32(message.readableBytes))
-      framed.writeImmutableBuffer(message)
-      write(.data(.init(data: .byteBuffer(framed))))
+      write(.data(.init(data: .byteBuffer(allocator.grpcMessage(message)))))
     }
     let trailers = HPACKHeaders(status: self.status, metadata: self.trailers, trailersOnly: false)
     write(.headers(.init(headers: trailers, endStream: true)))
@@ -208,7 +217,27 @@ extension Metadata {
   }
 }
 
+extension ByteBufferAllocator {
+  /// `message` with gRPC's 5-byte prefix: not compressed, and its length.
+  func grpcMessage(_ message: ByteBuffer) -> ByteBuffer {
+    var framed = self.buffer(capacity: 5 + message.readableBytes)
+    framed.writeInteger(UInt8(0))
+    framed.writeInteger(UInt32(message.readableBytes))
+    framed.writeImmutableBuffer(message)
+    return framed
+  }
+}
+
 extension HPACKHeaders {
+  /// A gRPC response's headers: `:status`, `content-type`, then `metadata`.
+  init(response metadata: Metadata) {
+    self.init()
+    self.reserveCapacity(2 + metadata.count)
+    self.add(name: ":status", value: "200")
+    self.add(name: "content-type", value: "application/grpc")
+    self.add(metadata)
+  }
+
   /// Custom metadata as headers: names lower-cased, binary values base64-encoded.
   mutating func add(_ metadata: Metadata) {
     for (key, value) in metadata {

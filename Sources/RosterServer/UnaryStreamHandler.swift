@@ -1,4 +1,3 @@
-internal import CoreMetrics
 internal import Foundation
 internal import GRPCCore
 internal import NIOCore
@@ -33,17 +32,12 @@ final class UnaryStreamHandler: ChannelInboundHandler, @unchecked Sendable {
     /// and how many body bytes they hold.
     case reading(UnaryFastPath.Method, HPACKHeaders, frames: [HTTP2Frame.FramePayload], bodyBytes: Int)
     /// The call runs; it can still be cancelled.
-    case running(CallCancellation<ServerContext.RPCCancellationHandle>, timer: Scheduled<Void>?)
+    case running(UnaryFastPath.LaunchedCall)
     /// Answered, reset or closed.
     case done
     /// Not ours: grpc-swift's stream handler gets every frame.
     case passedOn
   }
-
-  /// Calls to fast-path methods answered here, and those handed to grpc-swift because they
-  /// were not plain (compressed, too large, not exactly one message, unusual headers).
-  static let fastCalls = Counter(label: "roster_unary_fast_path_total", dimensions: [("path", "fast")])
-  static let passedOnCalls = Counter(label: "roster_unary_fast_path_total", dimensions: [("path", "grpc_swift")])
 
   private let fastPath: UnaryFastPath
   private let executor: EventLoopGroupExecutor
@@ -132,7 +126,7 @@ final class UnaryStreamHandler: ChannelInboundHandler, @unchecked Sendable {
   /// Gives grpc-swift's handler every frame of a fast-path method's call read so far, in
   /// order, and all later ones.
   private func passOn(_ frames: [HTTP2Frame.FramePayload], context: ChannelHandlerContext) {
-    Self.passedOnCalls.increment()
+    UnaryFastPath.passedOnCalls.increment()
     self.state = .passedOn
     for frame in frames {
       context.fireChannelRead(self.wrapInboundOut(frame))
@@ -156,14 +150,14 @@ final class UnaryStreamHandler: ChannelInboundHandler, @unchecked Sendable {
     ) { outcome in
       handler.value.finish(outcome)
     }
-    self.state = .running(call.cancellation, timer: call.timer)
+    self.state = .running(call)
   }
 
   /// Writes the call's reply: HEADERS, a DATA frame per message, trailers; or trailers only
   /// when the call was refused before a response began.
   private func finish(_ outcome: UnaryOutcome) {
-    guard case .running(_, let timer) = self.state, let context = self.context else { return }
-    timer?.cancel()
+    guard case .running(let call) = self.state, let context = self.context else { return }
+    call.ended()
     self.state = .done
     outcome.writeFrames(allocator: context.channel.allocator) { payload in
       context.write(self.wrapOutboundOut(payload), promise: nil)
@@ -172,9 +166,8 @@ final class UnaryStreamHandler: ChannelInboundHandler, @unchecked Sendable {
   }
 
   private func cancelCall() {
-    guard case .running(let cancellation, let timer) = self.state else { return }
-    timer?.cancel()
-    cancellation.cancel()
+    guard case .running(let call) = self.state else { return }
+    call.cancel()
   }
 }
 

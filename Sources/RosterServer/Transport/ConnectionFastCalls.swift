@@ -119,8 +119,7 @@ final class ConnectionFastCalls: ChannelInboundHandler, @unchecked Sendable {
     case .running(let launched):
       if case .rstStream = frame.payload {
         self.calls[stream] = nil
-        launched.timer?.cancel()
-        launched.cancellation.cancel()
+        launched.cancel()
       }
     }
   }
@@ -141,8 +140,7 @@ final class ConnectionFastCalls: ChannelInboundHandler, @unchecked Sendable {
     case let closed as StreamClosedEvent:
       // Reset by the client, or by the connection's own error handling: the call is over.
       if case .running(let launched)? = self.calls.removeValue(forKey: closed.streamID) {
-        launched.timer?.cancel()
-        launched.cancellation.cancel()
+        launched.cancel()
       }
     case is ChannelShouldQuiesceEvent:
       // As grpc-swift's stream handler: a server shutting down cancels the calls it runs; each
@@ -173,7 +171,7 @@ final class ConnectionFastCalls: ChannelInboundHandler, @unchecked Sendable {
       return
     }
     guard self.fastPath.isPlain(headers.headers) else {
-      UnaryStreamHandler.passedOnCalls.increment()
+      UnaryFastPath.passedOnCalls.increment()
       context.fireChannelRead(data)
       return
     }
@@ -188,7 +186,7 @@ final class ConnectionFastCalls: ChannelInboundHandler, @unchecked Sendable {
   /// Gives the multiplexer every frame of a stream read so far, in order, then the stream's
   /// creation event; later frames follow as frames of a stream this handler does not know.
   private func passOn(_ stream: HTTP2StreamID, _ reading: Reading, context: ChannelHandlerContext) {
-    UnaryStreamHandler.passedOnCalls.increment()
+    UnaryFastPath.passedOnCalls.increment()
     self.calls[stream] = nil
     for payload in reading.frames {
       context.fireChannelRead(self.wrapInboundOut(HTTP2Frame(streamID: stream, payload: payload)))
@@ -223,7 +221,7 @@ final class ConnectionFastCalls: ChannelInboundHandler, @unchecked Sendable {
   private func finish(_ stream: HTTP2StreamID, _ outcome: UnaryOutcome) {
     guard case .running(let launched)? = self.calls.removeValue(forKey: stream), let context = self.context
     else { return }
-    launched.timer?.cancel()
+    launched.ended()
     outcome.writeFrames(allocator: context.channel.allocator) { payload in
       context.write(self.wrapOutboundOut(HTTP2Frame(streamID: stream, payload: payload)), promise: nil)
     }
@@ -234,8 +232,7 @@ final class ConnectionFastCalls: ChannelInboundHandler, @unchecked Sendable {
     let calls = self.calls
     self.calls.removeAll()
     for case .running(let launched) in calls.values {
-      launched.timer?.cancel()
-      launched.cancellation.cancel()
+      launched.cancel()
     }
   }
 }

@@ -254,22 +254,14 @@ final class GRPCStreamCodec: ChannelDuplexHandler {
         return
       }
       self.outbound = .open
-      var headers = HPACKHeaders()
-      headers.reserveCapacity(2 + metadata.count)
-      headers.add(name: ":status", value: "200")
-      headers.add(name: "content-type", value: "application/grpc")
-      headers.add(metadata)
-      context.write(self.wrapOutboundOut(.headers(.init(headers: headers))), promise: promise)
+      context.write(self.wrapOutboundOut(.headers(.init(headers: HPACKHeaders(response: metadata)))), promise: promise)
 
     case .message(let message):
       guard case .open = self.outbound else {
         promise?.fail(RPCError(code: .internalError, message: "A message must follow the response headers."))
         return
       }
-      var framed = context.channel.allocator.buffer(capacity: 5 + message.count)
-      framed.writeInteger(UInt8(0))
-      framed.writeInteger(UInt32(message.count))
-      framed.writeImmutableBuffer(message.buffer)
+      let framed = context.channel.allocator.grpcMessage(message.buffer)
       context.write(self.wrapOutboundOut(.data(.init(data: .byteBuffer(framed)))), promise: promise)
 
     case .status(let status, let metadata):
