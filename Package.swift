@@ -34,6 +34,7 @@ let package = Package(
     .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift.git", exact: "0.2.0"),
     .package(url: "https://github.com/apple/swift-crypto.git", exact: "4.5.2"),
     .package(url: "https://github.com/vapor/postgres-nio.git", exact: "1.33.2"),
+    .package(url: "https://github.com/adam-fowler/compress-nio.git", exact: "1.5.0"),
   ],
   targets: [
     // Generated messages and service stubs; nothing hand-written.
@@ -126,6 +127,7 @@ let package = Package(
         "RosterPictures",
         .product(name: "PostgresNIO", package: "postgres-nio"),
         .product(name: "NIOCore", package: "swift-nio"),
+        .product(name: "NIOSSL", package: "swift-nio-ssl"),
         .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
         .product(name: "Logging", package: "swift-log"),
         .product(name: "CoreMetrics", package: "swift-metrics"),
@@ -172,6 +174,7 @@ let package = Package(
         .product(name: "NIOHPACK", package: "swift-nio-http2"),
         .product(name: "NIOExtras", package: "swift-nio-extras"),
         .product(name: "NIOSSL", package: "swift-nio-ssl"),
+        .product(name: "CompressNIO", package: "compress-nio"),
         "RosterProto",
         .product(name: "GRPCProtobuf", package: "grpc-swift-protobuf"),
         .product(name: "SwiftProtobuf", package: "swift-protobuf"),

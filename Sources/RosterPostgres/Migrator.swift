@@ -42,7 +42,7 @@ struct Migrator {
       username: self.configuration.url.username,
       password: self.configuration.url.password,
       database: self.configuration.url.database,
-      tls: .disable
+      tls: try self.configuration.url.connectionTLS()
     )
     connection.options.additionalStartupParameters = PostgresStore.sessionParameters(self.configuration)
     var attempt = 0
@@ -51,6 +51,11 @@ struct Migrator {
       do {
         return try await PostgresConnection.connect(configuration: connection, id: 0, logger: self.logger)
       } catch {
+        // A TLS failure does not pass with time: say so at once.
+        if let failure = self.configuration.url.tlsFailure(error) {
+          self.logger.error("cannot connect to PostgreSQL", metadata: ["url": "\(self.configuration.url)", "error": "\(error)"])
+          throw failure
+        }
         let mapped = PostgresStore.mapped(error)
         guard attempt < 20, (mapped as? StoreError)?.code == .unavailable else {
           self.logger.error("cannot connect to PostgreSQL", metadata: ["url": "\(self.configuration.url)", "error": "\(error)"])

@@ -73,7 +73,7 @@ public final class PostgresStore: StoreBackend, PictureCatalog {
       username: configuration.url.username,
       password: configuration.url.password,
       database: configuration.url.database,
-      tls: .disable
+      tls: try configuration.url.clientTLS()
     )
     clientConfiguration.options = options
     let client = PostgresClient(configuration: clientConfiguration, backgroundLogger: logger)

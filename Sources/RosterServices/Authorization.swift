@@ -125,14 +125,23 @@ public struct TokenTable: Sendable {
   /// The role of `token`, or nil if the table does not hold it. Every entry is compared,
   /// each in constant time, so the time taken says nothing about which bytes matched.
   public func role(of token: String) -> Role? {
+    self.holder(of: token)?.role
+  }
+
+  /// The role of `token` and who holds it (`Principal`: the first 8 bytes of its entry's
+  /// SHA-256, in hex, which says nothing of the token), or nil if the table does not hold it.
+  /// Constant time per entry, as `role(of:)`.
+  public func holder(of token: String) -> (role: Role, principal: String)? {
     let digest = Self.digest(token)
-    var found: Role? = nil
+    var found: Entry? = nil
     for entry in self.entries {
       var difference: UInt8 = 0
       for index in 0..<32 { difference |= entry.digest[index] ^ digest[index] }
-      if difference == 0 { found = entry.role }
+      if difference == 0 { found = entry }
     }
-    return found
+    guard let found else { return nil }
+    let principal = found.digest.prefix(8).map { String(format: "%02x", $0) }.joined()
+    return (found.role, principal)
   }
 
   /// A new random token (256 bits, URL-safe base64) and its tokens-file line.
@@ -210,7 +219,7 @@ public struct AuthInterceptor: ServerInterceptor {
       )
     }
     let token = header.dropFirst(7).trimmingCharacters(in: .whitespaces)
-    guard let role = self.tokens.role(of: token) else {
+    guard let (role, principal) = self.tokens.holder(of: token) else {
       throw RPCError(code: .unauthenticated, message: "the bearer token is not known to this server")
     }
     guard role >= needed else {
@@ -219,8 +228,17 @@ public struct AuthInterceptor: ServerInterceptor {
         message: "\(method) needs the \(needed) role; this token has the \(role) role"
       )
     }
-    return try await next(request, context)
+    return try await Principal.$current.withValue(principal) {
+      try await next(request, context)
+    }
   }
+}
+
+/// Who makes the current call, once `AuthInterceptor` has checked its token: the token's
+/// principal (`TokenTable.holder(of:)`); nil without tokens, or for the open services. The
+/// interceptors after it count per-client limits by it.
+public enum Principal {
+  @TaskLocal public static var current: String?
 }
 
 /// Adds `authorization: Bearer TOKEN` to every call of a client: what `roster`'s client

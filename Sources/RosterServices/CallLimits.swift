@@ -3,6 +3,7 @@ internal import RosterProto
 internal import RosterDomain
 internal import RosterStore
 internal import Synchronization
+internal import CoreMetrics
 
 /// Binds every call to a `CallControl`, so the store stops a call's work when the call ends:
 /// when the client cancels or goes away, when the client's `grpc-timeout` passes, or when the
@@ -46,7 +47,9 @@ public struct CallControlInterceptor: ServerInterceptor {
       -> StreamingServerResponse<Output>
   ) async throws -> StreamingServerResponse<Output> {
     let now = ContinuousClock.now
-    let clientTimeout = request.metadata.firstString("grpc-timeout").flatMap(Self.timeout)
+    // A malformed `grpc-timeout` is refused, as grpc-go refuses it (INTERNAL), rather than
+    // taken as no deadline.
+    let clientTimeout = try request.metadata.firstString("grpc-timeout").map { try Self.parseTimeout($0).get() }
     let useDefault = clientTimeout == nil && !Self.exempt.contains(context.descriptor)
     let limit = useDefault ? self.deadline : nil
     let end = clientTimeout.map { now + $0 } ?? limit.map { now + $0 }
@@ -164,16 +167,30 @@ public struct CallControlInterceptor: ServerInterceptor {
 
   /// A `grpc-timeout` value ("100m", "2S", ...) as a duration; nil when malformed.
   public static func timeout(_ text: String) -> Duration? {
-    guard let unit = text.last, let value = Int64(text.dropLast()), value >= 0, text.count <= 9
-    else { return nil }
-    switch unit {
-    case "H": return .seconds(value * 3600)
-    case "M": return .seconds(value * 60)
-    case "S": return .seconds(value)
-    case "m": return .milliseconds(value)
-    case "u": return .microseconds(value)
-    case "n": return .nanoseconds(value)
-    default: return nil
+    try? Self.parseTimeout(text).get()
+  }
+
+  /// A `grpc-timeout` value as a duration, or why it is malformed, as grpc-go reads it: up to
+  /// eight digits and one of the units `H M S m u n`. Unlike grpc-go, a sign is refused.
+  public static func parseTimeout(_ text: String) -> Result<Duration, RPCError> {
+    func malformed(_ why: String) -> Result<Duration, RPCError> {
+      .failure(RPCError(code: .internalError, message: "malformed grpc-timeout: \(why): \"\(text.prefix(32))\""))
+    }
+    let utf8 = text.utf8
+    guard utf8.count >= 2 else { return malformed("timeout string is too short") }
+    guard utf8.count <= 9 else { return malformed("timeout string is too long") }
+    let digits = utf8.dropLast()
+    guard digits.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }),
+      let value = Int64(String(decoding: digits, as: UTF8.self))
+    else { return malformed("the value is not a number of up to 8 digits") }
+    switch utf8.last! {
+    case UInt8(ascii: "H"): return .success(.seconds(value * 3600))
+    case UInt8(ascii: "M"): return .success(.seconds(value * 60))
+    case UInt8(ascii: "S"): return .success(.seconds(value))
+    case UInt8(ascii: "m"): return .success(.milliseconds(value))
+    case UInt8(ascii: "u"): return .success(.microseconds(value))
+    case UInt8(ascii: "n"): return .success(.nanoseconds(value))
+    default: return malformed("timeout unit is not recognized")
     }
   }
 }
@@ -298,8 +315,16 @@ public final class DeadlineReaper: Sendable {
   }
 }
 
-/// Caps the open `StreamEmployees` and `WatchChanges` streams of each client address, so one
-/// client cannot tie up every reader. Over the cap → `RESOURCE_EXHAUSTED`.
+/// Caps the open `StreamEmployees` and `WatchChanges` streams of each client, so one client
+/// cannot tie up every reader. Over the cap → `RESOURCE_EXHAUSTED`.
+///
+/// A client is its authenticated principal when tokens are on (`Principal.current`, set by
+/// `AuthInterceptor`), its peer address otherwise. Behind a proxy every client shares the
+/// proxy's address, so the cap is then one for all of them: turn tokens on there.
+///
+/// A slot is held by a `FinishSignal` (see `whenFinished`), so it comes back on every path:
+/// the call completes or fails, is cancelled or reset, loses its connection, or is dropped
+/// before its response producer ever runs. `roster_stream_slots_in_use` shows the slots held.
 public final class StreamLimitInterceptor: ServerInterceptor, Sendable {
   /// The methods counted.
   static let limited: Set<MethodDescriptor> = [
@@ -308,11 +333,15 @@ public final class StreamLimitInterceptor: ServerInterceptor, Sendable {
   ]
   private let maximum: Int
   private let open = Mutex<[String: Int]>([:])
+  private static let inUse = Gauge(label: "roster_stream_slots_in_use")
 
-  /// Allows `maximumPerClient` open streams per client address.
+  /// Allows `maximumPerClient` open streams per client.
   public init(maximumPerClient: Int) {
     self.maximum = maximumPerClient
   }
+
+  /// Slots held now, over all clients.
+  public var slotsInUse: Int { self.open.withLock { $0.values.reduce(0, +) } }
 
   public func intercept<Input: Sendable, Output: Sendable>(
     request: StreamingServerRequest<Input>,
@@ -321,23 +350,26 @@ public final class StreamLimitInterceptor: ServerInterceptor, Sendable {
       -> StreamingServerResponse<Output>
   ) async throws -> StreamingServerResponse<Output> {
     guard Self.limited.contains(context.descriptor) else { return try await next(request, context) }
-    let client = Self.address(of: context.remotePeer)
-    let admitted = self.open.withLock { open in
-      guard open[client, default: 0] < self.maximum else { return false }
+    let client = Principal.current.map { "principal:\($0)" } ?? Self.address(of: context.remotePeer)
+    let admitted = self.open.withLock { open -> Int? in
+      guard open[client, default: 0] < self.maximum else { return nil }
       open[client, default: 0] += 1
-      return true
+      return open.values.reduce(0, +)
     }
-    guard admitted else {
+    guard let total = admitted else {
       throw RPCError(
         code: .resourceExhausted,
         message: "at most \(self.maximum) open StreamEmployees and WatchChanges streams per client; close one first"
       )
     }
+    Self.inUse.record(total)
     return try await whenFinished(request: request, context: context, next: next) { _ in
-      self.open.withLock { open in
+      let total = self.open.withLock { open in
         open[client, default: 1] -= 1
-        if open[client] == 0 { open[client] = nil }
+        if open[client]! <= 0 { open[client] = nil }
+        return open.values.reduce(0, +)
       }
+      Self.inUse.record(total)
     }
   }
 
@@ -349,37 +381,62 @@ public final class StreamLimitInterceptor: ServerInterceptor, Sendable {
 }
 
 /// Runs `next`, then calls `finished` exactly once when the call is over: at once if it
-/// failed before responding, else when its response producer returns or throws. The error,
-/// if any, is passed along.
+/// failed before responding, else when its response producer returns or throws, or, if the
+/// producer never runs (the client went away before the response began, and the server
+/// dropped it), when the response is dropped (with `CancellationError`). The error, if any, is
+/// passed along.
 func whenFinished<Input: Sendable, Output: Sendable>(
   request: StreamingServerRequest<Input>,
   context: ServerContext,
   next: @Sendable (StreamingServerRequest<Input>, ServerContext) async throws -> StreamingServerResponse<Output>,
   finished: @escaping @Sendable ((any Error)?) -> Void
 ) async throws -> StreamingServerResponse<Output> {
+  let signal = FinishSignal(finished)
   var response: StreamingServerResponse<Output>
   do {
     response = try await next(request, context)
   } catch {
-    finished(error)
+    signal.finish(error)
     throw error
   }
   switch response.accepted {
   case .failure(let error):
-    finished(error)
+    signal.finish(error)
   case .success(var contents):
     let producer = contents.producer
     contents.producer = { writer in
       do {
         let trailers = try await producer(writer)
-        finished(nil)
+        signal.finish(nil)
         return trailers
       } catch {
-        finished(error)
+        signal.finish(error)
         throw error
       }
     }
     response.accepted = .success(contents)
   }
   return response
+}
+
+/// Calls its closure exactly once: on the first `finish`, or when the last reference to it
+/// goes (the response that held it was dropped unrun), whichever comes first.
+final class FinishSignal: Sendable {
+  private let finished: Mutex<(@Sendable ((any Error)?) -> Void)?>
+
+  init(_ finished: @escaping @Sendable ((any Error)?) -> Void) {
+    self.finished = Mutex(finished)
+  }
+
+  func finish(_ error: (any Error)?) {
+    let body = self.finished.withLock { finished in
+      defer { finished = nil }
+      return finished
+    }
+    body?(error)
+  }
+
+  deinit {
+    self.finish(CancellationError())
+  }
 }

@@ -59,10 +59,15 @@ extension HealthService: Grpc_Health_V1_Health.SimpleServiceProtocol {
   ) async throws {
     let (updates, id) = self.state.subscribe(to: request.service)
     defer { self.state.unsubscribe(id) }
-    var last: Grpc_Health_V1_HealthCheckResponse.ServingStatus?
-    for await status in updates where status != last {
-      last = status
-      try await response.write(.with { $0.status = status })
+    // The client going away cancels the RPC, not this task: end the updates then.
+    try await withRPCCancellationHandler {
+      var last: Grpc_Health_V1_HealthCheckResponse.ServingStatus?
+      for await status in updates where status != last {
+        last = status
+        try await response.write(.with { $0.status = status })
+      }
+    } onCancelRPC: {
+      self.state.unsubscribe(id)
     }
   }
 }

@@ -54,17 +54,23 @@ package final class ChangeFeed: Sendable {
 
   /// Returns once a change after `sequence` is committed, with the newest sequence number.
   ///
-  /// - Throws: `CancellationError` when the task is cancelled, `unavailable` once closed.
+  /// - Throws: `CancellationError` when the task is cancelled, `callCancelled` when the call
+  ///   it serves (`CallControl.current`) is (its client went away: gRPC does not cancel the
+  ///   handler's task then), `unavailable` once closed.
   package func wait(after sequence: Int64) async throws -> Int64 {
     let id = self.state.withLock { state -> Int in
       state.nextID += 1
       return state.nextID
     }
+    let control = CallControl.current
+    let hook = control?.addCancellationHook { self.end(id, throwing: StoreError.callCancelled) }
+    defer { control?.removeCancellationHook(hook) }
     return try await withTaskCancellationHandler {
       try await withCheckedThrowingContinuation { continuation in
         let outcome = self.state.withLock { state -> Result<Int64, any Error>? in
           if state.closed { return .failure(Self.closedError) }
           if Task.isCancelled { return .failure(CancellationError()) }
+          if control?.isCancelled == true { return .failure(StoreError.callCancelled) }
           if state.latest > sequence { return .success(state.latest) }
           state.waiters[id] = continuation
           return nil
@@ -72,8 +78,13 @@ package final class ChangeFeed: Sendable {
         if let outcome { continuation.resume(with: outcome) }
       }
     } onCancel: {
-      let waiter = self.state.withLock { $0.waiters.removeValue(forKey: id) }
-      waiter?.resume(throwing: CancellationError())
+      self.end(id, throwing: CancellationError())
     }
+  }
+
+  /// Ends one wait, if it is still waiting, with `error`.
+  private func end(_ id: Int, throwing error: any Error) {
+    let waiter = self.state.withLock { $0.waiters.removeValue(forKey: id) }
+    waiter?.resume(throwing: error)
   }
 }

@@ -9,7 +9,13 @@ internal import NIOHTTP2
 /// a client that pings more often than it may (gRFC A8: every `minPingIntervalWithoutCalls`
 /// with calls open, or when `allowKeepaliveWithoutCalls`; else every two hours) is told
 /// `ENHANCE_YOUR_CALM` after two strikes, and the connection closes. Each HEADERS or DATA frame
-/// the server sends clears the strikes, as grpc-swift's does.
+/// the server sends clears the strikes, as grpc-swift's does. A client that swift-nio-http2
+/// refuses for a flood or a broken frame (`endsConnection`) is not read from again: the
+/// connection closes right after the GOAWAY that `NIOHTTP2Handler` sends.
+///
+/// When the last stream ends after GOAWAY, the connection closes only once everything written
+/// before (that stream's trailers) has reached the socket: a second GOAWAY is written behind
+/// them, and the close follows its write.
 ///
 /// Sits right after `NIOHTTP2Handler`, which acks pings itself. On the connection's event
 /// loop only.
@@ -119,7 +125,7 @@ final class ConnectionManager: ChannelDuplexHandler {
       guard self.openStreams.remove(closed.streamID) != nil else { break }
       if self.openStreams.isEmpty {
         if self.closing {
-          context.close(promise: nil)
+          self.closeAfterWrites(context: context)
         } else {
           self.scheduleIdle()
         }
@@ -168,12 +174,53 @@ final class ConnectionManager: ChannelDuplexHandler {
       streamID: .rootStream,
       payload: .goAway(lastStreamID: self.lastStreamID, errorCode: .noError, opaqueData: nil)
     )
-    context.writeAndFlush(self.wrapOutboundOut(goAway), promise: nil)
     if self.openStreams.isEmpty {
-      context.close(promise: nil)
-    } else if let grace = self.limits.maxGraceTime {
+      self.closeAfterWrites(context: context, goAway: goAway)
+      return
+    }
+    context.writeAndFlush(self.wrapOutboundOut(goAway), promise: nil)
+    if let grace = self.limits.maxGraceTime {
       let bound = NIOLoopBound(context, eventLoop: context.eventLoop)
       self.graceTimer = context.eventLoop.scheduleTask(in: grace) { bound.value.close(promise: nil) }
+    }
+  }
+
+  /// Writes `goAway` (by default, one naming the last stream again: RFC 9113 allows more than
+  /// one), then closes once it is written, so that nothing written before it is dropped.
+  private func closeAfterWrites(context: ChannelHandlerContext, goAway: HTTP2Frame? = nil) {
+    let frame =
+      goAway
+      ?? HTTP2Frame(
+        streamID: .rootStream,
+        payload: .goAway(lastStreamID: self.lastStreamID, errorCode: .noError, opaqueData: nil)
+      )
+    let written = context.eventLoop.makePromise(of: Void.self)
+    context.writeAndFlush(self.wrapOutboundOut(frame), promise: written)
+    let channel = context.channel
+    written.futureResult.whenComplete { _ in channel.close(promise: nil) }
+  }
+
+  func errorCaught(context: ChannelHandlerContext, error: any Error) {
+    if Self.endsConnection(error) {
+      // NIOHTTP2Handler has sent its GOAWAY; reading on would only feed the flood.
+      self.closing = true
+      context.close(promise: nil)
+    }
+    context.fireErrorCaught(error)
+  }
+
+  /// The errors swift-nio-http2 raises for a peer that floods or breaks the framing: each ends
+  /// the connection (a GOAWAY), after which nothing it sends is worth reading.
+  static func endsConnection(_ error: any Error) -> Bool {
+    switch error {
+    case is NIOHTTP2Errors.ExcessiveContinuationFrames, is NIOHTTP2Errors.ExcessivelyLargeHeaderBlock,
+      is NIOHTTP2Errors.ExcessiveRSTFrames, is NIOHTTP2Errors.ExcessiveControlFrames,
+      is NIOHTTP2Errors.ExcessiveEmptyDataFrames, is NIOHTTP2Errors.ExcessiveNumberOfGlitches,
+      is NIOHTTP2Errors.ExcessiveStreamErrors, is NIOHTTP2Errors.ExcessiveOutboundFrameBuffering,
+      is NIOHTTP2Errors.BadClientMagic, is NIOHTTP2Errors.UnableToParseFrame:
+      return true
+    default:
+      return false
     }
   }
 

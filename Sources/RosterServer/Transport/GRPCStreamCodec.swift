@@ -12,11 +12,16 @@ internal import NIOHTTP2
 /// checks in the same order and with the same messages; `FastUnaryTests` compares the two
 /// byte for byte): a content type that is not gRPC gets HTTP 415; a missing `:path`, a bad
 /// `:scheme` or a method other than `POST` get `INVALID_ARGUMENT`; more than one
-/// `grpc-encoding` gets `INTERNAL`; any encoding but `identity` gets `UNIMPLEMENTED` with
-/// `grpc-accept-encoding` (the server compresses nothing); a `:path` that is not
-/// `/service/method` gets `UNIMPLEMENTED`. A message that cannot be read (compressed, or over
-/// the size limit) ends the stream with an error, as there. Unlike grpc-swift, headers that end
-/// the stream end the request's messages at once.
+/// `grpc-encoding` gets `INTERNAL`; an encoding other than `identity`, `gzip` and `deflate`
+/// gets `UNIMPLEMENTED` with `grpc-accept-encoding`; a `:path` that is not `/service/method`
+/// gets `UNIMPLEMENTED`. Compressed messages are inflated (`MessageEncoding`), and responses
+/// compressed when the client asked for it. A message that cannot be read ends the call with a
+/// status naming why: over the size limit, before or after inflating, `RESOURCE_EXHAUSTED`;
+/// compressed without an encoding, or not valid compressed data, `INTERNAL`. Unlike
+/// grpc-swift, headers that end the stream end the request's messages at once.
+///
+/// A message that arrives in many DATA frames is gathered into one buffer, sized once its
+/// length prefix is known, so reading it costs one copy however it is framed.
 ///
 /// On the stream's event loop only.
 final class GRPCStreamCodec: ChannelDuplexHandler {
@@ -51,6 +56,9 @@ final class GRPCStreamCodec: ChannelDuplexHandler {
   private var cancelled = false
   private var flushPending = false
   private var isReading = false
+  /// The request's `grpc-encoding`, and the one responses are compressed with.
+  private var requestEncoding: MessageEncoding?
+  private var responseEncoding: MessageEncoding?
 
   /// - Parameter descriptor: succeeded with the call's method once its headers are accepted,
   ///   failed when the call is refused or the stream ends first.
@@ -151,6 +159,12 @@ final class GRPCStreamCodec: ChannelDuplexHandler {
       self.write(.headers(.init(headers: trailers, endStream: true)), context: context)
       return
     }
+    self.requestEncoding = fields.first(name: "grpc-encoding").flatMap(MessageEncoding.init(rawValue:))
+    self.responseEncoding = MessageEncoding.forResponses(
+      request: fields,
+      requestEncoding: self.requestEncoding,
+      service: descriptor.service.fullyQualifiedService
+    )
     self.inbound = .open(nil)
     self.descriptor.succeed(descriptor)
     context.fireChannelRead(self.wrapInboundOut(.metadata(Metadata(fields))))
@@ -181,12 +195,12 @@ final class GRPCStreamCodec: ChannelDuplexHandler {
     guard encodings.count <= 1 else {
       return status(.internalError, "encoding must contain no more than one value.")
     }
-    if let encoding = encodings.first, encoding != "identity" {
+    if let encoding = encodings.first, encoding != "identity", MessageEncoding(rawValue: encoding) == nil {
       var refused = status(
         .unimplemented,
         "\(encoding) compression is not supported; supported algorithms are listed in grpc-accept-encoding"
       )
-      refused.add(name: "grpc-accept-encoding", value: "identity")
+      refused.add(name: "grpc-accept-encoding", value: MessageEncoding.acceptHeader)
       return refused
     }
     return nil
@@ -194,6 +208,9 @@ final class GRPCStreamCodec: ChannelDuplexHandler {
 
   private func receive(_ bytes: ByteBuffer, endStream: Bool, context: ChannelHandlerContext) {
     guard case .open(let pending) = self.inbound else { return }
+    // Take the partial message out of the state first, so that appending to it does not copy
+    // it (a copy per DATA frame made reading a 4 MB message in 16 KB frames quadratic).
+    self.inbound = .open(nil)
     var buffer: ByteBuffer
     if var pending, pending.readableBytes > 0 {
       var bytes = bytes
@@ -204,25 +221,66 @@ final class GRPCStreamCodec: ChannelDuplexHandler {
     }
     while buffer.readableBytes >= 5 {
       let start = buffer.readerIndex
-      let compressed = buffer.getInteger(at: start, as: UInt8.self)! == 1
+      let compressed = buffer.getInteger(at: start, as: UInt8.self)! != 0
       let length = Int(buffer.getInteger(at: start + 1, as: UInt32.self)!)
-      guard length <= self.maxPayloadSize, !compressed || buffer.readableBytes < 5 + length else {
-        // Over the size limit, or compressed with no encoding agreed: as grpc-swift, the
-        // stream ends with an error.
-        self.inbound = .closed
-        self.outbound = .closed
-        context.fireErrorCaught(RPCError(code: .internalError, message: "Failed to decode message"))
-        context.close(mode: .all, promise: nil)
-        return
+      guard length <= self.maxPayloadSize else {
+        return self.fail(
+          RPCError(
+            code: .resourceExhausted,
+            message: "the request message of \(length) bytes is over the limit of \(self.maxPayloadSize) bytes"
+          ),
+          context: context
+        )
       }
-      guard buffer.readableBytes >= 5 + length else { break }
+      guard !compressed || self.requestEncoding != nil else {
+        return self.fail(
+          RPCError(code: .internalError, message: "a message is marked compressed but the request has no grpc-encoding"),
+          context: context
+        )
+      }
+      guard buffer.readableBytes >= 5 + length else {
+        // Make room for the whole message once, so the frames still to come are appended
+        // without the buffer growing step by step.
+        if buffer.readerIndex > 0 || buffer.capacity < 5 + length {
+          var whole = context.channel.allocator.buffer(capacity: 5 + length)
+          whole.writeBuffer(&buffer)
+          buffer = whole
+        }
+        break
+      }
       buffer.moveReaderIndex(forwardBy: 5)
-      let message = buffer.readSlice(length: length)!
+      var message = buffer.readSlice(length: length)!
+      if compressed, let encoding = self.requestEncoding {
+        do {
+          message = try encoding.decompress(message, limit: self.maxPayloadSize, allocator: context.channel.allocator)
+        } catch {
+          return self.fail(error as? RPCError ?? RPCError(code: .internalError, message: "\(error)"), context: context)
+        }
+      }
       context.fireChannelRead(self.wrapInboundOut(.message(BufferBytes(message))))
       guard case .open = self.inbound else { return }
     }
     self.inbound = .open(buffer.readableBytes > 0 ? buffer : nil)
     if endStream { self.endOfRequest(context: context) }
+  }
+
+  /// Ends the call for a message it cannot read: its status to the client (in trailers-only
+  /// form when no response has begun), its cancellation and error to the server, then the
+  /// stream's close (which resets the client's half if it is still sending).
+  private func fail(_ error: RPCError, context: ChannelHandlerContext) {
+    let outbound = self.outbound
+    self.inbound = .closed
+    self.outbound = .closed
+    if case .closed = outbound {} else {
+      let status = Status(code: Status.Code(error.code), message: error.message)
+      let trailersOnly = if case .idle = outbound { true } else { false }
+      let trailers = HPACKHeaders(status: status, metadata: [:], trailersOnly: trailersOnly)
+      context.write(self.wrapOutboundOut(.headers(.init(headers: trailers, endStream: true))), promise: nil)
+      context.flush()
+    }
+    self.cancel()
+    context.fireErrorCaught(error)
+    context.close(mode: .all, promise: nil)
   }
 
   /// The client has sent everything: what is left of a message is dropped, as grpc-swift does.
@@ -254,14 +312,18 @@ final class GRPCStreamCodec: ChannelDuplexHandler {
         return
       }
       self.outbound = .open
-      context.write(self.wrapOutboundOut(.headers(.init(headers: HPACKHeaders(response: metadata)))), promise: promise)
+      var headers = HPACKHeaders(response: metadata)
+      if let encoding = self.responseEncoding {
+        headers.add(name: "grpc-encoding", value: encoding.rawValue)
+      }
+      context.write(self.wrapOutboundOut(.headers(.init(headers: headers))), promise: promise)
 
     case .message(let message):
       guard case .open = self.outbound else {
         promise?.fail(RPCError(code: .internalError, message: "A message must follow the response headers."))
         return
       }
-      let framed = context.channel.allocator.grpcMessage(message.buffer)
+      let framed = context.channel.allocator.grpcMessage(message.buffer, encoding: self.responseEncoding)
       context.write(self.wrapOutboundOut(.data(.init(data: .byteBuffer(framed)))), promise: promise)
 
     case .status(let status, let metadata):

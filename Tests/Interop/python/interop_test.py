@@ -62,6 +62,10 @@ BACKEND = (["--postgres", os.environ["ROSTER_INTEROP_POSTGRES"],
 # ROSTER_SERVE_ARGS: more `roster serve` flags (scripts/test runs the suite again with
 # `--transport grpc-swift`).
 SERVE_ARGS = os.environ.get("ROSTER_SERVE_ARGS", "").split()
+# ROSTER_INTEROP_COMPRESSION=gzip (or deflate): every call's messages are compressed, as a
+# grpcio channel option does it (scripts/test runs the suite once so).
+COMPRESSION = {"gzip": grpc.Compression.Gzip, "deflate": grpc.Compression.Deflate}.get(
+    os.environ.get("ROSTER_INTEROP_COMPRESSION", ""), grpc.Compression.NoCompression)
 
 
 def setUpModule():
@@ -117,7 +121,7 @@ def auth(role):
 class Interop(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.channel = grpc.insecure_channel(ADDRESS)
+        cls.channel = grpc.insecure_channel(ADDRESS, compression=COMPRESSION)
         cls.directory = directory_pb2_grpc.DirectoryStub(cls.channel)
         cls.pictures = pictures_pb2_grpc.PicturesStub(cls.channel)
         cls.analytics = analytics_pb2_grpc.AnalyticsStub(cls.channel)

@@ -1,0 +1,88 @@
+#!/usr/bin/env python3
+"""Checks that the grpc-go and C++ peers answer GetEmployee and Health.Check like Roster.
+
+    python3 Benchmarks/peers/verify.py      # from the Roster project root, after build.sh
+
+For 226 guids (the first 25, 200 at random, the middle row), each peer's Employee must
+serialize to the same bytes as Roster's (deterministic serialization); an upper-case guid, an
+unknown one, a malformed one and an empty one must end with the same status code; and
+Health.Check must give the same answer. Exits 1 on any difference.
+"""
+import sqlite3, sys
+
+from servers import DB, LABEL, Server, stop_on_sigterm
+
+import grpc  # noqa: E402
+from google.protobuf import json_format  # noqa: E402
+from roster.v1 import directory_pb2, directory_pb2_grpc  # noqa: E402
+from grpc_health.v1 import health_pb2, health_pb2_grpc  # noqa: E402
+
+
+def probes():
+    con = sqlite3.connect(f"file:{DB}?mode=ro", uri=True)
+    try:
+        n = con.execute("SELECT count(*) FROM employees").fetchone()[0]
+        guids = [r[0] for r in con.execute(
+            "SELECT guid FROM employees WHERE id IN (SELECT id FROM employees ORDER BY id LIMIT 25) "
+            "OR id IN (SELECT id FROM employees ORDER BY random() LIMIT 200)")]
+        guids.append(con.execute("SELECT guid FROM employees ORDER BY id LIMIT 1 OFFSET ?", (n // 2,)).fetchone()[0])
+    finally:
+        con.close()
+    return guids, guids + [guids[0].upper(), "00000000-0000-4000-8000-000000000000", "not-a-uuid", ""]
+
+
+def answers(name, probe_list):
+    out = {}
+    with Server(name) as srv:
+        ch = grpc.insecure_channel(srv.target)
+        try:
+            d = directory_pb2_grpc.DirectoryStub(ch)
+            h = health_pb2_grpc.HealthStub(ch)
+            for g in probe_list:
+                try:
+                    e = d.GetEmployee(directory_pb2.GetEmployeeRequest(guid=g), timeout=10)
+                    out[g] = ("OK", e.SerializeToString(deterministic=True), e)
+                except grpc.RpcError as err:
+                    out[g] = (err.code().name, b"", None)
+            r = h.Check(health_pb2.HealthCheckRequest(), timeout=10)
+            out["health"] = ("OK", r.SerializeToString(), r)
+        finally:
+            ch.close()
+    return out
+
+
+def main():
+    stop_on_sigterm()
+    guids, probe_list = probes()
+    ref = answers("roster", probe_list)
+    sample = ref[guids[-1]][2]
+    if sample is None:
+        sys.exit(f"verify: Roster did not answer GetEmployee for {guids[-1]} ({ref[guids[-1]][0]})")
+    fields = sorted(f.name for f, _ in sample.ListFields())
+    print(f"verify: Roster's GetEmployee for {guids[-1]} has {len(fields)} fields: {', '.join(fields)}")
+    codes = sorted({ref[g][0] for g in ref})
+    failed = 0
+    for name in ("go", "cpp"):
+        got = answers(name, probe_list)
+        bad = [g for g in ref if ref[g][:2] != got[g][:2]]
+        print(f"verify: {LABEL[name]}: {len(ref) - len(bad)}/{len(ref)} answers identical to Roster's "
+              f"(status codes seen: {', '.join(codes)})")
+        for g in bad[:5]:
+            print("  differs:", repr(g), ref[g][0], got[g][0])
+            if ref[g][2] is not None and got[g][2] is not None:
+                print("   roster:", json_format.MessageToDict(ref[g][2]))
+                print("   peer:  ", json_format.MessageToDict(got[g][2]))
+        failed += len(bad)
+    print("verify:", "all identical" if failed == 0 else f"{failed} differences")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt:
+        print("verify: interrupted; servers stopped", file=sys.stderr)
+        sys.exit(130)
+    except RuntimeError as err:  # a server that would not start
+        print(f"verify: {err}", file=sys.stderr)
+        sys.exit(1)
