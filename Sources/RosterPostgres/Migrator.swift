@@ -53,12 +53,12 @@ struct Migrator {
       } catch {
         // A TLS failure does not pass with time: say so at once.
         if let failure = self.configuration.url.tlsFailure(error) {
-          self.logger.error("cannot connect to PostgreSQL", metadata: ["url": "\(self.configuration.url)", "error": "\(error)"])
+          self.logger.error("cannot connect to PostgreSQL", metadata: ["url": "\(self.configuration.url)", "error": "\(String(reflecting: error))"])
           throw failure
         }
         let mapped = PostgresStore.mapped(error)
         guard attempt < 20, (mapped as? StoreError)?.code == .unavailable else {
-          self.logger.error("cannot connect to PostgreSQL", metadata: ["url": "\(self.configuration.url)", "error": "\(error)"])
+          self.logger.error("cannot connect to PostgreSQL", metadata: ["url": "\(self.configuration.url)", "error": "\(String(reflecting: error))"])
           throw mapped
         }
         try await Task.sleep(for: .milliseconds(500))

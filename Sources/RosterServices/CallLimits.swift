@@ -106,7 +106,7 @@ public struct CallControlInterceptor: ServerInterceptor {
         if let first = try await group.next(), let value = first { return value }
       } catch {
         // A cancellation once `end` has passed is the deadline's, whichever child ended first.
-        if !(ContinuousClock.now >= end && Self.isCancellation(error)) { throw error }
+        if !(ContinuousClock.now >= end && Self.endedByDeadline(error)) { throw error }
       }
       throw Self.defaultDeadlineExceeded(limit)
     }
@@ -129,7 +129,7 @@ public struct CallControlInterceptor: ServerInterceptor {
       let value = try await body()
       if !expiry.fired { return value }
     } catch {
-      if !(expiry.fired || ContinuousClock.now >= end && Self.isCancellation(error)) { throw error }
+      if !(expiry.fired || ContinuousClock.now >= end && Self.endedByDeadline(error)) { throw error }
     }
     throw Self.defaultDeadlineExceeded(limit)
   }
@@ -158,10 +158,13 @@ public struct CallControlInterceptor: ServerInterceptor {
     )
   }
 
-  private static func isCancellation(_ error: any Error) -> Bool {
+  /// Whether `error` is how work ends when the call's deadline stops it: a cancellation, or
+  /// the store's own check of the same deadline (`CallControl.deadline`), which may come
+  /// before the reaper's tick. Either way the call ran past the default deadline, and says so.
+  private static func endedByDeadline(_ error: any Error) -> Bool {
     if error is CancellationError { return true }
-    if let error = error as? RPCError { return error.code == .cancelled }
-    if let error = error as? StoreError { return error.code == .cancelled }
+    if let error = error as? RPCError { return error.code == .cancelled || error.code == .deadlineExceeded }
+    if let error = error as? StoreError { return error.code == .cancelled || error.code == .deadlineExceeded }
     return false
   }
 

@@ -2,7 +2,7 @@ import Testing
 import TestSupport
 
 /// The `roster` executable's allocator settings (`CAllocatorConfig`).
-@Suite("Allocator")
+@Suite("Allocator", .timeLimit(.minutes(10)))
 struct AllocatorConfigTests {
   @Test("the roster binary's jemalloc gives freed pages back after a second; MALLOC_CONF still overrides it")
   func dirtyPagesDecayInASecond() async throws {

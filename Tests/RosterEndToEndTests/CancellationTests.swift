@@ -11,7 +11,7 @@ import TestSupport
 ///
 /// `ROSTER_CANCEL_EMPLOYEES` sets the table's size (20,000 by default, so the suite stays
 /// quick; `ROSTER_CANCEL_EMPLOYEES=1000000` for the full-size check).
-@Suite("Cancellation, end to end")
+@Suite("Cancellation, end to end", .timeLimit(.minutes(10)))
 struct CancellationTests {
   static let employees = Int(ProcessInfo.processInfo.environment["ROSTER_CANCEL_EMPLOYEES"] ?? "") ?? 20_000
 

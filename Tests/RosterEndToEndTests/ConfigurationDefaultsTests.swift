@@ -7,7 +7,7 @@ import Testing
 /// The defaults live in the configuration types (`ServerConfig`, `StoreConfiguration`); the
 /// `roster serve` flags are made from them and docs/operations.md lists them. These tests
 /// fail when any of the three disagree.
-@Suite("Configuration defaults")
+@Suite("Configuration defaults", .timeLimit(.minutes(10)))
 struct ConfigurationDefaultsTests {
   /// Every setting of a configuration, as text.
   static func settings(_ config: ServerConfig) -> [String: String] {

@@ -15,7 +15,7 @@ import TestSupport
 /// `ROSTER_CRASH_ROUNDS` sets the number of rounds (10 by default) for longer runs. With
 /// `ROSTER_TEST_POSTGRES_URL` (`scripts/postgres run`), the same rounds run against
 /// `roster serve --postgres` too.
-@Suite("Crash safety", .serialized)
+@Suite("Crash safety", .timeLimit(.minutes(15)), .serialized)
 struct CrashTests {
   /// What a worker knows of one employee it owns.
   struct Tracked: Sendable {

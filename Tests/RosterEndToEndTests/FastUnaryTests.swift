@@ -12,7 +12,7 @@ import TestSupport
 /// one with `--no-fast-unary`. Each request below, sent frame by frame, must get the same reply
 /// from both (headers, body bytes, trailers), and the fast server's counters must show which
 /// path answered it: the fast path for plain calls, grpc-swift for everything else.
-@Suite("Unary fast path, end to end", .serialized)
+@Suite("Unary fast path, end to end", .timeLimit(.minutes(10)), .serialized)
 final class FastUnaryTests {
   let directory: String
   let fast: RosterProcess
@@ -206,7 +206,9 @@ final class FastUnaryTests {
     let fromGeneric = try await rawHTTP2Call(port: self.generic.port, headers: headers, body: nil)
     let genericTook = ContinuousClock.now - genericStarted
     print("FastUnaryTests: headers ending the stream: fast path \(fastTook) (\(fromFast)), grpc-swift \(genericTook) (\(fromGeneric))")
-    #expect(fastTook < .seconds(2), "held until the 4 s default deadline?")
+    // Held until the default deadline, the call would end in DEADLINE_EXCEEDED, as grpc-swift's
+    // does: the status says whether it was answered at once, whatever the machine's load.
+    #expect(fromFast.trailer("grpc-status") != "4", "DEADLINE_EXCEEDED: \(fromFast)")
   }
 
   @Test("the request metrics count fast-path calls as grpc-swift's server counts its calls")

@@ -3,7 +3,7 @@ import Testing
 import TestSupport
 
 /// `roster load` as an operator runs it: the binary, its files and its exit code.
-@Suite("roster load, end to end")
+@Suite("roster load, end to end", .timeLimit(.minutes(10)))
 struct LoadCommandTests {
   /// Runs `roster load ARGUMENTS`, returning its exit code, stdout and stderr.
   static func load(_ arguments: [String]) async throws -> (status: Int32, output: String, errors: String) {

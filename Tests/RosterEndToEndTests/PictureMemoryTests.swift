@@ -9,7 +9,7 @@ import TestSupport
 import RosterSeed
 
 /// Pictures stream through the real binary in constant memory, whatever their size.
-@Suite("Picture memory, end to end")
+@Suite("Picture memory, end to end", .timeLimit(.minutes(10)))
 struct PictureMemoryTests {
   /// The bound the issue sets: a 200 MB picture may raise the server's RSS by 8 MB at most.
   static let allowance = 8 * 1024 * 1024

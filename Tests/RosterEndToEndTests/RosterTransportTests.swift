@@ -17,7 +17,7 @@ import TestSupport
 /// (`UnaryStreamHandler` in each stream), and grpc-swift's transport without it, the reference.
 /// Every request of the fast path's table (`FastUnaryTests`) must get the same reply from all
 /// four, byte for byte.
-@Suite("Roster's HTTP/2 transport, end to end", .serialized)
+@Suite("Roster's HTTP/2 transport, end to end", .timeLimit(.minutes(10)), .serialized)
 final class RosterTransportTests {
   let directory: String
   let fast: RosterProcess
@@ -168,7 +168,7 @@ final class RosterTransportTests {
 
 /// Connection management on Roster's transport: the age and idle limits, ping policing, and
 /// GOAWAY on shutdown.
-@Suite("Roster's HTTP/2 transport, connections", .serialized)
+@Suite("Roster's HTTP/2 transport, connections", .timeLimit(.minutes(10)), .serialized)
 struct RosterTransportConnectionTests {
   static func serve(_ extra: [String]) async throws -> (RosterProcess, String) {
     let directory = try makeTemporaryDirectory()

@@ -8,7 +8,7 @@ import Testing
 import TestSupport
 import RosterSeed
 
-@Suite("roster serve, end to end")
+@Suite("roster serve, end to end", .timeLimit(.minutes(10)))
 struct ServeEndToEndTests {
   @Test("the built binary seeds on first start, answers over loopback, and exits 0 on SIGTERM")
   func serveOverLoopback() async throws {

@@ -10,7 +10,7 @@ import TestSupport
 
 /// Where the server's work runs: its own tasks on the event loops, the services' work on the
 /// cooperative pool, and as many event loops as the CPUs the process may run on.
-@Suite("Server threads")
+@Suite("Server threads", .timeLimit(.minutes(10)))
 struct ServerThreadsTests {
   /// Whether the calling thread is one of NIO's event loops.
   private static var onEventLoop: Bool { MultiThreadedEventLoopGroup.currentEventLoop != nil }

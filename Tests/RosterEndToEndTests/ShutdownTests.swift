@@ -10,7 +10,7 @@ import TestSupport
 /// SIGTERM under a steady write load: every call either completes or gets `UNAVAILABLE`,
 /// every acknowledged write is in the database afterwards, the process exits 0, and the
 /// final TRUNCATE checkpoint leaves an empty WAL.
-@Suite("Graceful shutdown")
+@Suite("Graceful shutdown", .timeLimit(.minutes(10)))
 struct ShutdownTests {
   static let workers = 8
 

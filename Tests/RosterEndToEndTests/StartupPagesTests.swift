@@ -7,7 +7,7 @@ import TestSupport
 
 /// `roster serve` gives back the code only starting up touched (`StartupPages`), and keeps
 /// working: what it runs afterwards maps back in.
-@Suite("Startup pages")
+@Suite("Startup pages", .timeLimit(.minutes(10)))
 struct StartupPagesTests {
   @Test("once listening, file-backed memory falls well below a server that keeps its startup pages, and every kind of call still works")
   func releasedAndStillServing() async throws {

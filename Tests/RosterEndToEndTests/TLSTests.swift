@@ -6,7 +6,7 @@ import Testing
 import TestSupport
 
 /// TLS and mutual TLS through the real binary, with certificates the test makes itself.
-@Suite("TLS, end to end")
+@Suite("TLS, end to end", .timeLimit(.minutes(10)))
 struct TLSTests {
   /// A CA, a server certificate for 127.0.0.1 and a client certificate, all signed by the CA.
   static func makeCertificates(in directory: String) async throws {

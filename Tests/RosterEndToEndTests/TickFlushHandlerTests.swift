@@ -7,7 +7,7 @@ import Testing
 
 /// `TickFlushHandler`: flushes within one turn of the event loop reach the socket as one, and a
 /// close loses nothing written before it.
-@Suite("Flush per loop turn")
+@Suite("Flush per loop turn", .timeLimit(.minutes(10)))
 struct TickFlushHandlerTests {
   /// Counts the flushes that pass it toward the socket.
   final class FlushCounter: ChannelOutboundHandler {

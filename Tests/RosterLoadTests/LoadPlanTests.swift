@@ -3,7 +3,7 @@ import Testing
 
 @testable import RosterLoad
 
-@Suite("Load plans: mixes, durations, rates")
+@Suite("Load plans: mixes, durations, rates", .timeLimit(.minutes(10)))
 struct LoadPlanTests {
   @Test("a mix keeps its scenarios, weights and order, and drops zero weights")
   func parsesMix() throws {

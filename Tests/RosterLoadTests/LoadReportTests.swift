@@ -8,7 +8,7 @@ import Testing
 import FoundationXML
 #endif
 
-@Suite("Load reports: figures, gates, plot and .hgrm")
+@Suite("Load reports: figures, gates, plot and .hgrm", .timeLimit(.minutes(10)))
 struct LoadReportTests {
   /// 1,000 `get` calls at 1–1,000 µs (one failed), and 100 `list` calls at 10 ms.
   static func sample() -> LoadResult {

@@ -9,7 +9,7 @@ import TestSupport
 import RosterImaging
 
 /// The load generator against the real `roster serve`, over loopback.
-@Suite("roster load against a live server", .serialized)
+@Suite("roster load against a live server", .timeLimit(.minutes(10)), .serialized)
 struct LoadRunnerTests {
   static func server(
     employees: Int = 120,

@@ -7,7 +7,7 @@ import TestSupport
 
 /// Heavy reads on PostgreSQL: admitted a few at a time, and stopped at the server when their
 /// call is cancelled or its deadline passes.
-@Suite("PostgreSQL heavy reads", .enabled(if: PostgresTesting.enabled))
+@Suite("PostgreSQL heavy reads", .timeLimit(.minutes(10)), .enabled(if: PostgresTesting.enabled))
 struct HeavyReadTests {
   /// A heavy read that holds its place for `seconds` at the server.
   static func sleep(_ store: PostgresStore, seconds: Double) async throws {

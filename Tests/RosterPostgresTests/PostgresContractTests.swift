@@ -7,7 +7,7 @@ import TestSupport
 
 /// The store contract (`Tests/StoreContract`) on the PostgreSQL backend: each clause on a new,
 /// empty schema of the throwaway server.
-@Suite("Store contract on PostgreSQL", .enabled(if: PostgresTesting.enabled))
+@Suite("Store contract on PostgreSQL", .timeLimit(.minutes(10)), .enabled(if: PostgresTesting.enabled))
 struct PostgresContractTests {
   @Test("the PostgreSQL store keeps the store contract", arguments: StoreContract.Clause.allCases)
   func clause(_ clause: StoreContract.Clause) async throws {

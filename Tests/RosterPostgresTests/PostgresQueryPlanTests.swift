@@ -9,7 +9,7 @@ import TestSupport
 /// Every page shape's plan on PostgreSQL, over enough rows that the planner's choice is real:
 /// no sequential scan of employees, and no sort for ordering (a name search in another order
 /// may sort its few matches, as on SQLite).
-@Suite("PostgreSQL query plans", .enabled(if: PostgresTesting.enabled))
+@Suite("PostgreSQL query plans", .timeLimit(.minutes(10)), .enabled(if: PostgresTesting.enabled))
 struct PostgresQueryPlanTests {
   @Test("every (filter, order) page is an index scan in order, first page and next")
   func pagePlans() async throws {

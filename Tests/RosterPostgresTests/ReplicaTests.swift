@@ -9,7 +9,7 @@ import TestSupport
 /// What only several replicas over one database can show: one migration however many start
 /// together, a change log in commit order across replicas, watchers woken by another
 /// replica's commit, and group commit.
-@Suite("PostgreSQL replicas", .enabled(if: PostgresTesting.enabled), .serialized)
+@Suite("PostgreSQL replicas", .timeLimit(.minutes(15)), .enabled(if: PostgresTesting.enabled), .serialized)
 struct ReplicaTests {
   @Test("replicas that start together migrate the schema once, and exactly one of them created it")
   func migrateOnce() async throws {

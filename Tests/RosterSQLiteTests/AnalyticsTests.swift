@@ -8,7 +8,7 @@ import RosterSeed
 
 /// Counters and rollups kept in step with every write, the aggregates against references the
 /// test computes itself, and the calendar cache.
-@Suite("Analytics")
+@Suite("Analytics", .timeLimit(.minutes(10)))
 struct AnalyticsTests {
   static let departments = ["Design", "Engineering", "Sales", "Support"]
 
@@ -348,7 +348,7 @@ struct AnalyticsTests {
   }
 }
 
-@Suite("Median pages")
+@Suite("Median pages", .timeLimit(.minutes(10)))
 struct MedianPageTests {
   @Test("pages of medians end at the sales budget, cover every group once, and stay exact",
         arguments: [AggregateGrouping.department, .year, .month, .day])

@@ -6,7 +6,7 @@ import TestSupport
 @testable import RosterSeed
 
 /// Demo sales, the sales file, and the calendar arithmetic under them.
-@Suite("Demo sales")
+@Suite("Demo sales", .timeLimit(.minutes(10)))
 struct DemoSalesTests {
   @Test("day numbers agree with Foundation's Gregorian calendar from 1900 to 2100")
   func civilDates() throws {

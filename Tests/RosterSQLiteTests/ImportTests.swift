@@ -7,7 +7,7 @@ import TestSupport
 @testable import RosterDomain
 import RosterSeed
 
-@Suite("Import and demo data")
+@Suite("Import and demo data", .timeLimit(.minutes(10)))
 struct ImportTests {
   @Test("invalid rows are reported by index and reason, valid ones still land")
   func rejections() async throws {

@@ -7,7 +7,7 @@ import ServiceLifecycle
 import Testing
 import TestSupport
 
-@Suite("One import path, and the store as a service")
+@Suite("One import path, and the store as a service", .timeLimit(.minutes(10)))
 struct LoadAndLifecycleTests {
   @Test("seeding and roster import take one path: the demo directory loads the same from the generators and from its files")
   func seedAndImportAgree() async throws {

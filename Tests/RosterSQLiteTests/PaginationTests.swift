@@ -5,7 +5,7 @@ import TestSupport
 @testable import RosterSQLite
 @testable import RosterDomain
 
-@Suite("Keyset pagination")
+@Suite("Keyset pagination", .timeLimit(.minutes(10)))
 struct PaginationTests {
   /// Every order, with and without each filter.
   static let shapes: [(EmployeeOrder, EmployeeFilter)] = EmployeeOrder.allCases.flatMap { order in

@@ -8,7 +8,7 @@ import TestSupport
 @testable import RosterDomain
 @testable import RosterSQLite
 
-@Suite("Point connections")
+@Suite("Point connections", .timeLimit(.minutes(10)))
 struct PointReaderTests {
   static let nunez = makeEmployee(name: "José Núñez", department: "Design")
 

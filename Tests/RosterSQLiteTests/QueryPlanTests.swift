@@ -8,7 +8,7 @@ import TestSupport
 /// Every list, count, search and point-read shape must be served by an index: no table scan
 /// of `employees`, and no temp B-tree to sort. Checked before and after ANALYZE, since the
 /// planner's choices change with statistics.
-@Suite("Query plans")
+@Suite("Query plans", .timeLimit(.minutes(10)))
 struct QueryPlanTests {
   static let filters: [EmployeeFilter] = [nil, "Sales"].flatMap { department in
     [nil, true, false].flatMap { active in
@@ -114,7 +114,7 @@ struct QueryPlanTests {
 /// Every analytics query: counters and rollups are read by key, raw sales only through an
 /// index unless nothing filters them, and COUNT, SUM and AVG over whole months never touch
 /// raw sales at all.
-@Suite("Analytics query plans")
+@Suite("Analytics query plans", .timeLimit(.minutes(10)))
 struct AnalyticsQueryPlanTests {
   /// True when a plan line is `verb` of table alias `alias` (not of a table whose name
   /// merely starts with it).
@@ -192,7 +192,7 @@ struct AnalyticsQueryPlanTests {
   }
 }
 
-@Suite("roster explain")
+@Suite("roster explain", .timeLimit(.minutes(10)))
 struct ExplainTests {
   @Test("the catalog plans every kind of store query, and none scans employees without an index")
   func catalog() async throws {

@@ -5,7 +5,7 @@ import TestSupport
 @testable import RosterSQLite
 @testable import RosterDomain
 
-@Suite("Reads")
+@Suite("Reads", .timeLimit(.minutes(10)))
 struct ReadTests {
   static let nunez = makeEmployee(name: "José Núñez", department: "Legal", active: false)
   static let zoe = makeEmployee(name: "Zoë Ångström", department: "Design")

@@ -8,7 +8,7 @@ import RosterSeed
 
 /// Search against brute force: generated names with accents, Ł, ß, apostrophes and spaces,
 /// and queries of 1 to 6 characters, through every order, filter and plan the store can pick.
-@Suite("Search matches brute force")
+@Suite("Search matches brute force", .timeLimit(.minutes(10)))
 struct SearchPropertyTests {
   /// Letters that fold in every way the folding knows: case, marks, Ł, ß, Ø, Æ, and text
   /// that folds to what another letter already is.

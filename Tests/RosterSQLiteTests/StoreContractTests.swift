@@ -8,7 +8,7 @@ import RosterSeed
 
 /// The store contract (`Tests/StoreContract`) on the SQLite backend: each clause on a new,
 /// empty store.
-@Suite("Store contract on SQLite")
+@Suite("Store contract on SQLite", .timeLimit(.minutes(10)))
 struct StoreContractTests {
   @Test("the SQLite store keeps the store contract", arguments: StoreContract.Clause.allCases)
   func clause(_ clause: StoreContract.Clause) async throws {

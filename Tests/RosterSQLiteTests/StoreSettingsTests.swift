@@ -6,7 +6,7 @@ import TestSupport
 @testable import RosterSQLite
 @testable import RosterDomain
 
-@Suite("Store settings")
+@Suite("Store settings", .timeLimit(.minutes(10)))
 struct StoreSettingsTests {
   @Test("opens in WAL mode with foreign keys and the tuned pragmas")
   func pragmas() async throws {
@@ -109,7 +109,7 @@ struct StoreSettingsTests {
   }
 }
 
-@Suite("Text folding")
+@Suite("Text folding", .timeLimit(.minutes(10)))
 struct TextFoldingTests {
   @Test(
     "folds case and diacritics",

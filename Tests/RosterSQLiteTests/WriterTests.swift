@@ -7,7 +7,7 @@ import TestSupport
 import RosterSeed
 
 /// The coalescing writer: shared commits, savepoint isolation, and the change log.
-@Suite("Writer")
+@Suite("Writer", .timeLimit(.minutes(10)))
 struct WriterTests {
   /// A writer that waits long enough for every concurrent request to join one commit.
   static func patient(_ configuration: inout StoreConfiguration) {

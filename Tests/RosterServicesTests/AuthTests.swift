@@ -6,7 +6,7 @@ import RosterDomain
 import Testing
 import TestSupport
 
-@Suite("Authentication and roles")
+@Suite("Authentication and roles", .timeLimit(.minutes(10)))
 struct AuthTests {
   /// One token of each role, and the table that holds their hashes.
   static func tokens() throws -> (table: TokenTable, reader: String, writer: String, admin: String) {

@@ -9,7 +9,7 @@ import TestSupport
 import RosterSeed
 
 /// Every bad input gets a clear status whose message names the field.
-@Suite("Bad input")
+@Suite("Bad input", .timeLimit(.minutes(10)))
 struct BadInputTests {
   typealias Directory = Roster_V1_Directory.Client<InProcessTransport.Client>
 

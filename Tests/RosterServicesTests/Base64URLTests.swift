@@ -6,7 +6,7 @@ import Testing
 
 /// The page-token and API-token alphabet: the same text Foundation's base64 gives with the
 /// URL-safe substitutions and no padding, and back.
-@Suite("Base64url")
+@Suite("Base64url", .timeLimit(.minutes(10)))
 struct Base64URLTests {
   /// Foundation's base64, made URL-safe and unpadded: what tokens were before.
   static func reference(_ bytes: [UInt8]) -> String {

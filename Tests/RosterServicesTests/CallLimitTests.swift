@@ -8,7 +8,7 @@ import Synchronization
 import Testing
 import TestSupport
 
-@Suite("Call limits")
+@Suite("Call limits", .timeLimit(.minutes(10)))
 struct CallLimitTests {
   @Test("a client gets at most N open streams; a finished one frees its place", arguments: TestBackend.available)
   func streamsPerClient(_ backend: TestBackend) async throws {

@@ -6,7 +6,7 @@ import SwiftProtobuf
 import Testing
 import TestSupport
 
-@Suite("Directory service")
+@Suite("Directory service", .timeLimit(.minutes(10)))
 struct DirectoryServiceTests {
   static let nunez = makeEmployee(name: "José Núñez", department: "Legal", active: false)
 

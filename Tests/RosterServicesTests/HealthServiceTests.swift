@@ -5,7 +5,7 @@ import RosterServices
 import Testing
 import TestSupport
 
-@Suite("Health service")
+@Suite("Health service", .timeLimit(.minutes(10)))
 struct HealthServiceTests {
   @Test("Check reports each known service, and NOT_FOUND for others")
   func check() async throws {

@@ -12,7 +12,7 @@ import RosterSeed
 
 /// `GetPicture` waits for the transport between spans of messages, so a download never runs
 /// more than two spans ahead of what the transport has taken (issue 4's memory bound).
-@Suite("Picture pacing")
+@Suite("Picture pacing", .timeLimit(.minutes(10)))
 struct PicturePacingTests {
   /// A transport that takes nothing until `open()`: every `drained()` waits until then.
   final class Gate: ResponsePacing {

@@ -13,7 +13,7 @@ import TestSupport
 import RosterSeed
 
 /// The Pictures service through a real client: storage, streaming, thumbnails, bad input.
-@Suite("Pictures")
+@Suite("Pictures", .timeLimit(.minutes(10)))
 struct PictureServiceTests {
   typealias Pictures = Roster_V1_Pictures.Client<InProcessTransport.Client>
   typealias Directory = Roster_V1_Directory.Client<InProcessTransport.Client>

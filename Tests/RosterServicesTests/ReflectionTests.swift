@@ -7,7 +7,7 @@ import SwiftProtobuf
 import Testing
 import TestSupport
 
-@Suite("Server reflection")
+@Suite("Server reflection", .timeLimit(.minutes(10)))
 struct ReflectionTests {
   static let services = [
     "grpc.health.v1.Health", "grpc.reflection.v1.ServerReflection",

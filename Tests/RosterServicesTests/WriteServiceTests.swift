@@ -10,7 +10,7 @@ import TestSupport
 import RosterSeed
 
 /// The Directory write RPCs and the change feed, through a real client.
-@Suite("Directory writes")
+@Suite("Directory writes", .timeLimit(.minutes(10)))
 struct WriteServiceTests {
   typealias Directory = Roster_V1_Directory.Client<InProcessTransport.Client>
 

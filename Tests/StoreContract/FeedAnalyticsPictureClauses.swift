@@ -27,11 +27,46 @@ extension StoreContract {
 
   static func watchersWakeOnCommit(_ store: Store) async throws {
     let start = store.latestChange
-    async let woke = store.waitForChanges(after: start)
+    let waiter = Task { try await store.waitForChanges(after: start) }
+    // Most likely waiting by now; a commit before the wait began is seen at once, as well.
     try await Task.sleep(for: .milliseconds(50))
     _ = try await store.createEmployee(Self.person("Katherine Johnson"), context: Self.writer)
-    let newest = try await woke
+    let newest = try await Self.bounded("the watcher to wake", waiter)
     try Self.require(newest >= start + 1, "the watcher woke with \(newest), after \(start)")
+  }
+
+  /// A watch ends when the call it serves does (its client went away: `CallControl` is
+  /// cancelled, not the task), with the call's cancellation, and no commit is needed for it.
+  static func watchEndsWithItsCall(_ store: Store) async throws {
+    let control = CallControl(deadline: nil)
+    let waiter = Task {
+      try await CallControl.$current.withValue(control) {
+        try await store.waitForChanges(after: store.latestChange)
+      }
+    }
+    try await Task.sleep(for: .milliseconds(50))
+    control.cancel()
+    do {
+      let woke = try await Self.bounded("the cancelled watch to end", waiter)
+      throw ContractViolation(description: "a cancelled watch woke with \(woke) instead of ending")
+    } catch let error as StoreError {
+      try Self.require(error.code == .cancelled, "a cancelled watch ended with \(error)")
+    }
+  }
+
+  /// `task`'s value, or a `ContractViolation` naming `what` after 60 s: a wake-up that never
+  /// comes fails the clause instead of hanging the run.
+  static func bounded<T: Sendable>(_ what: String, _ task: Task<T, any Error>) async throws -> T {
+    let timeout = Task {
+      try await Task.sleep(for: .seconds(60))
+      task.cancel()
+    }
+    defer { timeout.cancel() }
+    do {
+      return try await task.value
+    } catch is CancellationError {
+      throw ContractViolation(description: "timed out after 60 s waiting for \(what)")
+    }
   }
 
   static func salesAreExactCents(_ store: Store) async throws {

@@ -24,6 +24,7 @@ public enum StoreContract {
     case bulkWritesReportWhatTheyDid
     case changeFeedIsGaplessAndOrdered
     case watchersWakeOnCommit
+    case watchEndsWithItsCall
     case salesAreExactCents
     case countersMatchRecounts
     case picturesRoundTrip
@@ -56,6 +57,7 @@ public enum StoreContract {
     case .bulkWritesReportWhatTheyDid: try await Self.bulkWritesReportWhatTheyDid(store)
     case .changeFeedIsGaplessAndOrdered: try await Self.changeFeedIsGaplessAndOrdered(store)
     case .watchersWakeOnCommit: try await Self.watchersWakeOnCommit(store)
+    case .watchEndsWithItsCall: try await Self.watchEndsWithItsCall(store)
     case .salesAreExactCents: try await Self.salesAreExactCents(store)
     case .countersMatchRecounts: try await Self.countersMatchRecounts(store)
     case .picturesRoundTrip: try await Self.picturesRoundTrip(store, fixtures)
