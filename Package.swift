@@ -307,6 +307,19 @@ let package = Package(
       ],
       swiftSettings: strict
     ),
+    // The transport's handlers on EmbeddedChannel with a manual clock, as
+    // grpc-swift-nio-transport tests its own: GOAWAY, keepalive, pings, floods, messages.
+    .testTarget(
+      name: "RosterTransportTests",
+      dependencies: [
+        "RosterServer",
+        .product(name: "GRPCCore", package: "grpc-swift-2"),
+        .product(name: "NIOCore", package: "swift-nio"),
+        .product(name: "NIOEmbedded", package: "swift-nio"),
+        .product(name: "NIOHTTP2", package: "swift-nio-http2"),
+        .product(name: "NIOHPACK", package: "swift-nio-http2"),
+      ]
+    ),
     .testTarget(
       name: "RosterLoadTests",
       dependencies: [

@@ -56,8 +56,12 @@ public struct StoreConfiguration: Sendable {
   /// a group boundary with fewer groups than asked. 500,000 take about half a second here
   /// (2 cores, 10M sales). 0 means no limit: a page holds as many groups as asked.
   public var medianRowsPerPage: Int64 = 500_000
-  /// Where point reads (one employee, a batch by guid, counters) run.
-  public var pointReads: PointReads = .inline
+  /// Where point reads (one employee, a batch by guid, counters) run: the interactive lane,
+  /// so that no event loop ever waits on the disk. `inline` ran them in the handler's task,
+  /// on an event loop for the fast path: 1.23x the GetEmployee calls/s on a fast disk, but
+  /// with every read of the file 50 ms slower, Health.Check p99 on another connection went
+  /// from 0.17 to 203 ms (the lane: 0.17 ms); scripts/bench-slow-disk, docs/performance.md.
+  public var pointReads: PointReads = .lane
   /// The process-wide memory budget that SQLite's heap, every connection's page cache and
   /// the picture cache share.
   public var memory = MemoryBudget()
@@ -106,7 +110,9 @@ public struct StoreConfiguration: Sendable {
 
 /// Where point reads run.
 public enum PointReads: String, Sendable, CaseIterable {
-  /// In the calling task, with no thread hop: a point read takes microseconds.
+  /// In the calling task, with no thread hop: a point read takes microseconds when the page
+  /// is cached, and blocks the calling thread (an event loop) when the disk is slow. For
+  /// comparisons only.
   case inline
   /// In the interactive lane, like page reads.
   case lane

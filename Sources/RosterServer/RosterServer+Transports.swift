@@ -87,7 +87,6 @@ func makeServing(
       transportSecurity: transportSecurity(config.tls),
       config: .defaults { transport in
         transport.rpc.maxRequestPayloadSize = limits.maxRequestBytes
-        transport.compression.enabledAlgorithms = [.gzip, .deflate]
         transport.http2.maxConcurrentStreams = limits.maxConcurrentStreams
         transport.connection.keepalive.time = limits.keepaliveInterval
         transport.connection.keepalive.timeout = limits.keepaliveTimeout

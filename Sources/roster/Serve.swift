@@ -59,7 +59,8 @@ struct Serve: AsyncParsableCommand {
   @Option(help: "Ask a connection to reconnect after this many seconds; 0 never.")
   var maxAgeS: Int = Self.defaults.limits.maxConnectionAge?.wholeSeconds ?? 0
 
-  @Option(help: "Microseconds the transport may hold a flush to coalesce writes; 0 flushes at once.")
+  @Option(
+    help: ArgumentHelp("Microseconds the transport may hold a flush to coalesce writes; 0 flushes at once.", visibility: .hidden))
   var flushDelayUs: Int = Int(Self.defaults.limits.flushDelay.map { $0 / .microseconds(1) } ?? 0)
 
   @Option(help: "Deadline in ms for unary calls that bring none (streams exempt); 0 for none.")
@@ -68,7 +69,7 @@ struct Serve: AsyncParsableCommand {
   @Option(help: "Seconds in-flight calls may run after SIGTERM before they are cancelled.")
   var shutdownGraceS: Int = Self.defaults.shutdownGrace.wholeSeconds
 
-  @Option(help: "Open StreamEmployees and WatchChanges streams per client address.")
+  @Option(help: "Open StreamEmployees and WatchChanges streams per client (per token holder with --tokens, else per peer address).")
   var maxStreamsPerClient: Int = Self.defaults.limits.maxStreamsPerClient
 
   @Option(help: "Serve Prometheus metrics at http://HOST:PORT/metrics on this port; off when unset.")
@@ -79,12 +80,12 @@ struct Serve: AsyncParsableCommand {
 
   @Flag(
     inversion: .prefixedNo,
-    help: "Answer plain unary calls without grpc-swift's per-call machinery (--no-fast-unary: every call through grpc-swift's server, to compare)."
+    help: ArgumentHelp("Answer plain unary calls without grpc-swift's per-call machinery (--no-fast-unary: every call through grpc-swift's server, to compare).", visibility: .hidden)
   )
   var fastUnary = Self.defaults.fastUnaryPath
 
   @Option(
-    help: "The HTTP/2 transport: grpc-swift (grpc-swift-nio-transport's) or roster (Roster's own, which answers the fast path's calls at the connection).",
+    help: ArgumentHelp("The HTTP/2 transport: grpc-swift (grpc-swift-nio-transport's) or roster (Roster's own, which answers the fast path's calls at the connection).", visibility: .hidden),
     transform: { text in
       guard let value = ServerTransportKind(rawValue: text) else {
         throw ValidationError("--transport must be grpc-swift or roster")
@@ -96,19 +97,19 @@ struct Serve: AsyncParsableCommand {
 
   @Flag(
     inversion: .prefixedNo,
-    help: "Run grpc-swift's per-call work on the event loops; handlers run on the cooperative pool either way (--no-loop-tasks: all of it on the pool, to compare)."
+    help: ArgumentHelp("Run grpc-swift's per-call work on the event loops; handlers run on the cooperative pool either way (--no-loop-tasks: all of it on the pool, to compare).", visibility: .hidden)
   )
   var loopTasks = Self.defaults.serverTasksOnEventLoops
 
   @Flag(
     inversion: .prefixedNo,
-    help: "Send each connection's writes to the socket once per turn of its event loop (--no-flush-per-turn: at every flush, to compare)."
+    help: ArgumentHelp("Send each connection's writes to the socket once per turn of its event loop (--no-flush-per-turn: at every flush, to compare).", visibility: .hidden)
   )
   var flushPerTurn = Self.defaults.flushPerLoopTurn
 
   @Flag(
     inversion: .prefixedNo,
-    help: "Once listening, unmap the code and read-only data only starting up touched (StartupPages); it maps back in on use."
+    help: ArgumentHelp("Once listening, unmap the code and read-only data only starting up touched (StartupPages); it maps back in on use.", visibility: .hidden)
   )
   var releaseStartupPages = true
 
@@ -205,7 +206,7 @@ struct Serve: AsyncParsableCommand {
   var medianRowsPerPage: Int64 = Self.defaults.store.medianRowsPerPage
 
   @Option(
-    help: "Where point reads (GetEmployee, BatchGetEmployees, counters) run: inline (in the handler) or lane (the interactive lane).",
+    help: ArgumentHelp("Where point reads (GetEmployee, BatchGetEmployees, counters) run: inline (in the handler) or lane (the interactive lane).", visibility: .hidden),
     transform: { text in
       guard let value = PointReads(rawValue: text.lowercased()) else {
         throw ValidationError("--point-reads must be inline or lane")

@@ -118,6 +118,8 @@ struct ConfigurationDefaultsTests {
     // Options whose help shows no default, against the configuration itself.
     let config = ServerConfig()
     #expect(documented["--synchronous"] == config.store.synchronous.rawValue)
-    #expect(documented["--point-reads"] == config.store.pointReads.rawValue)
+    // Point reads run off the event loops (scripts/bench-slow-disk); the flag is a comparison
+    // setting, not in --help.
+    #expect(config.store.pointReads.rawValue == "lane")
   }
 }
