@@ -207,15 +207,16 @@ final class GRPCStreamCodec: ChannelDuplexHandler {
   }
 
   private func receive(_ bytes: ByteBuffer, endStream: Bool, context: ChannelHandlerContext) {
-    guard case .open(let pending) = self.inbound else { return }
-    // Take the partial message out of the state first, so that appending to it does not copy
-    // it (a copy per DATA frame made reading a 4 MB message in 16 KB frames quadratic).
+    guard case .open(var pending) = self.inbound else { return }
+    // Take the partial message out of the state first, and hold it in one variable only, so
+    // that appending to it does not copy it (a copy per DATA frame made reading a 4 MB message
+    // in 16 KB frames quadratic).
     self.inbound = .open(nil)
     var buffer: ByteBuffer
-    if var pending, pending.readableBytes > 0 {
+    if pending?.readableBytes ?? 0 > 0 {
       var bytes = bytes
-      pending.writeBuffer(&bytes)
-      buffer = pending
+      pending!.writeBuffer(&bytes)
+      buffer = pending.take()!
     } else {
       buffer = bytes
     }
