@@ -198,7 +198,9 @@ struct RobustnessTests {
       }
       let ended = ContinuousClock.now - started
       print("RobustnessTests: a heavy call without a deadline ended after \(ended) (default 1.5 s)")
-      #expect(ended >= .milliseconds(1500) && ended < .seconds(3))
+      // Not before the default; the upper bound only catches a hang (how soon after the
+      // default it ends is a speed, and bench-robust measures the interrupt delay).
+      #expect(ended >= .milliseconds(1500) && ended < .seconds(60))
     }
   }
 
@@ -209,8 +211,13 @@ struct RobustnessTests {
       let health = Grpc_Health_V1_Health.Client(wrapping: client)
       try await withThrowingTaskGroup(of: Void.self) { group in
         // One runs, one waits.
+        final class Finished: Sendable { let count = Mutex(0) }
+        let finished = Finished()
         for _ in 0..<2 {
-          group.addTask { _ = try? await analytics.aggregateSales(Self.heavy) }
+          group.addTask {
+            _ = try? await analytics.aggregateSales(Self.heavy)
+            finished.count.withLock { $0 += 1 }
+          }
           try await Task.sleep(for: .milliseconds(200))
         }
         let started = ContinuousClock.now
@@ -219,7 +226,8 @@ struct RobustnessTests {
         }
         let refusedAfter = ContinuousClock.now - started
         print("RobustnessTests: refused after \(refusedAfter)")
-        #expect(refusedAfter < .seconds(1))
+        // At once: while both heavy calls still held their places, not after waiting for one.
+        #expect(finished.count.withLock { $0 } == 0, "refused only after a heavy call had ended")
         let status = try await health.check(.init())
         #expect(status.status == .serving)
         group.cancelAll()

@@ -142,7 +142,10 @@ struct ReplicaTests {
     }
     try await PostgresTesting.dropSchema(configuration)
     let median = delays.sorted()[delays.count / 2]
-    #expect(median < .milliseconds(100), "delays \(delays)")
+    // The poll is 600 s here, so only the notification can have woken B. How fast is a
+    // speed: printed, not bounded (100 ms or less on an idle machine).
+    print("ReplicaTests: NOTIFY wake-up delays \(delays)")
+    #expect(median < .seconds(5), "delays \(delays)")
   }
 
   @Test("concurrent writes on one replica share transactions (group commit)")

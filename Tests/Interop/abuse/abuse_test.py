@@ -29,13 +29,11 @@ import urllib.request
 import zlib
 
 import grpc
-import grpc_tools
 import h2.config
 import h2.connection
 import h2.events
 import h2.exceptions
 import h2.settings
-from grpc_tools import protoc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
@@ -49,13 +47,10 @@ MAX_STREAMS_PER_CLIENT = 32
 # A generous bound on any wait, which only a hang reaches.
 HANG = 60
 
-STUBS = os.path.join(WORK, "stubs")
-os.makedirs(STUBS)
-_include = os.path.join(os.path.dirname(grpc_tools.__file__), "_proto")
-if protoc.main(["protoc", "-I", os.path.join(ROOT, "Protos"), "-I", _include, "--python_out=" + STUBS,
-                "--grpc_python_out=" + STUBS, "roster/v1/types.proto", "roster/v1/directory.proto"]) != 0:
-    raise SystemExit("grpc_tools.protoc failed")
-sys.path.insert(0, STUBS)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import rosterstubs  # noqa: E402
+
+STUBS = rosterstubs.generate(WORK, ["types.proto", "directory.proto"])
 from roster.v1 import directory_pb2, directory_pb2_grpc  # noqa: E402
 
 SERVER = None

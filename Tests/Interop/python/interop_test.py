@@ -23,8 +23,6 @@ import urllib.request
 import uuid
 
 import grpc
-import grpc_tools
-from grpc_tools import protoc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from google.protobuf import descriptor_pool, field_mask_pb2
 from grpc_reflection.v1alpha.proto_reflection_descriptor_database import (
@@ -36,14 +34,10 @@ ROSTER = os.path.abspath(sys.argv.pop(1)) if len(sys.argv) > 1 else os.path.join
 WORK = tempfile.mkdtemp(prefix="roster-interop-")
 
 # Stubs from our protos, made by grpcio-tools, never by the Swift build.
-STUBS = os.path.join(WORK, "stubs")
-os.makedirs(STUBS)
-_protos = [os.path.join("roster/v1", name) for name in ("types.proto", "directory.proto", "pictures.proto", "analytics.proto")]
-_include = os.path.join(os.path.dirname(grpc_tools.__file__), "_proto")
-if protoc.main(["protoc", "-I", os.path.join(ROOT, "Protos"), "-I", _include,
-                "--python_out=" + STUBS, "--grpc_python_out=" + STUBS] + _protos) != 0:
-    raise SystemExit("grpc_tools.protoc failed")
-sys.path.insert(0, STUBS)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import rosterstubs  # noqa: E402
+
+STUBS = rosterstubs.generate(WORK)
 from roster.v1 import analytics_pb2, analytics_pb2_grpc  # noqa: E402
 from roster.v1 import directory_pb2, directory_pb2_grpc  # noqa: E402
 from roster.v1 import pictures_pb2, pictures_pb2_grpc  # noqa: E402

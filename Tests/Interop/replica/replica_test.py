@@ -21,20 +21,15 @@ import time
 import uuid
 
 import grpc
-import grpc_tools
-from grpc_tools import protoc
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 ROSTER = os.path.abspath(sys.argv[1])
 URL = os.environ["ROSTER_TEST_POSTGRES_URL"]
 WORK = tempfile.mkdtemp(prefix="roster-replicas-")
-STUBS = os.path.join(WORK, "stubs")
-os.makedirs(STUBS)
-_include = os.path.join(os.path.dirname(grpc_tools.__file__), "_proto")
-if protoc.main(["protoc", "-I", os.path.join(ROOT, "Protos"), "-I", _include, "--python_out=" + STUBS,
-                "--grpc_python_out=" + STUBS, "roster/v1/types.proto", "roster/v1/directory.proto"]) != 0:
-    raise SystemExit("grpc_tools.protoc failed")
-sys.path.insert(0, STUBS)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import rosterstubs  # noqa: E402
+
+STUBS = rosterstubs.generate(WORK, ["types.proto", "directory.proto"])
 from roster.v1 import directory_pb2, directory_pb2_grpc, types_pb2  # noqa: E402
 
 CLIENTS = 8
