@@ -1,0 +1,76 @@
+import GRPCCore
+import RosterProto
+@testable import RosterServices
+import Testing
+
+/// `StreamLimitInterceptor` on its own: who counts as one client, and a slot that comes back
+/// when a response is dropped before its producer ever runs (the client went away first).
+@Suite("Stream limits", .timeLimit(.minutes(1)))
+struct StreamLimitTests {
+  static func context(peer: String) -> ServerContext {
+    ServerContext(
+      descriptor: Roster_V1_Directory.Method.WatchChanges.descriptor,
+      remotePeer: peer,
+      localPeer: "test",
+      cancellation: ServerContext.RPCCancellationHandle()
+    )
+  }
+
+  /// Opens one stream as `principal` (nil: no tokens) from `peer`; the response is not run.
+  static func open(
+    _ limit: StreamLimitInterceptor,
+    principal: String?,
+    peer: String = "ipv4:10.0.0.1:5000"
+  ) async throws -> StreamingServerResponse<Int> {
+    try await Principal.$current.withValue(principal) {
+      try await limit.intercept(
+        request: StreamingServerRequest(single: ServerRequest(metadata: [:], message: 0)),
+        context: Self.context(peer: peer)
+      ) { _, _ in
+        StreamingServerResponse(single: ServerResponse(message: 1))
+      }
+    }
+  }
+
+  @Test("with tokens, each token holder has a cap of its own, even from one address (a proxy)")
+  func perPrincipal() async throws {
+    let limit = StreamLimitInterceptor(maximumPerClient: 2)
+    var held: [StreamingServerResponse<Int>] = []
+    for _ in 0..<2 { held.append(try await Self.open(limit, principal: "a")) }
+    await #expect(throws: RPCError.self) { _ = try await Self.open(limit, principal: "a") }
+    // Another holder behind the same address still gets its streams.
+    for _ in 0..<2 { held.append(try await Self.open(limit, principal: "b")) }
+    #expect(limit.slotsInUse == 4)
+    // Without tokens, the address is the client: a new port is the same client.
+    let open = StreamLimitInterceptor(maximumPerClient: 1)
+    held.append(try await Self.open(open, principal: nil, peer: "ipv4:10.0.0.1:5000"))
+    await #expect(throws: RPCError.self) { _ = try await Self.open(open, principal: nil, peer: "ipv4:10.0.0.1:6000") }
+    withExtendedLifetime(held) {}
+  }
+
+  @Test("a response dropped before its producer runs gives its slot back")
+  func droppedResponse() async throws {
+    let limit = StreamLimitInterceptor(maximumPerClient: 2)
+    var response: StreamingServerResponse<Int>? = try await Self.open(limit, principal: nil)
+    #expect(limit.slotsInUse == 1)
+    _ = response
+    response = nil
+    #expect(limit.slotsInUse == 0, "the slot of a response never run was kept")
+    // And one that runs gives it back once, not twice.
+    let ran = try await Self.open(limit, principal: nil)
+    let other = try await Self.open(limit, principal: nil)
+    #expect(limit.slotsInUse == 2)
+    if case .success(let contents) = ran.accepted {
+      let writer = RPCWriter(wrapping: DiscardingWriter<Int>())
+      _ = try await contents.producer(writer)
+    }
+    #expect(limit.slotsInUse == 1)
+    withExtendedLifetime((ran, other)) {}
+  }
+}
+
+/// A writer that keeps nothing.
+struct DiscardingWriter<Element: Sendable>: RPCWriterProtocol {
+  func write(_ element: Element) async throws {}
+  func write(contentsOf elements: some Sequence<Element>) async throws {}
+}
