@@ -151,6 +151,23 @@ let package = Package(
       swiftSettings: strict
     ),
     // Builds the server from a config: transport, services, lifecycle.
+    // Roster's gRPC transport on swift-nio-http2: connection management, the stream codec,
+    // message compression. GRPCCore and NIO only; the server adds its fast path through a
+    // per-connection hook.
+    .target(
+      name: "RosterTransport",
+      dependencies: [
+        .product(name: "GRPCCore", package: "grpc-swift-2"),
+        .product(name: "NIOCore", package: "swift-nio"),
+        .product(name: "NIOPosix", package: "swift-nio"),
+        .product(name: "NIOHTTP2", package: "swift-nio-http2"),
+        .product(name: "NIOHPACK", package: "swift-nio-http2"),
+        .product(name: "NIOExtras", package: "swift-nio-extras"),
+        .product(name: "NIOSSL", package: "swift-nio-ssl"),
+        .product(name: "CompressNIO", package: "compress-nio"),
+      ],
+      swiftSettings: [.swiftLanguageMode(.v6), .enableUpcomingFeature("ExistentialAny")]
+    ),
     .target(
       name: "RosterServer",
       dependencies: [
@@ -174,7 +191,7 @@ let package = Package(
         .product(name: "NIOHPACK", package: "swift-nio-http2"),
         .product(name: "NIOExtras", package: "swift-nio-extras"),
         .product(name: "NIOSSL", package: "swift-nio-ssl"),
-        .product(name: "CompressNIO", package: "compress-nio"),
+        "RosterTransport",
         "RosterProto",
         .product(name: "GRPCProtobuf", package: "grpc-swift-protobuf"),
         .product(name: "SwiftProtobuf", package: "swift-protobuf"),
@@ -312,9 +329,10 @@ let package = Package(
     .testTarget(
       name: "RosterTransportTests",
       dependencies: [
-        "RosterServer",
+        "RosterTransport",
         .product(name: "GRPCCore", package: "grpc-swift-2"),
         .product(name: "NIOCore", package: "swift-nio"),
+        .product(name: "NIOPosix", package: "swift-nio"),
         .product(name: "NIOEmbedded", package: "swift-nio"),
         .product(name: "NIOHTTP2", package: "swift-nio-http2"),
         .product(name: "NIOHPACK", package: "swift-nio-http2"),

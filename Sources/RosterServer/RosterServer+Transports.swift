@@ -2,6 +2,8 @@ internal import GRPCCore
 internal import GRPCNIOTransportHTTP2
 internal import NIOCore
 internal import NIOPosix
+internal import NIOSSL
+internal import RosterTransport
 
 /// The gRPC server on either transport (`ServerConfig.transport`), as `RosterServer` runs it.
 struct GRPCServing: Sendable {
@@ -50,14 +52,15 @@ func makeServing(
         description: "--flush-delay-us is grpc-swift's flush coalescing: use it with --transport grpc-swift"
       )
     }
+    let executor = loopExecutor
     let transport = RosterHTTP2Transport(
       config: RosterHTTP2Transport.Config(
         host: host,
         port: config.port,
-        tls: config.tls,
+        tls: try config.tls.map(sslContext),
         maxRequestBytes: limits.maxRequestBytes,
         maxConcurrentStreams: limits.maxConcurrentStreams,
-        connection: ConnectionManager.Limits(
+        connection: ConnectionLimits(
           maxIdleTime: limits.maxConnectionIdle.map { TimeAmount($0) },
           maxAge: limits.maxConnectionAge.map { TimeAmount($0) },
           maxGraceTime: limits.maxConnectionGrace.map { TimeAmount($0) },
@@ -68,9 +71,10 @@ func makeServing(
         ),
         flushPerLoopTurn: config.flushPerLoopTurn
       ),
-      fastPath: fastPath,
       group: eventLoops,
-      executor: loopExecutor
+      connectionHandlers: fastPath.map { fastPath -> RosterHTTP2Transport.ConnectionHandlers in
+        { @Sendable _ in [ConnectionFastCalls(fastPath: fastPath, executor: executor)] }
+      }
     )
     let server = GRPCServer(transport: transport, services: services, interceptors: serverInterceptors)
     return GRPCServing(server) {
@@ -133,4 +137,18 @@ func transportSecurity(_ files: TLSFiles?) -> HTTP2ServerTransport.Posix.Transpo
     tls.trustRoots = .certificates([.file(path: clientCA, format: .pem)])
     tls.clientCertificateVerification = .noHostnameVerification
   }
+}
+
+/// The TLS context for `files`: ALPN offers `grpc-exp` and `h2`; with a client CA, clients
+/// must present a certificate it signed.
+func sslContext(_ files: TLSFiles) throws -> NIOSSLContext {
+  let chain = try NIOSSLCertificate.fromPEMFile(files.certificatePath).map { NIOSSLCertificateSource.certificate($0) }
+  let key = try NIOSSLPrivateKey(file: files.keyPath, format: .pem)
+  var configuration = TLSConfiguration.makeServerConfiguration(certificateChain: chain, privateKey: .privateKey(key))
+  configuration.applicationProtocols = ["grpc-exp", "h2"]
+  if let clientCA = files.clientCAPath {
+    configuration.trustRoots = .certificates(try NIOSSLCertificate.fromPEMFile(clientCA))
+    configuration.certificateVerification = .noHostnameVerification
+  }
+  return try NIOSSLContext(configuration: configuration)
 }

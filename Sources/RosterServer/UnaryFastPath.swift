@@ -3,6 +3,7 @@ internal import GRPCProtobuf
 internal import NIOCore
 internal import SwiftProtobuf
 internal import Synchronization
+internal import RosterTransport
 
 /// The unary methods the server answers without grpc-swift's per-call machinery.
 ///
@@ -200,34 +201,5 @@ private final class ResponseCollector<Output: SwiftProtobuf.Message>: RPCWriterP
 
   func write(contentsOf elements: some Sequence<Output>) async throws {
     for element in elements { try await self.write(element) }
-  }
-}
-
-/// A `ByteBuffer` as grpc-swift's message bytes, so serializing and deserializing copy nothing.
-struct BufferBytes: GRPCContiguousBytes, Sendable {
-  var buffer: ByteBuffer
-
-  init(_ buffer: ByteBuffer) {
-    self.buffer = buffer
-  }
-
-  init(repeating byte: UInt8, count: Int) {
-    self.buffer = ByteBuffer(repeating: byte, count: count)
-  }
-
-  init<Bytes: Sequence>(_ sequence: Bytes) where Bytes.Element == UInt8 {
-    self.buffer = ByteBuffer(bytes: sequence)
-  }
-
-  var count: Int { self.buffer.readableBytes }
-
-  func withUnsafeBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
-    try self.buffer.withUnsafeReadableBytes(body)
-  }
-
-  mutating func withUnsafeMutableBytes<R>(
-    _ body: (UnsafeMutableRawBufferPointer) throws -> R
-  ) rethrows -> R {
-    try self.buffer.withUnsafeMutableReadableBytes(body)
   }
 }

@@ -5,6 +5,7 @@ internal import NIOHPACK
 internal import NIOHTTP2
 internal import RosterServices
 internal import Synchronization
+internal import RosterTransport
 
 /// Sits first in each HTTP/2 stream's pipeline, ahead of grpc-swift's stream handler, and
 /// answers a plain unary call to a `UnaryFastPath` method itself; any other stream it hands on

@@ -1,7 +1,7 @@
 import NIOCore
 import NIOEmbedded
 import NIOHTTP2
-@testable import RosterServer
+@testable import RosterTransport
 import Testing
 
 /// `ConnectionManager` on an `EmbeddedChannel`, its timers driven by the embedded loop's clock:

@@ -4,7 +4,7 @@ import NIOCore
 import NIOEmbedded
 import NIOHPACK
 import NIOHTTP2
-@testable import RosterServer
+@testable import RosterTransport
 import Testing
 
 /// `GRPCStreamCodec` on an `EmbeddedChannel`: messages gathered across DATA frames, compressed

@@ -2,6 +2,7 @@ internal import GRPCCore
 internal import NIOCore
 internal import NIOHPACK
 internal import NIOHTTP2
+internal import RosterTransport
 
 /// Answers the unary fast path's calls at the HTTP/2 connection, on Roster's own transport
 /// (`RosterHTTP2Transport`): their frames never reach the stream multiplexer, so such a call

@@ -1,10 +1,10 @@
-internal import GRPCCore
-internal import NIOCore
+package import GRPCCore
+package import NIOCore
 internal import NIOExtras
 internal import NIOHPACK
 internal import NIOHTTP2
 internal import NIOPosix
-internal import NIOSSL
+package import NIOSSL
 internal import Synchronization
 
 /// Roster's own gRPC server transport on swift-nio-http2 (`roster serve --transport roster`).
@@ -16,41 +16,63 @@ internal import Synchronization
 ///
 /// 1. `NIOHTTP2Handler` (frames, HPACK, flow control, the connection's settings);
 /// 2. `ConnectionManager` (idle and age limits, keepalive, ping policing, GOAWAY on shutdown);
-/// 3. `ConnectionFastCalls`, which answers the unary fast path's calls right there, with no
+/// 3. the handlers `connectionHandlers` makes for the connection: in RosterServer,
+///    `ConnectionFastCalls`, which answers the unary fast path's calls right there, with no
 ///    stream of their own;
 /// 4. `HTTP2StreamMultiplexer`, which gives every other stream a child channel with a
 ///    `GRPCStreamCodec`, bridged to `GRPCServer` as an `RPCStream`.
 ///
 /// ```swift
-/// let transport = RosterHTTP2Transport(config: config, fastPath: fastPath, group: group, executor: executor)
+/// let transport = RosterHTTP2Transport(config: config, group: group) { channel in [FastCalls()] }
 /// let server = GRPCServer(transport: transport, services: services)
 /// ```
-final class RosterHTTP2Transport: ServerTransport {
-  typealias Bytes = BufferBytes
+package final class RosterHTTP2Transport: ServerTransport {
+  package typealias Bytes = BufferBytes
 
-  struct Config: Sendable {
-    var host: String
-    var port: Int
-    var tls: TLSFiles?
-    var maxRequestBytes: Int
-    var maxConcurrentStreams: Int
-    var connection: ConnectionManager.Limits
-    var flushPerLoopTurn: Bool
+  package struct Config: Sendable {
+    package var host: String
+    package var port: Int
+    /// TLS, when set: ALPN must offer `h2` (and may offer `grpc-exp`).
+    package var tls: NIOSSLContext?
+    package var maxRequestBytes: Int
+    package var maxConcurrentStreams: Int
+    package var connection: ConnectionLimits
+    package var flushPerLoopTurn: Bool
+
+    package init(
+      host: String,
+      port: Int,
+      tls: NIOSSLContext?,
+      maxRequestBytes: Int,
+      maxConcurrentStreams: Int,
+      connection: ConnectionLimits,
+      flushPerLoopTurn: Bool
+    ) {
+      self.host = host
+      self.port = port
+      self.tls = tls
+      self.maxRequestBytes = maxRequestBytes
+      self.maxConcurrentStreams = maxConcurrentStreams
+      self.connection = connection
+      self.flushPerLoopTurn = flushPerLoopTurn
+    }
   }
 
+  /// Makes the handlers that go between `ConnectionManager` and the stream multiplexer in a
+  /// new connection's pipeline; called on the connection's event loop.
+  package typealias ConnectionHandlers = @Sendable (any Channel) throws -> [any ChannelHandler]
+
   private let config: Config
-  private let fastPath: UnaryFastPath?
+  private let connectionHandlers: ConnectionHandlers?
   private let group: any EventLoopGroup
-  private let executor: EventLoopGroupExecutor
   private let quiescing: ServerQuiescingHelper
   private let address: EventLoopPromise<SocketAddress>
   private let descriptorsByPath = Mutex<[String: MethodDescriptor]>([:])
 
-  init(config: Config, fastPath: UnaryFastPath?, group: any EventLoopGroup, executor: EventLoopGroupExecutor) {
+  package init(config: Config, group: any EventLoopGroup, connectionHandlers: ConnectionHandlers? = nil) {
     self.config = config
-    self.fastPath = fastPath
+    self.connectionHandlers = connectionHandlers
     self.group = group
-    self.executor = executor
     self.quiescing = ServerQuiescingHelper(group: group)
     self.address = group.any().makePromise()
   }
@@ -60,23 +82,23 @@ final class RosterHTTP2Transport: ServerTransport {
   }
 
   /// The bound address, once the transport listens.
-  var listeningAddress: SocketAddress {
+  package var listeningAddress: SocketAddress {
     get async throws { try await self.address.futureResult.get() }
   }
 
-  func configure(context: GRPCServerContext) {
+  package func configure(context: GRPCServerContext) {
     let byPath = Dictionary(context.methods.map { ("/" + $0.fullyQualifiedMethod, $0) }, uniquingKeysWith: { a, _ in a })
     self.descriptorsByPath.withLock { $0 = byPath }
   }
 
-  func beginGracefulShutdown() {
+  package func beginGracefulShutdown() {
     self.quiescing.initiateShutdown(promise: nil)
   }
 
-  func listen(
+  package func listen(
     streamHandler: @escaping @Sendable (RPCStream<Inbound, Outbound>, ServerContext) async -> Void
   ) async throws {
-    let tls = try self.config.tls.map(Self.sslContext)
+    let tls = self.config.tls
     let (streams, accepted) = AsyncStream.makeStream(of: AcceptedStream.self)
     let descriptorsByPath = self.descriptorsByPath.withLock { $0 }
     let bootstrap = ServerBootstrap(group: self.group)
@@ -137,12 +159,12 @@ final class RosterHTTP2Transport: ServerTransport {
     settings.append(HTTP2Setting(parameter: .maxConcurrentStreams, value: self.config.maxConcurrentStreams))
     try sync.addHandler(NIOHTTP2Handler(mode: .server, initialSettings: settings))
     try sync.addHandler(ConnectionManager(limits: self.config.connection))
-    if let fastPath = self.fastPath {
-      try sync.addHandler(ConnectionFastCalls(fastPath: fastPath, executor: self.executor))
+    if let connectionHandlers = self.connectionHandlers {
+      try sync.addHandlers(try connectionHandlers(channel))
     }
     let maxRequestBytes = self.config.maxRequestBytes
-    let remotePeer = UnaryFastPath.describe(channel.remoteAddress)
-    let localPeer = UnaryFastPath.describe(channel.localAddress)
+    let remotePeer = describePeer(channel.remoteAddress)
+    let localPeer = describePeer(channel.localAddress)
     let multiplexer = HTTP2StreamMultiplexer(mode: .server, channel: channel, targetWindowSize: 65535) { stream in
       stream.eventLoop.makeCompletedFuture {
         let descriptor = stream.eventLoop.makePromise(of: MethodDescriptor.self)
@@ -206,20 +228,6 @@ final class RosterHTTP2Transport: ServerTransport {
         try await stream.channel.channel.closeFuture.get()
       }
     }
-  }
-
-  /// The TLS context for `files`: ALPN offers `grpc-exp` and `h2`; with a client CA, clients
-  /// must present a certificate it signed.
-  static func sslContext(_ files: TLSFiles) throws -> NIOSSLContext {
-    let chain = try NIOSSLCertificate.fromPEMFile(files.certificatePath).map { NIOSSLCertificateSource.certificate($0) }
-    let key = try NIOSSLPrivateKey(file: files.keyPath, format: .pem)
-    var configuration = TLSConfiguration.makeServerConfiguration(certificateChain: chain, privateKey: .privateKey(key))
-    configuration.applicationProtocols = ["grpc-exp", "h2"]
-    if let clientCA = files.clientCAPath {
-      configuration.trustRoots = .certificates(try NIOSSLCertificate.fromPEMFile(clientCA))
-      configuration.certificateVerification = .noHostnameVerification
-    }
-    return try NIOSSLContext(configuration: configuration)
   }
 }
 

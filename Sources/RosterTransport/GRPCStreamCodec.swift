@@ -1,4 +1,4 @@
-internal import GRPCCore
+package import GRPCCore
 internal import NIOCore
 internal import NIOHPACK
 internal import NIOHTTP2
@@ -360,7 +360,7 @@ final class GRPCStreamCodec: ChannelDuplexHandler {
 extension MethodDescriptor {
   /// The method a `:path` of the form `/service/method` names, as grpc-swift's transport reads
   /// it; nil for any other form.
-  init?(path: String) {
+  package init?(path: String) {
     let utf8 = path.utf8
     guard utf8.first == UInt8(ascii: "/") else { return nil }
     let rest = utf8.dropFirst()

@@ -3,7 +3,7 @@ import NIOEmbedded
 import NIOPosix
 import Testing
 
-@testable import RosterServer
+@testable import RosterTransport
 
 /// `TickFlushHandler`: flushes within one turn of the event loop reach the socket as one, and a
 /// close loses nothing written before it.

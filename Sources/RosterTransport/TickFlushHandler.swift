@@ -1,4 +1,4 @@
-internal import NIOCore
+package import NIOCore
 
 /// Sends a connection's flushes to the socket once per turn of its event loop: the first flush
 /// asks the loop to flush when the work already queued on it has run, and the flushes that come
@@ -8,11 +8,14 @@ internal import NIOCore
 ///
 /// First in the connection's pipeline (next to the socket). A close flushes what is pending
 /// first, so nothing written before it is lost.
-final class TickFlushHandler: ChannelOutboundHandler, RemovableChannelHandler {
-  typealias OutboundIn = Any
+package final class TickFlushHandler: ChannelOutboundHandler, RemovableChannelHandler {
+  package typealias OutboundIn = Any
+
+  package init() {}
+
   private var flushPending = false
 
-  func flush(context: ChannelHandlerContext) {
+  package func flush(context: ChannelHandlerContext) {
     guard !self.flushPending else { return }
     self.flushPending = true
     let bound = NIOLoopBound((handler: self, context: context), eventLoop: context.eventLoop)
@@ -21,7 +24,7 @@ final class TickFlushHandler: ChannelOutboundHandler, RemovableChannelHandler {
     }
   }
 
-  func close(context: ChannelHandlerContext, mode: CloseMode, promise: EventLoopPromise<Void>?) {
+  package func close(context: ChannelHandlerContext, mode: CloseMode, promise: EventLoopPromise<Void>?) {
     self.flushNow(context: context)
     context.close(mode: mode, promise: promise)
   }

@@ -1,4 +1,4 @@
-internal import NIOCore
+package import NIOCore
 internal import NIOHTTP2
 
 /// The life of one HTTP/2 connection on Roster's own transport, as grpc-swift's server
@@ -25,15 +25,7 @@ final class ConnectionManager: ChannelDuplexHandler {
   typealias OutboundIn = HTTP2Frame
   typealias OutboundOut = HTTP2Frame
 
-  struct Limits {
-    var maxIdleTime: TimeAmount?
-    var maxAge: TimeAmount?
-    var maxGraceTime: TimeAmount?
-    var keepaliveTime: TimeAmount
-    var keepaliveTimeout: TimeAmount
-    var allowKeepaliveWithoutCalls: Bool
-    var minPingIntervalWithoutCalls: TimeAmount
-  }
+  typealias Limits = ConnectionLimits
 
   private let limits: Limits
   private var context: ChannelHandlerContext?
@@ -267,5 +259,34 @@ final class ConnectionManager: ChannelDuplexHandler {
     self.graceTimer = nil
     self.keepaliveTimer = nil
     self.keepaliveTimeoutTimer = nil
+  }
+}
+
+/// What `ConnectionManager` enforces on one connection.
+package struct ConnectionLimits: Sendable {
+  package var maxIdleTime: TimeAmount?
+  package var maxAge: TimeAmount?
+  package var maxGraceTime: TimeAmount?
+  package var keepaliveTime: TimeAmount
+  package var keepaliveTimeout: TimeAmount
+  package var allowKeepaliveWithoutCalls: Bool
+  package var minPingIntervalWithoutCalls: TimeAmount
+
+  package init(
+    maxIdleTime: TimeAmount?,
+    maxAge: TimeAmount?,
+    maxGraceTime: TimeAmount?,
+    keepaliveTime: TimeAmount,
+    keepaliveTimeout: TimeAmount,
+    allowKeepaliveWithoutCalls: Bool,
+    minPingIntervalWithoutCalls: TimeAmount
+  ) {
+    self.maxIdleTime = maxIdleTime
+    self.maxAge = maxAge
+    self.maxGraceTime = maxGraceTime
+    self.keepaliveTime = keepaliveTime
+    self.keepaliveTimeout = keepaliveTimeout
+    self.allowKeepaliveWithoutCalls = allowKeepaliveWithoutCalls
+    self.minPingIntervalWithoutCalls = minPingIntervalWithoutCalls
   }
 }
