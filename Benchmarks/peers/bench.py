@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Roster vs a grpc-go peer vs a C++ gRPC peer: GetEmployee and Health.Check with h2load.
+"""Roster vs a grpc-go peer vs a C++ gRPC peer: GetEmployee, ListEmployees (the first page of 50)
+and Health.Check with h2load.
 
     python3 Benchmarks/peers/bench.py [--rounds 3] [--quick] [--pin] [--json FILE]
     python3 Benchmarks/peers/bench.py --summarize FILE        # the tables again, from a JSON file
@@ -21,19 +22,22 @@ from servers import CLK_TCK, DB, LABEL, ROSTER, WORK, Server, stop_on_sigterm
 
 GET = "/roster.v1.Directory/GetEmployee"
 HC = "/grpc.health.v1.Health/Check"
+LIST = "/roster.v1.Directory/ListEmployees"
 PLANS = {
     "full": {
         "rounds": 3,
         # (key, path, connections, streams per connection, requests)
         "scenarios": [("get_16x16", GET, 16, 16, 40000), ("hc_16x16", HC, 16, 16, 40000),
-                      ("get_1x1", GET, 1, 1, 3000), ("hc_1x1", HC, 1, 1, 3000)],
-        "warmup": [(GET, 16, 16, 5000), (HC, 16, 16, 5000), (GET, 1, 1, 500)],
+                      ("get_1x1", GET, 1, 1, 3000), ("hc_1x1", HC, 1, 1, 3000),
+                      ("list_16x16", LIST, 16, 16, 10000)],
+        "warmup": [(GET, 16, 16, 5000), (HC, 16, 16, 5000), (GET, 1, 1, 500), (LIST, 16, 16, 1000)],
     },
     "quick": {
         "rounds": 1,
         "scenarios": [("get_16x16", GET, 16, 16, 10000), ("hc_16x16", HC, 16, 16, 10000),
-                      ("get_1x1", GET, 1, 1, 1000), ("hc_1x1", HC, 1, 1, 1000)],
-        "warmup": [(GET, 16, 16, 2000), (HC, 16, 16, 2000), (GET, 1, 1, 200)],
+                      ("get_1x1", GET, 1, 1, 1000), ("hc_1x1", HC, 1, 1, 1000),
+                      ("list_16x16", LIST, 16, 16, 2000)],
+        "warmup": [(GET, 16, 16, 2000), (HC, 16, 16, 2000), (GET, 1, 1, 200), (LIST, 16, 16, 200)],
     },
 }
 SERVERS = ("roster", "go", "cpp")
@@ -164,7 +168,8 @@ def prepare_bodies(guid):
     d = os.path.join(WORK, "bodies")
     os.makedirs(d, exist_ok=True)
     return {GET: body(os.path.join(d, "get.bin"), directory_pb2.GetEmployeeRequest(guid=guid)),
-            HC: body(os.path.join(d, "hc.bin"), health_pb2.HealthCheckRequest())}
+            HC: body(os.path.join(d, "hc.bin"), health_pb2.HealthCheckRequest()),
+            LIST: body(os.path.join(d, "list.bin"), directory_pb2.ListEmployeesRequest(page_size=50))}
 
 
 def middle_guid():
@@ -268,6 +273,8 @@ def summarize(res):
             "health_mean_us_1x1": med(lambda r: r["runs"]["hc_1x1"]["mean_us"]),
             "get_cpu_us_per_req_16x16": med(lambda r: r["runs"]["get_16x16"]["cpu_us_per_req"]),
             "health_cpu_us_per_req_16x16": med(lambda r: r["runs"]["hc_16x16"]["cpu_us_per_req"]),
+            "list_qps_16x16": med(lambda r: r["runs"]["list_16x16"]["qps"]) if all("list_16x16" in r["runs"] for r in rs) else 0,
+            "list_cpu_us_per_req_16x16": med(lambda r: r["runs"]["list_16x16"]["cpu_us_per_req"]) if all("list_16x16" in r["runs"] for r in rs) else 0,
             "rss_startup_mib": med(lambda r: r["mem_startup"]["VmRSS"] / 1024),
             "rss_after_load_mib": med(lambda r: r["mem_after_load"]["VmRSS"] / 1024),
             "threads_under_load": med(lambda r: r["runs"]["get_16x16"]["mem"]["Threads"]),
@@ -309,13 +316,14 @@ def table(res):
     head += "; medians" if rounds > 1 else ""
     lines = [head, "",
              "| server | GetEmployee QPS 16×16 | Health QPS 16×16 | GetEmployee mean µs 1×1 | Health mean µs 1×1 "
-             "| CPU µs/req GetEmployee | CPU µs/req Health | RSS after load MiB |",
-             "|---|--:|--:|--:|--:|--:|--:|--:|"]
+             "| CPU µs/req GetEmployee | CPU µs/req Health | RSS after load MiB | ListEmployees (50) QPS 16×16 | CPU µs/req ListEmployees |",
+             "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|"]
     for n, s in summary.items():
         lines.append(f"| {LABEL[n]} | {s['get_qps_16x16']:,.0f} | {s['health_qps_16x16']:,.0f} | "
                      f"{s['get_mean_us_1x1']:,.0f} | {s['health_mean_us_1x1']:,.0f} | "
                      f"{s['get_cpu_us_per_req_16x16']:.1f} | {s['health_cpu_us_per_req_16x16']:.1f} | "
-                     f"{s['rss_after_load_mib']:.1f} |")
+                     f"{s['rss_after_load_mib']:.1f} | {s.get('list_qps_16x16', 0):,.0f} | "
+                     f"{s.get('list_cpu_us_per_req_16x16', 0):.1f} |")
     if ratios:
         lines += ["", "| ratio | GetEmployee QPS 16×16 | CPU µs/req GetEmployee |", "|---|--:|--:|"]
         for p in ("go", "cpp"):

@@ -1,12 +1,15 @@
 #!/usr/bin/env python3
-"""Checks that the grpc-go and C++ peers answer GetEmployee and Health.Check like Roster.
+"""Checks that the grpc-go and C++ peers answer GetEmployee, ListEmployees and Health.Check like
+Roster.
 
     python3 Benchmarks/peers/verify.py      # from the Roster project root, after build.sh
 
 For 226 guids (the first 25, 200 at random, the middle row), each peer's Employee must
 serialize to the same bytes as Roster's (deterministic serialization); an upper-case guid, an
-unknown one, a malformed one and an empty one must end with the same status code; and
-Health.Check must give the same answer. Exits 1 on any difference.
+unknown one, a malformed one and an empty one must end with the same status code; the first
+three pages of 50 of the default ListEmployees listing (each page_token from the page before),
+a page of 7, a page of the default size and a page after a bad token must give the same bytes
+or status; and Health.Check must give the same answer. Exits 1 on any difference.
 """
 import sqlite3, sys
 
@@ -46,6 +49,23 @@ def answers(name, probe_list):
                     out[g] = (err.code().name, b"", None)
             r = h.Check(health_pb2.HealthCheckRequest(), timeout=10)
             out["health"] = ("OK", r.SerializeToString(), r)
+            token = ""
+            requests = []
+            for page in range(3):
+                try:
+                    resp = d.ListEmployees(directory_pb2.ListEmployeesRequest(page_size=50, page_token=token), timeout=10)
+                    out[f"list page {page + 1}"] = ("OK", resp.SerializeToString(deterministic=True), resp)
+                    token = resp.next_page_token
+                except grpc.RpcError as err:
+                    out[f"list page {page + 1}"] = (err.code().name, b"", None)
+            for label, request in (("list of 7", directory_pb2.ListEmployeesRequest(page_size=7)),
+                                   ("list of the default size", directory_pb2.ListEmployeesRequest()),
+                                   ("list after a bad token", directory_pb2.ListEmployeesRequest(page_token="bm9wZQ"))):
+                try:
+                    resp = d.ListEmployees(request, timeout=10)
+                    out[label] = ("OK", resp.SerializeToString(deterministic=True), resp)
+                except grpc.RpcError as err:
+                    out[label] = (err.code().name, b"", None)
         finally:
             ch.close()
     return out
