@@ -71,6 +71,14 @@ public struct CallControlInterceptor: ServerInterceptor {
     var response = try await withoutActuallyEscaping(next) { next in
       try await bounded { try await next(request, context) }
     }
+    // A handler's failure carried in the response, not thrown (grpc-swift's unary adapters
+    // do that), when the store's own check of the same deadline stopped it before the
+    // reaper's tick: the default deadline's, and it says so, as a thrown one does.
+    if let limit, let end, case .failure(let error) = response.accepted, ContinuousClock.now >= end,
+      Self.endedByDeadline(error)
+    {
+      response.accepted = .failure(Self.defaultDeadlineExceeded(limit))
+    }
     if case .success(var contents) = response.accepted {
       let producer = contents.producer
       contents.producer = { writer in

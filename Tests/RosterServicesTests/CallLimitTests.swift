@@ -113,6 +113,35 @@ struct CallLimitTests {
     }
   }
 
+  @Test("a handler's failure after the default deadline, in its response rather than thrown, says it was the default")
+  func failureInTheResponseAfterTheDeadline() async throws {
+    // grpc-swift's unary adapters carry a handler's error in the response; the store's own
+    // check of the deadline ("the call's deadline passed") can come before the reaper's tick.
+    let interceptor = CallControlInterceptor(deadline: .milliseconds(100))
+    let context = ServerContext(
+      descriptor: Roster_V1_Directory.Method.CountEmployees.descriptor,
+      remotePeer: "test",
+      localPeer: "test",
+      cancellation: ServerContext.RPCCancellationHandle()
+    )
+    let response: StreamingServerResponse<Int> = try await interceptor.intercept(
+      request: StreamingServerRequest(single: ServerRequest(metadata: [:], message: 0)),
+      context: context
+    ) { _, _ in
+      let end = try #require(CallControl.current?.deadline)
+      while ContinuousClock.now < end { try? await Task.sleep(until: end) }
+      return StreamingServerResponse(
+        error: RPCError(code: .deadlineExceeded, message: "the call's deadline passed; its query was stopped")
+      )
+    }
+    guard case .failure(let error) = response.accepted else {
+      Issue.record("the call succeeded")
+      return
+    }
+    #expect(error.code == .deadlineExceeded)
+    #expect(error.message.contains("default of"), "\(error.message)")
+  }
+
   /// A transport's hold on the task that runs a call, as Roster's unary fast path gives it.
   final class CallTask: CallTaskCancelling {
     let task = Mutex<Task<Void, Never>?>(nil)
