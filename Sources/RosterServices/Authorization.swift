@@ -84,6 +84,16 @@ public struct TokenTable: Sendable {
     var digest: [UInt8]
     var role: Role
     var label: String
+    /// Who holds the token, for per-client limits: the digest's first 8 bytes in hex, made once
+    /// here rather than on every call.
+    var principal: String
+
+    init(digest: [UInt8], role: Role, label: String) {
+      self.digest = digest
+      self.role = role
+      self.label = label
+      self.principal = digest.prefix(8).map { String(format: "%02x", $0) }.joined()
+    }
   }
 
   private let entries: [Entry]
@@ -140,8 +150,7 @@ public struct TokenTable: Sendable {
       if difference == 0 { found = entry }
     }
     guard let found else { return nil }
-    let principal = found.digest.prefix(8).map { String(format: "%02x", $0) }.joined()
-    return (found.role, principal)
+    return (found.role, found.principal)
   }
 
   /// A new random token (256 bits, URL-safe base64) and its tokens-file line.

@@ -20,7 +20,12 @@ public final class StreamLimitInterceptor: ServerInterceptor, Sendable {
     Roster_V1_Directory.Method.WatchChanges.descriptor,
   ]
   private let maximum: Int
-  private let open = Mutex<[String: Int]>([:])
+  /// Open streams per client, and their sum (kept, not summed on every open and close).
+  private struct Slots {
+    var byClient: [String: Int] = [:]
+    var total = 0
+  }
+  private let open = Mutex(Slots())
   private static let inUse = Gauge(label: "roster_stream_slots_in_use")
 
   /// Allows `maximumPerClient` open streams per client.
@@ -29,7 +34,7 @@ public final class StreamLimitInterceptor: ServerInterceptor, Sendable {
   }
 
   /// Slots held now, over all clients.
-  public var slotsInUse: Int { self.open.withLock { $0.values.reduce(0, +) } }
+  public var slotsInUse: Int { self.open.withLock { $0.total } }
 
   public func intercept<Input: Sendable, Output: Sendable>(
     request: StreamingServerRequest<Input>,
@@ -40,9 +45,10 @@ public final class StreamLimitInterceptor: ServerInterceptor, Sendable {
     guard Self.limited.contains(context.descriptor) else { return try await next(request, context) }
     let client = Principal.current.map { "principal:\($0)" } ?? Self.address(of: context.remotePeer)
     let admitted = self.open.withLock { open -> Int? in
-      guard open[client, default: 0] < self.maximum else { return nil }
-      open[client, default: 0] += 1
-      return open.values.reduce(0, +)
+      guard open.byClient[client, default: 0] < self.maximum else { return nil }
+      open.byClient[client, default: 0] += 1
+      open.total += 1
+      return open.total
     }
     guard let total = admitted else {
       throw RPCError(
@@ -53,9 +59,10 @@ public final class StreamLimitInterceptor: ServerInterceptor, Sendable {
     Self.inUse.record(total)
     return try await whenFinished(request: request, context: context, next: next) { _ in
       let total = self.open.withLock { open in
-        open[client, default: 1] -= 1
-        if open[client]! <= 0 { open[client] = nil }
-        return open.values.reduce(0, +)
+        open.byClient[client, default: 1] -= 1
+        if open.byClient[client]! <= 0 { open.byClient[client] = nil }
+        open.total -= 1
+        return open.total
       }
       Self.inUse.record(total)
     }
