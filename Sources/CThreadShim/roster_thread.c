@@ -60,6 +60,11 @@ int roster_thread_set_niceness(int niceness) {
   return setpriority(PRIO_PROCESS, (id_t)gettid(), niceness);
 }
 
+int roster_thread_use_batch_policy(void) {
+  struct sched_param param = {0};
+  return sched_setscheduler(0, SCHED_BATCH, &param);
+}
+
 int roster_thread_niceness(void) {
   errno = 0;
   return getpriority(PRIO_PROCESS, (id_t)gettid());

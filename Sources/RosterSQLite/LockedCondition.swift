@@ -43,6 +43,7 @@ final class LockedCondition<State>: @unchecked Sendable {
     return body(&self.state, ready(self.state))
   }
 
-  /// Wakes one waiter. Inside `withLock` only.
+  /// Wakes one waiter, after a change made in `withLock`; best called once the lock is
+  /// released, so the woken thread does not block on it at once.
   func signal() { self.condition.signal() }
 }

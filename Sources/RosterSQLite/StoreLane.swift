@@ -108,22 +108,29 @@ final class StoreLane: Sendable {
   }
 
   private func enqueue(_ job: LaneJob) {
-    let admitted: Bool = self.core.withLock { state in
+    enum Admission { case refused, queued, wake, start }
+    let admission: Admission = self.core.withLock { state in
       guard state.queue.count < self.configuration.queueLimit || state.idle > state.queue.count
       else {
         state.statistics.rejected += 1
-        return false
+        return .refused
       }
       state.queue.append(job)
+      self.metrics.depth.record(state.queue.count)
       if state.queue.count > state.idle && state.threads < self.configuration.width {
         state.threads += 1
-        self.startThread()
+        return .start
       }
-      self.core.signal()
-      self.metrics.depth.record(state.queue.count)
-      return true
+      return state.idle > 0 ? .wake : .queued
     }
-    guard admitted else {
+    // Woken after the lock is released: a thread woken while it is held (on a busy or pinned
+    // CPU, at once) would block on the lock at its first step and switch back (measured at
+    // 16x16 GetEmployee: 10% of the server's samples in futex waits).
+    switch admission {
+    case .queued: ()
+    case .wake: self.core.signal()
+    case .start: self.startThread()
+    case .refused:
       self.metrics.rejected.increment()
       job.fail(
         StoreError(
@@ -132,7 +139,6 @@ final class StoreLane: Sendable {
             + "\(self.configuration.queueLimit) waiting; retry later"
         )
       )
-      return
     }
   }
 
@@ -147,6 +153,13 @@ final class StoreLane: Sendable {
   private func startThread() {
     let thread = Thread { [self] in
       _ = roster_thread_setup("roster.\(self.name)", self.configuration.niceness)
+      if self.configuration.niceness == 0 {
+        // An event loop that queues a point read goes on with its turn, queueing the turn's
+        // other reads, instead of giving the CPU to the thread it woke at each one: the lane
+        // then takes them back to back. Measured at 16x16 GetEmployee with the server on one
+        // CPU: 28,500 calls/s against 21,900, 35 us of CPU per call against 45.
+        _ = roster_thread_use_batch_policy()
+      }
       self.work()
     }
     thread.start()
@@ -154,7 +167,11 @@ final class StoreLane: Sendable {
 
   private func work() {
     while let job = self.next() {
-      guard job.begin(budget: self.configuration.budget) else { continue }
+      guard job.begin(budget: self.configuration.budget) else {
+        // Cancelled while it waited: nothing ran.
+        self.core.withLock { $0.statistics.running -= 1 }
+        continue
+      }
       self.metrics.wait.recordNanoseconds(job.waited)
       let answer = job.runWork()
       let interrupted = job.stopReason != nil

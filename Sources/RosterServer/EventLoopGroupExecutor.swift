@@ -14,10 +14,21 @@ internal import CThreadShim
 final class EventLoopGroupExecutor: TaskExecutor, Sendable {
   let group: any EventLoopGroup
   private let loops: Set<ObjectIdentifier>
+  private let executors: [ObjectIdentifier: LoopExecutor]
 
   init(group: any EventLoopGroup) {
     self.group = group
     self.loops = Set(group.makeIterator().map { ObjectIdentifier($0) })
+    self.executors = Dictionary(
+      uniqueKeysWithValues: group.makeIterator().map { (ObjectIdentifier($0), LoopExecutor(loop: $0)) }
+    )
+  }
+
+  /// An executor that runs every job on `loop`, from whatever thread the job is enqueued:
+  /// a call's task that a store thread resumes goes back to its connection's loop, not to
+  /// the group's next one (which would then hop back to write the reply).
+  func executor(for loop: any EventLoop) -> any TaskExecutor {
+    self.executors[ObjectIdentifier(loop)] ?? self
   }
 
   func enqueue(_ job: consuming ExecutorJob) {
@@ -25,6 +36,22 @@ final class EventLoopGroupExecutor: TaskExecutor, Sendable {
     let current = MultiThreadedEventLoopGroup.currentEventLoop
     let loop = current.flatMap { self.loops.contains(ObjectIdentifier($0)) ? $0 : nil } ?? self.group.next()
     loop.execute {
+      job.runSynchronously(on: self.asUnownedTaskExecutor())
+    }
+  }
+}
+
+/// Runs every job on one event loop.
+private final class LoopExecutor: TaskExecutor, Sendable {
+  let loop: any EventLoop
+
+  init(loop: any EventLoop) {
+    self.loop = loop
+  }
+
+  func enqueue(_ job: consuming ExecutorJob) {
+    let job = UnownedJob(job)
+    self.loop.execute {
       job.runSynchronously(on: self.asUnownedTaskExecutor())
     }
   }

@@ -107,10 +107,14 @@ func makeServing(
             }
           }
         }
-        if let fastPath {
-          transport.channelDebuggingCallbacks.onAcceptHTTP2Stream = fastPath.streamInitializer(
-            executor: loopExecutor
-          )
+        // gzip and deflate, inflated within maxRequestPayloadSize; responses by Roster's rule
+        // (`ResponseEncodingFilter`).
+        transport.compression.enabledAlgorithms = [.gzip, .deflate]
+        let fastCalls = fastPath?.streamInitializer(executor: loopExecutor)
+        transport.channelDebuggingCallbacks.onAcceptHTTP2Stream = { channel in
+          channel.eventLoop.makeCompletedFuture {
+            try channel.pipeline.syncOperations.addHandler(ResponseEncodingFilter(), position: .first)
+          }.flatMap { fastCalls?(channel) ?? channel.eventLoop.makeSucceededVoidFuture() }
         }
       },
       eventLoopGroup: eventLoops

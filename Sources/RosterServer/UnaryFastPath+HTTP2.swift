@@ -103,7 +103,7 @@ extension UnaryFastPath {
       }
     }
     if method.onEventLoop {
-      callTask.attach(Task(executorPreference: executor, operation: body))
+      callTask.attach(Task(executorPreference: executor.executor(for: loop), operation: body))
     } else {
       callTask.attach(Task(operation: body))
     }

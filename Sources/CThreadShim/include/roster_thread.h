@@ -13,6 +13,11 @@ extern "C" {
 /// Returns 0, or -1 when the priority could not be set.
 int roster_thread_setup(const char *name, int niceness);
 
+/// Puts the calling thread (at nice 0) in the SCHED_BATCH class: it gets the same share of
+/// the CPU, but waking it never preempts the thread that woke it.
+/// Returns 0, or -1 when the class could not be set.
+int roster_thread_use_batch_policy(void);
+
 /// Sets the calling thread's nice value alone; 19 or more also puts it in the SCHED_IDLE
 /// class, and less takes it back out. Returns 0, or -1 when it could not be set.
 int roster_thread_set_niceness(int niceness);
