@@ -37,20 +37,19 @@ public struct ServerConfig: Sendable {
   /// How long in-flight calls may run after shutdown starts before they are cancelled.
   public var shutdownGrace: Duration = .seconds(20)
   /// Whether plain unary calls skip grpc-swift's per-call machinery (`UnaryFastPath`); off
-  /// only to compare the two paths (`roster serve --no-fast-unary`).
+  /// only to compare the two paths (`ROSTER_COMPARE=no-fast-unary`).
   public var fastUnaryPath: Bool = true
   /// Which HTTP/2 transport serves the calls: Roster's own (`RosterHTTP2Transport`), which
   /// answers the fast path's calls at the connection with no stream of their own, or
-  /// grpc-swift's (`roster serve --transport grpc-swift`, to compare; and for
-  /// `--flush-delay-us`).
+  /// grpc-swift's (`roster serve --transport grpc-swift`, a fallback).
   public var transport: ServerTransportKind = .roster
   /// Whether the server's own tasks (grpc-swift's per-connection and per-stream work, the
   /// fast path's point calls) run on the event loops (`EventLoopGroupExecutor`) rather than
   /// the cooperative pool; the services' handlers run on the pool either way. Off only to
-  /// compare (`roster serve --no-loop-tasks`).
+  /// compare (`ROSTER_COMPARE=no-loop-tasks`).
   public var serverTasksOnEventLoops: Bool = true
   /// Whether each connection's flushes reach the socket once per turn of its event loop
-  /// (`TickFlushHandler`); off only to compare (`roster serve --no-flush-per-turn`).
+  /// (`TickFlushHandler`); off only to compare (`ROSTER_COMPARE=no-flush-per-turn`).
   public var flushPerLoopTurn: Bool = true
 
   /// Creates a configuration for the database at `databasePath`.
@@ -95,10 +94,6 @@ public struct Limits: Sendable {
   /// The deadline of a call whose client sets none; nil for none. `WatchChanges` and health
   /// `Watch` are exempt: they are meant to stay open.
   public var defaultDeadline: Duration? = .seconds(60)
-  /// How long the transport may hold a flush to coalesce writes; nil flushes at once.
-  /// grpc-swift's default is 100 µs; measured here it added about 170 µs to a lone
-  /// `GetEmployee` (1×1 mean 442-477 µs against 276-296 µs) and no throughput at 16×16.
-  public var flushDelay: Duration? = nil
   /// Open `StreamEmployees` and `WatchChanges` streams allowed per client address.
   public var maxStreamsPerClient = 32
 

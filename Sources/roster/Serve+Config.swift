@@ -13,10 +13,7 @@ extension Serve {
     let changeLogAge = Duration.seconds(self.changeLogMaxAgeHours * 3600)
     config.host = self.host
     config.logRequests = self.logRequests
-    config.fastUnaryPath = self.fastUnary
     config.transport = self.transport
-    config.serverTasksOnEventLoops = self.loopTasks
-    config.flushPerLoopTurn = self.flushPerTurn
     if let certificate = self.tlsCert, let key = self.tlsKey {
       config.tls = TLSFiles(certificatePath: certificate, keyPath: key, clientCAPath: self.tlsClientCa)
     }
@@ -26,7 +23,6 @@ extension Serve {
     config.limits.keepaliveTimeout = .seconds(self.keepaliveTimeoutS)
     config.limits.maxConnectionIdle = self.maxIdleS == 0 ? nil : .seconds(self.maxIdleS)
     config.limits.maxConnectionAge = self.maxAgeS == 0 ? nil : .seconds(self.maxAgeS)
-    config.limits.flushDelay = self.flushDelayUs == 0 ? nil : .microseconds(self.flushDelayUs)
     config.limits.defaultDeadline = self.defaultDeadlineMs == 0 ? nil : .milliseconds(self.defaultDeadlineMs)
     config.limits.maxStreamsPerClient = self.maxStreamsPerClient
     config.shutdownGrace = .seconds(self.shutdownGraceS)
@@ -53,7 +49,6 @@ extension Serve {
     config.store.medianRowsPerPage = self.medianRowsPerPage
     config.store.interactiveLane.width = self.interactiveConcurrency
     config.store.interactiveLane.queueLimit = self.interactiveQueue
-    config.store.pointReads = self.pointReads
     config.store.pointReaderCount = self.pointConnections
     config.store.memory = MemoryBudget(megabytes: self.memoryBudgetMb == 0 ? nil : self.memoryBudgetMb)
     config.store.changeLogRetention = ChangeLogRetention(
@@ -72,6 +67,7 @@ extension Serve {
       postgres.changeLogMaximumRows = self.changeLogMaxRows
       config.postgres = postgres
     }
+    try ComparisonSettings.current.apply(to: &config)
     return config
   }
 }

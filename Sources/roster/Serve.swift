@@ -59,10 +59,6 @@ struct Serve: AsyncParsableCommand {
   @Option(help: "Ask a connection to reconnect after this many seconds; 0 never.")
   var maxAgeS: Int = Self.defaults.limits.maxConnectionAge?.wholeSeconds ?? 0
 
-  @Option(
-    help: ArgumentHelp("Microseconds the transport may hold a flush to coalesce writes; 0 flushes at once.", visibility: .hidden))
-  var flushDelayUs: Int = Int(Self.defaults.limits.flushDelay.map { $0 / .microseconds(1) } ?? 0)
-
   @Option(help: "Deadline in ms for unary calls that bring none (streams exempt); 0 for none.")
   var defaultDeadlineMs: Int = Self.defaults.limits.defaultDeadline?.wholeMilliseconds ?? 0
 
@@ -78,14 +74,8 @@ struct Serve: AsyncParsableCommand {
   @Flag(inversion: .prefixedNo, help: "Log one line per RPC: method, status, duration, peer, author.")
   var logRequests = Self.defaults.logRequests
 
-  @Flag(
-    inversion: .prefixedNo,
-    help: ArgumentHelp("Answer plain unary calls without grpc-swift's per-call machinery (--no-fast-unary: every call through grpc-swift's server, to compare).", visibility: .hidden)
-  )
-  var fastUnary = Self.defaults.fastUnaryPath
-
   @Option(
-    help: ArgumentHelp("The HTTP/2 transport: grpc-swift (grpc-swift-nio-transport's) or roster (Roster's own, which answers the fast path's calls at the connection).", visibility: .hidden),
+    help: "The HTTP/2 transport: roster (Roster's own, the default) or grpc-swift (grpc-swift-nio-transport's, a fallback; docs/operations.md).",
     transform: { text in
       guard let value = ServerTransportKind(rawValue: text) else {
         throw ValidationError("--transport must be grpc-swift or roster")
@@ -94,24 +84,6 @@ struct Serve: AsyncParsableCommand {
     }
   )
   var transport: ServerTransportKind = Self.defaults.transport
-
-  @Flag(
-    inversion: .prefixedNo,
-    help: ArgumentHelp("Run grpc-swift's per-call work on the event loops; handlers run on the cooperative pool either way (--no-loop-tasks: all of it on the pool, to compare).", visibility: .hidden)
-  )
-  var loopTasks = Self.defaults.serverTasksOnEventLoops
-
-  @Flag(
-    inversion: .prefixedNo,
-    help: ArgumentHelp("Send each connection's writes to the socket once per turn of its event loop (--no-flush-per-turn: at every flush, to compare).", visibility: .hidden)
-  )
-  var flushPerTurn = Self.defaults.flushPerLoopTurn
-
-  @Flag(
-    inversion: .prefixedNo,
-    help: ArgumentHelp("Once listening, unmap the code and read-only data only starting up touched (StartupPages); it maps back in on use.", visibility: .hidden)
-  )
-  var releaseStartupPages = true
 
   @Option(help: "Event-loop threads (default: the CPUs this process may run on, its affinity mask included).")
   var eventLoops: Int?
@@ -205,17 +177,6 @@ struct Serve: AsyncParsableCommand {
   @Option(help: "The most sales one page of AggregateSales medians reads (it then ends early, at a group boundary, one department per page); 0 for no limit.")
   var medianRowsPerPage: Int64 = Self.defaults.store.medianRowsPerPage
 
-  @Option(
-    help: ArgumentHelp("Where point reads (GetEmployee, BatchGetEmployees, counters) run: inline (in the handler) or lane (the interactive lane).", visibility: .hidden),
-    transform: { text in
-      guard let value = PointReads(rawValue: text.lowercased()) else {
-        throw ValidationError("--point-reads must be inline or lane")
-      }
-      return value
-    }
-  )
-  var pointReads: PointReads = Self.defaults.store.pointReads
-
   @Option(help: "Read-only connections for one-SELECT reads (GetEmployee and the other point reads), beside the reader pool and opened on first use; 0 reads them through the pool.")
   var pointConnections: Int = Self.defaults.store.pointReaderCount
 
@@ -247,11 +208,11 @@ struct Serve: AsyncParsableCommand {
       throw ValidationError("--tls-client-ca needs --tls-cert and --tls-key")
     }
     guard self.maxRequestKib >= 1, self.maxConcurrentStreams >= 1, self.keepaliveS >= 1,
-      self.keepaliveTimeoutS >= 1, self.maxIdleS >= 0, self.maxAgeS >= 0, self.flushDelayUs >= 0,
+      self.keepaliveTimeoutS >= 1, self.maxIdleS >= 0, self.maxAgeS >= 0,
       self.defaultDeadlineMs >= 0, self.maxStreamsPerClient >= 1, self.shutdownGraceS >= 0
     else {
       throw ValidationError(
-        "limits must be positive (--max-idle-s, --max-age-s, --flush-delay-us and --default-deadline-ms may be 0 for none)"
+        "limits must be positive (--max-idle-s, --max-age-s and --default-deadline-ms may be 0 for none)"
       )
     }
     if let eventLoops = self.eventLoops, !(1...1024).contains(eventLoops) {
@@ -340,7 +301,7 @@ struct Serve: AsyncParsableCommand {
       let address = try await app.listeningAddress
       // Unbuffered, so scripts and tests that read the port see it at once.
       FileHandle.standardOutput.write(Data("listening on \(address)\n".utf8))
-      if self.releaseStartupPages {
+      if try ComparisonSettings.current.releaseStartupPages {
         let released = StartupPages.release()
         logger.info("released startup pages", metadata: ["MiB": "\(released / 1024 / 1024)"])
       }

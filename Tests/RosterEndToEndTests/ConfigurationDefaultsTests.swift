@@ -23,7 +23,7 @@ struct ConfigurationDefaultsTests {
       "maxConnectionAge": "\(String(describing: limits.maxConnectionAge))",
       "defaultDeadline": "\(String(describing: limits.defaultDeadline))",
       "maxStreamsPerClient": "\(limits.maxStreamsPerClient)",
-      "flushDelay": "\(String(describing: limits.flushDelay))", "fastUnaryPath": "\(config.fastUnaryPath)",
+      "fastUnaryPath": "\(config.fastUnaryPath)",
       "transport": config.transport.rawValue,
       "path": store.path, "cacheSizeKiB": "\(store.cacheSizeKiB)", "mmapSize": "\(store.mmapSize)",
       "sqlDebug": "\(store.sqlDebug)", "synchronous": store.synchronous.rawValue,
@@ -96,6 +96,26 @@ struct ConfigurationDefaultsTests {
       }
     }
     return documented
+  }
+
+  @Test("ROSTER_COMPARE sets each comparison setting, changes nothing when unset, and refuses an unknown one by name")
+  func comparisonSettings() throws {
+    let defaults = ServerConfig()
+    var unchanged = defaults
+    try ComparisonSettings(nil).apply(to: &unchanged)
+    #expect(Self.settings(unchanged) == Self.settings(defaults))
+    var config = defaults
+    let settings = try ComparisonSettings("no-fast-unary, point-reads=inline,no-loop-tasks no-flush-per-turn")
+    settings.apply(to: &config)
+    #expect(!config.fastUnaryPath && !config.serverTasksOnEventLoops && !config.flushPerLoopTurn)
+    #expect(config.store.pointReads == .inline)
+    #expect(settings.releaseStartupPages)
+    #expect(try !ComparisonSettings("no-release-startup-pages").releaseStartupPages)
+    #expect {
+      try ComparisonSettings("no-fast-unary,fast-unary")
+    } throws: { error in
+      "\(error)".contains("ROSTER_COMPARE: unknown setting 'fast-unary'")
+    }
   }
 
   @Test("docs/operations.md lists every roster serve flag with the default the flag has")

@@ -9,7 +9,7 @@ import TestSupport
 /// The unary fast path (`UnaryFastPath`) answers exactly as grpc-swift's server does.
 ///
 /// Two `roster serve` processes over one database and one tokens file: one with the fast path,
-/// one with `--no-fast-unary`. Each request below, sent frame by frame, must get the same reply
+/// one with `ROSTER_COMPARE=no-fast-unary`. Each request below, sent frame by frame, must get the same reply
 /// from both (headers, body bytes, trailers), and the fast server's counters must show which
 /// path answered it: the fast path for plain calls, grpc-swift for everything else.
 @Suite("Unary fast path, end to end", .timeLimit(.minutes(10)), .serialized)
@@ -29,7 +29,7 @@ final class FastUnaryTests {
     self.writer = setup.writer
     let common = setup.arguments
     self.fast = try await RosterProcess.serve(arguments: common)
-    self.generic = try await RosterProcess.serve(arguments: common + ["--no-fast-unary"])
+    self.generic = try await RosterProcess.serve(arguments: common, environment: ["ROSTER_COMPARE": "no-fast-unary"])
     // The same first call on each, so their request metrics stay alike.
     var page = RawHTTP2Reply(headers: nil, body: [], trailers: [])
     for server in [self.fast, self.generic] {

@@ -35,9 +35,11 @@ final class RosterTransportTests {
     self.writer = setup.writer
     let common = setup.arguments
     self.fast = try await RosterProcess.serve(arguments: common + ["--transport", "roster"])
-    self.codec = try await RosterProcess.serve(arguments: common + ["--transport", "roster", "--no-fast-unary"])
+    self.codec = try await RosterProcess.serve(
+      arguments: common + ["--transport", "roster"], environment: ["ROSTER_COMPARE": "no-fast-unary"])
     self.streamHandler = try await RosterProcess.serve(arguments: common + ["--transport", "grpc-swift"])
-    self.reference = try await RosterProcess.serve(arguments: common + ["--transport", "grpc-swift", "--no-fast-unary"])
+    self.reference = try await RosterProcess.serve(
+      arguments: common + ["--transport", "grpc-swift"], environment: ["ROSTER_COMPARE": "no-fast-unary"])
     var page = RawHTTP2Reply(headers: nil, body: [], trailers: [])
     for server in [self.fast, self.codec, self.streamHandler, self.reference] {
       page = try await rawHTTP2Call(

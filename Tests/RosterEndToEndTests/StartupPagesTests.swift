@@ -14,7 +14,8 @@ struct StartupPagesTests {
     let directory = try makeTemporaryDirectory()
     defer { try? FileManager.default.removeItem(atPath: directory) }
     let arguments = ["--db", directory + "/pages.sqlite", "--seed-employees", "200"]
-    let kept = try await RosterProcess.serve(arguments: arguments + ["--no-release-startup-pages"])
+    let kept = try await RosterProcess.serve(
+      arguments: arguments, environment: ["ROSTER_COMPARE": "no-release-startup-pages"])
     let keptFile = try await Self.settledFileBacked(kept.processIdentifier)
     #expect(kept.terminate() == 0)
     let released = try await RosterProcess.serve(arguments: arguments)

@@ -83,13 +83,18 @@ public final class RosterProcess: Sendable {
   public var processIdentifier: Int32 { self.process.processIdentifier }
 
   /// Starts `roster serve --port 0 …` and waits for its "listening on" line; through
-  /// `launcher` when given (a command that execs the rest, such as `taskset -c 0`).
+  /// `launcher` when given (a command that execs the rest, such as `taskset -c 0`), with
+  /// `environment` added to this process's.
   public static func serve(
     arguments: [String],
     launcher: [String] = [],
+    environment: [String: String] = [:],
     timeout: Duration = .seconds(60)
   ) async throws -> RosterProcess {
     let process = Process()
+    if !environment.isEmpty {
+      process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+    }
     var command = launcher + [self.binaryPath, "serve", "--port", "0"]
     if Self.seedsPictures(arguments) { command += ["--demo-pictures", try await Self.demoPictures()] }
     command += arguments
