@@ -47,6 +47,8 @@ final class ConnectionFastCalls: ChannelInboundHandler, @unchecked Sendable {
   /// The highest stream the client has opened: a HEADERS frame above it opens a new stream.
   private var lastStreamID = HTTP2StreamID(0)
   private var context: ChannelHandlerContext?
+  /// The connection's ends, for each call's `ServerContext`.
+  private var peers = UnaryFastPath.Peers(nil)
 
   init(fastPath: UnaryFastPath, executor: EventLoopGroupExecutor) {
     self.fastPath = fastPath
@@ -55,6 +57,7 @@ final class ConnectionFastCalls: ChannelInboundHandler, @unchecked Sendable {
 
   func handlerAdded(context: ChannelHandlerContext) {
     self.context = context
+    self.peers = UnaryFastPath.Peers(context.channel)
   }
 
   func handlerRemoved(context: ChannelHandlerContext) {
@@ -209,7 +212,7 @@ final class ConnectionFastCalls: ChannelInboundHandler, @unchecked Sendable {
       method,
       headers: headers,
       message: message,
-      connection: context.channel,
+      peers: self.peers,
       eventLoop: context.eventLoop,
       executor: self.executor
     ) { outcome in

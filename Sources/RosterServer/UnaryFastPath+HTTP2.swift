@@ -43,6 +43,18 @@ extension UnaryFastPath {
     return body.getSlice(at: body.readerIndex + 5, length: Int(length))
   }
 
+  /// A connection's two ends as `ServerContext` names them (`ipv4:127.0.0.1:50051`), made
+  /// once per connection rather than per call.
+  struct Peers: Sendable {
+    let remote: String
+    let local: String
+
+    init(_ connection: (any Channel)?) {
+      self.remote = connection.map { describePeer($0.remoteAddress) } ?? "<unknown>"
+      self.local = connection.map { describePeer($0.localAddress) } ?? "<unknown>"
+    }
+  }
+
   /// One running call: its cancellation, and the client deadline's timer.
   struct LaunchedCall {
     let cancellation: CallCancellation<ServerContext.RPCCancellationHandle>
@@ -67,7 +79,7 @@ extension UnaryFastPath {
     _ method: Method,
     headers: HPACKHeaders,
     message: ByteBuffer?,
-    connection: (any Channel)?,
+    peers: Peers,
     eventLoop loop: any EventLoop,
     executor: EventLoopGroupExecutor,
     finish: @escaping @Sendable (UnaryOutcome) -> Void
@@ -81,16 +93,14 @@ extension UnaryFastPath {
       timer = loop.scheduleTask(in: TimeAmount(timeout)) { cancellation.cancel() }
     }
     let metadata = Metadata(headers)
-    let remotePeer = connection.map { describePeer($0.remoteAddress) } ?? "<unknown>"
-    let localPeer = connection.map { describePeer($0.localAddress) } ?? "<unknown>"
     let interceptors = self.interceptors
     let body: @Sendable () async -> Void = {
       let outcome = await withServerContextRPCCancellationHandle { handle in
         cancellation.attach(handle)
         var context = ServerContext(
           descriptor: method.descriptor,
-          remotePeer: remotePeer,
-          localPeer: localPeer,
+          remotePeer: peers.remote,
+          localPeer: peers.local,
           cancellation: handle
         )
         context.transportSpecific = callTask

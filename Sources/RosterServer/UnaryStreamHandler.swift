@@ -145,7 +145,7 @@ final class UnaryStreamHandler: ChannelInboundHandler, @unchecked Sendable {
       method,
       headers: headers,
       message: message,
-      connection: context.channel.parent,
+      peers: UnaryFastPath.Peers(context.channel.parent),
       eventLoop: context.eventLoop,
       executor: self.executor
     ) { outcome in
