@@ -267,7 +267,7 @@ enum AnalyticsRequests {
 
   static func grouping(_ value: Roster_V1_GroupBy) throws -> AggregateGrouping {
     switch value {
-    case .none: .none
+    case .unspecified: .none
     case .department: .department
     case .employee: .employee
     case .year: .year

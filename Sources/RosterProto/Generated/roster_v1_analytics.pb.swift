@@ -99,8 +99,8 @@ public nonisolated enum Roster_V1_AggregateFunction: SwiftProtobuf.Enum, Swift.C
 public nonisolated enum Roster_V1_GroupBy: SwiftProtobuf.Enum, Swift.CaseIterable {
   public typealias RawValue = Int
 
-  /// One group over everything; its key is empty.
-  case none // = 0
+  /// No grouping (the default): one group over everything, its key empty.
+  case unspecified // = 0
 
   /// By department name.
   case department // = 1
@@ -122,12 +122,12 @@ public nonisolated enum Roster_V1_GroupBy: SwiftProtobuf.Enum, Swift.CaseIterabl
   case UNRECOGNIZED(Int)
 
   public init() {
-    self = .none
+    self = .unspecified
   }
 
   public init?(rawValue: Int) {
     switch rawValue {
-    case 0: self = .none
+    case 0: self = .unspecified
     case 1: self = .department
     case 2: self = .employee
     case 3: self = .year
@@ -140,7 +140,7 @@ public nonisolated enum Roster_V1_GroupBy: SwiftProtobuf.Enum, Swift.CaseIterabl
 
   public var rawValue: Int {
     switch self {
-    case .none: return 0
+    case .unspecified: return 0
     case .department: return 1
     case .employee: return 2
     case .year: return 3
@@ -153,7 +153,7 @@ public nonisolated enum Roster_V1_GroupBy: SwiftProtobuf.Enum, Swift.CaseIterabl
 
   // The compiler won't synthesize support with the UNRECOGNIZED case.
   public static let allCases: [Roster_V1_GroupBy] = [
-    .none,
+    .unspecified,
     .department,
     .employee,
     .year,
@@ -287,7 +287,7 @@ public nonisolated struct Roster_V1_AggregateSalesRequest: Sendable {
   public var function: Roster_V1_AggregateFunction = .unspecified
 
   /// The grouping: NONE, DEPARTMENT, EMPLOYEE, YEAR, MONTH or DAY.
-  public var groupBy: Roster_V1_GroupBy = .none
+  public var groupBy: Roster_V1_GroupBy = .unspecified
 
   /// Only sales by employees of this department.
   public var department: String = String()
@@ -325,7 +325,7 @@ public nonisolated struct Roster_V1_AggregateEmployeesRequest: Sendable {
   public var function: Roster_V1_AggregateFunction = .unspecified
 
   /// The grouping: NONE, DEPARTMENT or ACTIVE.
-  public var groupBy: Roster_V1_GroupBy = .none
+  public var groupBy: Roster_V1_GroupBy = .unspecified
 
   /// Only employees in this department.
   public var department: String = String()
@@ -362,7 +362,7 @@ public nonisolated struct Roster_V1_AggregateGroup: Sendable {
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
   // methods supported on all messages.
 
-  /// The group key; empty for GROUP_BY_NONE.
+  /// The group key; empty for GROUP_BY_UNSPECIFIED.
   public var key: String = String()
 
   /// The aggregate's value over the group. For AggregateSales: COUNT is a number of sales;
@@ -589,7 +589,7 @@ nonisolated extension Roster_V1_AggregateFunction: SwiftProtobuf._ProtoNameProvi
 }
 
 nonisolated extension Roster_V1_GroupBy: SwiftProtobuf._ProtoNameProviding {
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0GROUP_BY_NONE\0\u{1}GROUP_BY_DEPARTMENT\0\u{1}GROUP_BY_EMPLOYEE\0\u{1}GROUP_BY_YEAR\0\u{1}GROUP_BY_MONTH\0\u{1}GROUP_BY_DAY\0\u{1}GROUP_BY_ACTIVE\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0GROUP_BY_UNSPECIFIED\0\u{1}GROUP_BY_DEPARTMENT\0\u{1}GROUP_BY_EMPLOYEE\0\u{1}GROUP_BY_YEAR\0\u{1}GROUP_BY_MONTH\0\u{1}GROUP_BY_DAY\0\u{1}GROUP_BY_ACTIVE\0")
 }
 
 nonisolated extension Roster_V1_DepartmentHeadcountsRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
@@ -848,7 +848,7 @@ nonisolated extension Roster_V1_AggregateSalesRequest: SwiftProtobuf.Message, Sw
     if self.function != .unspecified {
       try visitor.visitSingularEnumField(value: self.function, fieldNumber: 1)
     }
-    if self.groupBy != .none {
+    if self.groupBy != .unspecified {
       try visitor.visitSingularEnumField(value: self.groupBy, fieldNumber: 2)
     }
     if !self.department.isEmpty {
@@ -916,7 +916,7 @@ nonisolated extension Roster_V1_AggregateEmployeesRequest: SwiftProtobuf.Message
     if self.function != .unspecified {
       try visitor.visitSingularEnumField(value: self.function, fieldNumber: 1)
     }
-    if self.groupBy != .none {
+    if self.groupBy != .unspecified {
       try visitor.visitSingularEnumField(value: self.groupBy, fieldNumber: 2)
     }
     if !self.department.isEmpty {
