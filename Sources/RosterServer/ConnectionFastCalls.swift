@@ -30,6 +30,15 @@ final class ConnectionFastCalls: ChannelInboundHandler, @unchecked Sendable {
     case reading(Reading)
     /// The call runs; it can still be cancelled.
     case running(UnaryFastPath.LaunchedCall)
+    /// Reading a request that is not gRPC (the Connect protocol): its headers and body so far.
+    case readingPlain(PlainReading)
+    /// A request that is not gRPC, handed to `ConnectUnary`, not yet running or answered.
+    case answering
+  }
+
+  private struct PlainReading {
+    var headers: HPACKHeaders
+    var body = ByteBuffer()
   }
 
   private struct Reading {
@@ -41,6 +50,10 @@ final class ConnectionFastCalls: ChannelInboundHandler, @unchecked Sendable {
   }
 
   private let fastPath: UnaryFastPath
+  /// Whether plain gRPC unary calls are answered here (false: every gRPC call goes on to the
+  /// multiplexer, `ROSTER_COMPARE=no-fast-unary`); requests that are not gRPC always are.
+  private let answersGRPC: Bool
+  private let connect: ConnectUnary
   private let executor: EventLoopGroupExecutor
   /// The fast calls of this connection, by stream.
   private var calls: [HTTP2StreamID: Call] = [:]
@@ -50,8 +63,10 @@ final class ConnectionFastCalls: ChannelInboundHandler, @unchecked Sendable {
   /// The connection's ends, for each call's `ServerContext`.
   private var peers = UnaryFastPath.Peers(nil)
 
-  init(fastPath: UnaryFastPath, executor: EventLoopGroupExecutor) {
+  init(fastPath: UnaryFastPath, answersGRPC: Bool = true, connect: ConnectUnary, executor: EventLoopGroupExecutor) {
     self.fastPath = fastPath
+    self.answersGRPC = answersGRPC
+    self.connect = connect
     self.executor = executor
   }
 
@@ -125,6 +140,49 @@ final class ConnectionFastCalls: ChannelInboundHandler, @unchecked Sendable {
         self.calls[stream] = nil
         launched.cancel()
       }
+
+    case .readingPlain(var reading):
+      switch frame.payload {
+      case .rstStream:
+        self.calls[stream] = nil
+      case .data(let body):
+        guard case .byteBuffer(var bytes) = body.data else { return }
+        let consumed = bytes.readableBytes + (body.paddingBytes.map { $0 + 1 } ?? 0)
+        guard reading.body.readableBytes + bytes.readableBytes <= self.fastPath.maxRequestBytes else {
+          // Answered now; the client is told to stop sending (RST_STREAM NO_ERROR after the
+          // reply, RFC 9113 §8.1).
+          self.calls[stream] = nil
+          let reply = ConnectUnary.errorReply(
+            code: .resourceExhausted,
+            message: "the request body is over the limit of \(self.fastPath.maxRequestBytes) bytes",
+            status: nil,
+            metadata: []
+          )
+          self.writePlain(stream, reply, context: context)
+          context.writeAndFlush(
+            self.wrapOutboundOut(HTTP2Frame(streamID: stream, payload: .rstStream(.noError))),
+            promise: nil
+          )
+          return
+        }
+        reading.body.writeBuffer(&bytes)
+        if body.endStream {
+          self.servePlain(stream, reading, context: context)
+        } else {
+          self.calls[stream] = .readingPlain(reading)
+          if consumed > 0 {
+            let update = HTTP2Frame(streamID: stream, payload: .windowUpdate(windowSizeIncrement: consumed))
+            context.writeAndFlush(self.wrapOutboundOut(update), promise: nil)
+          }
+        }
+      case .headers(let trailers) where trailers.endStream:
+        self.servePlain(stream, reading, context: context)
+      default:
+        ()
+      }
+
+    case .answering:
+      if case .rstStream = frame.payload { self.calls[stream] = nil }
     }
   }
 
@@ -136,7 +194,7 @@ final class ConnectionFastCalls: ChannelInboundHandler, @unchecked Sendable {
         reading.created = created
         self.calls[created.streamID] = .reading(reading)
         return
-      case .running?:
+      case .running?, .readingPlain?, .answering?:
         return
       case nil:
         ()
@@ -170,7 +228,17 @@ final class ConnectionFastCalls: ChannelInboundHandler, @unchecked Sendable {
     data: NIOAny,
     context: ChannelHandlerContext
   ) {
-    guard let path = headers.headers.first(name: ":path"), let method = self.fastPath.methods[path] else {
+    if !Self.isGRPC(headers.headers) {
+      let reading = PlainReading(headers: headers.headers)
+      if headers.endStream {
+        self.servePlain(stream, reading, context: context)
+      } else {
+        self.calls[stream] = .readingPlain(reading)
+      }
+      return
+    }
+    guard self.answersGRPC, let path = headers.headers.first(name: ":path"), let method = self.fastPath.methods[path]
+    else {
       context.fireChannelRead(data)
       return
     }
@@ -228,6 +296,60 @@ final class ConnectionFastCalls: ChannelInboundHandler, @unchecked Sendable {
     launched.ended()
     outcome.writeFrames(allocator: context.channel.allocator) { payload in
       context.write(self.wrapOutboundOut(HTTP2Frame(streamID: stream, payload: payload)), promise: nil)
+    }
+    context.flush()
+  }
+
+  /// Whether a request is gRPC (`application/grpc`, `+proto` and the like, not gRPC-Web),
+  /// which the multiplexer's streams serve when this handler does not.
+  static func isGRPC(_ headers: HPACKHeaders) -> Bool {
+    guard let contentType = headers.first(name: "content-type") else { return false }
+    return contentType.hasPrefix("application/grpc") && !contentType.hasPrefix("application/grpc-web")
+  }
+
+  /// Hands a whole request that is not gRPC to `ConnectUnary`; its reply comes back on this
+  /// loop, unless the stream was reset meanwhile.
+  private func servePlain(_ stream: HTTP2StreamID, _ reading: PlainReading, context: ChannelHandlerContext) {
+    let request = PlainHTTPRequest(
+      method: reading.headers.first(name: ":method") ?? "",
+      target: reading.headers.first(name: ":path") ?? "",
+      headers: reading.headers,
+      body: reading.body
+    )
+    self.calls[stream] = .answering
+    let handler = NIOLoopBound(self, eventLoop: context.eventLoop)
+    let loop = context.eventLoop
+    let launched = self.connect.serve(request, peers: self.peers, eventLoop: loop, executor: self.executor) { reply in
+      loop.execute { handler.value.finishPlain(stream, reply) }
+    }
+    if let launched, case .answering? = self.calls[stream] {
+      self.calls[stream] = .running(launched)
+    }
+  }
+
+  private func finishPlain(_ stream: HTTP2StreamID, _ reply: PlainHTTPReply) {
+    switch self.calls.removeValue(forKey: stream) {
+    case .running(let launched)?: launched.ended()
+    case .answering?: ()
+    default: return
+    }
+    guard let context = self.context else { return }
+    self.writePlain(stream, reply, context: context)
+  }
+
+  /// A reply as HEADERS (`:status`, its headers, `content-length`) and one DATA frame that
+  /// ends the stream, or HEADERS alone when it has no body.
+  private func writePlain(_ stream: HTTP2StreamID, _ reply: PlainHTTPReply, context: ChannelHandlerContext) {
+    var headers = HPACKHeaders()
+    headers.add(name: ":status", value: String(reply.status))
+    for (name, value) in reply.headers where name != "connection" { headers.add(name: name, value: value) }
+    headers.add(name: "content-length", value: String(reply.body.readableBytes))
+    let empty = reply.body.readableBytes == 0
+    let head = HTTP2Frame(streamID: stream, payload: .headers(.init(headers: headers, endStream: empty)))
+    context.write(self.wrapOutboundOut(head), promise: nil)
+    if !empty {
+      let data = HTTP2Frame(streamID: stream, payload: .data(.init(data: .byteBuffer(reply.body), endStream: true)))
+      context.write(self.wrapOutboundOut(data), promise: nil)
     }
     context.flush()
   }

@@ -34,15 +34,16 @@ func makeServing(
   loopExecutor: EventLoopGroupExecutor
 ) throws -> GRPCServing {
   let limits = config.limits
-  let fastPath =
-    config.fastUnaryPath
-    ? UnaryFastPath(methods: fastMethods, interceptors: interceptors, maxRequestBytes: limits.maxRequestBytes)
-    : nil
+  // The unary methods' table serves the Connect protocol whether or not gRPC calls take the
+  // fast path.
+  let unaryMethods = UnaryFastPath(methods: fastMethods, interceptors: interceptors, maxRequestBytes: limits.maxRequestBytes)
+  let fastPath = config.fastUnaryPath ? unaryMethods : nil
   let host = config.host == "localhost" ? "127.0.0.1" : config.host
   let serverInterceptors = [CooperativePoolInterceptor()] + interceptors
   switch config.transport {
   case .roster:
     let executor = loopExecutor
+    let connect = ConnectUnary(fastPath: unaryMethods)
     let transport = RosterHTTP2Transport(
       config: RosterHTTP2Transport.Config(
         host: host,
@@ -62,9 +63,10 @@ func makeServing(
         flushPerLoopTurn: config.flushPerLoopTurn
       ),
       group: eventLoops,
-      connectionHandlers: fastPath.map { fastPath -> RosterHTTP2Transport.ConnectionHandlers in
-        { @Sendable _ in [ConnectionFastCalls(fastPath: fastPath, executor: executor)] }
-      }
+      connectionHandlers: { @Sendable _ in
+        [ConnectionFastCalls(fastPath: unaryMethods, answersGRPC: fastPath != nil, connect: connect, executor: executor)]
+      },
+      http1Handlers: { @Sendable _ in [ConnectHTTP1Handler(connect: connect, executor: executor)] }
     )
     let server = GRPCServer(transport: transport, services: services, interceptors: serverInterceptors)
     return GRPCServing(server) {
@@ -133,13 +135,14 @@ func transportSecurity(_ files: TLSFiles?) -> HTTP2ServerTransport.Posix.Transpo
   }
 }
 
-/// The TLS context for `files`: ALPN offers `grpc-exp` and `h2`; with a client CA, clients
+/// The TLS context for `files`: ALPN offers `grpc-exp`, `h2` and `http/1.1` (the Connect
+/// protocol's browsers and scripts); with a client CA, clients
 /// must present a certificate it signed.
 func sslContext(_ files: TLSFiles) throws -> NIOSSLContext {
   let chain = try NIOSSLCertificate.fromPEMFile(files.certificatePath).map { NIOSSLCertificateSource.certificate($0) }
   let key = try NIOSSLPrivateKey(file: files.keyPath, format: .pem)
   var configuration = TLSConfiguration.makeServerConfiguration(certificateChain: chain, privateKey: .privateKey(key))
-  configuration.applicationProtocols = ["grpc-exp", "h2"]
+  configuration.applicationProtocols = ["grpc-exp", "h2", "http/1.1"]
   if let clientCA = files.clientCAPath {
     configuration.trustRoots = .certificates(try NIOSSLCertificate.fromPEMFile(clientCA))
     configuration.certificateVerification = .noHostnameVerification

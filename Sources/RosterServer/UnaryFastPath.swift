@@ -26,6 +26,9 @@ struct UnaryFastPath: Sendable {
     /// beyond the store is a fixed few microseconds) rather than on the cooperative pool
     /// (pages, batches and analytics, whose mapping grows with the reply).
     let onEventLoop: Bool
+    /// The request and response messages in the proto3 JSON mapping (the Connect protocol's
+    /// `application/json`).
+    let json: JSONCoding
     /// Runs one call; the request's message, or nil when the client sent none.
     let run: @Sendable (ByteBuffer?, Metadata, ServerContext, [any ServerInterceptor]) async -> UnaryOutcome
 
@@ -38,7 +41,8 @@ struct UnaryFastPath: Sendable {
       _ handler: @escaping @Sendable (StreamingServerRequest<Input>, ServerContext) async throws
         -> StreamingServerResponse<Output>
     ) -> Method {
-      Method(descriptor: descriptor, onEventLoop: onEventLoop) { bytes, metadata, context, interceptors in
+      Method(descriptor: descriptor, onEventLoop: onEventLoop, json: .of(Input.self, Output.self)) {
+        bytes, metadata, context, interceptors in
         await UnaryFastPath.execute(
           request: StreamingServerRequest(
             metadata: metadata,
@@ -49,6 +53,34 @@ struct UnaryFastPath: Sendable {
           handler: handler
         )
       }
+    }
+  }
+
+  /// A method's messages between the binary wire format and the proto3 JSON mapping.
+  struct JSONCoding: Sendable {
+    /// A request in JSON (UTF-8) as binary protobuf; unknown fields are ignored.
+    let request: @Sendable (ByteBuffer) throws -> ByteBuffer
+    /// A binary protobuf response in JSON (UTF-8), fields in a stable order.
+    let response: @Sendable (ByteBuffer) throws -> ByteBuffer
+
+    static func of<Input: SwiftProtobuf.Message, Output: SwiftProtobuf.Message>(
+      _ input: Input.Type,
+      _ output: Output.Type
+    ) -> JSONCoding {
+      JSONCoding(
+        request: { json in
+          var options = JSONDecodingOptions()
+          options.ignoreUnknownFields = true
+          let message = try Input(jsonUTF8Bytes: Array(json.readableBytesView), options: options)
+          return ByteBuffer(bytes: try message.serializedBytes() as [UInt8])
+        },
+        response: { binary in
+          let message = try Output(serializedBytes: Array(binary.readableBytesView))
+          var options = JSONEncodingOptions()
+          options.useDeterministicOrdering = true
+          return ByteBuffer(bytes: try message.jsonUTF8Bytes(options: options) as [UInt8])
+        }
+      )
     }
   }
 

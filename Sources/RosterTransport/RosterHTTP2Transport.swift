@@ -2,6 +2,7 @@ package import GRPCCore
 package import NIOCore
 internal import NIOExtras
 internal import NIOHPACK
+internal import NIOHTTP1
 internal import NIOHTTP2
 internal import NIOPosix
 package import NIOSSL
@@ -69,9 +70,24 @@ package final class RosterHTTP2Transport: ServerTransport {
   private let address: EventLoopPromise<SocketAddress>
   private let descriptorsByPath = Mutex<[String: MethodDescriptor]>([:])
 
-  package init(config: Config, group: any EventLoopGroup, connectionHandlers: ConnectionHandlers? = nil) {
+  /// Makes the handlers that serve an HTTP/1.1 connection, after NIO's HTTP/1.1 server
+  /// pipeline (request decoding, response encoding, pipelining, protocol errors); called on the
+  /// connection's event loop.
+  package typealias HTTP1Handlers = @Sendable (any Channel) throws -> [any ChannelHandler]
+
+  private let http1Handlers: HTTP1Handlers?
+
+  /// `http1Handlers`, when given, serve the connections that open with an HTTP/1.1 request
+  /// rather than HTTP/2's preface, on the same port (`HTTPVersionDetector`).
+  package init(
+    config: Config,
+    group: any EventLoopGroup,
+    connectionHandlers: ConnectionHandlers? = nil,
+    http1Handlers: HTTP1Handlers? = nil
+  ) {
     self.config = config
     self.connectionHandlers = connectionHandlers
+    self.http1Handlers = http1Handlers
     self.group = group
     self.quiescing = ServerQuiescingHelper(group: group)
     self.address = group.any().makePromise()
@@ -151,6 +167,32 @@ package final class RosterHTTP2Transport: ServerTransport {
     let sync = channel.pipeline.syncOperations
     if self.config.flushPerLoopTurn { try sync.addHandler(TickFlushHandler()) }
     if let tls { try sync.addHandler(NIOSSLServerHandler(context: tls)) }
+    guard let http1Handlers = self.http1Handlers else {
+      try self.configureHTTP2(connection: channel, descriptorsByPath: descriptorsByPath, accepted: accepted)
+      return
+    }
+    let detector = HTTPVersionDetector(timeout: Self.versionTimeout) { version, channel in
+      switch version {
+      case .http2:
+        try self.configureHTTP2(connection: channel, descriptorsByPath: descriptorsByPath, accepted: accepted)
+      case .http1:
+        let sync = channel.pipeline.syncOperations
+        try sync.configureHTTPServerPipeline(withPipeliningAssistance: true, withErrorHandling: true)
+        try sync.addHandlers(try http1Handlers(channel))
+      }
+    }
+    try sync.addHandler(detector)
+  }
+
+  /// How long a new connection may send nothing before it is closed, its HTTP version untold.
+  static let versionTimeout = TimeAmount.seconds(30)
+
+  private func configureHTTP2(
+    connection channel: any Channel,
+    descriptorsByPath: [String: MethodDescriptor],
+    accepted: AsyncStream<AcceptedStream>.Continuation
+  ) throws {
+    let sync = channel.pipeline.syncOperations
     var settings: HTTP2Settings = [
       HTTP2Setting(parameter: .maxFrameSize, value: 1 << 14),
       HTTP2Setting(parameter: .initialWindowSize, value: 65535),

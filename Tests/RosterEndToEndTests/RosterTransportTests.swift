@@ -79,6 +79,16 @@ final class RosterTransportTests {
           #expect(reply.trailer("grpc-status") == status.code, "\(testCase): \(reply)")
           #expect(reply.trailer("grpc-message")?.contains(status.mentioning) == true, "\(testCase): \(reply)")
         }
+      } else if Self.connectInsteadOfBare415.contains(testCase.name) {
+        // A request that is not gRPC is the Connect protocol's on Roster's transport: the
+        // same 415, with a body that says what is served.
+        #expect(fromReference.trailers == [":status: 415"], "\(testCase): grpc-swift \(fromReference)")
+        for reply in [fromFast, fromCodec] {
+          #expect(reply.headers?.first == ":status: 415", "\(testCase): \(reply)")
+          #expect(reply.headers?.contains("content-type: application/json") == true, "\(testCase): \(reply)")
+          let text = String(decoding: reply.body, as: UTF8.self)
+          #expect(text.contains("\"code\":\"unimplemented\"") && text.contains("application/grpc"), "\(testCase): \(text)")
+        }
       } else {
         #expect(fromFast == fromReference, "\(testCase): Roster's transport \(fromFast), grpc-swift \(fromReference)")
         #expect(fromCodec == fromReference, "\(testCase): Roster's codec \(fromCodec), grpc-swift \(fromReference)")
@@ -133,6 +143,9 @@ final class RosterTransportTests {
 
   /// The table's requests that grpc-swift answers with a reset stream and Roster's transport
   /// with a status: its code and a word of its message.
+  /// The requests that are not gRPC: Roster's transport answers them by the Connect protocol.
+  static let connectInsteadOfBare415: Set<String> = ["content type text/plain: HTTP 415", "no content type"]
+
   static let statusInsteadOfReset: [String: (code: String, mentioning: String)] = [
     "the compressed flag without an encoding": ("13", "grpc-encoding"),
     "over the size limit: RESOURCE_EXHAUSTED": ("8", "over the limit"),

@@ -517,6 +517,86 @@ class Abuse(unittest.TestCase):
             sock.close()
         self.after_abuse("window-0 readers")
 
+    # --- HTTP/1.1 on the same port (the Connect protocol) -----------------------------------
+
+    def http1(self, request, read_until_close=True):
+        """Sends raw bytes on a new connection; the server's answer, read until it closes."""
+        sock = socket.create_connection((HOST, PORT), timeout=HANG)
+        try:
+            sock.sendall(request)
+            answer = b""
+            while read_until_close:
+                chunk = sock.recv(65536)
+                if not chunk:
+                    break
+                answer += chunk
+            return answer
+        finally:
+            sock.close()
+
+    def test_http1_lying_content_length(self):
+        """A body that claims a gigabyte: read up to the request limit, refused with 429
+        (resource_exhausted), the connection closed, memory bounded."""
+        before = rss_mb()
+        head = (f"POST /roster.v1.Directory/CreateEmployee HTTP/1.1\r\nhost: {HOST}\r\n"
+                "content-type: application/json\r\ncontent-length: 1000000000\r\n\r\n").encode()
+        sock = socket.create_connection((HOST, PORT), timeout=HANG)
+        try:
+            sock.sendall(head)
+            answer = b""
+            try:
+                for _ in range(64):  # up to 64 MB, far past the 4 MiB limit
+                    sock.sendall(b"x" * (1 << 20))
+            except (BrokenPipeError, ConnectionResetError):
+                pass
+            try:
+                while True:
+                    chunk = sock.recv(65536)
+                    if not chunk:
+                        break
+                    answer += chunk
+            except ConnectionResetError:
+                pass
+        finally:
+            sock.close()
+        self.assertTrue(answer.startswith(b"HTTP/1.1 429"), answer[:200])
+        self.assertIn(b'"code":"resource_exhausted"', answer)
+        print(f"abuse: HTTP/1.1 lying content-length; RSS {before:.0f} -> {rss_mb():.0f} MB", file=sys.stderr)
+        self.after_abuse("HTTP/1.1 lying content-length")
+
+    def test_http1_garbage_and_a_stalled_request(self):
+        """Bytes that are neither HTTP/1.1 nor HTTP/2 get 400 and a closed connection; a
+        request that stops half way and goes holds nothing."""
+        answer = self.http1(b"\x16\x03\x01 hello, not HTTP at all\r\n\r\n")
+        self.assertTrue(answer.startswith(b"HTTP/1.1 400"), answer[:200])
+        stalled = socket.create_connection((HOST, PORT), timeout=HANG)
+        stalled.sendall(b"POST /roster.v1.Directory/CountEmployees HTTP/1.1\r\ncontent-type: application/json\r\n"
+                        b"content-length: 100\r\n\r\n{")
+        stalled.close()
+        answer = self.http1((f"POST /roster.v1.Directory/CountEmployees HTTP/1.1\r\nhost: {HOST}\r\n"
+                             "content-type: application/json\r\ncontent-length: 2\r\nconnection: close\r\n\r\n{}")
+                            .encode())
+        self.assertTrue(answer.startswith(b"HTTP/1.1 200"), answer[:200])
+        self.after_abuse("HTTP/1.1 garbage and a stalled request")
+
+    def test_thousands_of_idle_http1_connections(self):
+        socks = []
+        request = (f"POST /grpc.health.v1.Health/Check HTTP/1.1\r\nhost: {HOST}\r\n"
+                   "content-type: application/json\r\ncontent-length: 2\r\n\r\n{}").encode()
+        try:
+            for _ in range(1000):
+                sock = socket.create_connection((HOST, PORT), timeout=HANG)
+                sock.sendall(request)
+                socks.append(sock)
+            for sock in socks[:20]:
+                self.assertTrue(sock.recv(4096).startswith(b"HTTP/1.1 200"))
+            self.assertLess(rss_mb(), RSS_BOUND_MB)
+            print(f"abuse: 1,000 kept-alive HTTP/1.1 connections: RSS {rss_mb():.0f} MB", file=sys.stderr)
+        finally:
+            for sock in socks:
+                sock.close()
+        self.after_abuse("1,000 idle HTTP/1.1 connections")
+
     def test_thousands_of_idle_connections(self):
         socks = []
         try:

@@ -1,0 +1,395 @@
+internal import Foundation
+internal import GRPCCore
+internal import NIOCore
+internal import NIOHPACK
+internal import RosterProto
+internal import RosterTransport
+internal import SwiftProtobuf
+
+/// An HTTP request that is not gRPC, whichever HTTP version carried it: header names in
+/// lower case, the body whole.
+struct PlainHTTPRequest: Sendable {
+  var method: String
+  /// The path and the query, as sent.
+  var target: String
+  var headers: HPACKHeaders
+  var body: ByteBuffer
+}
+
+/// The answer to a `PlainHTTPRequest`.
+struct PlainHTTPReply: Sendable {
+  var status: Int
+  /// Without `content-length`, which the HTTP side adds.
+  var headers: [(String, String)]
+  var body: ByteBuffer
+}
+
+/// The Connect protocol's unary calls (connectrpc.com/docs/protocol) on the unary methods of
+/// `UnaryFastPath`: `POST` with `application/json` (the proto3 JSON mapping) or
+/// `application/proto`, and `GET` for the methods marked `idempotency_level =
+/// NO_SIDE_EFFECTS` (the message in the query, the reply with an `ETag`; `If-None-Match`
+/// gets 304). Each call runs as a gRPC call does on the fast path: the same interceptors
+/// (tokens in `authorization`, roles, author metadata, admission, limits, logs and metrics),
+/// a deadline from `connect-timeout-ms`, cancelled when its HTTP request goes away. Errors
+/// come back with the Connect status for their code and `{"code", "message"}` in JSON;
+/// response metadata as headers, trailers as `trailer-` headers.
+///
+/// Streaming methods are not served over Connect yet: they answer `unimplemented`.
+struct ConnectUnary: Sendable {
+  let fastPath: UnaryFastPath
+  /// The paths of the methods that read and change nothing, which `GET` may call.
+  let readOnlyPaths: Set<String>
+  /// The paths of the streaming methods, which are not served over Connect yet.
+  let streamingPaths: Set<String>
+
+  init(fastPath: UnaryFastPath, descriptorSet: Data = RosterDescriptors.fileDescriptorSet) {
+    self.fastPath = fastPath
+    var readOnly = Set<String>()
+    var streaming = Set<String>()
+    if let set = try? Google_Protobuf_FileDescriptorSet(serializedBytes: descriptorSet) {
+      for file in set.file {
+        for service in file.service {
+          for method in service.method {
+            let path = "/\(file.package).\(service.name)/\(method.name)"
+            if method.options.idempotencyLevel == .noSideEffects { readOnly.insert(path) }
+            if method.clientStreaming || method.serverStreaming { streaming.insert(path) }
+          }
+        }
+      }
+    }
+    self.readOnlyPaths = readOnly
+    self.streamingPaths = streaming
+  }
+
+  /// Starts serving `request`; `reply` gets the answer once, on `eventLoop`. Returns the
+  /// running call, to cancel when the client goes away; nil when the answer was given at once.
+  func serve(
+    _ request: PlainHTTPRequest,
+    peers: UnaryFastPath.Peers,
+    eventLoop: any EventLoop,
+    executor: EventLoopGroupExecutor,
+    reply: @escaping @Sendable (PlainHTTPReply) -> Void
+  ) -> UnaryFastPath.LaunchedCall? {
+    let call: Call
+    switch self.parse(request) {
+    case .success(let parsed): call = parsed
+    case .failure(let refusal):
+      reply(refusal.reply)
+      return nil
+    }
+    let coding = call.encoding
+    let method = call.method
+    let etagWanted = call.isGet
+    let ifNoneMatch = request.headers.first(name: "if-none-match")
+    return self.fastPath.launch(
+      call.method,
+      headers: call.metadata,
+      message: call.message,
+      peers: peers,
+      eventLoop: eventLoop,
+      executor: executor
+    ) { outcome in
+      reply(
+        Self.reply(
+          outcome,
+          encoding: coding,
+          json: method.json,
+          etag: etagWanted,
+          ifNoneMatch: ifNoneMatch
+        )
+      )
+    }
+  }
+
+  // MARK: - Requests
+
+  enum Encoding: Sendable {
+    case json
+    case proto
+
+    var contentType: String {
+      switch self {
+      case .json: "application/json"
+      case .proto: "application/proto"
+      }
+    }
+  }
+
+  struct Call {
+    var method: UnaryFastPath.Method
+    var encoding: Encoding
+    var message: ByteBuffer?
+    var metadata: HPACKHeaders
+    var isGet: Bool
+  }
+
+  /// Why a request was answered before it ran.
+  struct Refusal: Error {
+    var reply: PlainHTTPReply
+
+    init(_ code: RPCError.Code, _ message: String, status: Int? = nil, headers: [(String, String)] = []) {
+      self.reply = ConnectUnary.errorReply(code: code, message: message, status: status, metadata: [])
+      self.reply.headers += headers
+    }
+  }
+
+  /// The headers that describe the HTTP exchange, not the call: never call metadata.
+  static let protocolHeaders: Set<String> = [
+    "content-type", "content-length", "content-encoding", "accept-encoding", "connection", "keep-alive",
+    "host", "te", "transfer-encoding", "upgrade", "proxy-connection", "connect-protocol-version",
+    "connect-timeout-ms", "connect-content-encoding", "connect-accept-encoding", "if-none-match",
+  ]
+
+  func parse(_ request: PlainHTTPRequest) -> Result<Call, Refusal> {
+    let (path, query) = Self.split(request.target)
+    guard let method = self.fastPath.methods[path] else {
+      if self.streamingPaths.contains(path) {
+        return .failure(
+          Refusal(.unimplemented, "\(path) is a streaming method: Connect streaming is not served yet; call it over gRPC")
+        )
+      }
+      return .failure(
+        Refusal(
+          .unimplemented,
+          "no method \(path): methods are at /package.Service/Method, for example /roster.v1.Directory/GetEmployee",
+          status: 404
+        )
+      )
+    }
+    let encoding: Encoding
+    var body: ByteBuffer
+    let isGet: Bool
+    switch request.method {
+    case "POST":
+      isGet = false
+      let contentType = (request.headers.first(name: "content-type") ?? "")
+        .split(separator: ";").first.map { $0.trimmingCharacters(in: .whitespaces).lowercased() } ?? ""
+      switch contentType {
+      case "application/json": encoding = .json
+      case "application/proto": encoding = .proto
+      default:
+        return .failure(
+          Refusal(
+            .unimplemented,
+            "content-type '\(contentType)' is not served: use application/json or application/proto (Connect), or application/grpc",
+            status: 415
+          )
+        )
+      }
+      if let compression = request.headers.first(name: "content-encoding"), compression != "identity" {
+        return .failure(Refusal(.unimplemented, "content-encoding \(compression) is not served; send identity"))
+      }
+      body = request.body
+    case "GET":
+      isGet = true
+      guard self.readOnlyPaths.contains(path) else {
+        return .failure(
+          Refusal(
+            .unimplemented,
+            "\(path) has side effects: call it with POST",
+            status: 405,
+            headers: [("allow", "POST")]
+          )
+        )
+      }
+      switch Self.getMessage(query) {
+      case .success(let (queryEncoding, message)):
+        encoding = queryEncoding
+        body = ByteBuffer(bytes: message)
+      case .failure(let refusal):
+        return .failure(refusal)
+      }
+    default:
+      return .failure(
+        Refusal(
+          .unimplemented,
+          "HTTP method \(request.method) is not served: use POST\(self.readOnlyPaths.contains(path) ? " or GET" : "")",
+          status: 405,
+          headers: [("allow", self.readOnlyPaths.contains(path) ? "GET, POST" : "POST")]
+        )
+      )
+    }
+    guard body.readableBytes <= self.fastPath.maxRequestBytes else {
+      return .failure(
+        Refusal(
+          .resourceExhausted,
+          "the request of \(body.readableBytes) bytes is over the limit of \(self.fastPath.maxRequestBytes)"
+        )
+      )
+    }
+    var metadata = HPACKHeaders()
+    for (name, value, _) in request.headers where !name.hasPrefix(":") && !Self.protocolHeaders.contains(name) {
+      metadata.add(name: name, value: value)
+    }
+    if let timeout = request.headers.first(name: "connect-timeout-ms") {
+      guard timeout.utf8.count <= 10, let milliseconds = Int(timeout), milliseconds >= 0 else {
+        return .failure(
+          Refusal(.invalidArgument, "malformed connect-timeout-ms '\(timeout)': a whole number of milliseconds")
+        )
+      }
+      // As gRPC's header, which the call's deadline is read from (at most 8 digits).
+      metadata.replaceOrAdd(
+        name: "grpc-timeout",
+        value: milliseconds <= 99_999_999 ? "\(milliseconds)m" : "\(min(milliseconds / 1000, 99_999_999))S"
+      )
+    }
+    var message: ByteBuffer? = body
+    if encoding == .json {
+      if body.readableBytes == 0 { body = ByteBuffer(string: "{}") }
+      do {
+        message = try method.json.request(body)
+      } catch {
+        return .failure(
+          Refusal(
+            .invalidArgument,
+            "the request is not valid JSON for \(method.descriptor.fullyQualifiedMethod)'s input: \(error)"
+          )
+        )
+      }
+    }
+    return .success(Call(method: method, encoding: encoding, message: message, metadata: metadata, isGet: isGet))
+  }
+
+  static func split(_ target: String) -> (path: String, query: Substring) {
+    guard let mark = target.firstIndex(of: "?") else { return (target, "") }
+    return (String(target[..<mark]), target[target.index(after: mark)...])
+  }
+
+  /// A GET's message from its query: `encoding` (json or proto), `message` (percent-encoded,
+  /// or base64url with `base64=1`), `compression` (identity only).
+  static func getMessage(_ query: Substring) -> Result<(Encoding, [UInt8]), Refusal> {
+    var fields: [String: String] = [:]
+    for pair in query.split(separator: "&") {
+      let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+      let name = String(parts[0]).removingPercentEncoding ?? String(parts[0])
+      let raw = parts.count > 1 ? String(parts[1]).replacingOccurrences(of: "+", with: " ") : ""
+      guard let value = raw.removingPercentEncoding else {
+        return .failure(Refusal(.invalidArgument, "query parameter \(name) is not valid percent-encoding"))
+      }
+      fields[name] = value
+    }
+    let encoding: Encoding
+    switch fields["encoding"] {
+    case "json": encoding = .json
+    case "proto": encoding = .proto
+    case let other:
+      return .failure(
+        Refusal(
+          .invalidArgument,
+          "query parameter encoding must be json or proto, not \(other.map { "'\($0)'" } ?? "missing")"
+        )
+      )
+    }
+    if let compression = fields["compression"], compression != "identity" {
+      return .failure(Refusal(.unimplemented, "compression \(compression) is not served; send identity"))
+    }
+    let text = fields["message"] ?? ""
+    guard fields["base64"] == "1" else { return .success((encoding, Array(text.utf8))) }
+    var standard = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+    standard += String(repeating: "=", count: (4 - standard.utf8.count % 4) % 4)
+    guard let bytes = Data(base64Encoded: standard).map(Array.init) else {
+      return .failure(Refusal(.invalidArgument, "query parameter message is not valid base64url"))
+    }
+    return .success((encoding, bytes))
+  }
+
+  // MARK: - Replies
+
+  static func reply(
+    _ outcome: UnaryOutcome,
+    encoding: Encoding,
+    json: UnaryFastPath.JSONCoding,
+    etag wantsETag: Bool,
+    ifNoneMatch: String?
+  ) -> PlainHTTPReply {
+    var metadata = HPACKHeaders()
+    if let headers = outcome.headers { metadata.add(headers) }
+    var trailers = HPACKHeaders()
+    trailers.add(outcome.trailers)
+    for (name, value, _) in trailers { metadata.add(name: "trailer-" + name, value: value) }
+    let pairs = metadata.map { ($0.name, $0.value) }
+    guard outcome.status.code == .ok else {
+      return Self.errorReply(
+        code: RPCError.Code(outcome.status.code) ?? .unknown,
+        message: outcome.status.message,
+        status: nil,
+        metadata: pairs
+      )
+    }
+    var body = outcome.messages.first ?? ByteBuffer()
+    if encoding == .json {
+      do {
+        body = try json.response(body)
+      } catch {
+        return Self.errorReply(code: .internalError, message: "the reply could not be written as JSON", status: nil, metadata: pairs)
+      }
+    }
+    var headers = [("content-type", encoding.contentType)] + pairs
+    if wantsETag {
+      let etag = "\"\(Self.fingerprint(body))\""
+      headers.append(("etag", etag))
+      if let ifNoneMatch, ifNoneMatch.split(separator: ",").contains(where: { $0.trimmingCharacters(in: .whitespaces) == etag || $0 == "*" }) {
+        return PlainHTTPReply(status: 304, headers: headers.filter { $0.0 != "content-type" }, body: ByteBuffer())
+      }
+    }
+    return PlainHTTPReply(status: 200, headers: headers, body: body)
+  }
+
+  /// A Connect error: the HTTP status for its code (unless `status` says otherwise), and
+  /// `{"code": …, "message": …}`.
+  static func errorReply(
+    code: RPCError.Code,
+    message: String,
+    status: Int?,
+    metadata: [(String, String)]
+  ) -> PlainHTTPReply {
+    let (name, httpStatus) = Self.connectCode(code)
+    struct Body: Encodable {
+      var code: String
+      var message: String
+    }
+    let encoder = JSONEncoder()
+    encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+    let json = (try? encoder.encode(Body(code: name, message: message))) ?? Data("{}".utf8)
+    return PlainHTTPReply(
+      status: status ?? httpStatus,
+      headers: [("content-type", "application/json")] + metadata,
+      body: ByteBuffer(bytes: json)
+    )
+  }
+
+  /// The Connect protocol's name and HTTP status for a gRPC code.
+  static func connectCode(_ code: RPCError.Code) -> (String, Int) {
+    switch code {
+    case .cancelled: ("canceled", 499)
+    case .unknown: ("unknown", 500)
+    case .invalidArgument: ("invalid_argument", 400)
+    case .deadlineExceeded: ("deadline_exceeded", 504)
+    case .notFound: ("not_found", 404)
+    case .alreadyExists: ("already_exists", 409)
+    case .permissionDenied: ("permission_denied", 403)
+    case .resourceExhausted: ("resource_exhausted", 429)
+    case .failedPrecondition: ("failed_precondition", 400)
+    case .aborted: ("aborted", 409)
+    case .outOfRange: ("out_of_range", 400)
+    case .unimplemented: ("unimplemented", 501)
+    case .internalError: ("internal", 500)
+    case .unavailable: ("unavailable", 503)
+    case .dataLoss: ("data_loss", 500)
+    case .unauthenticated: ("unauthenticated", 401)
+    default: ("unknown", 500)
+    }
+  }
+
+  /// A stable fingerprint of a reply's bytes, for its `ETag` (FNV-1a, 64 bits): the same
+  /// reply gives the same tag in every process.
+  static func fingerprint(_ body: ByteBuffer) -> String {
+    var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+    for byte in body.readableBytesView {
+      hash ^= UInt64(byte)
+      hash = hash &* 0x0000_0100_0000_01B3
+    }
+    let hex = String(hash, radix: 16)
+    return String(repeating: "0", count: 16 - hex.count) + hex
+  }
+}

@@ -1,0 +1,259 @@
+#!/usr/bin/env python3
+"""The Connect protocol on Roster's port, checked by clients nobody here wrote: `curl` (over
+HTTP/1.1 and HTTP/2 with prior knowledge) and the Buf CLI's `buf curl` (PyPI `buf-bin`), against
+the built binary with a tokens file; `grpcio` checks that what a Connect call wrote is what a
+gRPC call reads.
+
+Usage: connect_test.py ROSTER_BINARY
+"""
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import unittest
+import urllib.parse
+
+import grpc
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
+ROSTER = os.path.abspath(sys.argv.pop(1)) if len(sys.argv) > 1 else os.path.join(ROOT, ".build/debug/roster")
+WORK = tempfile.mkdtemp(prefix="roster-connect-")
+HANG = 60
+MAX_REQUEST_KIB = 64
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import rosterstubs  # noqa: E402
+
+STUBS = rosterstubs.generate(WORK, ["types.proto", "directory.proto"])
+from roster.v1 import directory_pb2, directory_pb2_grpc, types_pb2  # noqa: E402
+
+SERVER = None
+LOG = None
+BASE = None
+TARGET = None
+TOKENS = {}
+
+
+def setUpModule():
+    global SERVER, LOG, BASE, TARGET
+    lines = []
+    for role in ("reader", "writer"):
+        token, line = subprocess.run([ROSTER, "token", "--role", role], check=True, capture_output=True,
+                                     text=True).stdout.split("\n")[:2]
+        TOKENS[role] = token
+        lines.append(line)
+    with open(os.path.join(WORK, "tokens"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+    LOG = open(os.path.join(WORK, "server.log"), "w")
+    SERVER = subprocess.Popen(
+        [ROSTER, "serve", "--port", "0", "--db", os.path.join(WORK, "connect.sqlite"), "--seed-employees", "60",
+         "--no-seed-pictures", "--seed-sales-per-employee", "0", "--tokens", os.path.join(WORK, "tokens"),
+         "--max-request-kib", str(MAX_REQUEST_KIB)],
+        stdout=subprocess.PIPE, stderr=LOG, text=True)
+    line = SERVER.stdout.readline()
+    if not line.startswith("listening on "):
+        raise RuntimeError("server did not start: " + open(os.path.join(WORK, "server.log")).read())
+    TARGET = line.split()[-1]
+    BASE = f"http://{TARGET}"
+
+
+def tearDownModule():
+    try:
+        SERVER.send_signal(signal.SIGTERM)
+        code = SERVER.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        SERVER.kill()
+        SERVER.wait()
+        raise AssertionError("the server did not stop within 30 s of SIGTERM")
+    finally:
+        SERVER.stdout.close()
+        LOG.close()
+    if code != 0:
+        raise AssertionError(f"server exited {code} on SIGTERM")
+    shutil.rmtree(WORK, ignore_errors=True)
+
+
+class Reply:
+    def __init__(self, status, headers, body):
+        self.status, self.headers, self.body = status, headers, body
+
+    def json(self):
+        return json.loads(self.body)
+
+    def __repr__(self):
+        return f"HTTP {self.status} {self.headers} {self.body[:300]!r}"
+
+
+def curl(path, body=None, method=None, headers=(), http2=False, token="reader", extra=()):
+    """One request through curl: (status, headers by lower-case name, body bytes)."""
+    command = ["curl", "-s", "-S", "-i", "--max-time", str(HANG)]
+    if http2:
+        command.append("--http2-prior-knowledge")
+    if method:
+        command += ["-X", method]
+    if token:
+        command += ["-H", f"authorization: Bearer {TOKENS[token]}"]
+    for header in headers:
+        command += ["-H", header]
+    if body is not None:
+        command += ["--data-binary", "@-"]
+    command += list(extra) + [BASE + path]
+    raw = subprocess.run(command, input=body if isinstance(body, bytes) else (body or "").encode(),
+                         capture_output=True, check=True, timeout=HANG).stdout
+    head, _, rest = raw.partition(b"\r\n\r\n")
+    lines = head.decode().split("\r\n")
+    status = int(lines[0].split()[1])
+    found = {}
+    for line in lines[1:]:
+        name, _, value = line.partition(":")
+        found[name.strip().lower()] = value.strip()
+    return Reply(status, found, rest)
+
+
+def post_json(path, message, headers=(), **kw):
+    return curl(path, json.dumps(message), method="POST", headers=["content-type: application/json", *headers], **kw)
+
+
+class ConnectWithCurl(unittest.TestCase):
+    def some_employee(self):
+        page = post_json("/roster.v1.Directory/ListEmployees", {"pageSize": 1})
+        self.assertEqual(page.status, 200, page)
+        return page.json()["employees"][0]
+
+    def test_unary_json_over_http1_and_http2(self):
+        for http2 in (False, True):
+            page = post_json("/roster.v1.Directory/ListEmployees", {"pageSize": 3, "readMask": "name,department"},
+                             http2=http2)
+            self.assertEqual(page.status, 200, page)
+            self.assertEqual(page.headers["content-type"], "application/json")
+            employees = page.json()["employees"]
+            self.assertEqual(len(employees), 3)
+            self.assertEqual(set(employees[0]), {"name", "department"})
+            self.assertTrue(page.json()["nextPageToken"])
+            # int64 as a string, by the proto3 JSON mapping.
+            count = post_json("/roster.v1.Directory/CountEmployees", {}, http2=http2)
+            self.assertEqual(count.json(), {"count": "60"})
+
+    def test_unary_proto(self):
+        guid = self.some_employee()["guid"]
+        request = directory_pb2.GetEmployeeRequest(guid=guid).SerializeToString()
+        for http2 in (False, True):
+            reply = curl("/roster.v1.Directory/GetEmployee", request, method="POST",
+                         headers=["content-type: application/proto"], http2=http2)
+            self.assertEqual(reply.status, 200, reply)
+            self.assertEqual(reply.headers["content-type"], "application/proto")
+            self.assertEqual(types_pb2.Employee.FromString(reply.body).guid, guid)
+
+    def test_get_with_etag_and_304(self):
+        guid = self.some_employee()["guid"]
+        query = urllib.parse.urlencode({"encoding": "json", "message": json.dumps({"guid": guid})})
+        first = curl("/roster.v1.Directory/GetEmployee?" + query)
+        self.assertEqual(first.status, 200, first)
+        self.assertEqual(first.json()["guid"], guid)
+        etag = first.headers["etag"]
+        again = curl("/roster.v1.Directory/GetEmployee?" + query)
+        self.assertEqual(again.headers["etag"], etag, "the same reply must carry the same ETag")
+        self.assertEqual(again.body, first.body)
+        unchanged = curl("/roster.v1.Directory/GetEmployee?" + query, headers=[f"if-none-match: {etag}"])
+        self.assertEqual(unchanged.status, 304, unchanged)
+        self.assertEqual(unchanged.body, b"")
+        # The proto encoding, base64url in the query, over HTTP/2.
+        import base64
+        message = base64.urlsafe_b64encode(directory_pb2.GetEmployeeRequest(guid=guid).SerializeToString())
+        proto = curl("/roster.v1.Directory/GetEmployee?encoding=proto&base64=1&message=" +
+                     message.decode().rstrip("="), http2=True)
+        self.assertEqual(proto.status, 200, proto)
+        self.assertEqual(types_pb2.Employee.FromString(proto.body).guid, guid)
+
+    def test_a_write_over_connect_is_read_over_grpc(self):
+        created = post_json("/roster.v1.Directory/CreateEmployee",
+                            {"employee": {"name": "Connect Person", "department": "Engineering",
+                                          "email": "connect.person@example.com", "startDate": "2026-11-26"}}, token="writer")
+        self.assertEqual(created.status, 200, created)
+        guid = created.json()["guid"]
+        with grpc.insecure_channel(TARGET) as channel:
+            stub = directory_pb2_grpc.DirectoryStub(channel)
+            employee = stub.GetEmployee(directory_pb2.GetEmployeeRequest(guid=guid), timeout=HANG,
+                                        metadata=[("authorization", f"Bearer {TOKENS['reader']}")])
+        self.assertEqual(employee.name, "Connect Person")
+        deleted = post_json("/roster.v1.Directory/DeleteEmployee", {"guid": guid}, token="writer")
+        self.assertEqual(deleted.status, 200, deleted)
+
+    def assert_error(self, reply, status, code, mentioning=""):
+        self.assertEqual(reply.status, status, reply)
+        self.assertEqual(reply.headers.get("content-type"), "application/json", reply)
+        body = reply.json()
+        self.assertEqual(body["code"], code, reply)
+        self.assertIn(mentioning, body.get("message", ""), reply)
+
+    def test_errors_by_the_connect_table(self):
+        get = "/roster.v1.Directory/GetEmployee"
+        missing = "00000000-0000-4000-8000-000000000000"
+        for http2 in (False, True):
+            self.assert_error(post_json(get, {"guid": missing}, http2=http2), 404, "not_found")
+            self.assert_error(post_json(get, {"guid": "nope"}, http2=http2), 400, "invalid_argument", "guid")
+            self.assert_error(post_json(get, {"guid": missing}, token=None, http2=http2), 401, "unauthenticated")
+            self.assert_error(post_json("/roster.v1.Directory/DeleteEmployee", {"guid": missing}, http2=http2),
+                              403, "permission_denied")
+            self.assert_error(curl(get, "{\"guid\": ", method="POST", headers=["content-type: application/json"],
+                                   http2=http2), 400, "invalid_argument", "JSON")
+            self.assert_error(curl(get, "x", method="POST", headers=["content-type: text/plain"], http2=http2),
+                              415, "unimplemented", "application/json")
+            self.assert_error(curl(get, method="PUT", http2=http2), 405, "unimplemented", "POST")
+            self.assert_error(curl("/roster.v1.Directory/DeleteEmployee?encoding=json&message=%7B%7D", http2=http2),
+                              405, "unimplemented", "side effects")
+            self.assert_error(post_json("/roster.v1.Directory/Nope", {}, http2=http2), 404, "unimplemented",
+                              "no method")
+            self.assert_error(post_json("/roster.v1.Directory/StreamEmployees", {}, http2=http2), 501,
+                              "unimplemented", "streaming")
+            self.assert_error(post_json(get, {"guid": missing}, headers=["connect-timeout-ms: soon"], http2=http2),
+                              400, "invalid_argument", "connect-timeout-ms")
+            self.assert_error(post_json(get, {"guid": "x" * (MAX_REQUEST_KIB * 1024)}, http2=http2), 429,
+                              "resource_exhausted", "limit")
+
+    def test_a_failed_write_changes_nothing(self):
+        before = post_json("/roster.v1.Directory/CountEmployees", {}).json()
+        self.assert_error(post_json("/roster.v1.Directory/CreateEmployee", {"employee": {"name": ""}},
+                                    token="writer"), 400, "invalid_argument")
+        self.assertEqual(post_json("/roster.v1.Directory/CountEmployees", {}).json(), before)
+
+    def test_keep_alive_carries_several_requests(self):
+        path = BASE + "/roster.v1.Directory/CountEmployees"
+        out = subprocess.run(
+            ["curl", "-s", "-S", "-v", "--max-time", str(HANG), "-H", "content-type: application/json",
+             "-H", f"authorization: Bearer {TOKENS['reader']}", "--data", "{}", path, "--next",
+             "-H", "content-type: application/json", "-H", f"authorization: Bearer {TOKENS['reader']}",
+             "--data", "{}", path], capture_output=True, text=True, check=True, timeout=HANG)
+        self.assertEqual(out.stdout, '{"count":"60"}' * 2)
+        self.assertIn("Re-using existing connection", out.stderr)
+
+
+class ConnectWithBufCurl(unittest.TestCase):
+    """The Buf CLI's client, which reads the schema from Protos/ (buf.yaml)."""
+
+    def buf_curl(self, method, data, *flags):
+        buf = shutil.which("buf") or os.path.join(os.path.dirname(sys.executable), "buf")
+        return subprocess.run(
+            [buf, "curl", "--schema", os.path.join(ROOT, "Protos"), "-H",
+             f"authorization: Bearer {TOKENS['reader']}", "--data", json.dumps(data), *flags,
+             f"{BASE}/roster.v1.Directory/{method}"],
+            capture_output=True, text=True, timeout=HANG)
+
+    def test_connect_over_http1_and_http2_and_grpc(self):
+        for flags in (["--protocol", "connect"], ["--protocol", "connect", "--http2-prior-knowledge"],
+                      ["--protocol", "grpc", "--http2-prior-knowledge"]):
+            out = self.buf_curl("ListEmployees", {"page_size": 2}, *flags)
+            self.assertEqual(out.returncode, 0, (flags, out.stderr))
+            self.assertEqual(len(json.loads(out.stdout)["employees"]), 2, flags)
+
+    def test_connect_error(self):
+        out = self.buf_curl("GetEmployee", {"guid": "nope"}, "--protocol", "connect")
+        self.assertNotEqual(out.returncode, 0)
+        self.assertIn("invalid_argument", out.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
