@@ -42,8 +42,12 @@ struct ConnectUnary: Sendable {
   /// The paths of the streaming methods, which are not served over Connect yet.
   let streamingPaths: Set<String>
 
-  init(fastPath: UnaryFastPath, descriptorSet: Data = RosterDescriptors.fileDescriptorSet) {
+  /// The browsers' origins that may call; nil for none (no CORS headers at all).
+  let cors: CORSPolicy?
+
+  init(fastPath: UnaryFastPath, cors: CORSPolicy? = nil, descriptorSet: Data = RosterDescriptors.fileDescriptorSet) {
     self.fastPath = fastPath
+    self.cors = cors
     var readOnly = Set<String>()
     var streaming = Set<String>()
     if let set = try? Google_Protobuf_FileDescriptorSet(serializedBytes: descriptorSet) {
@@ -70,11 +74,29 @@ struct ConnectUnary: Sendable {
     executor: EventLoopGroupExecutor,
     reply: @escaping @Sendable (PlainHTTPReply) -> Void
   ) -> UnaryFastPath.LaunchedCall? {
+    let origin = request.headers.first(name: "origin")
+    if let cors = self.cors, request.method == "OPTIONS",
+      request.headers.first(name: "access-control-request-method") != nil
+    {
+      reply(cors.preflight(origin: origin))
+      return nil
+    }
+    let corsHeaders = self.cors?.headers(for: origin) ?? []
+    let respond: @Sendable (PlainHTTPReply) -> Void
+    if corsHeaders.isEmpty {
+      respond = reply
+    } else {
+      respond = { answer in
+        var withCORS = answer
+        withCORS.headers += corsHeaders
+        reply(withCORS)
+      }
+    }
     let call: Call
     switch self.parse(request) {
     case .success(let parsed): call = parsed
     case .failure(let refusal):
-      reply(refusal.reply)
+      respond(refusal.reply)
       return nil
     }
     let coding = call.encoding
@@ -89,7 +111,7 @@ struct ConnectUnary: Sendable {
       eventLoop: eventLoop,
       executor: executor
     ) { outcome in
-      reply(
+      respond(
         Self.reply(
           outcome,
           encoding: coding,

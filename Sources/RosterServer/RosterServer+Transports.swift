@@ -43,7 +43,7 @@ func makeServing(
   switch config.transport {
   case .roster:
     let executor = loopExecutor
-    let connect = ConnectUnary(fastPath: unaryMethods)
+    let connect = ConnectUnary(fastPath: unaryMethods, cors: config.cors)
     let transport = RosterHTTP2Transport(
       config: RosterHTTP2Transport.Config(
         host: host,

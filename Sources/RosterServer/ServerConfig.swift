@@ -19,6 +19,8 @@ public struct ServerConfig: Sendable {
   public var limits = Limits()
   /// Whether to log one line per RPC (method, status, duration, peer, author).
   public var logRequests: Bool = true
+  /// The browser origins that may call the Connect protocol (CORS); none by default.
+  public var cors: CORSPolicy? = nil
   /// The database and its tuning.
   public var store: StoreConfiguration
   /// A PostgreSQL server to serve instead of the SQLite file (`roster serve --postgres`), for

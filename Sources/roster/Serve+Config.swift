@@ -14,6 +14,7 @@ extension Serve {
     config.host = self.host
     config.logRequests = self.logRequests
     config.transport = self.transport
+    config.cors = self.corsOrigin.isEmpty ? nil : CORSPolicy(origins: self.corsOrigin)
     if let certificate = self.tlsCert, let key = self.tlsKey {
       config.tls = TLSFiles(certificatePath: certificate, keyPath: key, clientCAPath: self.tlsClientCa)
     }

@@ -68,6 +68,9 @@ struct Serve: AsyncParsableCommand {
   @Option(help: "Open StreamEmployees and WatchChanges streams per client (per token holder with --tokens, else per peer address).")
   var maxStreamsPerClient: Int = Self.defaults.limits.maxStreamsPerClient
 
+  @Option(help: "A browser origin (https://HOST[:PORT]) whose pages may call the Connect protocol (CORS); repeat for more, or '*' for any (never with credentials). None by default.")
+  var corsOrigin: [String] = []
+
   @Option(help: "Serve Prometheus metrics at http://HOST:PORT/metrics on this port; off when unset.")
   var metricsPort: Int?
 
@@ -214,6 +217,9 @@ struct Serve: AsyncParsableCommand {
       throw ValidationError(
         "limits must be positive (--max-idle-s, --max-age-s and --default-deadline-ms may be 0 for none)"
       )
+    }
+    if let problem = CORSPolicy.check(self.corsOrigin) {
+      throw ValidationError(problem)
     }
     if let eventLoops = self.eventLoops, !(1...1024).contains(eventLoops) {
       throw ValidationError("--event-loops must be between 1 and 1024")

@@ -23,7 +23,7 @@ struct ConfigurationDefaultsTests {
       "maxConnectionAge": "\(String(describing: limits.maxConnectionAge))",
       "defaultDeadline": "\(String(describing: limits.defaultDeadline))",
       "maxStreamsPerClient": "\(limits.maxStreamsPerClient)",
-      "fastUnaryPath": "\(config.fastUnaryPath)",
+      "fastUnaryPath": "\(config.fastUnaryPath)", "cors": "\(String(describing: config.cors))",
       "transport": config.transport.rawValue,
       "path": store.path, "cacheSizeKiB": "\(store.cacheSizeKiB)", "mmapSize": "\(store.mmapSize)",
       "sqlDebug": "\(store.sqlDebug)", "synchronous": store.synchronous.rawValue,

@@ -23,6 +23,7 @@ ROSTER = os.path.abspath(sys.argv.pop(1)) if len(sys.argv) > 1 else os.path.join
 WORK = tempfile.mkdtemp(prefix="roster-connect-")
 HANG = 60
 MAX_REQUEST_KIB = 64
+ORIGIN = "https://console.example:8443"
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 import rosterstubs  # noqa: E402
@@ -51,7 +52,7 @@ def setUpModule():
     SERVER = subprocess.Popen(
         [ROSTER, "serve", "--port", "0", "--db", os.path.join(WORK, "connect.sqlite"), "--seed-employees", "60",
          "--no-seed-pictures", "--seed-sales-per-employee", "0", "--tokens", os.path.join(WORK, "tokens"),
-         "--max-request-kib", str(MAX_REQUEST_KIB)],
+         "--max-request-kib", str(MAX_REQUEST_KIB), "--cors-origin", ORIGIN],
         stdout=subprocess.PIPE, stderr=LOG, text=True)
     line = SERVER.stdout.readline()
     if not line.startswith("listening on "):
@@ -229,6 +230,50 @@ class ConnectWithCurl(unittest.TestCase):
              "--data", "{}", path], capture_output=True, text=True, check=True, timeout=HANG)
         self.assertEqual(out.stdout, '{"count":"60"}' * 2)
         self.assertIn("Re-using existing connection", out.stderr)
+
+
+class CORS(unittest.TestCase):
+    """--cors-origin: preflights and replies for an allowed origin, nothing for another."""
+
+    def preflight(self, origin, http2=False):
+        return curl("/roster.v1.Directory/ListEmployees", method="OPTIONS", token=None, http2=http2,
+                    headers=[f"origin: {origin}", "access-control-request-method: POST",
+                             "access-control-request-headers: authorization, content-type"])
+
+    def test_preflight(self):
+        for http2 in (False, True):
+            allowed = self.preflight(ORIGIN, http2=http2)
+            self.assertEqual(allowed.status, 204, allowed)
+            self.assertEqual(allowed.headers["access-control-allow-origin"], ORIGIN)
+            self.assertEqual(allowed.headers["access-control-allow-credentials"], "true")
+            self.assertIn("POST", allowed.headers["access-control-allow-methods"])
+            self.assertIn("authorization", allowed.headers["access-control-allow-headers"])
+            self.assertIn("connect-protocol-version", allowed.headers["access-control-allow-headers"])
+            self.assertTrue(int(allowed.headers["access-control-max-age"]) > 0)
+            refused = self.preflight("https://elsewhere.example", http2=http2)
+            self.assertEqual(refused.status, 403, refused)
+            self.assertNotIn("access-control-allow-origin", refused.headers)
+
+    def test_replies_to_an_allowed_origin_only(self):
+        reply = post_json("/roster.v1.Directory/CountEmployees", {}, headers=[f"origin: {ORIGIN}"])
+        self.assertEqual(reply.status, 200, reply)
+        self.assertEqual(reply.headers["access-control-allow-origin"], ORIGIN)
+        self.assertIn("grpc-status", reply.headers["access-control-expose-headers"])
+        error = post_json("/roster.v1.Directory/GetEmployee", {"guid": "nope"}, headers=[f"origin: {ORIGIN}"])
+        self.assertEqual(error.headers["access-control-allow-origin"], ORIGIN, error)
+        other = post_json("/roster.v1.Directory/CountEmployees", {}, headers=["origin: https://elsewhere.example"])
+        self.assertEqual(other.status, 200, other)
+        self.assertNotIn("access-control-allow-origin", other.headers)
+
+    def test_bad_origins_stop_serve(self):
+        for origins, mentioning in ((["*", ORIGIN], "give it alone"), (["console.example"], "not an origin"),
+                                    (["https://console.example/app"], "no path")):
+            args = [ROSTER, "serve", "--port", "0", "--db", os.path.join(WORK, "never.sqlite")]
+            for origin in origins:
+                args += ["--cors-origin", origin]
+            out = subprocess.run(args, capture_output=True, text=True, timeout=HANG)
+            self.assertNotEqual(out.returncode, 0, origins)
+            self.assertIn(mentioning, out.stderr, origins)
 
 
 class ConnectWithBufCurl(unittest.TestCase):
