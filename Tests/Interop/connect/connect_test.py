@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
-"""The Connect protocol on Roster's port, checked by clients nobody here wrote: `curl` (over
-HTTP/1.1 and HTTP/2 with prior knowledge) and the Buf CLI's `buf curl` (PyPI `buf-bin`), against
-the built binary with a tokens file; `grpcio` checks that what a Connect call wrote is what a
-gRPC call reads.
+"""The Connect protocol and gRPC-Web on Roster's port, checked by clients nobody here wrote:
+`curl` (over HTTP/1.1 and HTTP/2 with prior knowledge), the Buf CLI's `buf curl` (PyPI `buf-bin`;
+Connect, gRPC-Web and gRPC) and `sonora` (PyPI, gRPC-Web), against the built binary with a
+tokens file and `--cors-origin`; `grpcio` checks that what a Connect call wrote is what a gRPC
+call reads.
 
 Usage: connect_test.py ROSTER_BINARY
 """
@@ -289,15 +290,90 @@ class ConnectWithBufCurl(unittest.TestCase):
 
     def test_connect_over_http1_and_http2_and_grpc(self):
         for flags in (["--protocol", "connect"], ["--protocol", "connect", "--http2-prior-knowledge"],
+                      ["--protocol", "grpcweb"], ["--protocol", "grpcweb", "--http2-prior-knowledge"],
                       ["--protocol", "grpc", "--http2-prior-knowledge"]):
             out = self.buf_curl("ListEmployees", {"page_size": 2}, *flags)
             self.assertEqual(out.returncode, 0, (flags, out.stderr))
             self.assertEqual(len(json.loads(out.stdout)["employees"]), 2, flags)
 
     def test_connect_error(self):
-        out = self.buf_curl("GetEmployee", {"guid": "nope"}, "--protocol", "connect")
-        self.assertNotEqual(out.returncode, 0)
-        self.assertIn("invalid_argument", out.stderr)
+        for protocol in ("connect", "grpcweb"):
+            out = self.buf_curl("GetEmployee", {"guid": "nope"}, "--protocol", protocol)
+            self.assertNotEqual(out.returncode, 0)
+            self.assertIn("invalid_argument", out.stderr, protocol)
+
+
+class GRPCWebWithSonora(unittest.TestCase):
+    """sonora (PyPI), a gRPC-Web client of its own, with grpcio's generated stubs."""
+
+    def test_unary_and_an_error(self):
+        import sonora.client
+        def method(name, request, response):
+            # The channel's own multicallables (grpcio's generated stubs pass an argument
+            # sonora does not take).
+            return channel.unary_unary(f"/roster.v1.Directory/{name}", request_serializer=request.SerializeToString,
+                                       response_deserializer=response.FromString)
+
+        with sonora.client.insecure_web_channel(BASE) as channel:
+            auth = [("authorization", f"Bearer {TOKENS['reader']}")]
+            page = method("ListEmployees", directory_pb2.ListEmployeesRequest, directory_pb2.ListEmployeesResponse)(
+                directory_pb2.ListEmployeesRequest(page_size=4), metadata=auth, timeout=HANG)
+            self.assertEqual(len(page.employees), 4)
+            with self.assertRaises(grpc.RpcError) as refused:
+                method("GetEmployee", directory_pb2.GetEmployeeRequest, types_pb2.Employee)(
+                    directory_pb2.GetEmployeeRequest(guid="nope"), metadata=auth, timeout=HANG)
+            self.assertEqual(refused.exception.code(), grpc.StatusCode.INVALID_ARGUMENT)
+            with self.assertRaises(grpc.RpcError) as unauthenticated:
+                method("CountEmployees", directory_pb2.CountEmployeesRequest, directory_pb2.CountEmployeesResponse)(
+                    directory_pb2.CountEmployeesRequest(), timeout=HANG)
+            self.assertEqual(unauthenticated.exception.code(), grpc.StatusCode.UNAUTHENTICATED)
+
+
+class GRPCWebText(unittest.TestCase):
+    """application/grpc-web-text, the base64 form older grpc-web JavaScript clients send,
+    through curl: frames and the trailer frame read by hand."""
+
+    @staticmethod
+    def frames(body):
+        import struct
+        out = []
+        while body:
+            flag, length = struct.unpack(">BI", body[:5])
+            out.append((flag, body[5:5 + length]))
+            body = body[5 + length:]
+        return out
+
+    def call(self, path, message, http2=False):
+        import base64
+        import struct
+        framed = struct.pack(">BI", 0, len(message)) + message
+        return curl(path, base64.b64encode(framed), method="POST", http2=http2,
+                    headers=["content-type: application/grpc-web-text", "x-grpc-web: 1"])
+
+    def test_unary_and_trailers(self):
+        import base64
+        for http2 in (False, True):
+            reply = self.call("/roster.v1.Directory/CountEmployees",
+                              directory_pb2.CountEmployeesRequest().SerializeToString(), http2=http2)
+            self.assertEqual(reply.status, 200, reply)
+            self.assertTrue(reply.headers["content-type"].startswith("application/grpc-web-text"))
+            frames = self.frames(base64.b64decode(reply.body))
+            self.assertEqual([flag for flag, _ in frames], [0, 0x80])
+            self.assertEqual(directory_pb2.CountEmployeesResponse.FromString(frames[0][1]).count, 60)
+            self.assertIn(b"grpc-status: 0", frames[1][1])
+
+    def test_errors(self):
+        import base64
+        missing = directory_pb2.GetEmployeeRequest(guid="00000000-0000-4000-8000-000000000000")
+        reply = self.call("/roster.v1.Directory/GetEmployee", missing.SerializeToString())
+        frames = self.frames(base64.b64decode(reply.body)) if reply.body else []
+        trailers = frames[-1][1].decode() if frames else "".join(f"{k}: {v}\r\n" for k, v in reply.headers.items())
+        self.assertIn("grpc-status: 5", trailers, reply)
+        # Refused before it began: trailers-only, the status in the headers.
+        unknown = self.call("/roster.v1.Directory/Nope", b"")
+        self.assertEqual(unknown.status, 200, unknown)
+        self.assertEqual(unknown.headers.get("grpc-status"), "12", unknown)
+        self.assertEqual(unknown.body, b"")
 
 
 if __name__ == "__main__":
