@@ -112,7 +112,6 @@ struct ConnectUnary: Sendable {
       return nil
     }
     let coding = call.encoding
-    let method = call.method
     let etagWanted = call.isGet
     let ifNoneMatch = request.headers.first(name: "if-none-match")
     return self.fastPath.launch(
@@ -120,6 +119,7 @@ struct ConnectUnary: Sendable {
       headers: call.metadata,
       message: call.message,
       peers: peers,
+      format: call.encoding == .json ? .json : .binary,
       eventLoop: eventLoop,
       executor: executor
     ) { outcome in
@@ -127,7 +127,6 @@ struct ConnectUnary: Sendable {
         Self.reply(
           outcome,
           encoding: coding,
-          json: method.json,
           etag: etagWanted,
           ifNoneMatch: ifNoneMatch
         )
@@ -267,21 +266,8 @@ struct ConnectUnary: Sendable {
         value: milliseconds <= 99_999_999 ? "\(milliseconds)m" : "\(min(milliseconds / 1000, 99_999_999))S"
       )
     }
-    var message: ByteBuffer? = body
-    if encoding == .json {
-      if body.readableBytes == 0 { body = ByteBuffer(string: "{}") }
-      do {
-        message = try method.json.request(body)
-      } catch {
-        return .failure(
-          Refusal(
-            .invalidArgument,
-            "the request is not valid JSON for \(method.descriptor.fullyQualifiedMethod)'s input: \(error)"
-          )
-        )
-      }
-    }
-    return .success(Call(method: method, encoding: encoding, message: message, metadata: metadata, isGet: isGet))
+    if encoding == .json && body.readableBytes == 0 { body = ByteBuffer(string: "{}") }
+    return .success(Call(method: method, encoding: encoding, message: body, metadata: metadata, isGet: isGet))
   }
 
   static func split(_ target: String) -> (path: String, query: Substring) {
@@ -430,7 +416,6 @@ struct ConnectUnary: Sendable {
   static func reply(
     _ outcome: UnaryOutcome,
     encoding: Encoding,
-    json: UnaryFastPath.JSONCoding,
     etag wantsETag: Bool,
     ifNoneMatch: String?
   ) -> PlainHTTPReply {
@@ -448,14 +433,7 @@ struct ConnectUnary: Sendable {
         metadata: pairs
       )
     }
-    var body = outcome.messages.first ?? ByteBuffer()
-    if encoding == .json {
-      do {
-        body = try json.response(body)
-      } catch {
-        return Self.errorReply(code: .internalError, message: "the reply could not be written as JSON", status: nil, metadata: pairs)
-      }
-    }
+    let body = outcome.messages.first ?? ByteBuffer()
     var headers = [("content-type", encoding.contentType)] + pairs
     if wantsETag {
       let etag = "\"\(Self.fingerprint(body))\""

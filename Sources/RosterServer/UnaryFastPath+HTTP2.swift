@@ -80,6 +80,7 @@ extension UnaryFastPath {
     headers: HPACKHeaders,
     message: ByteBuffer?,
     peers: Peers,
+    format: WireFormat = .binary,
     eventLoop loop: any EventLoop,
     executor: EventLoopGroupExecutor,
     finish: @escaping @Sendable (UnaryOutcome) -> Void
@@ -104,7 +105,7 @@ extension UnaryFastPath {
           cancellation: handle
         )
         context.transportSpecific = callTask
-        return await method.run(message, metadata, context, interceptors)
+        return await method.run(message, format, metadata, context, interceptors)
       }
       if loop.inEventLoop {
         finish(outcome)

@@ -26,11 +26,9 @@ struct UnaryFastPath: Sendable {
     /// beyond the store is a fixed few microseconds) rather than on the cooperative pool
     /// (pages, batches and analytics, whose mapping grows with the reply).
     let onEventLoop: Bool
-    /// The request and response messages in the proto3 JSON mapping (the Connect protocol's
-    /// `application/json`).
-    let json: JSONCoding
-    /// Runs one call; the request's message, or nil when the client sent none.
-    let run: @Sendable (ByteBuffer?, Metadata, ServerContext, [any ServerInterceptor]) async -> UnaryOutcome
+    /// Runs one call; the request's message, or nil when the client sent none, and the reply's
+    /// messages, in `WireFormat`.
+    let run: @Sendable (ByteBuffer?, WireFormat, Metadata, ServerContext, [any ServerInterceptor]) async -> UnaryOutcome
 
     /// A method with protobuf messages, calling `handler` as grpc-swift's router would.
     static func protobuf<Input: SwiftProtobuf.Message, Output: SwiftProtobuf.Message>(
@@ -41,47 +39,28 @@ struct UnaryFastPath: Sendable {
       _ handler: @escaping @Sendable (StreamingServerRequest<Input>, ServerContext) async throws
         -> StreamingServerResponse<Output>
     ) -> Method {
-      Method(descriptor: descriptor, onEventLoop: onEventLoop, json: .of(Input.self, Output.self)) {
-        bytes, metadata, context, interceptors in
+      Method(descriptor: descriptor, onEventLoop: onEventLoop) { bytes, format, metadata, context, interceptors in
         await UnaryFastPath.execute(
           request: StreamingServerRequest(
             metadata: metadata,
-            messages: RPCAsyncSequence(wrapping: OneMessage<Input>(bytes: bytes.map(BufferBytes.init)))
+            messages: RPCAsyncSequence(wrapping: OneMessage<Input>(bytes: bytes.map(BufferBytes.init), format: format))
           ),
           context: context,
           interceptors: interceptors,
+          format: format,
           handler: handler
         )
       }
     }
   }
 
-  /// A method's messages between the binary wire format and the proto3 JSON mapping.
-  struct JSONCoding: Sendable {
-    /// A request in JSON (UTF-8) as binary protobuf; unknown fields are ignored.
-    let request: @Sendable (ByteBuffer) throws -> ByteBuffer
-    /// A binary protobuf response in JSON (UTF-8), fields in a stable order.
-    let response: @Sendable (ByteBuffer) throws -> ByteBuffer
-
-    static func of<Input: SwiftProtobuf.Message, Output: SwiftProtobuf.Message>(
-      _ input: Input.Type,
-      _ output: Output.Type
-    ) -> JSONCoding {
-      JSONCoding(
-        request: { json in
-          var options = JSONDecodingOptions()
-          options.ignoreUnknownFields = true
-          let message = try Input(jsonUTF8Bytes: Array(json.readableBytesView), options: options)
-          return ByteBuffer(bytes: try message.serializedBytes() as [UInt8])
-        },
-        response: { binary in
-          let message = try Output(serializedBytes: Array(binary.readableBytesView))
-          var options = JSONEncodingOptions()
-          options.useDeterministicOrdering = true
-          return ByteBuffer(bytes: try message.jsonUTF8Bytes(options: options) as [UInt8])
-        }
-      )
-    }
+  /// How a call's messages are written: protobuf's binary format (gRPC, Connect's
+  /// `application/proto`) or the proto3 JSON mapping (Connect's `application/json`: int64 as
+  /// strings, enums by name; unknown fields ignored on input, fields in a stable order on
+  /// output).
+  enum WireFormat: Sendable {
+    case binary
+    case json
   }
 
   /// The methods, by HTTP/2 `:path`.
@@ -107,6 +86,7 @@ struct UnaryFastPath: Sendable {
     request: StreamingServerRequest<Input>,
     context: ServerContext,
     interceptors: [any ServerInterceptor],
+    format: WireFormat = .binary,
     handler: @escaping @Sendable (StreamingServerRequest<Input>, ServerContext) async throws
       -> StreamingServerResponse<Output>
   ) async -> UnaryOutcome {
@@ -127,7 +107,7 @@ struct UnaryFastPath: Sendable {
     case .failure(let error):
       return UnaryOutcome(headers: nil, messages: [], status: Status(error), trailers: error.metadata)
     case .success(let contents):
-      let collector = ResponseCollector<Output>()
+      let collector = ResponseCollector<Output>(format: format)
       do {
         // The reply is serialized and written in a later job, so the calls that arrived
         // together on a loop do their handlers (the store's reads) back to back, then their
@@ -203,32 +183,62 @@ private struct OneMessage<Message: SwiftProtobuf.Message>: AsyncSequence, Sendab
   typealias Element = Message
   typealias Failure = any Error
   let bytes: BufferBytes?
+  let format: UnaryFastPath.WireFormat
 
   struct AsyncIterator: AsyncIteratorProtocol {
     typealias Failure = any Error
     var bytes: BufferBytes?
+    let format: UnaryFastPath.WireFormat
 
     mutating func next() async throws -> Message? {
       guard let bytes = self.bytes else { return nil }
       self.bytes = nil
-      return try ProtobufDeserializer<Message>().deserialize(bytes)
+      switch self.format {
+      case .binary:
+        return try ProtobufDeserializer<Message>().deserialize(bytes)
+      case .json:
+        var options = JSONDecodingOptions()
+        options.ignoreUnknownFields = true
+        do {
+          return try Message(jsonUTF8Bytes: Array(bytes.buffer.readableBytesView), options: options)
+        } catch {
+          throw RPCError(
+            code: .invalidArgument,
+            message: "the request is not valid JSON for \(Message.protoMessageName): \(error)"
+          )
+        }
+      }
     }
   }
 
   func makeAsyncIterator() -> AsyncIterator {
-    AsyncIterator(bytes: self.bytes)
+    AsyncIterator(bytes: self.bytes, format: self.format)
   }
 }
 
 /// Collects a unary response's message(s), serialized, for the event loop to write.
 private final class ResponseCollector<Output: SwiftProtobuf.Message>: RPCWriterProtocol, Sendable {
   private let collected = Mutex<[ByteBuffer]>([])
+  private let format: UnaryFastPath.WireFormat
+
+  init(format: UnaryFastPath.WireFormat) {
+    self.format = format
+  }
 
   var messages: [ByteBuffer] { self.collected.withLock { $0 } }
 
   func write(_ element: Output) async throws {
-    let bytes: BufferBytes = try ProtobufSerializer<Output>().serialize(element)
-    self.collected.withLock { $0.append(bytes.buffer) }
+    let buffer: ByteBuffer
+    switch self.format {
+    case .binary:
+      let bytes: BufferBytes = try ProtobufSerializer<Output>().serialize(element)
+      buffer = bytes.buffer
+    case .json:
+      var options = JSONEncodingOptions()
+      options.useDeterministicOrdering = true
+      buffer = ByteBuffer(bytes: try element.jsonUTF8Bytes(options: options) as [UInt8])
+    }
+    self.collected.withLock { $0.append(buffer) }
   }
 
   func write(contentsOf elements: some Sequence<Output>) async throws {
