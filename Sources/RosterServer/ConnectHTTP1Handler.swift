@@ -67,7 +67,7 @@ final class ConnectHTTP1Handler: ChannelInboundHandler, @unchecked Sendable {
       guard !self.overLimit else { return }
       var headers = HPACKHeaders()
       for (name, value) in head.headers { headers.add(name: name.lowercased(), value: value) }
-      let request = PlainHTTPRequest(method: head.method.rawValue, target: head.uri, headers: headers, body: self.body)
+      let request = PlainHTTPRequest(http1: true, method: head.method.rawValue, target: head.uri, headers: headers, body: self.body)
       self.body = ByteBuffer()
       let keepAlive = head.isKeepAlive
       let handler = NIOLoopBound(self, eventLoop: context.eventLoop)

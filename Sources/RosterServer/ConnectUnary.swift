@@ -9,6 +9,8 @@ internal import SwiftProtobuf
 /// An HTTP request that is not gRPC, whichever HTTP version carried it: header names in
 /// lower case, the body whole.
 struct PlainHTTPRequest: Sendable {
+  /// Whether it came over HTTP/1.1 (else HTTP/2).
+  var http1: Bool
   var method: String
   /// The path and the query, as sent.
   var target: String
@@ -42,6 +44,8 @@ struct ConnectUnary: Sendable {
   let readOnlyPaths: Set<String>
   /// The paths of the streaming methods, which are not served over Connect yet.
   let streamingPaths: Set<String>
+  /// The paths of the bidirectional ones, which HTTP/1.1 cannot carry.
+  let bidirectionalPaths: Set<String>
 
   /// The browsers' origins that may call; nil for none (no CORS headers at all).
   let cors: CORSPolicy?
@@ -51,6 +55,7 @@ struct ConnectUnary: Sendable {
     self.cors = cors
     var readOnly = Set<String>()
     var streaming = Set<String>()
+    var bidirectional = Set<String>()
     if let set = try? Google_Protobuf_FileDescriptorSet(serializedBytes: descriptorSet) {
       for file in set.file {
         for service in file.service {
@@ -58,12 +63,14 @@ struct ConnectUnary: Sendable {
             let path = "/\(file.package).\(service.name)/\(method.name)"
             if method.options.idempotencyLevel == .noSideEffects { readOnly.insert(path) }
             if method.clientStreaming || method.serverStreaming { streaming.insert(path) }
+            if method.clientStreaming && method.serverStreaming { bidirectional.insert(path) }
           }
         }
       }
     }
     self.readOnlyPaths = readOnly
     self.streamingPaths = streaming
+    self.bidirectionalPaths = bidirectional
   }
 
   /// Starts serving `request`; `reply` gets the answer once, on `eventLoop`. Returns the
@@ -176,6 +183,12 @@ struct ConnectUnary: Sendable {
   func parse(_ request: PlainHTTPRequest) -> Result<Call, Refusal> {
     let (path, query) = Self.split(request.target)
     guard let method = self.fastPath.methods[path] else {
+      if request.http1 && self.bidirectionalPaths.contains(path) {
+        // As connect-go answers: HTTP/1.1 cannot carry a request and a reply at once.
+        return .failure(
+          Refusal(.unimplemented, "\(path) is a bidirectional stream, which needs HTTP/2", status: 505)
+        )
+      }
       if self.streamingPaths.contains(path) {
         return .failure(
           Refusal(.unimplemented, "\(path) is a streaming method: Connect streaming is not served yet; call it over gRPC")

@@ -311,6 +311,7 @@ final class ConnectionFastCalls: ChannelInboundHandler, @unchecked Sendable {
   /// loop, unless the stream was reset meanwhile.
   private func servePlain(_ stream: HTTP2StreamID, _ reading: PlainReading, context: ChannelHandlerContext) {
     let request = PlainHTTPRequest(
+      http1: false,
       method: reading.headers.first(name: ":method") ?? "",
       target: reading.headers.first(name: ":path") ?? "",
       headers: reading.headers,

@@ -211,6 +211,11 @@ class ConnectWithCurl(unittest.TestCase):
                               "no method")
             self.assert_error(post_json("/roster.v1.Directory/StreamEmployees", {}, http2=http2), 501,
                               "unimplemented", "streaming")
+            reflection = post_json("/grpc.reflection.v1.ServerReflection/ServerReflectionInfo", {}, http2=http2)
+            if http2:
+                self.assert_error(reflection, 501, "unimplemented", "streaming")
+            else:
+                self.assert_error(reflection, 505, "unimplemented", "HTTP/2")
             self.assert_error(post_json(get, {"guid": missing}, headers=["connect-timeout-ms: soon"], http2=http2),
                               400, "invalid_argument", "connect-timeout-ms")
             self.assert_error(post_json(get, {"guid": "x" * (MAX_REQUEST_KIB * 1024)}, http2=http2), 429,
