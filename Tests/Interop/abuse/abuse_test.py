@@ -16,7 +16,6 @@ ROSTER_SERVE_ARGS for more `roster serve` flags)
 import gzip
 import os
 import shutil
-import signal
 import socket
 import struct
 import subprocess
@@ -49,6 +48,7 @@ HANG = 60
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 import rosterstubs  # noqa: E402
+import servers  # noqa: E402
 
 STUBS = rosterstubs.generate(WORK, ["types.proto", "directory.proto", "pictures.proto"])
 from roster.v1 import directory_pb2, directory_pb2_grpc, pictures_pb2  # noqa: E402
@@ -82,17 +82,7 @@ def setUpModule():
 
 
 def tearDownModule():
-    try:
-        SERVER.send_signal(signal.SIGTERM)
-        code = SERVER.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        SERVER.kill()
-        SERVER.wait()
-        raise AssertionError("the server did not stop within 30 s of SIGTERM")
-    finally:
-        SERVER.stdout.close()
-    if code != 0:
-        raise AssertionError(f"server exited {code} on SIGTERM")
+    servers.stop(SERVER)
     shutil.rmtree(WORK, ignore_errors=True)
 
 

@@ -10,7 +10,6 @@ Usage: connect_test.py ROSTER_BINARY
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -28,6 +27,7 @@ ORIGIN = "https://console.example:8443"
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 import rosterstubs  # noqa: E402
+import servers  # noqa: E402
 
 STUBS = rosterstubs.generate(WORK, ["types.proto", "directory.proto"])
 from roster.v1 import directory_pb2, directory_pb2_grpc, types_pb2  # noqa: E402
@@ -41,14 +41,7 @@ TOKENS = {}
 
 def setUpModule():
     global SERVER, LOG, BASE, TARGET
-    lines = []
-    for role in ("reader", "writer"):
-        token, line = subprocess.run([ROSTER, "token", "--role", role], check=True, capture_output=True,
-                                     text=True).stdout.split("\n")[:2]
-        TOKENS[role] = token
-        lines.append(line)
-    with open(os.path.join(WORK, "tokens"), "w") as f:
-        f.write("\n".join(lines) + "\n")
+    TOKENS.update(servers.write_tokens(ROSTER, WORK, ("reader", "writer")))
     LOG = open(os.path.join(WORK, "server.log"), "w")
     SERVER = subprocess.Popen(
         [ROSTER, "serve", "--port", "0", "--db", os.path.join(WORK, "connect.sqlite"), "--seed-employees", "60",
@@ -63,18 +56,7 @@ def setUpModule():
 
 
 def tearDownModule():
-    try:
-        SERVER.send_signal(signal.SIGTERM)
-        code = SERVER.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        SERVER.kill()
-        SERVER.wait()
-        raise AssertionError("the server did not stop within 30 s of SIGTERM")
-    finally:
-        SERVER.stdout.close()
-        LOG.close()
-    if code != 0:
-        raise AssertionError(f"server exited {code} on SIGTERM")
+    servers.stop(SERVER, LOG)
     shutil.rmtree(WORK, ignore_errors=True)
 
 

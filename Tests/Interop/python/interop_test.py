@@ -36,6 +36,7 @@ WORK = tempfile.mkdtemp(prefix="roster-interop-")
 # Stubs from our protos, made by grpcio-tools, never by the Swift build.
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 import rosterstubs  # noqa: E402
+import servers  # noqa: E402
 
 STUBS = rosterstubs.generate(WORK)
 from roster.v1 import analytics_pb2, analytics_pb2_grpc  # noqa: E402
@@ -64,14 +65,7 @@ COMPRESSION = {"gzip": grpc.Compression.Gzip, "deflate": grpc.Compression.Deflat
 
 def setUpModule():
     global SERVER, SERVER_LOG, ADDRESS, METRICS_URL
-    lines = []
-    for role in ("reader", "writer", "admin"):
-        token, line = subprocess.run([ROSTER, "token", "--role", role], check=True,
-                                     capture_output=True, text=True).stdout.splitlines()
-        TOKENS[role] = token
-        lines.append(line)
-    with open(os.path.join(WORK, "tokens"), "w") as f:
-        f.write("\n".join(lines) + "\n")
+    TOKENS.update(servers.write_tokens(ROSTER, WORK, ("reader", "writer", "admin")))
     SERVER_LOG = open(os.path.join(WORK, "server.log"), "w")
     SERVER = subprocess.Popen(
         [ROSTER, "serve", "--port", "0", "--db", os.path.join(WORK, "interop.sqlite"),
