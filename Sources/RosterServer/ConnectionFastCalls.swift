@@ -276,6 +276,7 @@ final class ConnectionFastCalls: ChannelInboundHandler, @unchecked Sendable {
     context: ChannelHandlerContext
   ) {
     let handler = NIOLoopBound(self, eventLoop: context.eventLoop)
+    UnaryFastPath.fastCalls.increment()
     let launched = self.fastPath.launch(
       method,
       headers: headers,

@@ -15,7 +15,8 @@ internal import RosterTransport
 extension UnaryFastPath {
   /// Calls to fast-path methods answered on the fast path, and those handed on to `GRPCServer`
   /// because they were not plain (compressed, too large, not exactly one message, unusual
-  /// headers), on either transport.
+  /// headers), on either transport. gRPC calls only: the Connect protocol's and gRPC-Web's,
+  /// which take the same call path, are counted by `roster_rpc_requests_total` alone.
   static let fastCalls = Counter(label: "roster_unary_fast_path_total", dimensions: [("path", "fast")])
   static let passedOnCalls = Counter(label: "roster_unary_fast_path_total", dimensions: [("path", "grpc_swift")])
 
@@ -85,7 +86,6 @@ extension UnaryFastPath {
     executor: EventLoopGroupExecutor,
     finish: @escaping @Sendable (UnaryOutcome) -> Void
   ) -> LaunchedCall {
-    Self.fastCalls.increment()
     let cancellation = CallCancellation<ServerContext.RPCCancellationHandle>()
     // The call's own task, which the server's default deadline cancels (`CallTaskCancelling`).
     let callTask = CallCancellation<Task<Void, Never>>()

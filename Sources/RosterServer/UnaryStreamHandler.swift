@@ -141,6 +141,7 @@ final class UnaryStreamHandler: ChannelInboundHandler, @unchecked Sendable {
     context: ChannelHandlerContext
   ) {
     let handler = NIOLoopBound(self, eventLoop: context.eventLoop)
+    UnaryFastPath.fastCalls.increment()
     let call = self.fastPath.launch(
       method,
       headers: headers,

@@ -34,25 +34,30 @@ from roster.v1 import directory_pb2, directory_pb2_grpc, types_pb2  # noqa: E402
 
 SERVER = None
 LOG = None
+METRICS_URL = None
 BASE = None
 TARGET = None
 TOKENS = {}
 
 
 def setUpModule():
-    global SERVER, LOG, BASE, TARGET
+    global SERVER, LOG, BASE, TARGET, METRICS_URL
     TOKENS.update(servers.write_tokens(ROSTER, WORK, ("reader", "writer")))
     LOG = open(os.path.join(WORK, "server.log"), "w")
     SERVER = subprocess.Popen(
         [ROSTER, "serve", "--port", "0", "--db", os.path.join(WORK, "connect.sqlite"), "--seed-employees", "60",
          "--no-seed-pictures", "--seed-sales-per-employee", "0", "--tokens", os.path.join(WORK, "tokens"),
-         "--max-request-kib", str(MAX_REQUEST_KIB), "--cors-origin", ORIGIN],
+         "--max-request-kib", str(MAX_REQUEST_KIB), "--cors-origin", ORIGIN, "--metrics-port", "0"],
         stdout=subprocess.PIPE, stderr=LOG, text=True)
-    line = SERVER.stdout.readline()
-    if not line.startswith("listening on "):
-        raise RuntimeError("server did not start: " + open(os.path.join(WORK, "server.log")).read())
-    TARGET = line.split()[-1]
-    BASE = f"http://{TARGET}"
+    for _ in range(2):
+        line = SERVER.stdout.readline()
+        if line.startswith("listening on "):
+            TARGET = line.split()[-1]
+            BASE = f"http://{TARGET}"
+        elif line.startswith("metrics on "):
+            METRICS_URL = line.split()[-1]
+        else:
+            raise RuntimeError("server did not start: " + open(os.path.join(WORK, "server.log")).read())
 
 
 def tearDownModule():
@@ -202,6 +207,27 @@ class ConnectWithCurl(unittest.TestCase):
                               400, "invalid_argument", "connect-timeout-ms")
             self.assert_error(post_json(get, {"guid": "x" * (MAX_REQUEST_KIB * 1024)}, http2=http2), 429,
                               "resource_exhausted", "limit")
+
+    def test_the_same_interceptors_count_the_calls(self):
+        """The metrics interceptor counts Connect calls by method and status, as gRPC's; the
+        gRPC fast path's own counter does not."""
+        import urllib.request
+
+        def scrape():
+            with urllib.request.urlopen(METRICS_URL, timeout=HANG) as response:
+                text = response.read().decode()
+            return {line.rpartition(" ")[0]: float(line.rpartition(" ")[2])
+                    for line in text.splitlines() if line and not line.startswith("#")}
+        ok = 'roster_rpc_requests_total{method="roster.v1.Directory/CountEmployees",status="OK"}'
+        bad = 'roster_rpc_requests_total{method="roster.v1.Directory/GetEmployee",status="INVALID_ARGUMENT"}'
+        fast = 'roster_unary_fast_path_total{path="fast"}'
+        before = scrape()
+        post_json("/roster.v1.Directory/CountEmployees", {})
+        post_json("/roster.v1.Directory/GetEmployee", {"guid": "nope"})
+        after = scrape()
+        self.assertEqual(after.get(ok, 0) - before.get(ok, 0), 1)
+        self.assertEqual(after.get(bad, 0) - before.get(bad, 0), 1)
+        self.assertEqual(after.get(fast, 0), before.get(fast, 0))
 
     def test_a_failed_write_changes_nothing(self):
         before = post_json("/roster.v1.Directory/CountEmployees", {}).json()
