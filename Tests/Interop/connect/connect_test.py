@@ -290,6 +290,32 @@ class CORS(unittest.TestCase):
             self.assertIn(mentioning, out.stderr, origins)
 
 
+class IdleHTTP1Connections(unittest.TestCase):
+    def test_an_idle_keep_alive_connection_is_closed(self):
+        """--max-idle-s closes an HTTP/1.1 connection kept alive after its call, as it closes
+        an idle HTTP/2 one (the wait is a hang guard, never a bound on the time)."""
+        import socket
+        server = subprocess.Popen(
+            [ROSTER, "serve", "--port", "0", "--db", os.path.join(WORK, "idle.sqlite"), "--seed-employees", "1",
+             "--no-seed-pictures", "--max-idle-s", "1"],
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        try:
+            host, port = server.stdout.readline().split()[-1].rsplit(":", 1)
+            sock = socket.create_connection((host, int(port)), timeout=HANG)
+            sock.sendall(b"POST /grpc.health.v1.Health/Check HTTP/1.1\r\nhost: x\r\n"
+                         b"content-type: application/json\r\ncontent-length: 2\r\n\r\n{}")
+            answer = b""
+            while True:
+                chunk = sock.recv(4096)
+                if not chunk:
+                    break
+                answer += chunk
+            sock.close()
+            self.assertTrue(answer.startswith(b"HTTP/1.1 200"), answer[:100])
+        finally:
+            servers.stop(server)
+
+
 class ConnectWithBufCurl(unittest.TestCase):
     """The Buf CLI's client, which reads the schema from Protos/ (buf.yaml)."""
 
