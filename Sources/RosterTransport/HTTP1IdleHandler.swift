@@ -3,19 +3,23 @@ package import NIOHTTP1
 
 /// Closes an HTTP/1.1 connection that has had no request in flight for `maxIdleTime` (`roster
 /// serve --max-idle-s`, as `ConnectionManager` closes an idle HTTP/2 one): a keep-alive
-/// connection a client forgot costs its socket only until then. Sits after NIO's HTTP/1.1
-/// server pipeline, where it sees each request's head and each response's end.
+/// connection a client forgot costs its socket only until then. When the server shuts down
+/// (`ChannelShouldQuiesceEvent`), an idle connection closes at once and a busy one right after
+/// its response. Sits after NIO's HTTP/1.1 server pipeline, where it sees each request's head
+/// and each response's end.
 final class HTTP1IdleHandler: ChannelDuplexHandler {
   typealias InboundIn = HTTPServerRequestPart
   typealias InboundOut = HTTPServerRequestPart
   typealias OutboundIn = HTTPServerResponsePart
   typealias OutboundOut = HTTPServerResponsePart
 
-  private let maxIdleTime: TimeAmount
+  private let maxIdleTime: TimeAmount?
   private var inFlight = 0
+  /// The server is shutting down: close once no request is in flight.
+  private var closing = false
   private var timer: Scheduled<Void>?
 
-  init(maxIdleTime: TimeAmount) {
+  init(maxIdleTime: TimeAmount?) {
     self.maxIdleTime = maxIdleTime
   }
 
@@ -48,17 +52,39 @@ final class HTTP1IdleHandler: ChannelDuplexHandler {
     context.fireChannelRead(data)
   }
 
-  func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
-    if case .end = self.unwrapOutboundIn(data) {
-      self.inFlight = max(0, self.inFlight - 1)
-      if self.inFlight == 0 { self.schedule(context: context) }
+  func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+    guard event is ChannelShouldQuiesceEvent else {
+      context.fireUserInboundEventTriggered(event)
+      return
     }
-    context.write(data, promise: promise)
+    // Not passed on: the pipeline's tail would close the connection with its call in flight.
+    self.closing = true
+    if self.inFlight == 0 { context.close(promise: nil) }
+  }
+
+  func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+    guard case .end = self.unwrapOutboundIn(data) else {
+      context.write(data, promise: promise)
+      return
+    }
+    self.inFlight = max(0, self.inFlight - 1)
+    guard self.closing, self.inFlight == 0 else {
+      if self.inFlight == 0 { self.schedule(context: context) }
+      context.write(data, promise: promise)
+      return
+    }
+    let written = context.eventLoop.makePromise(of: Void.self)
+    written.futureResult.cascade(to: promise)
+    let channel = context.channel
+    written.futureResult.whenComplete { _ in channel.close(promise: nil) }
+    context.write(data, promise: written)
+    context.flush()
   }
 
   private func schedule(context: ChannelHandlerContext) {
+    guard let maxIdleTime = self.maxIdleTime else { return }
     self.timer?.cancel()
     let channel = context.channel
-    self.timer = context.eventLoop.scheduleTask(in: self.maxIdleTime) { channel.close(promise: nil) }
+    self.timer = context.eventLoop.scheduleTask(in: maxIdleTime) { channel.close(promise: nil) }
   }
 }

@@ -178,9 +178,7 @@ package final class RosterHTTP2Transport: ServerTransport {
       case .http1:
         let sync = channel.pipeline.syncOperations
         try sync.configureHTTPServerPipeline(withPipeliningAssistance: true, withErrorHandling: true)
-        if let maxIdle = self.config.connection.maxIdleTime {
-          try sync.addHandler(HTTP1IdleHandler(maxIdleTime: maxIdle))
-        }
+        try sync.addHandler(HTTP1IdleHandler(maxIdleTime: self.config.connection.maxIdleTime))
         try sync.addHandlers(try http1Handlers(channel))
       }
     }
