@@ -120,6 +120,7 @@ struct ConnectUnary: Sendable {
     }
     let coding = call.encoding
     let etagWanted = call.isGet
+    let acceptHeaders = request.headers
     let ifNoneMatch = request.headers.first(name: "if-none-match")
     return self.fastPath.launch(
       call.method,
@@ -135,7 +136,8 @@ struct ConnectUnary: Sendable {
           outcome,
           encoding: coding,
           etag: etagWanted,
-          ifNoneMatch: ifNoneMatch
+          ifNoneMatch: ifNoneMatch,
+          accepting: acceptHeaders
         )
       )
     }
@@ -222,10 +224,13 @@ struct ConnectUnary: Sendable {
           )
         )
       }
-      if let compression = request.headers.first(name: "content-encoding"), compression != "identity" {
-        return .failure(Refusal(.unimplemented, "content-encoding \(compression) is not served; send identity"))
-      }
       body = request.body
+      if let compression = request.headers.first(name: "content-encoding"), compression != "identity" {
+        switch Self.inflate(body, compression, limit: self.fastPath.maxRequestBytes) {
+        case .success(let inflated): body = inflated
+        case .failure(let refusal): return .failure(refusal)
+        }
+      }
     case "GET":
       isGet = true
       guard self.readOnlyPaths.contains(path) else {
@@ -239,9 +244,15 @@ struct ConnectUnary: Sendable {
         )
       }
       switch Self.getMessage(query) {
-      case .success(let (queryEncoding, message)):
+      case .success(let (queryEncoding, message, compression)):
         encoding = queryEncoding
         body = ByteBuffer(bytes: message)
+        if let compression {
+          switch Self.inflate(body, compression, limit: self.fastPath.maxRequestBytes) {
+          case .success(let inflated): body = inflated
+          case .failure(let refusal): return .failure(refusal)
+          }
+        }
       case .failure(let refusal):
         return .failure(refusal)
       }
@@ -288,9 +299,35 @@ struct ConnectUnary: Sendable {
     return (String(target[..<mark]), target[target.index(after: mark)...])
   }
 
+  /// A body in `compression` (`gzip` or `deflate`) inflated, within `limit` bytes.
+  static func inflate(_ body: ByteBuffer, _ compression: String, limit: Int) -> Result<ByteBuffer, Refusal> {
+    guard let encoding = MessageEncoding(rawValue: compression) else {
+      return .failure(Refusal(.unimplemented, "compression \(compression) is not served: use gzip, deflate or identity"))
+    }
+    do {
+      return .success(try encoding.decompress(body, limit: limit, allocator: ByteBufferAllocator()))
+    } catch let error as RPCError {
+      return .failure(Refusal(error.code, error.message))
+    } catch {
+      return .failure(Refusal(.invalidArgument, "the body is not valid \(compression) data"))
+    }
+  }
+
+  /// The encoding to compress a reply of `size` bytes with: gzip or deflate when the client
+  /// accepts it (`accept-encoding`, or Connect's own header) and the reply is large enough
+  /// to gain from it.
+  static func responseEncoding(_ headers: HPACKHeaders, size: Int) -> MessageEncoding? {
+    guard size >= MessageEncoding.minimumResponseBytes else { return nil }
+    let accepted = (headers[canonicalForm: "accept-encoding"] + headers[canonicalForm: "connect-accept-encoding"])
+      .map { $0.split(separator: ";").first.map { $0.trimmingCharacters(in: .whitespaces).lowercased() } ?? "" }
+    if accepted.contains("gzip") { return .gzip }
+    if accepted.contains("deflate") { return .deflate }
+    return nil
+  }
+
   /// A GET's message from its query: `encoding` (json or proto), `message` (percent-encoded,
-  /// or base64url with `base64=1`), `compression` (identity only).
-  static func getMessage(_ query: Substring) -> Result<(Encoding, [UInt8]), Refusal> {
+  /// or base64url with `base64=1`), `compression` (gzip, deflate or identity).
+  static func getMessage(_ query: Substring) -> Result<(Encoding, [UInt8], String?), Refusal> {
     var fields: [String: String] = [:]
     for pair in query.split(separator: "&") {
       let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
@@ -313,17 +350,15 @@ struct ConnectUnary: Sendable {
         )
       )
     }
-    if let compression = fields["compression"], compression != "identity" {
-      return .failure(Refusal(.unimplemented, "compression \(compression) is not served; send identity"))
-    }
+    let compression = fields["compression"].flatMap { $0 == "identity" ? nil : $0 }
     let text = fields["message"] ?? ""
-    guard fields["base64"] == "1" else { return .success((encoding, Array(text.utf8))) }
+    guard fields["base64"] == "1" else { return .success((encoding, Array(text.utf8), compression)) }
     var standard = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
     standard += String(repeating: "=", count: (4 - standard.utf8.count % 4) % 4)
     guard let bytes = Data(base64Encoded: standard).map(Array.init) else {
       return .failure(Refusal(.invalidArgument, "query parameter message is not valid base64url"))
     }
-    return .success((encoding, bytes))
+    return .success((encoding, bytes, compression))
   }
 
   // MARK: - gRPC-Web
@@ -430,7 +465,8 @@ struct ConnectUnary: Sendable {
     _ outcome: UnaryOutcome,
     encoding: Encoding,
     etag wantsETag: Bool,
-    ifNoneMatch: String?
+    ifNoneMatch: String?,
+    accepting: HPACKHeaders = HPACKHeaders()
   ) -> PlainHTTPReply {
     var metadata = HPACKHeaders()
     if let headers = outcome.headers { metadata.add(headers) }
@@ -454,6 +490,13 @@ struct ConnectUnary: Sendable {
       if let ifNoneMatch, ifNoneMatch.split(separator: ",").contains(where: { $0.trimmingCharacters(in: .whitespaces) == etag || $0 == "*" }) {
         return PlainHTTPReply(status: 304, headers: headers.filter { $0.0 != "content-type" }, body: ByteBuffer())
       }
+    }
+    if let compression = Self.responseEncoding(accepting, size: body.readableBytes),
+      let compressed = compression.compress(body, allocator: ByteBufferAllocator())
+    {
+      headers.append(("content-encoding", compression.rawValue))
+      headers.append(("vary", "Accept-Encoding"))
+      return PlainHTTPReply(status: 200, headers: headers, body: compressed)
     }
     return PlainHTTPReply(status: 200, headers: headers, body: body)
   }

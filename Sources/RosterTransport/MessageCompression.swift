@@ -1,6 +1,6 @@
 internal import CompressNIO
 internal import GRPCCore
-internal import NIOCore
+package import NIOCore
 internal import NIOHPACK
 
 /// gRPC message compression (`grpc-encoding`), through zlib (compress-nio): `gzip`, and
@@ -14,7 +14,7 @@ internal import NIOHPACK
 /// came compressed with an encoding the client also lists in `grpc-accept-encoding` (grpc-go's
 /// rule: answer in the request's encoding), the message is at least `minimumResponseBytes`,
 /// and the method does not send picture bytes (JPEG does not shrink).
-enum MessageEncoding: String, Sendable {
+package enum MessageEncoding: String, Sendable {
   case gzip
   case deflate
 
@@ -23,7 +23,7 @@ enum MessageEncoding: String, Sendable {
 
   /// Responses below this size go uncompressed: the gzip header alone is 18 bytes, and small
   /// protobuf messages hardly shrink.
-  static let minimumResponseBytes = 1024
+  package static let minimumResponseBytes = 1024
 
   /// Methods whose replies are already-compressed bytes (pictures).
   static let incompressibleServices: Set<String> = ["roster.v1.Pictures"]
@@ -60,7 +60,7 @@ enum MessageEncoding: String, Sendable {
 
   /// `message` inflated; `RESOURCE_EXHAUSTED` when it would exceed `limit` bytes,
   /// `INTERNAL` when it is not valid compressed data.
-  func decompress(_ message: ByteBuffer, limit: Int, allocator: ByteBufferAllocator) throws -> ByteBuffer {
+  package func decompress(_ message: ByteBuffer, limit: Int, allocator: ByteBufferAllocator) throws -> ByteBuffer {
     var input = message
     do {
       return try input.decompress(with: self.algorithm, maxSize: limit, allocator: allocator)
@@ -75,7 +75,7 @@ enum MessageEncoding: String, Sendable {
   }
 
   /// `message` compressed.
-  func compress(_ message: ByteBuffer, allocator: ByteBufferAllocator) -> ByteBuffer? {
+  package func compress(_ message: ByteBuffer, allocator: ByteBufferAllocator) -> ByteBuffer? {
     var input = message
     return try? input.compress(with: self.algorithm, allocator: allocator)
   }

@@ -229,6 +229,31 @@ class ConnectWithCurl(unittest.TestCase):
         self.assertEqual(after.get(bad, 0) - before.get(bad, 0), 1)
         self.assertEqual(after.get(fast, 0), before.get(fast, 0))
 
+    def test_gzip_both_ways(self):
+        """A gzip request body is inflated; a reply of 1 KiB or more comes back in gzip when the
+        client accepts it (curl --compressed), smaller ones and others plain; a zip bomb is
+        refused within the request limit."""
+        import gzip
+        body = gzip.compress(json.dumps({"pageSize": 50}).encode())
+        for http2 in (False, True):
+            page = curl("/roster.v1.Directory/ListEmployees", body, method="POST", http2=http2,
+                        headers=["content-type: application/json", "content-encoding: gzip"], extra=["--compressed"])
+            self.assertEqual(page.status, 200, page)
+            self.assertEqual(page.headers.get("content-encoding"), "gzip", page)
+            self.assertEqual(len(json.loads(page.body)["employees"]), 50)
+            small = post_json("/roster.v1.Directory/CountEmployees", {}, extra=["--compressed"], http2=http2)
+            self.assertNotIn("content-encoding", small.headers)
+            plain = post_json("/roster.v1.Directory/ListEmployees", {"pageSize": 50}, http2=http2)
+            self.assertNotIn("content-encoding", plain.headers)
+        bomb = gzip.compress(b" " * (MAX_REQUEST_KIB * 1024 * 64))
+        refused = curl("/roster.v1.Directory/ListEmployees", bomb, method="POST",
+                       headers=["content-type: application/json", "content-encoding: gzip"])
+        self.assertEqual(refused.status, 429, refused)
+        self.assertIn("inflates past the limit", refused.json()["message"])
+        self.assert_error(curl("/roster.v1.Directory/CountEmployees", b"{}", method="POST",
+                               headers=["content-type: application/json", "content-encoding: br"]),
+                          501, "unimplemented", "gzip")
+
     def test_a_failed_write_changes_nothing(self):
         before = post_json("/roster.v1.Directory/CountEmployees", {}).json()
         self.assert_error(post_json("/roster.v1.Directory/CreateEmployee", {"employee": {"name": ""}},
