@@ -121,6 +121,7 @@ struct ConnectUnary: Sendable {
     let coding = call.encoding
     let etagWanted = call.isGet
     let acceptHeaders = request.headers
+    let deadline = call.deadline
     let ifNoneMatch = request.headers.first(name: "if-none-match")
     return self.fastPath.launch(
       call.method,
@@ -131,6 +132,11 @@ struct ConnectUnary: Sendable {
       eventLoop: eventLoop,
       executor: executor
     ) { outcome in
+      var outcome = outcome
+      if outcome.status.code == .cancelled, let deadline, ContinuousClock.now >= deadline {
+        // The call's timeout stopped it: the Connect protocol says deadline_exceeded.
+        outcome.status = Status(code: .deadlineExceeded, message: "the call's deadline (connect-timeout-ms) passed")
+      }
       respond(
         Self.reply(
           outcome,
@@ -163,6 +169,8 @@ struct ConnectUnary: Sendable {
     var message: ByteBuffer?
     var metadata: HPACKHeaders
     var isGet: Bool
+    /// When `connect-timeout-ms` runs out, if the request set one.
+    var deadline: ContinuousClock.Instant? = nil
   }
 
   /// Why a request was answered before it ran.
@@ -278,6 +286,7 @@ struct ConnectUnary: Sendable {
     for (name, value, _) in request.headers where !name.hasPrefix(":") && !Self.protocolHeaders.contains(name) {
       metadata.add(name: name, value: value)
     }
+    var deadline: ContinuousClock.Instant?
     if let timeout = request.headers.first(name: "connect-timeout-ms") {
       guard timeout.utf8.count <= 10, let milliseconds = Int(timeout), milliseconds >= 0 else {
         return .failure(
@@ -289,9 +298,12 @@ struct ConnectUnary: Sendable {
         name: "grpc-timeout",
         value: milliseconds <= 99_999_999 ? "\(milliseconds)m" : "\(min(milliseconds / 1000, 99_999_999))S"
       )
+      deadline = .now + .milliseconds(milliseconds)
     }
     if encoding == .json && body.readableBytes == 0 { body = ByteBuffer(string: "{}") }
-    return .success(Call(method: method, encoding: encoding, message: body, metadata: metadata, isGet: isGet))
+    return .success(
+      Call(method: method, encoding: encoding, message: body, metadata: metadata, isGet: isGet, deadline: deadline)
+    )
   }
 
   static func split(_ target: String) -> (path: String, query: Substring) {

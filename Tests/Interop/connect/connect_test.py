@@ -205,6 +205,8 @@ class ConnectWithCurl(unittest.TestCase):
                 self.assert_error(reflection, 505, "unimplemented", "HTTP/2")
             self.assert_error(post_json(get, {"guid": missing}, headers=["connect-timeout-ms: soon"], http2=http2),
                               400, "invalid_argument", "connect-timeout-ms")
+            self.assert_error(post_json("/roster.v1.Directory/CountEmployees", {}, headers=["connect-timeout-ms: 0"],
+                                        http2=http2), 504, "deadline_exceeded", "deadline")
             self.assert_error(post_json(get, {"guid": "x" * (MAX_REQUEST_KIB * 1024)}, http2=http2), 429,
                               "resource_exhausted", "limit")
 
