@@ -3,9 +3,9 @@ package import NIOHTTP1
 
 /// Closes an HTTP/1.1 connection that has had no request in flight for `maxIdleTime` (`roster
 /// serve --max-idle-s`, as `ConnectionManager` closes an idle HTTP/2 one): a keep-alive
-/// connection a client forgot costs its socket only until then. When the server shuts down
-/// (`ChannelShouldQuiesceEvent`), an idle connection closes at once and a busy one right after
-/// its response. Sits after NIO's HTTP/1.1 server pipeline, where it sees each request's head
+/// connection a client forgot costs its socket only until then. (Shutting down is NIO's
+/// pipelining handler's: it closes an idle connection at once and a busy one after its
+/// response.) Sits after NIO's HTTP/1.1 server pipeline, where it sees each request's head
 /// and each response's end.
 final class HTTP1IdleHandler: ChannelDuplexHandler {
   typealias InboundIn = HTTPServerRequestPart
@@ -15,8 +15,6 @@ final class HTTP1IdleHandler: ChannelDuplexHandler {
 
   private let maxIdleTime: TimeAmount?
   private var inFlight = 0
-  /// The server is shutting down: close once no request is in flight.
-  private var closing = false
   private var timer: Scheduled<Void>?
 
   init(maxIdleTime: TimeAmount?) {
@@ -52,33 +50,12 @@ final class HTTP1IdleHandler: ChannelDuplexHandler {
     context.fireChannelRead(data)
   }
 
-  func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
-    guard event is ChannelShouldQuiesceEvent else {
-      context.fireUserInboundEventTriggered(event)
-      return
-    }
-    // Not passed on: the pipeline's tail would close the connection with its call in flight.
-    self.closing = true
-    if self.inFlight == 0 { context.close(promise: nil) }
-  }
-
   func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
-    guard case .end = self.unwrapOutboundIn(data) else {
-      context.write(data, promise: promise)
-      return
-    }
-    self.inFlight = max(0, self.inFlight - 1)
-    guard self.closing, self.inFlight == 0 else {
+    if case .end = self.unwrapOutboundIn(data) {
+      self.inFlight = max(0, self.inFlight - 1)
       if self.inFlight == 0 { self.schedule(context: context) }
-      context.write(data, promise: promise)
-      return
     }
-    let written = context.eventLoop.makePromise(of: Void.self)
-    written.futureResult.cascade(to: promise)
-    let channel = context.channel
-    written.futureResult.whenComplete { _ in channel.close(promise: nil) }
-    context.write(data, promise: written)
-    context.flush()
+    context.write(data, promise: promise)
   }
 
   private func schedule(context: ChannelHandlerContext) {

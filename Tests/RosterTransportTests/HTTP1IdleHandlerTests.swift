@@ -41,25 +41,4 @@ struct HTTP1IdleHandlerTests {
     channel.embeddedEventLoop.advanceTime(by: .seconds(2))
     #expect(!channel.isActive)
   }
-
-  @Test("shutting down: an idle connection closes at once, a busy one after its response")
-  func quiesce() throws {
-    let idle = try Self.channel()
-    idle.pipeline.fireUserInboundEventTriggered(ChannelShouldQuiesceEvent())
-    #expect(!idle.isActive)
-
-    let busy = try Self.channel()
-    try busy.writeInbound(HTTPServerRequestPart.head(HTTPRequestHead(version: .http1_1, method: .POST, uri: "/x")))
-    busy.pipeline.fireUserInboundEventTriggered(ChannelShouldQuiesceEvent())
-    #expect(busy.isActive)
-    try busy.writeOutbound(HTTPServerResponsePart.head(HTTPResponseHead(version: .http1_1, status: .ok)))
-    #expect(busy.isActive)
-    try busy.writeOutbound(HTTPServerResponsePart.end(nil))
-    busy.embeddedEventLoop.run()
-    #expect(!busy.isActive)
-    // The response went out before the close.
-    var parts = 0
-    while try busy.readOutbound(as: HTTPServerResponsePart.self) != nil { parts += 1 }
-    #expect(parts == 2)
-  }
 }
