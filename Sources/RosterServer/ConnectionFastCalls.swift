@@ -6,9 +6,10 @@ internal import RosterTransport
 
 /// Answers the unary fast path's calls at the HTTP/2 connection, on Roster's own transport
 /// (`RosterHTTP2Transport`): their frames never reach the stream multiplexer, so such a call
-/// gets no child channel, no stream pipeline and no task but its own. Frames of every other
-/// stream go on to the multiplexer untouched, where `GRPCStreamCodec` serves them through
-/// `GRPCServer`.
+/// gets no child channel, no stream pipeline and no task but its own. A request that is not
+/// gRPC (the Connect protocol, gRPC-Web) is read whole here too and answered by
+/// `ConnectUnary`. Frames of every other stream go on to the multiplexer untouched, where
+/// `GRPCStreamCodec` serves them through `GRPCServer`.
 ///
 /// A call is taken on the same terms as `UnaryStreamHandler` takes it on grpc-swift's
 /// transport (plain headers; one uncompressed message within the size limit); otherwise every
