@@ -26,7 +26,9 @@ extension ConnectUnary {
       return nil
     }
     func refuse(_ code: RPCError.Code, _ message: String) -> UnaryFastPath.LaunchedCall? {
-      respond(Self.grpcWebReply(UnaryOutcome(headers: nil, messages: [], status: Status(code: Status.Code(code), message: message), trailers: [:]), contentType: replyType, text: text))
+      let status = Status(code: Status.Code(code), message: message)
+      let outcome = UnaryOutcome(headers: nil, messages: [], status: status, trailers: [:])
+      respond(Self.grpcWebReply(outcome, contentType: replyType, text: text))
       return nil
     }
     guard let method = self.fastPath.methods[path] else {
@@ -52,14 +54,9 @@ extension ConnectUnary {
     guard let message = UnaryFastPath.singleMessage(in: body, limit: self.fastPath.maxRequestBytes) else {
       return refuse(.internalError, "a gRPC-Web unary request is exactly one length-prefixed message")
     }
-    var metadata = HPACKHeaders()
-    for (name, value, _) in request.headers
-    where !name.hasPrefix(":") && !Self.protocolHeaders.contains(name) && name != "x-grpc-web" {
-      metadata.add(name: name, value: value)
-    }
     return self.fastPath.launch(
       method,
-      headers: metadata,
+      headers: Self.callMetadata(request.headers),
       message: message,
       peers: peers,
       eventLoop: eventLoop,

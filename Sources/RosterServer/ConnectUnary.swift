@@ -187,8 +187,18 @@ struct ConnectUnary: Sendable {
   static let protocolHeaders: Set<String> = [
     "content-type", "content-length", "content-encoding", "accept-encoding", "connection", "keep-alive",
     "host", "te", "transfer-encoding", "upgrade", "proxy-connection", "connect-protocol-version",
-    "connect-timeout-ms", "connect-content-encoding", "connect-accept-encoding", "if-none-match",
+    "connect-timeout-ms", "connect-content-encoding", "connect-accept-encoding", "if-none-match", "x-grpc-web",
   ]
+
+  /// A request's headers as its call's metadata: all but the pseudo-headers and those of the
+  /// HTTP exchange (`protocolHeaders`).
+  static func callMetadata(_ headers: HPACKHeaders) -> HPACKHeaders {
+    var metadata = HPACKHeaders()
+    for (name, value, _) in headers where !name.hasPrefix(":") && !Self.protocolHeaders.contains(name) {
+      metadata.add(name: name, value: value)
+    }
+    return metadata
+  }
 
   func parse(_ request: PlainHTTPRequest) -> Result<Call, Refusal> {
     let (path, query) = Self.split(request.target)
@@ -282,10 +292,7 @@ struct ConnectUnary: Sendable {
         )
       )
     }
-    var metadata = HPACKHeaders()
-    for (name, value, _) in request.headers where !name.hasPrefix(":") && !Self.protocolHeaders.contains(name) {
-      metadata.add(name: name, value: value)
-    }
+    var metadata = Self.callMetadata(request.headers)
     var deadline: ContinuousClock.Instant?
     if let timeout = request.headers.first(name: "connect-timeout-ms") {
       guard timeout.utf8.count <= 10, let milliseconds = Int(timeout), milliseconds >= 0 else {
