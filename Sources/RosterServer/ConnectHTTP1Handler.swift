@@ -7,9 +7,9 @@ internal import RosterTransport
 /// Serves the Connect protocol's unary calls (`ConnectUnary`) on an HTTP/1.1 connection, one
 /// request at a time (NIO's pipelining helper holds the next until this one is answered).
 ///
-/// A body is read up to the request size limit; past it the call is refused with
-/// `resource_exhausted` and the connection closes (the rest of the body is never read). A
-/// call still running when the connection goes is cancelled.
+/// A body is read up to the request size limit; past it the call is refused at once with
+/// `resource_exhausted`, and the connection closes after a short drain
+/// (`refuseOversizedBody`). A call still running when the connection goes is cancelled.
 ///
 /// `@unchecked Sendable`: its state is touched only on the connection's event loop; a call's
 /// reply reaches it through `NIOLoopBound`.

@@ -19,7 +19,6 @@ extension ConnectUnary {
     respond: @escaping @Sendable (PlainHTTPReply) -> Void
   ) -> UnaryFastPath.LaunchedCall? {
     let text = contentType.hasPrefix("application/grpc-web-text")
-    let replyType = contentType.split(separator: ";").first.map(String.init) ?? contentType
     let (path, _) = Self.split(request.target)
     guard request.method == "POST" else {
       respond(Refusal(.unimplemented, "gRPC-Web calls are POST", status: 405, headers: [("allow", "POST")]).reply)
@@ -28,7 +27,7 @@ extension ConnectUnary {
     func refuse(_ code: RPCError.Code, _ message: String) -> UnaryFastPath.LaunchedCall? {
       let status = Status(code: Status.Code(code), message: message)
       let outcome = UnaryOutcome(headers: nil, messages: [], status: status, trailers: [:])
-      respond(Self.grpcWebReply(outcome, contentType: replyType, text: text))
+      respond(Self.grpcWebReply(outcome, contentType: contentType, text: text))
       return nil
     }
     guard let method = self.fastPath.methods[path] else {
@@ -62,7 +61,7 @@ extension ConnectUnary {
       eventLoop: eventLoop,
       executor: executor
     ) { outcome in
-      respond(Self.grpcWebReply(outcome, contentType: replyType, text: text))
+      respond(Self.grpcWebReply(outcome, contentType: contentType, text: text))
     }
   }
 

@@ -100,7 +100,7 @@ struct ConnectUnary: Sendable {
         reply(withCORS)
       }
     }
-    let contentType = (request.headers.first(name: "content-type") ?? "").lowercased()
+    let contentType = Self.mediaType(request.headers.first(name: "content-type"))
     if contentType.hasPrefix("application/grpc-web") {
       return self.serveGRPCWeb(
         request,
@@ -112,7 +112,7 @@ struct ConnectUnary: Sendable {
       )
     }
     let call: Call
-    switch self.parse(request) {
+    switch self.parse(request, contentType: contentType) {
     case .success(let parsed): call = parsed
     case .failure(let refusal):
       respond(refusal.reply)
@@ -200,7 +200,17 @@ struct ConnectUnary: Sendable {
     return metadata
   }
 
-  func parse(_ request: PlainHTTPRequest) -> Result<Call, Refusal> {
+  /// A header's value without its parameters (`; charset=utf-8`), in lower case.
+  static func mediaType(_ value: some StringProtocol) -> String {
+    value.split(separator: ";").first.map { $0.trimmingCharacters(in: .whitespaces).lowercased() } ?? ""
+  }
+
+  static func mediaType(_ value: String?) -> String {
+    value.map { Self.mediaType($0) } ?? ""
+  }
+
+  /// `request`, whose content type without parameters is `contentType`, as a unary call.
+  func parse(_ request: PlainHTTPRequest, contentType: String) -> Result<Call, Refusal> {
     let (path, query) = Self.split(request.target)
     guard let method = self.fastPath.methods[path] else {
       if request.http1 && self.bidirectionalPaths.contains(path) {
@@ -228,8 +238,6 @@ struct ConnectUnary: Sendable {
     switch request.method {
     case "POST":
       isGet = false
-      let contentType = (request.headers.first(name: "content-type") ?? "")
-        .split(separator: ";").first.map { $0.trimmingCharacters(in: .whitespaces).lowercased() } ?? ""
       switch contentType {
       case "application/json": encoding = .json
       case "application/proto": encoding = .proto
@@ -338,7 +346,7 @@ struct ConnectUnary: Sendable {
   static func responseEncoding(_ headers: HPACKHeaders, size: Int) -> MessageEncoding? {
     guard size >= MessageEncoding.minimumResponseBytes else { return nil }
     let accepted = (headers[canonicalForm: "accept-encoding"] + headers[canonicalForm: "connect-accept-encoding"])
-      .map { $0.split(separator: ";").first.map { $0.trimmingCharacters(in: .whitespaces).lowercased() } ?? "" }
+      .map { Self.mediaType($0) }
     if accepted.contains("gzip") { return .gzip }
     if accepted.contains("deflate") { return .deflate }
     return nil

@@ -13,12 +13,11 @@ internal import CThreadShim
 /// leaves the loops through `CooperativePoolInterceptor`.
 final class EventLoopGroupExecutor: TaskExecutor, Sendable {
   let group: any EventLoopGroup
-  private let loops: Set<ObjectIdentifier>
+  /// An executor per loop of the group, by the loop's identity.
   private let executors: [ObjectIdentifier: LoopExecutor]
 
   init(group: any EventLoopGroup) {
     self.group = group
-    self.loops = Set(group.makeIterator().map { ObjectIdentifier($0) })
     self.executors = Dictionary(
       uniqueKeysWithValues: group.makeIterator().map { (ObjectIdentifier($0), LoopExecutor(loop: $0)) }
     )
@@ -34,7 +33,7 @@ final class EventLoopGroupExecutor: TaskExecutor, Sendable {
   func enqueue(_ job: consuming ExecutorJob) {
     let job = UnownedJob(job)
     let current = MultiThreadedEventLoopGroup.currentEventLoop
-    let loop = current.flatMap { self.loops.contains(ObjectIdentifier($0)) ? $0 : nil } ?? self.group.next()
+    let loop = current.flatMap { self.executors[ObjectIdentifier($0)] != nil ? $0 : nil } ?? self.group.next()
     loop.execute {
       job.runSynchronously(on: self.asUnownedTaskExecutor())
     }

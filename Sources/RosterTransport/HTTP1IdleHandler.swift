@@ -13,11 +13,11 @@ final class HTTP1IdleHandler: ChannelDuplexHandler {
   typealias OutboundIn = HTTPServerResponsePart
   typealias OutboundOut = HTTPServerResponsePart
 
-  private let maxIdleTime: TimeAmount?
+  private let maxIdleTime: TimeAmount
   private var inFlight = 0
   private var timer: Scheduled<Void>?
 
-  init(maxIdleTime: TimeAmount?) {
+  init(maxIdleTime: TimeAmount) {
     self.maxIdleTime = maxIdleTime
   }
 
@@ -59,9 +59,8 @@ final class HTTP1IdleHandler: ChannelDuplexHandler {
   }
 
   private func schedule(context: ChannelHandlerContext) {
-    guard let maxIdleTime = self.maxIdleTime else { return }
     self.timer?.cancel()
     let channel = context.channel
-    self.timer = context.eventLoop.scheduleTask(in: maxIdleTime) { channel.close(promise: nil) }
+    self.timer = context.eventLoop.scheduleTask(in: self.maxIdleTime) { channel.close(promise: nil) }
   }
 }

@@ -178,7 +178,9 @@ package final class RosterHTTP2Transport: ServerTransport {
       case .http1:
         let sync = channel.pipeline.syncOperations
         try sync.configureHTTPServerPipeline(withPipeliningAssistance: true, withErrorHandling: true)
-        try sync.addHandler(HTTP1IdleHandler(maxIdleTime: self.config.connection.maxIdleTime))
+        if let maxIdle = self.config.connection.maxIdleTime {
+          try sync.addHandler(HTTP1IdleHandler(maxIdleTime: maxIdle))
+        }
         try sync.addHandlers(try http1Handlers(channel))
       }
     }

@@ -509,13 +509,13 @@ class Abuse(unittest.TestCase):
 
     # --- HTTP/1.1 on the same port (the Connect protocol) -----------------------------------
 
-    def http1(self, request, read_until_close=True):
+    def http1(self, request):
         """Sends raw bytes on a new connection; the server's answer, read until it closes."""
         sock = socket.create_connection((HOST, PORT), timeout=HANG)
         try:
             sock.sendall(request)
             answer = b""
-            while read_until_close:
+            while True:
                 chunk = sock.recv(65536)
                 if not chunk:
                     break
