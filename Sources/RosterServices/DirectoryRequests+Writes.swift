@@ -116,6 +116,20 @@ extension DirectoryRequests {
     return min(Int(value), StoreLimits.maximumDeleteLimit)
   }
 
+  /// A watch's heartbeat interval: nil when the request sets none; from 1 s to an hour.
+  static func heartbeatInterval(_ request: Roster_V1_WatchChangesRequest) throws -> Duration? {
+    guard request.hasHeartbeatInterval else { return nil }
+    let interval = request.heartbeatInterval
+    let duration = Duration.seconds(interval.seconds) + .nanoseconds(Int64(interval.nanos))
+    guard duration >= .seconds(1), duration <= .seconds(3600) else {
+      throw RPCError(
+        code: .invalidArgument,
+        message: "heartbeat_interval: must be from 1s to 3600s, not \(interval.seconds)s"
+      )
+    }
+    return duration
+  }
+
   /// The sequence number an `after_token` names; an empty token means "from now".
   static func changeToken(_ text: String, now: Int64) throws -> Int64 {
     if text.isEmpty { return now }

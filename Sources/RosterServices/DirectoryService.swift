@@ -304,6 +304,7 @@ extension DirectoryService: Roster_V1_Directory.SimpleServiceProtocol {
     context: ServerContext
   ) async throws {
     var last = try DirectoryRequests.changeToken(request.afterToken, now: self.store.latestChange)
+    let heartbeat = try DirectoryRequests.heartbeatInterval(request)
     try await withStatusMapping("WatchChanges", logger: self.logger) {
       while true {
         try Task.checkCancellation()
@@ -321,8 +322,33 @@ extension DirectoryService: Roster_V1_Directory.SimpleServiceProtocol {
           last = newest.sequence
           if changes.count == Self.watchPage { continue }
         }
-        _ = try await self.store.waitForChanges(after: last)
+        guard let heartbeat else {
+          _ = try await self.store.waitForChanges(after: last)
+          continue
+        }
+        if try await !self.waitForChanges(after: last, atMost: heartbeat) {
+          try await response.write(.with {
+            $0.heartbeat = true
+            $0.token = String(last)
+          })
+        }
       }
+    }
+  }
+
+  /// Waits for a change after `last` for at most `interval`: whether one came.
+  private func waitForChanges(after last: Int64, atMost interval: Duration) async throws -> Bool {
+    try await withThrowingTaskGroup(of: Bool.self) { group in
+      group.addTask {
+        _ = try await self.store.waitForChanges(after: last)
+        return true
+      }
+      group.addTask {
+        try await Task.sleep(for: interval)
+        return false
+      }
+      defer { group.cancelAll() }
+      return try await group.next() ?? false
     }
   }
 

@@ -225,4 +225,43 @@ struct WriteServiceTests {
       #expect(replayed == 10)
     }
   }
+
+  @Test("a quiet watch with heartbeat_interval gets heartbeats at its position; a change still comes")
+  func watchHeartbeats() async throws {
+    try await Self.withDirectory(on: .sqlite, employees: 3) { directory, store async throws in
+      let position = String(store.latestChange)
+      let events = try await directory.watchChanges(
+        .with { $0.heartbeatInterval = .init(seconds: 1) }
+      ) { response in
+        var events: [Roster_V1_ChangeEvent] = []
+        for try await event in response.messages {
+          events.append(event)
+          if events.count == 1 {
+            _ = try await directory.createEmployee(
+              .with {
+                $0.employee = .with {
+                  $0.name = "After A Heartbeat"
+                  $0.department = "Design"
+                  $0.startDate = "2020-02-02"
+                }
+              }
+            )
+          }
+          if !event.heartbeat { break }
+        }
+        return events
+      }
+      #expect(events.first?.heartbeat == true)
+      #expect(events.first?.token == position)
+      #expect(events.first?.guid == "")
+      #expect(events.last?.heartbeat == false)
+      #expect(events.last?.kind == .inserted)
+      await expectStatus(.invalidArgument, mentioning: "heartbeat_interval") {
+        try await directory.watchChanges(.with { $0.heartbeatInterval = .init(seconds: 0, nanos: 500_000_000) }) {
+          response in
+          for try await _ in response.messages {}
+        }
+      }
+    }
+  }
 }

@@ -460,7 +460,7 @@ extension Roster_V1_Directory {
         /// > Codes: INVALID_ARGUMENT for a malformed after_token; OUT_OF_RANGE for a token older
         /// > than the log keeps or past its end (list again, then watch from the new token);
         /// > RESOURCE_EXHAUSTED as StreamEmployees; UNAVAILABLE at shutdown (resume from the last
-        /// > token received).
+        /// > token received); INVALID_ARGUMENT for a heartbeat_interval under 1s.
         ///
         /// - Parameters:
         ///   - request: A streaming request of `Roster_V1_WatchChangesRequest` messages.
@@ -727,7 +727,7 @@ extension Roster_V1_Directory {
         /// > Codes: INVALID_ARGUMENT for a malformed after_token; OUT_OF_RANGE for a token older
         /// > than the log keeps or past its end (list again, then watch from the new token);
         /// > RESOURCE_EXHAUSTED as StreamEmployees; UNAVAILABLE at shutdown (resume from the last
-        /// > token received).
+        /// > token received); INVALID_ARGUMENT for a heartbeat_interval under 1s.
         ///
         /// - Parameters:
         ///   - request: A request containing a single `Roster_V1_WatchChangesRequest` message.
@@ -993,7 +993,7 @@ extension Roster_V1_Directory {
         /// > Codes: INVALID_ARGUMENT for a malformed after_token; OUT_OF_RANGE for a token older
         /// > than the log keeps or past its end (list again, then watch from the new token);
         /// > RESOURCE_EXHAUSTED as StreamEmployees; UNAVAILABLE at shutdown (resume from the last
-        /// > token received).
+        /// > token received); INVALID_ARGUMENT for a heartbeat_interval under 1s.
         ///
         /// - Parameters:
         ///   - request: A `Roster_V1_WatchChangesRequest` message.
@@ -1761,7 +1761,7 @@ extension Roster_V1_Directory {
         /// > Codes: INVALID_ARGUMENT for a malformed after_token; OUT_OF_RANGE for a token older
         /// > than the log keeps or past its end (list again, then watch from the new token);
         /// > RESOURCE_EXHAUSTED as StreamEmployees; UNAVAILABLE at shutdown (resume from the last
-        /// > token received).
+        /// > token received); INVALID_ARGUMENT for a heartbeat_interval under 1s.
         ///
         /// - Parameters:
         ///   - request: A request containing a single `Roster_V1_WatchChangesRequest` message.
@@ -2215,7 +2215,7 @@ extension Roster_V1_Directory {
         /// > Codes: INVALID_ARGUMENT for a malformed after_token; OUT_OF_RANGE for a token older
         /// > than the log keeps or past its end (list again, then watch from the new token);
         /// > RESOURCE_EXHAUSTED as StreamEmployees; UNAVAILABLE at shutdown (resume from the last
-        /// > token received).
+        /// > token received); INVALID_ARGUMENT for a heartbeat_interval under 1s.
         ///
         /// - Parameters:
         ///   - request: A request containing a single `Roster_V1_WatchChangesRequest` message.
@@ -2593,7 +2593,7 @@ extension Roster_V1_Directory.ClientProtocol {
     /// > Codes: INVALID_ARGUMENT for a malformed after_token; OUT_OF_RANGE for a token older
     /// > than the log keeps or past its end (list again, then watch from the new token);
     /// > RESOURCE_EXHAUSTED as StreamEmployees; UNAVAILABLE at shutdown (resume from the last
-    /// > token received).
+    /// > token received); INVALID_ARGUMENT for a heartbeat_interval under 1s.
     ///
     /// - Parameters:
     ///   - request: A request containing a single `Roster_V1_WatchChangesRequest` message.
@@ -3010,7 +3010,7 @@ extension Roster_V1_Directory.ClientProtocol {
     /// > Codes: INVALID_ARGUMENT for a malformed after_token; OUT_OF_RANGE for a token older
     /// > than the log keeps or past its end (list again, then watch from the new token);
     /// > RESOURCE_EXHAUSTED as StreamEmployees; UNAVAILABLE at shutdown (resume from the last
-    /// > token received).
+    /// > token received); INVALID_ARGUMENT for a heartbeat_interval under 1s.
     ///
     /// - Parameters:
     ///   - message: request message to send.

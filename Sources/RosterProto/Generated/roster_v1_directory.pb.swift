@@ -524,9 +524,24 @@ public nonisolated struct Roster_V1_WatchChangesRequest: Sendable {
   /// Replay the changes recorded after this token; empty means start from now.
   public var afterToken: String = String()
 
+  /// If set, a heartbeat (a ChangeEvent with heartbeat true) follows every stretch this long
+  /// without a change, so that proxies and browsers keep an idle stream open; at least 1s.
+  /// Unset means none over gRPC, whose HTTP/2 pings keep a connection alive, and 15s over
+  /// the Connect protocol and gRPC-Web.
+  public var heartbeatInterval: SwiftProtobuf.Google_Protobuf_Duration {
+    get {_heartbeatInterval ?? SwiftProtobuf.Google_Protobuf_Duration()}
+    set {_heartbeatInterval = newValue}
+  }
+  /// Returns true if `heartbeatInterval` has been explicitly set.
+  public var hasHeartbeatInterval: Bool {self._heartbeatInterval != nil}
+  /// Clears the value of `heartbeatInterval`. Subsequent reads from it will return its default value.
+  public mutating func clearHeartbeatInterval() {self._heartbeatInterval = nil}
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
+
+  fileprivate var _heartbeatInterval: SwiftProtobuf.Google_Protobuf_Duration? = nil
 }
 
 /// One recorded change.
@@ -562,6 +577,10 @@ public nonisolated struct Roster_V1_ChangeEvent: Sendable {
   public var hasUpdateTime: Bool {self._updateTime != nil}
   /// Clears the value of `updateTime`. Subsequent reads from it will return its default value.
   public mutating func clearUpdateTime() {self._updateTime = nil}
+
+  /// True for a heartbeat, which is not a change: only token is set (the position the stream
+  /// has reached, to resume from). See WatchChangesRequest.heartbeat_interval.
+  public var heartbeat: Bool = false
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
@@ -1309,7 +1328,7 @@ nonisolated extension Roster_V1_DeleteEmployeesResponse: SwiftProtobuf.Message, 
 
 nonisolated extension Roster_V1_WatchChangesRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".WatchChangesRequest"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}after_token\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}after_token\0\u{3}heartbeat_interval\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -1318,20 +1337,29 @@ nonisolated extension Roster_V1_WatchChangesRequest: SwiftProtobuf.Message, Swif
       // enabled. https://github.com/apple/swift-protobuf/issues/1034
       switch fieldNumber {
       case 1: try { try decoder.decodeSingularStringField(value: &self.afterToken) }()
+      case 2: try { try decoder.decodeSingularMessageField(value: &self._heartbeatInterval) }()
       default: break
       }
     }
   }
 
   public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
     if !self.afterToken.isEmpty {
       try visitor.visitSingularStringField(value: self.afterToken, fieldNumber: 1)
     }
+    try { if let v = self._heartbeatInterval {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 2)
+    } }()
     try unknownFields.traverse(visitor: &visitor)
   }
 
   public static func ==(lhs: Roster_V1_WatchChangesRequest, rhs: Roster_V1_WatchChangesRequest) -> Bool {
     if lhs.afterToken != rhs.afterToken {return false}
+    if lhs._heartbeatInterval != rhs._heartbeatInterval {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
@@ -1339,7 +1367,7 @@ nonisolated extension Roster_V1_WatchChangesRequest: SwiftProtobuf.Message, Swif
 
 nonisolated extension Roster_V1_ChangeEvent: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".ChangeEvent"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}token\0\u{1}entity\0\u{1}guid\0\u{1}kind\0\u{1}fields\0\u{1}author\0\u{3}update_time\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}token\0\u{1}entity\0\u{1}guid\0\u{1}kind\0\u{1}fields\0\u{1}author\0\u{3}update_time\0\u{1}heartbeat\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -1354,6 +1382,7 @@ nonisolated extension Roster_V1_ChangeEvent: SwiftProtobuf.Message, SwiftProtobu
       case 5: try { try decoder.decodeRepeatedStringField(value: &self.fields) }()
       case 6: try { try decoder.decodeSingularStringField(value: &self.author) }()
       case 7: try { try decoder.decodeSingularMessageField(value: &self._updateTime) }()
+      case 8: try { try decoder.decodeSingularBoolField(value: &self.heartbeat) }()
       default: break
       }
     }
@@ -1385,6 +1414,9 @@ nonisolated extension Roster_V1_ChangeEvent: SwiftProtobuf.Message, SwiftProtobu
     try { if let v = self._updateTime {
       try visitor.visitSingularMessageField(value: v, fieldNumber: 7)
     } }()
+    if self.heartbeat != false {
+      try visitor.visitSingularBoolField(value: self.heartbeat, fieldNumber: 8)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -1396,6 +1428,7 @@ nonisolated extension Roster_V1_ChangeEvent: SwiftProtobuf.Message, SwiftProtobu
     if lhs.fields != rhs.fields {return false}
     if lhs.author != rhs.author {return false}
     if lhs._updateTime != rhs._updateTime {return false}
+    if lhs.heartbeat != rhs.heartbeat {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
