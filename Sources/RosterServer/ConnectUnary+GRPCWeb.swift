@@ -44,15 +44,35 @@ extension ConnectUnary {
       }
       body = ByteBuffer(bytes: decoded)
     }
-    if body.getInteger(at: body.readerIndex, as: UInt8.self) == 1 {
-      return refuse(.unimplemented, "compressed gRPC-Web messages are not served; send them uncompressed")
+    let compressed = body.getInteger(at: body.readerIndex, as: UInt8.self) == 1
+    if compressed {
+      // As `singleMessage` reads it, the flag cleared; inflated below.
+      body.setInteger(UInt8(0), at: body.readerIndex)
     }
     if let length = body.getInteger(at: body.readerIndex + 1, as: UInt32.self), Int(length) > self.fastPath.maxRequestBytes {
       return refuse(.resourceExhausted, "the message of \(length) bytes is over the limit of \(self.fastPath.maxRequestBytes)")
     }
-    guard let message = UnaryFastPath.singleMessage(in: body, limit: self.fastPath.maxRequestBytes) else {
+    guard var message = UnaryFastPath.singleMessage(in: body, limit: self.fastPath.maxRequestBytes) else {
       return refuse(.internalError, "a gRPC-Web unary request is exactly one length-prefixed message")
     }
+    if compressed {
+      guard let name = request.headers.first(name: "grpc-encoding"), name != "identity" else {
+        return refuse(.internalError, "a message is marked compressed but the request has no grpc-encoding")
+      }
+      guard let encoding = MessageEncoding(rawValue: name) else {
+        return refuse(.unimplemented, "grpc-encoding \(name) is not served: use gzip, deflate or identity")
+      }
+      do {
+        message = try encoding.decompress(message, limit: self.fastPath.maxRequestBytes, allocator: ByteBufferAllocator())
+      } catch let error as RPCError {
+        return refuse(error.code, error.message)
+      } catch {
+        return refuse(.internalError, "the message is not valid \(name) data")
+      }
+    }
+    let replyEncoding = request.headers[canonicalForm: "grpc-accept-encoding"].lazy
+      .compactMap { MessageEncoding(rawValue: String($0)) }.first
+      .flatMap { MessageEncoding.incompressibleServices.contains(method.descriptor.service.fullyQualifiedService) ? nil : $0 }
     return self.fastPath.launch(
       method,
       headers: Self.callMetadata(request.headers),
@@ -61,11 +81,17 @@ extension ConnectUnary {
       eventLoop: eventLoop,
       executor: executor
     ) { outcome in
-      respond(Self.grpcWebReply(outcome, contentType: contentType, text: text))
+      respond(Self.grpcWebReply(outcome, contentType: contentType, text: text, encoding: replyEncoding))
     }
   }
 
-  static func grpcWebReply(_ outcome: UnaryOutcome, contentType: String, text: Bool) -> PlainHTTPReply {
+  /// The reply: its message compressed with `encoding` when it is large enough to gain.
+  static func grpcWebReply(
+    _ outcome: UnaryOutcome,
+    contentType: String,
+    text: Bool,
+    encoding: MessageEncoding? = nil
+  ) -> PlainHTTPReply {
     let trailers = HPACKHeaders(status: outcome.status, metadata: outcome.trailers, trailersOnly: false)
     guard let metadata = outcome.headers else {
       // Trailers-only: the status in the headers, no body.
@@ -76,12 +102,11 @@ extension ConnectUnary {
       )
     }
     var headers = HPACKHeaders()
+    if let encoding { headers.add(name: "grpc-encoding", value: encoding.rawValue) }
     headers.add(metadata)
     var body = ByteBuffer()
     for message in outcome.messages {
-      body.writeInteger(UInt8(0))
-      body.writeInteger(UInt32(message.readableBytes))
-      body.writeImmutableBuffer(message)
+      body.writeImmutableBuffer(ByteBufferAllocator().grpcMessage(message, encoding: encoding))
     }
     let block = trailers.map { "\($0.name): \($0.value)\r\n" }.joined()
     body.writeInteger(UInt8(0x80))

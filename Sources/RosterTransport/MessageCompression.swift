@@ -26,7 +26,7 @@ package enum MessageEncoding: String, Sendable {
   package static let minimumResponseBytes = 1024
 
   /// Methods whose replies are already-compressed bytes (pictures).
-  static let incompressibleServices: Set<String> = ["roster.v1.Pictures"]
+  package static let incompressibleServices: Set<String> = ["roster.v1.Pictures"]
 
   /// The request's encoding: nil for none or `identity`; `.failure` for one the server does not
   /// support (its name).
@@ -84,7 +84,7 @@ package enum MessageEncoding: String, Sendable {
 extension ByteBufferAllocator {
   /// `message` with gRPC's 5-byte prefix, compressed with `encoding` when it is given and the
   /// message is large enough to gain from it.
-  func grpcMessage(_ message: ByteBuffer, encoding: MessageEncoding?) -> ByteBuffer {
+  package func grpcMessage(_ message: ByteBuffer, encoding: MessageEncoding?) -> ByteBuffer {
     guard let encoding, message.readableBytes >= MessageEncoding.minimumResponseBytes,
       let compressed = encoding.compress(message, allocator: self)
     else { return self.grpcMessage(message) }
