@@ -18,16 +18,20 @@ final class ConnectHTTP1Handler: ChannelInboundHandler, @unchecked Sendable {
   typealias OutboundOut = HTTPServerResponsePart
 
   private let connect: ConnectUnary
+  private let streams: ConnectStreams
   private let executor: EventLoopGroupExecutor
   private var peers = UnaryFastPath.Peers(nil)
   private var head: HTTPRequestHead?
   private var body = ByteBuffer()
   private var overLimit = false
   private var running: UnaryFastPath.LaunchedCall?
+  /// A streamed call (`ConnectStreams`) whose reply is being written.
+  private var streamed: StreamedCall?
   private var context: ChannelHandlerContext?
 
-  init(connect: ConnectUnary, executor: EventLoopGroupExecutor) {
+  init(connect: ConnectUnary, streams: ConnectStreams, executor: EventLoopGroupExecutor) {
     self.connect = connect
+    self.streams = streams
     self.executor = executor
   }
 
@@ -39,12 +43,16 @@ final class ConnectHTTP1Handler: ChannelInboundHandler, @unchecked Sendable {
   func handlerRemoved(context: ChannelHandlerContext) {
     self.running?.cancel()
     self.running = nil
+    self.streamed?.cancel()
+    self.streamed = nil
     self.context = nil
   }
 
   func channelInactive(context: ChannelHandlerContext) {
     self.running?.cancel()
     self.running = nil
+    self.streamed?.cancel()
+    self.streamed = nil
     context.fireChannelInactive()
   }
 
@@ -67,6 +75,10 @@ final class ConnectHTTP1Handler: ChannelInboundHandler, @unchecked Sendable {
       guard !self.overLimit else { return }
       var headers = HPACKHeaders()
       for (name, value) in head.headers { headers.add(name: name.lowercased(), value: value) }
+      if let wire = self.streams.streamedProtocol(Self.withPseudoHeaders(headers, head)) {
+        self.startStreamed(wire, head: head, headers: headers, context: context)
+        return
+      }
       let request = PlainHTTPRequest(http1: true, method: head.method.rawValue, target: head.uri, headers: headers, body: self.body)
       self.body = ByteBuffer()
       let keepAlive = head.isKeepAlive
@@ -82,6 +94,76 @@ final class ConnectHTTP1Handler: ChannelInboundHandler, @unchecked Sendable {
           this.write(reply, keepAlive: keepAlive, context: context)
         }
       }
+    }
+  }
+
+  /// `headers` with HTTP/2's `:method` and `:path`, as `ConnectStreams` reads a request.
+  private static func withPseudoHeaders(_ headers: HPACKHeaders, _ head: HTTPRequestHead) -> HPACKHeaders {
+    var withPseudo = HPACKHeaders([(":method", head.method.rawValue), (":path", head.uri)])
+    withPseudo.add(contentsOf: headers)
+    return withPseudo
+  }
+
+  /// A streamed call over HTTP/1.1: its request body is already whole (within the request
+  /// limit: HTTP/1.1 carries a client stream as one body); its reply is written in chunks,
+  /// each message flushed as the call writes it.
+  private func startStreamed(
+    _ wire: ConnectStreams.WireProtocol,
+    head: HTTPRequestHead,
+    headers: HPACKHeaders,
+    context: ChannelHandlerContext
+  ) {
+    let keepAlive = head.isKeepAlive
+    let handler = NIOLoopBound(self, eventLoop: context.eventLoop)
+    let loop = context.eventLoop
+    let sink = ReplySink(
+      head: { pairs in
+        loop.execute {
+          guard let context = handler.value.context else { return }
+          var headers = HTTPHeaders(pairs)
+          if !keepAlive { headers.replaceOrAdd(name: "connection", value: "close") }
+          let head = HTTPResponseHead(version: .http1_1, status: .ok, headers: headers)
+          context.writeAndFlush(handler.value.wrapOutboundOut(.head(head)), promise: nil)
+        }
+      },
+      body: { bytes in
+        let written = loop.makePromise(of: Void.self)
+        loop.execute {
+          guard let context = handler.value.context, handler.value.streamed != nil else {
+            written.fail(RPCError(code: .cancelled, message: "the client went away"))
+            return
+          }
+          context.writeAndFlush(handler.value.wrapOutboundOut(.body(.byteBuffer(bytes))), promise: written)
+        }
+        try await written.futureResult.get()
+      },
+      end: { bytes in
+        loop.execute {
+          let this = handler.value
+          guard let context = this.context, this.streamed != nil else { return }
+          this.streamed = nil
+          if bytes.readableBytes > 0 {
+            context.write(this.wrapOutboundOut(.body(.byteBuffer(bytes))), promise: nil)
+          }
+          let written = loop.makePromise(of: Void.self)
+          context.writeAndFlush(this.wrapOutboundOut(.end(nil)), promise: written)
+          if !keepAlive {
+            let channel = context.channel
+            written.futureResult.whenComplete { _ in channel.close(promise: nil) }
+          }
+        }
+      }
+    )
+    let body = self.body
+    self.body = ByteBuffer()
+    let full = Self.withPseudoHeaders(headers, head)
+    switch self.streams.start(wire, headers: full, http1: true, peers: self.peers, sink: sink) {
+    case .refused(let reply):
+      self.write(reply, keepAlive: keepAlive, context: context)
+    case .started(let call):
+      self.streamed = call
+      call.receive(body)
+      call.endOfRequest()
     }
   }
 

@@ -36,13 +36,13 @@ struct PlainHTTPReply: Sendable {
 /// come back with the Connect status for their code and `{"code", "message"}` in JSON;
 /// response metadata as headers, trailers as `trailer-` headers.
 ///
-/// gRPC-Web's unary calls are served here too (`serveGRPCWeb`). Streaming methods are not
-/// served over Connect or gRPC-Web yet: they answer `unimplemented`.
+/// gRPC-Web's unary calls are served here too (`serveGRPCWeb`); streaming methods, over
+/// either protocol, by `ConnectStreams`.
 struct ConnectUnary: Sendable {
   let fastPath: UnaryFastPath
   /// The paths of the methods that read and change nothing, which `GET` may call.
   let readOnlyPaths: Set<String>
-  /// The paths of the streaming methods, which are not served over Connect yet.
+  /// The paths of the streaming methods, which `ConnectStreams` serves.
   let streamingPaths: Set<String>
   /// The paths of the bidirectional ones, which HTTP/1.1 cannot carry.
   let bidirectionalPaths: Set<String>
@@ -221,7 +221,11 @@ struct ConnectUnary: Sendable {
       }
       if self.streamingPaths.contains(path) {
         return .failure(
-          Refusal(.unimplemented, "\(path) is a streaming method: Connect streaming is not served yet; call it over gRPC")
+          Refusal(
+            .unimplemented,
+            "\(path) is a streaming method: use content-type application/connect+json or application/connect+proto",
+            status: 415
+          )
         )
       }
       return .failure(
@@ -309,10 +313,7 @@ struct ConnectUnary: Sendable {
         )
       }
       // As gRPC's header, which the call's deadline is read from (at most 8 digits).
-      metadata.replaceOrAdd(
-        name: "grpc-timeout",
-        value: milliseconds <= 99_999_999 ? "\(milliseconds)m" : "\(min(milliseconds / 1000, 99_999_999))S"
-      )
+      metadata.replaceOrAdd(name: "grpc-timeout", value: Self.grpcTimeout(milliseconds: milliseconds))
       deadline = .now + .milliseconds(milliseconds)
     }
     if encoding == .json && body.readableBytes == 0 { body = ByteBuffer(string: "{}") }

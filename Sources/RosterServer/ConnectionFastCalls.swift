@@ -35,7 +35,26 @@ final class ConnectionFastCalls: ChannelInboundHandler, @unchecked Sendable {
     case readingPlain(PlainReading)
     /// A request that is not gRPC, handed to `ConnectUnary`, not yet running or answered.
     case answering
+    /// A streamed Connect or gRPC-Web call (`ConnectStreams`): its request's body goes to it as
+    /// it arrives.
+    case streamed(Streamed)
+    /// Answered before the client finished sending (a refused or ended streamed call): the rest
+    /// of its body is read and dropped, up to the request limit (then the stream is reset), so
+    /// the client reads the answer rather than a reset. How many bytes were dropped.
+    case discarding(Int)
   }
+
+  private struct Streamed {
+    var call: StreamedCall
+    /// Window the client's DATA used that is not given back yet: held while the call has more
+    /// than `streamedHighWater` bytes of messages it has not read.
+    var owedWindow = 0
+    var requestEnded = false
+  }
+
+  /// How many bytes of a streamed call's messages may wait unread before the client is made to
+  /// wait (its stream's window is not given back).
+  static let streamedHighWater = 64 * 1024
 
   private struct PlainReading {
     var headers: HPACKHeaders
@@ -55,6 +74,7 @@ final class ConnectionFastCalls: ChannelInboundHandler, @unchecked Sendable {
   /// multiplexer, `ROSTER_COMPARE=no-fast-unary`); requests that are not gRPC always are.
   private let answersGRPC: Bool
   private let connect: ConnectUnary
+  private let streams: ConnectStreams
   private let executor: EventLoopGroupExecutor
   /// The fast calls of this connection, by stream.
   private var calls: [HTTP2StreamID: Call] = [:]
@@ -64,10 +84,17 @@ final class ConnectionFastCalls: ChannelInboundHandler, @unchecked Sendable {
   /// The connection's ends, for each call's `ServerContext`.
   private var peers = UnaryFastPath.Peers(nil)
 
-  init(fastPath: UnaryFastPath, answersGRPC: Bool = true, connect: ConnectUnary, executor: EventLoopGroupExecutor) {
+  init(
+    fastPath: UnaryFastPath,
+    answersGRPC: Bool = true,
+    connect: ConnectUnary,
+    streams: ConnectStreams,
+    executor: EventLoopGroupExecutor
+  ) {
     self.fastPath = fastPath
     self.answersGRPC = answersGRPC
     self.connect = connect
+    self.streams = streams
     self.executor = executor
   }
 
@@ -184,6 +211,34 @@ final class ConnectionFastCalls: ChannelInboundHandler, @unchecked Sendable {
 
     case .answering:
       if case .rstStream = frame.payload { self.calls[stream] = nil }
+
+    case .discarding(let dropped):
+      self.discard(stream, frame.payload, dropped: dropped, context: context)
+
+    case .streamed(var streamed):
+      switch frame.payload {
+      case .rstStream:
+        self.calls[stream] = nil
+        streamed.call.cancel()
+      case .data(let body):
+        if case .byteBuffer(let bytes) = body.data {
+          streamed.call.receive(bytes)
+          streamed.owedWindow += bytes.readableBytes + (body.paddingBytes.map { $0 + 1 } ?? 0)
+        }
+        if body.endStream {
+          streamed.requestEnded = true
+          streamed.call.endOfRequest()
+        } else {
+          self.giveBackWindow(stream, &streamed, context: context)
+        }
+        self.calls[stream] = .streamed(streamed)
+      case .headers(let trailers) where trailers.endStream:
+        streamed.requestEnded = true
+        streamed.call.endOfRequest()
+        self.calls[stream] = .streamed(streamed)
+      default:
+        ()
+      }
     }
   }
 
@@ -195,15 +250,17 @@ final class ConnectionFastCalls: ChannelInboundHandler, @unchecked Sendable {
         reading.created = created
         self.calls[created.streamID] = .reading(reading)
         return
-      case .running?, .readingPlain?, .answering?:
+      case .running?, .readingPlain?, .answering?, .streamed?, .discarding?:
         return
       case nil:
         ()
       }
     case let closed as StreamClosedEvent:
       // Reset by the client, or by the connection's own error handling: the call is over.
-      if case .running(let launched)? = self.calls.removeValue(forKey: closed.streamID) {
-        launched.cancel()
+      switch self.calls.removeValue(forKey: closed.streamID) {
+      case .running(let launched)?: launched.cancel()
+      case .streamed(let streamed)?: streamed.call.cancel()
+      default: ()
       }
     case is ChannelShouldQuiesceEvent:
       // As grpc-swift's stream handler: a server shutting down cancels the calls it runs; each
@@ -230,6 +287,10 @@ final class ConnectionFastCalls: ChannelInboundHandler, @unchecked Sendable {
     context: ChannelHandlerContext
   ) {
     if !Self.isGRPC(headers.headers) {
+      if let wire = self.streams.streamedProtocol(headers.headers) {
+        self.startStreamed(stream, wire, headers: headers, context: context)
+        return
+      }
       let reading = PlainReading(headers: headers.headers)
       if headers.endStream {
         self.servePlain(stream, reading, context: context)
@@ -360,8 +421,131 @@ final class ConnectionFastCalls: ChannelInboundHandler, @unchecked Sendable {
   private func cancelAll() {
     let calls = self.calls
     self.calls.removeAll()
-    for case .running(let launched) in calls.values {
-      launched.cancel()
+    for call in calls.values {
+      switch call {
+      case .running(let launched): launched.cancel()
+      case .streamed(let streamed): streamed.call.cancel()
+      default: ()
+      }
+    }
+  }
+
+  // MARK: - Streamed calls (the Connect protocol's and gRPC-Web's streams)
+
+  private func startStreamed(
+    _ stream: HTTP2StreamID,
+    _ wire: ConnectStreams.WireProtocol,
+    headers: HTTP2Frame.FramePayload.Headers,
+    context: ChannelHandlerContext
+  ) {
+    let handler = NIOLoopBound(self, eventLoop: context.eventLoop)
+    let loop = context.eventLoop
+    let sink = ReplySink(
+      head: { pairs in loop.execute { handler.value.writeStreamedHead(stream, pairs) } },
+      body: { bytes in
+        let written = loop.makePromise(of: Void.self)
+        loop.execute { handler.value.writeStreamedBody(stream, bytes, written) }
+        try await written.futureResult.get()
+      },
+      end: { bytes in loop.execute { handler.value.endStreamed(stream, bytes) } }
+    )
+    switch self.streams.start(wire, headers: headers.headers, http1: false, peers: self.peers, sink: sink) {
+    case .refused(let reply):
+      self.writePlain(stream, reply, context: context)
+      if !headers.endStream { self.calls[stream] = .discarding(0) }
+    case .started(let call):
+      call.inbound.onTaken { _ in loop.execute { handler.value.messageTaken(stream) } }
+      var streamed = Streamed(call: call)
+      if headers.endStream {
+        streamed.requestEnded = true
+        call.endOfRequest()
+      }
+      self.calls[stream] = .streamed(streamed)
+    }
+  }
+
+  /// Gives the client back the window its DATA used, unless the call has more unread than
+  /// `streamedHighWater`: then the client waits until the call reads (`messageTaken`).
+  private func giveBackWindow(_ stream: HTTP2StreamID, _ streamed: inout Streamed, context: ChannelHandlerContext) {
+    guard streamed.owedWindow > 0, !streamed.requestEnded,
+      streamed.call.inbound.queuedBytes < Self.streamedHighWater
+    else { return }
+    let update = HTTP2Frame(streamID: stream, payload: .windowUpdate(windowSizeIncrement: streamed.owedWindow))
+    streamed.owedWindow = 0
+    context.writeAndFlush(self.wrapOutboundOut(update), promise: nil)
+  }
+
+  private func messageTaken(_ stream: HTTP2StreamID) {
+    guard case .streamed(var streamed)? = self.calls[stream], let context = self.context else { return }
+    self.giveBackWindow(stream, &streamed, context: context)
+    self.calls[stream] = .streamed(streamed)
+  }
+
+  private func writeStreamedHead(_ stream: HTTP2StreamID, _ pairs: [(String, String)]) {
+    guard case .streamed? = self.calls[stream], let context = self.context else { return }
+    var headers = HPACKHeaders()
+    headers.add(name: ":status", value: "200")
+    for (name, value) in pairs { headers.add(name: name, value: value) }
+    context.writeAndFlush(
+      self.wrapOutboundOut(HTTP2Frame(streamID: stream, payload: .headers(.init(headers: headers)))),
+      promise: nil
+    )
+  }
+
+  private func writeStreamedBody(_ stream: HTTP2StreamID, _ bytes: ByteBuffer, _ written: EventLoopPromise<Void>) {
+    guard case .streamed? = self.calls[stream], let context = self.context else {
+      written.fail(RPCError(code: .cancelled, message: "the client went away"))
+      return
+    }
+    let data = HTTP2Frame(streamID: stream, payload: .data(.init(data: .byteBuffer(bytes))))
+    context.writeAndFlush(self.wrapOutboundOut(data), promise: written)
+  }
+
+  /// The reply's last piece; what a client still sending sends after it is dropped.
+  private func endStreamed(_ stream: HTTP2StreamID, _ bytes: ByteBuffer) {
+    guard case .streamed(let streamed)? = self.calls.removeValue(forKey: stream), let context = self.context
+    else { return }
+    let data = HTTP2Frame(streamID: stream, payload: .data(.init(data: .byteBuffer(bytes), endStream: true)))
+    context.writeAndFlush(self.wrapOutboundOut(data), promise: nil)
+    if !streamed.requestEnded {
+      streamed.call.cancel()
+      self.calls[stream] = .discarding(0)
+    }
+  }
+
+  /// A frame of a request already answered: DATA is dropped and its window given back, until
+  /// the request ends, or until more than the request limit was dropped (then RST_STREAM
+  /// NO_ERROR tells the client to stop: RFC 9113 §8.1).
+  private func discard(
+    _ stream: HTTP2StreamID,
+    _ payload: HTTP2Frame.FramePayload,
+    dropped: Int,
+    context: ChannelHandlerContext
+  ) {
+    switch payload {
+    case .rstStream:
+      self.calls[stream] = nil
+    case .data(let body):
+      let size = body.data.readableBytes + (body.paddingBytes.map { $0 + 1 } ?? 0)
+      if body.endStream {
+        self.calls[stream] = nil
+      } else if dropped + size > self.fastPath.maxRequestBytes {
+        self.calls[stream] = nil
+        context.writeAndFlush(
+          self.wrapOutboundOut(HTTP2Frame(streamID: stream, payload: .rstStream(.noError))),
+          promise: nil
+        )
+      } else {
+        self.calls[stream] = .discarding(dropped + size)
+        if size > 0 {
+          let update = HTTP2Frame(streamID: stream, payload: .windowUpdate(windowSizeIncrement: size))
+          context.writeAndFlush(self.wrapOutboundOut(update), promise: nil)
+        }
+      }
+    case .headers(let trailers) where trailers.endStream:
+      self.calls[stream] = nil
+    default:
+      ()
     }
   }
 }

@@ -12,13 +12,26 @@ struct GRPCServing: Sendable {
   /// `HOST:PORT`, once listening.
   let listeningAddress: @Sendable () async throws -> String
 
-  /// A server on `transport`, its address read by `address`.
+  /// A server on `transport`, its address read by `address`; with `bridged`, the server of
+  /// the Connect protocol's and gRPC-Web's streamed calls (`CallBridge`) beside it, started and
+  /// stopped with it.
   init<Transport: ServerTransport>(
     _ server: GRPCServer<Transport>,
+    bridged: GRPCServer<CallBridge>? = nil,
     address: @escaping @Sendable () async throws -> String
   ) {
-    self.serve = { try await server.serve() }
-    self.beginGracefulShutdown = { server.beginGracefulShutdown() }
+    self.serve = {
+      guard let bridged else { return try await server.serve() }
+      try await withThrowingTaskGroup(of: Void.self) { group in
+        group.addTask { try await server.serve() }
+        group.addTask { try await bridged.serve() }
+        try await group.waitForAll()
+      }
+    }
+    self.beginGracefulShutdown = {
+      server.beginGracefulShutdown()
+      bridged?.beginGracefulShutdown()
+    }
     self.listeningAddress = address
   }
 }
@@ -44,6 +57,14 @@ func makeServing(
   case .roster:
     let executor = loopExecutor
     let connect = ConnectUnary(fastPath: unaryMethods, cors: config.cors)
+    let bridge = CallBridge()
+    let bridged = GRPCServer(transport: bridge, services: services, interceptors: serverInterceptors)
+    let streams = ConnectStreams(
+      bridge: bridge,
+      maxRequestBytes: limits.maxRequestBytes,
+      cors: config.cors,
+      unaryPaths: Set(unaryMethods.methods.keys)
+    )
     let transport = RosterHTTP2Transport(
       config: RosterHTTP2Transport.Config(
         host: host,
@@ -64,12 +85,20 @@ func makeServing(
       ),
       group: eventLoops,
       connectionHandlers: { @Sendable _ in
-        [ConnectionFastCalls(fastPath: unaryMethods, answersGRPC: fastPath != nil, connect: connect, executor: executor)]
+        [
+          ConnectionFastCalls(
+            fastPath: unaryMethods,
+            answersGRPC: fastPath != nil,
+            connect: connect,
+            streams: streams,
+            executor: executor
+          )
+        ]
       },
-      http1Handlers: { @Sendable _ in [ConnectHTTP1Handler(connect: connect, executor: executor)] }
+      http1Handlers: { @Sendable _ in [ConnectHTTP1Handler(connect: connect, streams: streams, executor: executor)] }
     )
     let server = GRPCServer(transport: transport, services: services, interceptors: serverInterceptors)
-    return GRPCServing(server) {
+    return GRPCServing(server, bridged: bridged) {
       let address = try await transport.listeningAddress
       guard let ip = address.ipAddress, let port = address.port else { return "\(address)" }
       return address.protocol == .inet6 ? "[\(ip)]:\(port)" : "\(ip):\(port)"

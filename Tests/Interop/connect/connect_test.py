@@ -196,11 +196,11 @@ class ConnectWithCurl(unittest.TestCase):
                               405, "unimplemented", "side effects")
             self.assert_error(post_json("/roster.v1.Directory/Nope", {}, http2=http2), 404, "unimplemented",
                               "no method")
-            self.assert_error(post_json("/roster.v1.Directory/StreamEmployees", {}, http2=http2), 501,
-                              "unimplemented", "streaming")
+            self.assert_error(post_json("/roster.v1.Directory/StreamEmployees", {}, http2=http2), 415,
+                              "unimplemented", "application/connect+json")
             reflection = post_json("/grpc.reflection.v1.ServerReflection/ServerReflectionInfo", {}, http2=http2)
             if http2:
-                self.assert_error(reflection, 501, "unimplemented", "streaming")
+                self.assert_error(reflection, 415, "unimplemented", "application/connect+json")
             else:
                 self.assert_error(reflection, 505, "unimplemented", "HTTP/2")
             self.assert_error(post_json(get, {"guid": missing}, headers=["connect-timeout-ms: soon"], http2=http2),
@@ -343,6 +343,152 @@ class IdleHTTP1Connections(unittest.TestCase):
             servers.stop(server)
 
 
+def envelope(message, flags=0):
+    """One Connect or gRPC-Web envelope: flags, length, the message (bytes, or JSON from a dict)."""
+    import struct
+    if isinstance(message, dict):
+        message = json.dumps(message).encode()
+    return struct.pack(">BI", flags, len(message)) + message
+
+
+def envelopes(body):
+    """A streamed body's envelopes, as (flags, bytes); fails on a partial one."""
+    import struct
+    out = []
+    while body:
+        flags, length = struct.unpack(">BI", body[:5])
+        assert len(body) >= 5 + length, f"a partial envelope: {body[:40]!r}"
+        out.append((flags, body[5:5 + length]))
+        body = body[5 + length:]
+    return out
+
+
+def stream_call(path, body, content_type="application/connect+json", headers=(), **kw):
+    return curl(path, body, method="POST", headers=[f"content-type: {content_type}", *headers], **kw)
+
+
+class ConnectStreamsWithCurl(unittest.TestCase):
+    """The Connect protocol's streams, read envelope by envelope."""
+
+    def end_of_stream(self, reply):
+        self.assertEqual(reply.status, 200, reply)
+        frames = envelopes(reply.body)
+        self.assertTrue(frames, reply)
+        self.assertEqual(frames[-1][0], 0x02, f"the last envelope ends the stream: {frames[-1]!r}")
+        self.assertTrue(all(flags in (0, 1) for flags, _ in frames[:-1]), reply)
+        return frames[:-1], json.loads(frames[-1][1])
+
+    def test_server_stream_over_http1_and_http2(self):
+        for http2 in (False, True):
+            reply = stream_call("/roster.v1.Directory/StreamEmployees",
+                                envelope({"pageSize": 7, "readMask": "name"}), http2=http2)
+            self.assertEqual(reply.headers["content-type"], "application/connect+json")
+            messages, end = self.end_of_stream(reply)
+            self.assertEqual(end, {}, "a stream that ended well has no error")
+            pages = [json.loads(body) for _, body in messages]
+            self.assertEqual(len(pages), 9, "60 employees in pages of 7")
+            self.assertEqual(sum(len(page["employees"]) for page in pages), 60)
+            self.assertEqual(set(pages[0]["employees"][0]), {"name"})
+
+    def test_proto_and_gzip_both_ways(self):
+        import gzip
+        request = directory_pb2.ListEmployeesRequest(page_size=60).SerializeToString()
+        reply = stream_call("/roster.v1.Directory/StreamEmployees", envelope(gzip.compress(request), flags=1),
+                            content_type="application/connect+proto",
+                            headers=["connect-content-encoding: gzip", "connect-accept-encoding: gzip"], http2=True)
+        self.assertEqual(reply.headers.get("connect-content-encoding"), "gzip", reply)
+        messages, end = self.end_of_stream(reply)
+        self.assertEqual(end, {})
+        self.assertEqual([flags for flags, _ in messages], [1], "one page of 60, large enough to compress")
+        page = directory_pb2.EmployeePage.FromString(gzip.decompress(messages[0][1]))
+        self.assertEqual(len(page.employees), 60)
+
+    def test_client_stream_over_http1_and_http2(self):
+        import uuid
+        for http2 in (False, True):
+            guids = [str(uuid.uuid4()) for _ in range(3)]
+            body = b"".join(envelope({"employees": [{"guid": guid, "name": f"Streamed {index}", "department": "Sales",
+                                                      "email": f"streamed.{guid[:8]}@example.com",
+                                                      "startDate": "2026-11-26"}]})
+                            for index, guid in enumerate(guids))
+            reply = stream_call("/roster.v1.Directory/UpsertEmployees", body, token="writer", http2=http2)
+            messages, end = self.end_of_stream(reply)
+            self.assertEqual(end, {}, reply)
+            self.assertEqual(json.loads(messages[0][1]).get("inserted"), "3", reply)
+            for guid in guids:
+                self.assertEqual(post_json("/roster.v1.Directory/DeleteEmployee", {"guid": guid},
+                                           token="writer").status, 200)
+
+    def test_errors_end_the_stream(self):
+        path = "/roster.v1.Directory/StreamEmployees"
+        for http2 in (False, True):
+            _, end = self.end_of_stream(stream_call(path, b"\0\0\0\0\x05{bad}", http2=http2))
+            self.assertEqual(end["error"]["code"], "invalid_argument", end)
+            _, end = self.end_of_stream(stream_call(path, envelope({}), token=None, http2=http2))
+            self.assertEqual(end["error"]["code"], "unauthenticated", end)
+            _, end = self.end_of_stream(stream_call(path, b"\0\x40\0\0\0" + b"x" * 100, http2=http2))
+            self.assertEqual(end["error"]["code"], "resource_exhausted", end)
+            _, end = self.end_of_stream(stream_call(path, envelope({}, flags=2), http2=http2))
+            self.assertEqual(end["error"]["code"], "invalid_argument", end)
+            _, end = self.end_of_stream(stream_call(path, envelope({"pageSize": 3})[:9], http2=http2))
+            self.assertEqual(end["error"]["code"], "invalid_argument", end)
+            _, end = self.end_of_stream(stream_call("/roster.v1.Directory/WatchChanges", envelope({}),
+                                                    headers=["connect-timeout-ms: 300"], http2=http2))
+            self.assertEqual(end["error"]["code"], "deadline_exceeded", end)
+            refused = stream_call("/roster.v1.Directory/Nope", envelope({}), http2=http2)
+            self.assertEqual((refused.status, refused.json()["code"]), (404, "unimplemented"), refused)
+            refused = stream_call("/roster.v1.Directory/GetEmployee", envelope({}), http2=http2)
+            self.assertEqual(refused.status, 415, refused)
+            refused = curl(path, method="GET", headers=["content-type: application/connect+json"], http2=http2)
+            self.assertEqual(refused.status, 405, refused)
+            refused = stream_call("/grpc.reflection.v1.ServerReflection/ServerReflectionInfo",
+                                  envelope({"listServices": ""}), http2=http2)
+            if http2:
+                messages, end = self.end_of_stream(refused)
+                self.assertIn("roster.v1.Directory", messages[0][1].decode())
+            else:
+                self.assertEqual(refused.status, 505, refused)
+
+    def test_watch_changes_flushes_heartbeats_and_changes(self):
+        """Over HTTP/1.1 (chunked) and HTTP/2: each message arrives as it is written, a
+        heartbeat on a quiet stream, then a change made over gRPC."""
+        for http2 in (False, True):
+            command = ["curl", "-s", "-N", "--max-time", str(HANG), "-H", f"authorization: Bearer {TOKENS['reader']}",
+                       "-H", "content-type: application/connect+json", "--data-binary", "@-",
+                       "--http2-prior-knowledge" if http2 else "--http1.1",
+                       BASE + "/roster.v1.Directory/WatchChanges"]
+            watcher = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+            try:
+                watcher.stdin.write(envelope({"heartbeatInterval": "1s"}))
+                watcher.stdin.close()
+
+                def read_message():
+                    import struct
+                    head = watcher.stdout.read(5)
+                    self.assertEqual(len(head), 5, "the stream ended early")
+                    flags, length = struct.unpack(">BI", head)
+                    return flags, json.loads(watcher.stdout.read(length))
+
+                flags, heartbeat = read_message()
+                self.assertEqual((flags, heartbeat.get("heartbeat")), (0, True), heartbeat)
+                created = post_json("/roster.v1.Directory/CreateEmployee",
+                                    {"employee": {"name": "Watched Person", "department": "Sales",
+                                                  "email": "watched.person@example.com", "startDate": "2026-11-26"}},
+                                    token="writer")
+                guid = created.json()["guid"]
+                while True:
+                    flags, event = read_message()
+                    if not event.get("heartbeat"):
+                        break
+                self.assertEqual((event["guid"], event["kind"]), (guid, "CHANGE_KIND_INSERTED"), event)
+                self.assertEqual(post_json("/roster.v1.Directory/DeleteEmployee", {"guid": guid},
+                                           token="writer").status, 200)
+            finally:
+                watcher.kill()
+                watcher.wait()
+                watcher.stdout.close()
+
+
 class ConnectWithBufCurl(unittest.TestCase):
     """The Buf CLI's client, which reads the schema from Protos/ (buf.yaml)."""
 
@@ -361,6 +507,54 @@ class ConnectWithBufCurl(unittest.TestCase):
             out = self.buf_curl("ListEmployees", {"page_size": 2}, *flags)
             self.assertEqual(out.returncode, 0, (flags, out.stderr))
             self.assertEqual(len(json.loads(out.stdout)["employees"]), 2, flags)
+
+    def reflecting(self, path, data, *flags, token="reader"):
+        """buf curl with the schema from the server's reflection (a bidirectional stream, so
+        over HTTP/2)."""
+        buf = shutil.which("buf") or os.path.join(os.path.dirname(sys.executable), "buf")
+        command = [buf, "curl", "--http2-prior-knowledge", "-H", f"authorization: Bearer {TOKENS[token]}",
+                   *flags]
+        if data is not None:
+            command += ["--data", data]
+        return subprocess.run(command + [BASE + path], capture_output=True, text=True, timeout=HANG)
+
+    def test_reflection_and_every_rpc_kind(self):
+        import uuid
+        for protocol in ("connect", "grpcweb", "grpc"):
+            listed = self.reflecting("", None, "--protocol", protocol, "--list-methods")
+            self.assertEqual(listed.returncode, 0, (protocol, listed.stderr))
+            self.assertIn("roster.v1.Directory/StreamEmployees", listed.stdout.split())
+            unary = self.reflecting("/roster.v1.Directory/CountEmployees", "{}", "--protocol", protocol)
+            self.assertEqual(unary.returncode, 0, (protocol, unary.stderr))
+            self.assertIn('"count"', unary.stdout)
+            streamed = self.reflecting("/roster.v1.Directory/StreamEmployees", '{"pageSize": 25}',
+                                       "--protocol", protocol)
+            self.assertEqual(streamed.returncode, 0, (protocol, streamed.stderr))
+            decoder = json.JSONDecoder()
+            text, pages = streamed.stdout.strip(), []
+            while text:
+                page, end = decoder.raw_decode(text)
+                pages.append(page)
+                text = text[end:].strip()
+            self.assertEqual([len(page["employees"]) for page in pages][:3], [25, 25, 10], protocol)
+            guid = str(uuid.uuid4())
+            rows = "\n".join(json.dumps({"employees": [{"guid": guid, "name": name, "department": "Sales",
+                                                         "email": f"buf.{guid[:8]}@example.com",
+                                                         "startDate": "2026-11-26"}]})
+                             for name in ("Buf First", "Buf Second"))
+            upserted = self.reflecting("/roster.v1.Directory/UpsertEmployees", rows, "--protocol", protocol,
+                                       token="writer")
+            self.assertEqual(upserted.returncode, 0, (protocol, upserted.stderr))
+            self.assertEqual((json.loads(upserted.stdout).get("inserted"), json.loads(upserted.stdout).get("updated")),
+                             ("1", "1"), upserted.stdout)
+            self.assertEqual(post_json("/roster.v1.Directory/DeleteEmployee", {"guid": guid}, token="writer").status,
+                             200)
+
+    def test_streams_over_http1_from_the_schema(self):
+        for protocol in ("connect", "grpcweb"):
+            out = self.buf_curl("StreamEmployees", {"page_size": 40}, "--protocol", protocol)
+            self.assertEqual(out.returncode, 0, (protocol, out.stderr))
+            self.assertEqual(out.stdout.count('"guid"'), 60, protocol)
 
     def test_connect_error(self):
         for protocol in ("connect", "grpcweb"):
@@ -393,6 +587,87 @@ class GRPCWebWithSonora(unittest.TestCase):
                 method("CountEmployees", directory_pb2.CountEmployeesRequest, directory_pb2.CountEmployeesResponse)(
                     directory_pb2.CountEmployeesRequest(), timeout=HANG)
             self.assertEqual(unauthenticated.exception.code(), grpc.StatusCode.UNAUTHENTICATED)
+
+
+class GRPCWebStreamsWithSonora(unittest.TestCase):
+    def test_server_stream(self):
+        import sonora.client
+        with sonora.client.insecure_web_channel(BASE) as channel:
+            stream = channel.unary_stream("/roster.v1.Directory/StreamEmployees",
+                                          request_serializer=directory_pb2.ListEmployeesRequest.SerializeToString,
+                                          response_deserializer=directory_pb2.EmployeePage.FromString)
+            auth = [("authorization", f"Bearer {TOKENS['reader']}")]
+            pages = list(stream(directory_pb2.ListEmployeesRequest(page_size=16), metadata=auth, timeout=HANG))
+            self.assertEqual([len(page.employees) for page in pages], [16, 16, 16, 12])
+            with self.assertRaises(grpc.RpcError) as refused:
+                list(stream(directory_pb2.ListEmployeesRequest(page_size=-1), metadata=auth, timeout=HANG))
+            self.assertEqual(refused.exception.code(), grpc.StatusCode.INVALID_ARGUMENT)
+
+
+class ConnectPythonClient(unittest.TestCase):
+    """The connectrpc package (PyPI; connect-python), with grpcio-tools' google.protobuf
+    messages through its compat codecs: the Connect protocol in JSON and proto, and gRPC-Web,
+    over HTTP/1.1 and HTTP/2, on every RPC kind HTTP/1.1 can carry."""
+
+    def clients(self):
+        from connectrpc.client import ConnectClientSync
+        from connectrpc.compat import google_protobuf_binary_codec, google_protobuf_json_codec
+        from connectrpc.protocol import ProtocolType
+        from pyqwest import HTTPVersion, SyncClient, SyncHTTPTransport
+        for version in (HTTPVersion.HTTP1, HTTPVersion.HTTP2):
+            http = SyncClient(SyncHTTPTransport(http_version=version))
+            for protocol, codec in ((ProtocolType.CONNECT, google_protobuf_json_codec()),
+                                    (ProtocolType.CONNECT, google_protobuf_binary_codec()),
+                                    (ProtocolType.GRPC_WEB, google_protobuf_binary_codec())):
+                label = f"{protocol.name} {codec.name()} {version}"
+                yield label, ConnectClientSync(BASE, codec=codec, protocol=protocol, http_client=http,
+                                               timeout_ms=HANG * 1000)
+
+    @staticmethod
+    def method(name, request, response, kind):
+        from connectrpc.method import IdempotencyLevel, MethodInfo
+        return MethodInfo(name=name, service_name="roster.v1.Directory", input=request, output=response,
+                          idempotency_level=IdempotencyLevel.UNKNOWN, stream_type=kind)
+
+    def test_every_kind(self):
+        import uuid
+        from connectrpc.errors import ConnectError
+        from connectrpc.method import StreamType
+        auth = {"authorization": f"Bearer {TOKENS['reader']}"}
+        write = {"authorization": f"Bearer {TOKENS['writer']}"}
+        count = self.method("CountEmployees", directory_pb2.CountEmployeesRequest,
+                            directory_pb2.CountEmployeesResponse, StreamType.UNARY)
+        get = self.method("GetEmployee", directory_pb2.GetEmployeeRequest, types_pb2.Employee, StreamType.UNARY)
+        stream = self.method("StreamEmployees", directory_pb2.ListEmployeesRequest, directory_pb2.EmployeePage,
+                             StreamType.SERVER_STREAM)
+        upsert = self.method("UpsertEmployees", directory_pb2.UpsertEmployeesRequest,
+                             directory_pb2.UpsertEmployeesResponse, StreamType.CLIENT_STREAM)
+        for label, client in self.clients():
+            with self.subTest(label):
+                total = client.execute_unary(request=directory_pb2.CountEmployeesRequest(), method=count,
+                                             headers=auth)
+                self.assertEqual(total.count, 60)
+                pages = list(client.execute_server_stream(request=directory_pb2.ListEmployeesRequest(page_size=22),
+                                                          method=stream, headers=auth))
+                self.assertEqual([len(page.employees) for page in pages], [22, 22, 16])
+                guid = str(uuid.uuid4())
+                rows = (directory_pb2.UpsertEmployeesRequest(employees=[types_pb2.Employee(
+                    guid=guid, name=name, department="Sales", email=f"py.{guid[:8]}@example.com",
+                    start_date="2026-11-26")])
+                        for name in ("Py First", "Py Second"))
+                merged = client.execute_client_stream(request=rows, method=upsert, headers=write)
+                self.assertEqual((merged.inserted, merged.updated), (1, 1), merged)
+                self.assertEqual(client.execute_unary(request=directory_pb2.GetEmployeeRequest(guid=guid), method=get,
+                                                      headers=auth).name, "Py Second")
+                with self.assertRaises(ConnectError) as refused:
+                    client.execute_unary(request=directory_pb2.GetEmployeeRequest(guid="nope"), method=get,
+                                         headers=auth)
+                self.assertEqual(refused.exception.code.name, "INVALID_ARGUMENT")
+                with self.assertRaises(ConnectError) as unauthenticated:
+                    list(client.execute_server_stream(request=directory_pb2.ListEmployeesRequest(), method=stream))
+                self.assertEqual(unauthenticated.exception.code.name, "UNAUTHENTICATED")
+                self.assertEqual(post_json("/roster.v1.Directory/DeleteEmployee", {"guid": guid},
+                                           token="writer").status, 200)
 
 
 class GRPCWebText(unittest.TestCase):

@@ -1,0 +1,370 @@
+internal import Foundation
+internal import GRPCCore
+internal import NIOCore
+internal import NIOHPACK
+internal import RosterProto
+internal import RosterServices
+internal import RosterTransport
+internal import SwiftProtobuf
+internal import Synchronization
+
+/// The streaming methods over the Connect protocol (`application/connect+json`,
+/// `application/connect+proto`) and gRPC-Web (`application/grpc-web`, `+proto`, `-text`), on
+/// HTTP/1.1 and HTTP/2: server streams (`StreamEmployees`, `GetPicture`, `WatchChanges`),
+/// client streams (`PutPicture`, `UpsertEmployees`, `ImportSales`) and bidirectional ones
+/// (server reflection, over HTTP/2 only).
+///
+/// Each call runs through `CallBridge`'s `GRPCServer`, so it gets what a gRPC call gets. The
+/// request's envelopes are fed to the call as they arrive (inflated and, for JSON, turned into
+/// protobuf when the handler reads them); each reply message is framed, written and flushed on
+/// its own, and the handler's next write waits until it has gone (`ReplySink`). The stream
+/// ends with Connect's end-of-stream message or gRPC-Web's trailers frame. Over Connect and
+/// gRPC-Web, `WatchChanges` sends a heartbeat every 15 s of quiet unless its request asks for
+/// another interval.
+struct ConnectStreams: Sendable {
+  let methods: [String: StreamingMethod]
+  let bridge: CallBridge
+  let maxRequestBytes: Int
+  let cors: CORSPolicy?
+  /// The unary methods' paths, which a streaming content type does not suit (415, not 404).
+  let unaryPaths: Set<String>
+
+  init(bridge: CallBridge, maxRequestBytes: Int, cors: CORSPolicy?, unaryPaths: Set<String>) {
+    self.unaryPaths = unaryPaths
+    self.methods = Dictionary(
+      StreamingMethod.all.map { ("/" + $0.descriptor.fullyQualifiedMethod, $0) },
+      uniquingKeysWith: { first, _ in first }
+    )
+    self.bridge = bridge
+    self.maxRequestBytes = maxRequestBytes
+    self.cors = cors
+  }
+
+  /// The wire protocol of a streamed request.
+  enum WireProtocol: Sendable {
+    /// The Connect protocol's streams; messages in JSON or protobuf.
+    case connect(json: Bool)
+    /// gRPC-Web; the body in base64 with `text`.
+    case grpcWeb(text: Bool)
+  }
+
+  /// The protocol of a request that is streamed here: a Connect streaming content type, or
+  /// gRPC-Web to a streaming method (gRPC-Web's unary calls are `ConnectUnary`'s).
+  func streamedProtocol(_ headers: HPACKHeaders) -> WireProtocol? {
+    let contentType = ConnectUnary.mediaType(headers.first(name: "content-type"))
+    switch contentType {
+    case "application/connect+json": return .connect(json: true)
+    case "application/connect+proto": return .connect(json: false)
+    default: ()
+    }
+    guard contentType.hasPrefix("application/grpc-web") else { return nil }
+    let path = ConnectUnary.split(headers.first(name: ":path") ?? "").path
+    guard self.methods[path] != nil else { return nil }
+    return .grpcWeb(text: contentType.hasPrefix("application/grpc-web-text"))
+  }
+
+  enum Start {
+    /// Answered at once (wrong method, path or content type; bidirectional over HTTP/1.1).
+    case refused(PlainHTTPReply)
+    /// Running: feed it the request's body, cancel it if the client goes.
+    case started(StreamedCall)
+  }
+
+  /// Starts a streamed call for a request whose protocol is `wire`. `headers` are the request's
+  /// in lower case, with `:method` and `:path` (as HTTP/2 sends them; the HTTP/1.1 side adds
+  /// them); the reply goes to `sink`.
+  func start(
+    _ wire: WireProtocol,
+    headers: HPACKHeaders,
+    http1: Bool,
+    peers: UnaryFastPath.Peers,
+    sink: ReplySink
+  ) -> Start {
+    let corsHeaders = self.cors?.headers(for: headers.first(name: "origin")) ?? []
+    func refuse(_ code: RPCError.Code, _ message: String, status: Int, allow: String? = nil) -> Start {
+      var reply = ConnectUnary.errorReply(code: code, message: message, status: status, metadata: corsHeaders)
+      if let allow { reply.headers.append(("allow", allow)) }
+      return .refused(reply)
+    }
+    let path = ConnectUnary.split(headers.first(name: ":path") ?? "").path
+    guard headers.first(name: ":method") == "POST" else {
+      return refuse(.unimplemented, "streaming calls are POST", status: 405, allow: "POST")
+    }
+    guard let method = self.methods[path] else {
+      if self.unaryPaths.contains(path) {
+        return refuse(
+          .unimplemented,
+          "\(path) is a unary method: use content-type application/json or application/proto",
+          status: 415
+        )
+      }
+      return refuse(
+        .unimplemented,
+        "no method \(path): methods are at /package.Service/Method, for example /roster.v1.Directory/StreamEmployees",
+        status: 404
+      )
+    }
+    if http1 && method.clientStreaming && method.serverStreaming {
+      return refuse(.unimplemented, "\(path) is a bidirectional stream, which needs HTTP/2", status: 505)
+    }
+    let contentType = headers.first(name: "content-type") ?? ""
+    let requestEncoding: MessageEncoding?
+    let encodingHeader: String
+    switch wire {
+    case .connect: encodingHeader = "connect-content-encoding"
+    case .grpcWeb: encodingHeader = "grpc-encoding"
+    }
+    if let name = headers.first(name: encodingHeader), name != "identity" {
+      guard let encoding = MessageEncoding(rawValue: name) else {
+        return refuse(.unimplemented, "\(encodingHeader) \(name) is not served: use gzip, deflate or identity", status: 200)
+      }
+      requestEncoding = encoding
+    } else {
+      requestEncoding = nil
+    }
+    var metadata = ConnectUnary.callMetadata(headers)
+    var deadline: ContinuousClock.Instant?
+    if case .connect = wire, let timeout = headers.first(name: "connect-timeout-ms") {
+      guard timeout.utf8.count <= 10, let milliseconds = Int(timeout), milliseconds >= 0 else {
+        return refuse(
+          .invalidArgument,
+          "malformed connect-timeout-ms '\(timeout)': a whole number of milliseconds",
+          status: 400
+        )
+      }
+      metadata.replaceOrAdd(name: "grpc-timeout", value: ConnectUnary.grpcTimeout(milliseconds: milliseconds))
+      deadline = .now + .milliseconds(milliseconds)
+    } else if case .grpcWeb = wire, let timeout = headers.first(name: "grpc-timeout") {
+      metadata.replaceOrAdd(name: "grpc-timeout", value: timeout)
+      deadline = CallControlInterceptor.timeout(timeout).map { .now + $0 }
+    }
+    let acceptHeader: String
+    switch wire {
+    case .connect: acceptHeader = "connect-accept-encoding"
+    case .grpcWeb: acceptHeader = "grpc-accept-encoding"
+    }
+    let replyEncoding = headers[canonicalForm: acceptHeader].lazy
+      .compactMap { MessageEncoding(rawValue: String($0)) }.first
+      .flatMap { MessageEncoding.incompressibleServices.contains(method.descriptor.service.fullyQualifiedService) ? nil : $0 }
+
+    let json = if case .connect(json: true) = wire { true } else { false }
+    let inbound = RequestEnvelopes(
+      metadata: Metadata(metadata),
+      method: method,
+      json: json,
+      encoding: requestEncoding,
+      limit: self.maxRequestBytes
+    )
+    let writer = ReplyWriter(
+      wire: wire,
+      method: method,
+      contentType: contentType,
+      encoding: replyEncoding,
+      extraHeaders: corsHeaders,
+      deadline: deadline,
+      sink: sink
+    )
+    let stream = RPCStream(
+      descriptor: method.descriptor,
+      inbound: RPCAsyncSequence<RPCRequestPart<BufferBytes>, any Error>(wrapping: inbound),
+      outbound: RPCWriter<RPCResponsePart<BufferBytes>>.Closable(wrapping: writer)
+    )
+    guard let bridged = self.bridge.accept(stream, peers: peers) else {
+      writer.end(Status(code: .unavailable, message: "the server is shutting down"), trailers: [:])
+      return .started(StreamedCall(inbound: inbound, bridged: nil, text: wire.isText))
+    }
+    return .started(StreamedCall(inbound: inbound, bridged: bridged, text: wire.isText))
+  }
+}
+
+extension ConnectStreams.WireProtocol {
+  var isText: Bool {
+    if case .grpcWeb(text: true) = self { return true }
+    return false
+  }
+}
+
+extension ConnectUnary {
+  /// `connect-timeout-ms` as gRPC's `grpc-timeout` (at most 8 digits), which a call's deadline
+  /// is read from.
+  static func grpcTimeout(milliseconds: Int) -> String {
+    milliseconds <= 99_999_999 ? "\(milliseconds)m" : "\(min(milliseconds / 1000, 99_999_999))S"
+  }
+}
+
+/// Where a streamed call's reply goes: the HTTP side of one request, on either HTTP version.
+/// Each closure may be called from any thread; the HTTP side keeps their order.
+struct ReplySink: Sendable {
+  /// Writes the reply's head: status 200 and `headers`.
+  let head: @Sendable (_ headers: [(String, String)]) -> Void
+  /// Writes one piece of the body and flushes it; returns once it has been written, and
+  /// throws if the request has gone.
+  let body: @Sendable (ByteBuffer) async throws -> Void
+  /// Writes the body's last piece (possibly empty) and ends the reply.
+  let end: @Sendable (ByteBuffer) -> Void
+}
+
+/// A running streamed call, as its HTTP side holds it: where the request's envelopes go, and
+/// how to cancel it.
+final class StreamedCall: Sendable {
+  let inbound: RequestEnvelopes
+  private let bridged: CallBridge.BridgedCall?
+  private let reader: Mutex<EnvelopeReader>
+
+  init(inbound: RequestEnvelopes, bridged: CallBridge.BridgedCall?, text: Bool) {
+    self.inbound = inbound
+    self.bridged = bridged
+    self.reader = Mutex(EnvelopeReader(limit: inbound.limit, text: text))
+  }
+
+  /// Reads a piece of the request's body: its complete envelopes go to the call; a malformed
+  /// envelope ends the request with the error.
+  func receive(_ bytes: ByteBuffer) {
+    do {
+      let envelopes = try self.reader.withLock { try $0.append(bytes) }
+      for envelope in envelopes { self.inbound.push(envelope) }
+    } catch {
+      self.inbound.finish(throwing: error)
+    }
+  }
+
+  /// The request's body has ended.
+  func endOfRequest() {
+    if self.reader.withLock({ $0.isEmpty }) {
+      self.inbound.finish()
+    } else {
+      self.inbound.finish(throwing: RPCError(code: .invalidArgument, message: "the request ends inside a message"))
+    }
+  }
+
+  /// The client went away: the call is cancelled.
+  func cancel() {
+    self.inbound.finish(throwing: RPCError(code: .cancelled, message: "the client went away"))
+    self.bridged?.cancel()
+  }
+}
+
+/// One streaming method: its kind and how its messages turn between JSON and protobuf.
+struct StreamingMethod: Sendable {
+  let descriptor: MethodDescriptor
+  let clientStreaming: Bool
+  let serverStreaming: Bool
+  /// A request message in JSON (nil: already protobuf), as the protobuf the service reads,
+  /// with `prepare`'s defaults.
+  let request: @Sendable (_ bytes: ByteBuffer, _ json: Bool) throws -> ByteBuffer
+  /// A reply message, protobuf, as JSON.
+  let replyJSON: @Sendable (ByteBuffer) throws -> ByteBuffer
+
+  static func of<Input: SwiftProtobuf.Message, Output: SwiftProtobuf.Message>(
+    _ descriptor: MethodDescriptor,
+    _ input: Input.Type,
+    _ output: Output.Type,
+    client: Bool,
+    server: Bool,
+    prepare: (@Sendable (inout Input) -> Void)? = nil
+  ) -> StreamingMethod {
+    StreamingMethod(
+      descriptor: descriptor,
+      clientStreaming: client,
+      serverStreaming: server,
+      request: { bytes, json in
+        guard json || prepare != nil else { return bytes }
+        var message: Input
+        if json {
+          var options = JSONDecodingOptions()
+          options.ignoreUnknownFields = true
+          do {
+            message = try Input(jsonUTF8Bytes: Array(bytes.readableBytesView), options: options)
+          } catch {
+            throw RPCError(
+              code: .invalidArgument,
+              message: "a request message is not valid JSON for \(Input.protoMessageName): \(error)"
+            )
+          }
+        } else {
+          message = try Input(serializedBytes: Array(bytes.readableBytesView))
+        }
+        prepare?(&message)
+        return ByteBuffer(bytes: try message.serializedBytes() as [UInt8])
+      },
+      replyJSON: { bytes in
+        let message = try Output(serializedBytes: Array(bytes.readableBytesView))
+        var options = JSONEncodingOptions()
+        options.useDeterministicOrdering = true
+        return ByteBuffer(bytes: try message.jsonUTF8Bytes(options: options) as [UInt8])
+      }
+    )
+  }
+
+  /// How long a `WatchChanges` stream over Connect or gRPC-Web waits quiet before a heartbeat,
+  /// unless its request says.
+  static let defaultHeartbeat = Google_Protobuf_Duration(seconds: 15)
+
+  /// Every streaming method the services register.
+  static let all: [StreamingMethod] = [
+    .of(
+      Roster_V1_Directory.Method.StreamEmployees.descriptor,
+      Roster_V1_ListEmployeesRequest.self,
+      Roster_V1_EmployeePage.self,
+      client: false,
+      server: true
+    ),
+    .of(
+      Roster_V1_Directory.Method.WatchChanges.descriptor,
+      Roster_V1_WatchChangesRequest.self,
+      Roster_V1_ChangeEvent.self,
+      client: false,
+      server: true,
+      prepare: { if !$0.hasHeartbeatInterval { $0.heartbeatInterval = Self.defaultHeartbeat } }
+    ),
+    .of(
+      Roster_V1_Directory.Method.UpsertEmployees.descriptor,
+      Roster_V1_UpsertEmployeesRequest.self,
+      Roster_V1_UpsertEmployeesResponse.self,
+      client: true,
+      server: false
+    ),
+    .of(
+      Roster_V1_Pictures.Method.GetPicture.descriptor,
+      Roster_V1_GetPictureRequest.self,
+      Roster_V1_GetPictureResponse.self,
+      client: false,
+      server: true
+    ),
+    .of(
+      Roster_V1_Pictures.Method.PutPicture.descriptor,
+      Roster_V1_PutPictureRequest.self,
+      Roster_V1_PutPictureResponse.self,
+      client: true,
+      server: false
+    ),
+    .of(
+      Roster_V1_Analytics.Method.ImportSales.descriptor,
+      Roster_V1_ImportSalesRequest.self,
+      Roster_V1_ImportSalesResponse.self,
+      client: true,
+      server: false
+    ),
+    .of(
+      Grpc_Health_V1_Health.Method.Watch.descriptor,
+      Grpc_Health_V1_HealthCheckRequest.self,
+      Grpc_Health_V1_HealthCheckResponse.self,
+      client: false,
+      server: true
+    ),
+    .of(
+      Grpc_Reflection_V1_ServerReflection.Method.ServerReflectionInfo.descriptor,
+      Grpc_Reflection_V1_ServerReflectionRequest.self,
+      Grpc_Reflection_V1_ServerReflectionResponse.self,
+      client: true,
+      server: true
+    ),
+    .of(
+      Grpc_Reflection_V1alpha_ServerReflection.Method.ServerReflectionInfo.descriptor,
+      Grpc_Reflection_V1alpha_ServerReflectionRequest.self,
+      Grpc_Reflection_V1alpha_ServerReflectionResponse.self,
+      client: true,
+      server: true
+    ),
+  ]
+}
