@@ -197,6 +197,13 @@ let package = Package(
         .product(name: "GRPCProtobuf", package: "grpc-swift-protobuf"),
         .product(name: "SwiftProtobuf", package: "swift-protobuf"),
       ],
+      // The web console's files, compiled into the binary (`WebConsole`): no build step, no
+      // files to deploy beside it.
+      resources: [
+        .embedInCode("Console/index.html"),
+        .embedInCode("Console/console.js"),
+        .embedInCode("Console/console.css"),
+      ],
       swiftSettings: strict
     ),
     // The load generator behind `roster load`, as a library. Never sees the store.

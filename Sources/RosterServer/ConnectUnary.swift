@@ -49,10 +49,18 @@ struct ConnectUnary: Sendable {
 
   /// The browsers' origins that may call; nil for none (no CORS headers at all).
   let cors: CORSPolicy?
+  /// The web console, served at `/`; nil when it is turned off.
+  let console: WebConsole?
 
-  init(fastPath: UnaryFastPath, cors: CORSPolicy? = nil, descriptorSet: Data = RosterDescriptors.fileDescriptorSet) {
+  init(
+    fastPath: UnaryFastPath,
+    cors: CORSPolicy? = nil,
+    console: WebConsole? = nil,
+    descriptorSet: Data = RosterDescriptors.fileDescriptorSet
+  ) {
     self.fastPath = fastPath
     self.cors = cors
+    self.console = console
     var readOnly = Set<String>()
     var streaming = Set<String>()
     var bidirectional = Set<String>()
@@ -87,6 +95,10 @@ struct ConnectUnary: Sendable {
       request.headers.first(name: "access-control-request-method") != nil
     {
       reply(cors.preflight(origin: origin))
+      return nil
+    }
+    if let page = self.console?.reply(to: request) {
+      reply(page)
       return nil
     }
     let corsHeaders = self.cors?.headers(for: origin) ?? []

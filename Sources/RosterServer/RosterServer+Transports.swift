@@ -56,7 +56,7 @@ func makeServing(
   switch config.transport {
   case .roster:
     let executor = loopExecutor
-    let connect = ConnectUnary(fastPath: unaryMethods, cors: config.cors)
+    let connect = ConnectUnary(fastPath: unaryMethods, cors: config.cors, console: config.console ? .embedded : nil)
     let bridge = CallBridge()
     let bridged = GRPCServer(transport: bridge, services: services, interceptors: serverInterceptors)
     let streams = ConnectStreams(

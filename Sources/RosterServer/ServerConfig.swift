@@ -21,6 +21,8 @@ public struct ServerConfig: Sendable {
   public var logRequests: Bool = true
   /// The browser origins that may call the Connect protocol (CORS); none by default.
   public var cors: CORSPolicy? = nil
+  /// Whether `GET /` serves the web console (`WebConsole`).
+  public var console: Bool = true
   /// The database and its tuning.
   public var store: StoreConfiguration
   /// A PostgreSQL server to serve instead of the SQLite file (`roster serve --postgres`), for

@@ -15,6 +15,7 @@ extension Serve {
     config.logRequests = self.logRequests
     config.transport = self.transport
     config.cors = self.corsOrigin.isEmpty ? nil : CORSPolicy(origins: self.corsOrigin)
+    config.console = self.console
     if let certificate = self.tlsCert, let key = self.tlsKey {
       config.tls = TLSFiles(certificatePath: certificate, keyPath: key, clientCAPath: self.tlsClientCa)
     }

@@ -71,6 +71,9 @@ struct Serve: AsyncParsableCommand {
   @Option(help: "A browser origin (https://HOST[:PORT]) whose pages may call the Connect protocol (CORS); repeat for more, or '*' for any (never with credentials). None by default.")
   var corsOrigin: [String] = []
 
+  @Flag(inversion: .prefixedNo, help: "Serve the web console at / (the directory in a browser, over the Connect protocol).")
+  var console = Self.defaults.console
+
   @Option(help: "Serve Prometheus metrics at http://HOST:PORT/metrics on this port; off when unset.")
   var metricsPort: Int?
 

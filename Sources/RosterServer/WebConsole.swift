@@ -1,0 +1,69 @@
+internal import NIOCore
+internal import RosterTransport
+
+/// The web console: the files in `Sources/RosterServer/Console`, compiled into the binary
+/// (`Package.swift` embeds them), served at `/` to `GET` on either HTTP version. The page
+/// calls the server's own Connect JSON API from the same origin, so it needs no CORS.
+///
+/// Each file carries an `ETag` (its fingerprint) and `cache-control: no-cache`, so a browser
+/// asks again and gets 304 until the binary changes; a gzip copy is made once for clients
+/// that accept it. A strict content security policy allows scripts, styles and calls from
+/// the page's own origin only, and images from `data:` and `blob:` URLs (thumbnails and
+/// pictures).
+struct WebConsole: Sendable {
+  struct File: Sendable {
+    var contentType: String
+    var body: ByteBuffer
+    var gzipped: ByteBuffer?
+    var etag: String
+
+    init(_ contentType: String, _ bytes: [UInt8]) {
+      self.contentType = contentType
+      self.body = ByteBuffer(bytes: bytes)
+      self.gzipped = MessageEncoding.gzip.compress(self.body, allocator: ByteBufferAllocator())
+      self.etag = "\"\(ConnectUnary.fingerprint(self.body))\""
+    }
+  }
+
+  let files: [String: File]
+
+  static let embedded: WebConsole = {
+    let page = File("text/html; charset=utf-8", PackageResources.index_html)
+    return WebConsole(files: [
+      "/": page,
+      "/index.html": page,
+      "/console.js": File("text/javascript; charset=utf-8", PackageResources.console_js),
+      "/console.css": File("text/css; charset=utf-8", PackageResources.console_css),
+    ])
+  }()
+
+  static let securityHeaders = [
+    (
+      "content-security-policy",
+      "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self' data: blob:; "
+        + "form-action 'none'; frame-ancestors 'none'; base-uri 'none'"
+    ),
+    ("x-content-type-options", "nosniff"),
+    ("referrer-policy", "no-referrer"),
+  ]
+
+  /// The reply to `request` if it asks for one of the console's files; nil otherwise.
+  func reply(to request: PlainHTTPRequest) -> PlainHTTPReply? {
+    guard request.method == "GET", let file = self.files[ConnectUnary.split(request.target).path] else {
+      return nil
+    }
+    var headers = [("etag", file.etag), ("cache-control", "no-cache"), ("vary", "Accept-Encoding")]
+      + Self.securityHeaders
+    if let ifNoneMatch = request.headers.first(name: "if-none-match"),
+      ifNoneMatch.split(separator: ",").contains(where: { $0.trimmingCharacters(in: .whitespaces) == file.etag })
+    {
+      return PlainHTTPReply(status: 304, headers: headers, body: ByteBuffer())
+    }
+    headers.insert(("content-type", file.contentType), at: 0)
+    let accepted = request.headers[canonicalForm: "accept-encoding"].map { ConnectUnary.mediaType($0) }
+    if let gzipped = file.gzipped, accepted.contains("gzip") {
+      return PlainHTTPReply(status: 200, headers: headers + [("content-encoding", "gzip")], body: gzipped)
+    }
+    return PlainHTTPReply(status: 200, headers: headers, body: file.body)
+  }
+}

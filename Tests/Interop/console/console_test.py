@@ -1,0 +1,223 @@
+#!/usr/bin/env python3
+"""The web console in Debian's headless Chromium (chromium, chromium-driver, python3-selenium):
+sign in with a token, search as you type, scroll to a second page, open a card with its
+thumbnail and its full picture, open a department's summary, open a year and a month of the
+sales calendar, see a change made by another client appear, and edit a field with an update
+mask. Every input has a label; the keys reach the search, the results and the editor. A
+screenshot is kept in the artifacts directory (ROSTER_ARTIFACTS, or .build/test-artifacts).
+
+Run with Debian's /usr/bin/python3, which has python3-selenium.
+
+Usage: console_test.py ROSTER_BINARY
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import unicodedata
+import unittest
+import urllib.request
+
+from selenium import webdriver
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
+from selenium.webdriver.support.ui import WebDriverWait
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
+ROSTER = os.path.abspath(sys.argv.pop(1)) if len(sys.argv) > 1 else os.path.join(ROOT, ".build/debug/roster")
+ARTIFACTS = os.environ.get("ROSTER_ARTIFACTS", os.path.join(ROOT, ".build", "test-artifacts"))
+WORK = tempfile.mkdtemp(prefix="roster-console-")
+HANG = 60
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import servers  # noqa: E402
+
+SERVER = None
+LOG = None
+BASE = None
+TOKENS = {}
+BROWSER = None
+
+
+def setUpModule():
+    global SERVER, LOG, BASE, BROWSER
+    TOKENS.update(servers.write_tokens(ROSTER, WORK, ("reader", "writer")))
+    LOG = open(os.path.join(WORK, "server.log"), "w")
+    SERVER = subprocess.Popen(
+        [ROSTER, "serve", "--port", "0", "--db", os.path.join(WORK, "console.sqlite"), "--seed-employees", "120",
+         "--seed-sales-per-employee", "4", "--tokens", os.path.join(WORK, "tokens")],
+        stdout=subprocess.PIPE, stderr=LOG, text=True)
+    line = SERVER.stdout.readline()
+    if not line.startswith("listening on "):
+        raise RuntimeError("server did not start: " + open(os.path.join(WORK, "server.log")).read())
+    BASE = "http://" + line.split()[-1]
+    options = webdriver.ChromeOptions()
+    options.binary_location = "/usr/bin/chromium"
+    for argument in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1400,1000",
+                     f"--user-data-dir={WORK}/chromium"):
+        options.add_argument(argument)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    try:
+        BROWSER = webdriver.Chrome(service=Service(executable_path="/usr/bin/chromedriver"), options=options)
+        BROWSER.set_page_load_timeout(HANG)
+    except Exception:
+        # tearDownModule does not run when this fails: stop the server here.
+        servers.stop(SERVER, LOG)
+        raise
+
+
+def tearDownModule():
+    try:
+        if BROWSER is not None:
+            BROWSER.quit()
+    finally:
+        servers.stop(SERVER, LOG)
+        shutil.rmtree(WORK, ignore_errors=True)
+
+
+def connect(method, message, role="writer"):
+    """A Connect JSON call from another client (urllib)."""
+    request = urllib.request.Request(
+        f"{BASE}/roster.v1.{method}", data=json.dumps(message).encode(), method="POST",
+        headers={"content-type": "application/json", "authorization": f"Bearer {TOKENS[role]}"})
+    with urllib.request.urlopen(request, timeout=HANG) as response:
+        return json.loads(response.read())
+
+
+class Console(unittest.TestCase):
+    def wait(self, what, condition):
+        try:
+            return WebDriverWait(BROWSER, HANG, poll_frequency=0.1).until(lambda _: condition())
+        except Exception:
+            os.makedirs(ARTIFACTS, exist_ok=True)
+            BROWSER.save_screenshot(os.path.join(ARTIFACTS, "console-failure.png"))
+            raise AssertionError(f"timed out waiting for {what}; page status: "
+                                 f"{BROWSER.find_element(By.ID, 'status').text!r}")
+
+    def by_id(self, element):
+        return BROWSER.find_element(By.ID, element)
+
+    def rows(self):
+        return BROWSER.find_elements(By.CSS_SELECTOR, "#results li button")
+
+    def test_the_directory_in_a_browser(self):
+        BROWSER.get(BASE + "/")
+        self.assertEqual(BROWSER.title, "Roster")
+        # Tokens are on: the first calls are refused, and the page asks once.
+        dialog = self.by_id("token-dialog")
+        self.wait("the token prompt", lambda: dialog.get_attribute("open") is not None)
+        self.by_id("token-input").send_keys(TOKENS["writer"] + Keys.ENTER)
+        self.wait("the first page", lambda: len(self.rows()) >= 30)
+
+        # Every control has a label a screen reader reads.
+        unlabeled = BROWSER.execute_script("""
+            return [...document.querySelectorAll('input, select')].filter((control) =>
+                !(control.labels && control.labels.length) && !control.getAttribute('aria-label')
+            ).map((control) => control.id);""")
+        self.assertEqual(unlabeled, [])
+
+        # Search as you type, from the keyboard: the first results in one round trip.
+        search = self.by_id("search")
+        search.click()
+        search.send_keys("an")
+        def folded(text):
+            return "".join(c for c in unicodedata.normalize("NFKD", text.lower()) if not unicodedata.combining(c))
+        self.wait("search results", lambda: "employees shown" in self.by_id("result-count").text
+                  and self.rows() and all("an" in folded(row.text.split(" · ")[0]) for row in self.rows()))
+        search.send_keys(Keys.CONTROL, "a")
+        search.send_keys(Keys.DELETE)
+        self.wait("the whole directory again", lambda: len(self.rows()) >= 30)
+        first_page = len(self.rows())
+
+        # Scrolling the list loads the next keyset page.
+        BROWSER.execute_script("const list = document.getElementById('results'); list.scrollTop = list.scrollHeight;")
+        self.wait("a second page", lambda: len(self.rows()) > first_page)
+
+        # A card: the inline thumbnail, then the full picture fetched on demand (a stream).
+        with_picture = BROWSER.execute_script(
+            "return [...document.querySelectorAll('#results li button')].findIndex((b) => b.querySelector('img'));")
+        self.assertGreaterEqual(with_picture, 0, "the demo directory has pictures")
+        self.rows()[with_picture].send_keys(Keys.ENTER)
+        self.wait("the card", lambda: self.by_id("card").is_displayed() and self.by_id("card-name").text)
+        self.assertTrue(BROWSER.execute_script("return document.getElementById('card-thumbnail').naturalWidth > 0"))
+        self.by_id("picture-button").click()
+        self.wait("the full picture", lambda: BROWSER.execute_script(
+            "const image = document.getElementById('picture-image'); return image.complete && image.naturalWidth > 0"))
+        self.assertIn("bytes", self.by_id("picture-caption").text)
+
+        # Departments and a summary.
+        self.wait("headcounts", lambda: BROWSER.find_elements(By.CSS_SELECTOR, "#department-rows button"))
+        BROWSER.find_elements(By.CSS_SELECTOR, "#department-rows button")[0].click()
+        self.wait("a department summary", lambda: "employees" in self.by_id("department-summary").text)
+
+        # The sales calendar: a year, then a month, each level loaded when opened.
+        self.wait("the years", lambda: BROWSER.find_elements(By.CSS_SELECTOR, "#calendar-years > details > summary"))
+        BROWSER.find_elements(By.CSS_SELECTOR, "#calendar-years > details > summary")[0].click()
+        self.wait("the months", lambda: BROWSER.find_elements(By.CSS_SELECTOR, "#calendar-years details details"))
+        BROWSER.find_elements(By.CSS_SELECTOR, "#calendar-years details details > summary")[0].click()
+        self.wait("the days", lambda: BROWSER.find_elements(By.CSS_SELECTOR, "#calendar-years details details li"))
+
+        # A change made by another client appears in the live list.
+        created = connect("Directory/CreateEmployee", {"employee": {
+            "name": "Browser Watched", "department": "Design", "email": "browser.watched@example.com",
+            "startDate": "2026-11-26"}})
+        self.wait("the change to appear", lambda: BROWSER.find_elements(
+            By.CSS_SELECTOR, f"#change-list li[data-guid='{created['guid']}']"))
+
+        # Editing a field sends it alone, with an update mask.
+        shown = self.by_id("card-name").text
+        guid = BROWSER.execute_script("return document.querySelector('#results button[aria-current]').dataset.guid")
+        before = connect("Directory/GetEmployee", {"guid": guid}, role="reader")
+        vacation = self.by_id("edit-vacation")
+        vacation.clear()
+        vacation.send_keys(str(before.get("vacationDays", 0) + 3))
+        vacation.send_keys(Keys.ENTER)
+        self.wait("the save", lambda: "Saved: vacationDays" in self.by_id("edit-status").text)
+        after = connect("Directory/GetEmployee", {"guid": guid}, role="reader")
+        self.assertEqual(after.get("vacationDays", 0), before.get("vacationDays", 0) + 3)
+        self.assertEqual((after["name"], after["department"], after.get("email")),
+                         (before["name"], before["department"], before.get("email")))
+        self.assertEqual(shown, after["name"])
+
+        self.assertIn("by web console", self.by_id("change-list").text, "the console names itself as the author")
+
+        os.makedirs(ARTIFACTS, exist_ok=True)
+        BROWSER.set_window_size(1400, 1500)
+        BROWSER.execute_script("window.scrollTo(0, 0)")
+        BROWSER.save_screenshot(os.path.join(ARTIFACTS, "console.png"))
+        # The calls refused before the token was given are the only errors the page saw.
+        errors = [entry["message"] for entry in BROWSER.get_log("browser") if entry["level"] == "SEVERE"
+                  and "status of 401" not in entry["message"]]
+        self.assertEqual(errors, [], "the page logged errors")
+
+    def test_files_are_cached_by_etag(self):
+        with urllib.request.urlopen(BASE + "/console.js", timeout=HANG) as response:
+            etag = response.headers["etag"]
+            self.assertTrue(response.headers["content-type"].startswith("text/javascript"))
+            self.assertIn("script-src 'self'", response.headers["content-security-policy"])
+        request = urllib.request.Request(BASE + "/console.js", headers={"if-none-match": etag})
+        with self.assertRaises(urllib.error.HTTPError) as unchanged:
+            urllib.request.urlopen(request, timeout=HANG)
+        self.assertEqual(unchanged.exception.code, 304)
+
+
+class NoConsole(unittest.TestCase):
+    def test_no_console_turns_it_off(self):
+        log = open(os.path.join(WORK, "off.log"), "w")
+        server = subprocess.Popen(
+            [ROSTER, "serve", "--port", "0", "--db", os.path.join(WORK, "off.sqlite"), "--seed-employees", "5",
+             "--no-seed-pictures", "--no-console"], stdout=subprocess.PIPE, stderr=log, text=True)
+        try:
+            address = server.stdout.readline().split()[-1]
+            with self.assertRaises(urllib.error.HTTPError) as missing:
+                urllib.request.urlopen(f"http://{address}/", timeout=HANG)
+            self.assertEqual(missing.exception.code, 404)
+        finally:
+            servers.stop(server, log)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
