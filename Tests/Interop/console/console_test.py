@@ -5,14 +5,17 @@ thumbnail and its full picture, open a department's summary, open a year and a m
 sales calendar, see a change made by another client appear, and edit a field with an update
 mask. Every input has a label; the keys reach the search, the results and the editor. A
 screenshot is kept in the artifacts directory (ROSTER_ARTIFACTS, or .build/test-artifacts).
+Then a picture down and up over HTTP/1.1 as a page would send it (urllib), and --no-console.
 
 Run with Debian's /usr/bin/python3, which has python3-selenium.
 
 Usage: console_test.py ROSTER_BINARY
 """
+import base64
 import json
 import os
 import shutil
+import struct
 import subprocess
 import sys
 import tempfile
@@ -202,6 +205,53 @@ class Console(unittest.TestCase):
         with self.assertRaises(urllib.error.HTTPError) as unchanged:
             urllib.request.urlopen(request, timeout=HANG)
         self.assertEqual(unchanged.exception.code, 304)
+
+
+def envelope(message):
+    body = json.dumps(message).encode()
+    return struct.pack(">BI", 0, len(body)) + body
+
+
+def connect_stream(method, messages, role="writer"):
+    """A Connect JSON stream over HTTP/1.1 (urllib): every request message in one body, as a
+    browser sends it; the reply's messages and its end-of-stream message."""
+    request = urllib.request.Request(
+        f"{BASE}/roster.v1.{method}", data=b"".join(envelope(m) for m in messages), method="POST",
+        headers={"content-type": "application/connect+json", "authorization": f"Bearer {TOKENS[role]}"})
+    with urllib.request.urlopen(request, timeout=HANG) as response:
+        body = response.read()
+    replies = []
+    while body:
+        flags, length = struct.unpack(">BI", body[:5])
+        replies.append((flags, json.loads(body[5:5 + length])))
+        body = body[5 + length:]
+    assert replies and replies[-1][0] == 2, replies[-1:]
+    return [message for _, message in replies[:-1]], replies[-1][1]
+
+
+class PicturesOverHTTP1(unittest.TestCase):
+    """A picture down and up over HTTP/1.1, as a page would: GetPicture's stream, then
+    PutPicture's whole stream (a header, then the bytes in chunks) in one body."""
+
+    def test_picture_round_trip(self):
+        page = connect("Directory/ListEmployees", {"pageSize": 50, "readMask": "guid,hasPicture"}, role="reader")
+        owner = next(e["guid"] for e in page["employees"] if e.get("hasPicture"))
+        parts, end = connect_stream("Pictures/GetPicture", [{"guid": owner}], role="reader")
+        self.assertEqual(end, {})
+        picture = b"".join(base64.b64decode(part.get("data", "")) for part in parts)
+        self.assertEqual(len(picture), int(parts[0]["totalSize"]))
+        self.assertEqual(picture[:2], b"\xff\xd8")
+        target = connect("Directory/CreateEmployee", {"employee": {
+            "name": "Uploaded Una", "department": "Design", "startDate": "2020-01-01"}})["guid"]
+        upload = [{"header": {"guid": target, "contentType": "image/jpeg", "totalSize": str(len(picture))}}]
+        upload += [{"chunk": base64.b64encode(picture[offset:offset + 60000]).decode()}
+                   for offset in range(0, len(picture), 60000)]
+        stored, end = connect_stream("Pictures/PutPicture", upload)
+        self.assertEqual(end, {})
+        self.assertEqual(stored[0]["etag"], parts[0]["etag"])
+        card = connect("Directory/GetEmployee", {"guid": target}, role="reader")
+        self.assertTrue(card["hasPicture"])
+        self.assertTrue(base64.b64decode(card["thumbnail"]).startswith(b"\xff\xd8"))
 
 
 class NoConsole(unittest.TestCase):
