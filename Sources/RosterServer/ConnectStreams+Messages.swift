@@ -400,6 +400,7 @@ final class ReplyWriter: ClosableRPCWriterProtocol, Sendable {
     struct ErrorBody: Encodable {
       var code: String
       var message: String?
+      var details: [[String: String]]?
     }
     struct EndOfStream: Encodable {
       var error: ErrorBody?
@@ -408,13 +409,17 @@ final class ReplyWriter: ClosableRPCWriterProtocol, Sendable {
     var end = EndOfStream()
     if status.code != .ok {
       let code = RPCError.Code(status.code) ?? .unknown
+      let details = JSONMessages.connectDetails(trailers)
       end.error = ErrorBody(
         code: ConnectUnary.connectCode(code).0,
-        message: status.message.isEmpty ? nil : status.message
+        message: status.message.isEmpty ? nil : status.message,
+        details: details.isEmpty ? nil : details
       )
     }
     var headers = HPACKHeaders()
     headers.add(trailers)
+    // Shown as the error's details, above.
+    headers.remove(name: "grpc-status-details-bin")
     if !headers.isEmpty {
       end.metadata = Dictionary(grouping: headers, by: { $0.name }).mapValues { $0.map(\.value) }
     }

@@ -271,16 +271,7 @@ struct StreamingMethod: Sendable {
         guard json || prepare != nil else { return bytes }
         var message: Input
         if json {
-          var options = JSONDecodingOptions()
-          options.ignoreUnknownFields = true
-          do {
-            message = try Input(jsonUTF8Bytes: Array(bytes.readableBytesView), options: options)
-          } catch {
-            throw RPCError(
-              code: .invalidArgument,
-              message: "a request message is not valid JSON for \(Input.protoMessageName): \(error)"
-            )
-          }
+          message = try JSONMessages.decode(Input.self, from: bytes)
         } else {
           message = try Input(serializedBytes: Array(bytes.readableBytesView))
         }

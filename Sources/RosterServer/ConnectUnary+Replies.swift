@@ -24,7 +24,8 @@ extension ConnectUnary {
         code: RPCError.Code(outcome.status.code) ?? .unknown,
         message: outcome.status.message,
         status: nil,
-        metadata: pairs
+        metadata: pairs,
+        details: JSONMessages.connectDetails(outcome.trailers)
       )
     }
     let body = outcome.messages.first ?? ByteBuffer()
@@ -47,21 +48,24 @@ extension ConnectUnary {
   }
 
   /// A Connect error: the HTTP status for its code (unless `status` says otherwise), and
-  /// `{"code": …, "message": …}`.
+  /// `{"code": …, "message": …, "details": […]}` (details only when there are some).
   static func errorReply(
     code: RPCError.Code,
     message: String,
     status: Int?,
-    metadata: [(String, String)]
+    metadata: [(String, String)],
+    details: [[String: String]] = []
   ) -> PlainHTTPReply {
     let (name, httpStatus) = Self.connectCode(code)
     struct Body: Encodable {
       var code: String
       var message: String
+      var details: [[String: String]]?
     }
     let encoder = JSONEncoder()
     encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-    let json = (try? encoder.encode(Body(code: name, message: message))) ?? Data("{}".utf8)
+    let body = Body(code: name, message: message, details: details.isEmpty ? nil : details)
+    let json = (try? encoder.encode(body)) ?? Data("{}".utf8)
     return PlainHTTPReply(
       status: status ?? httpStatus,
       headers: [("content-type", "application/json")] + metadata,

@@ -197,16 +197,7 @@ private struct OneMessage<Message: SwiftProtobuf.Message>: AsyncSequence, Sendab
       case .binary:
         return try ProtobufDeserializer<Message>().deserialize(bytes)
       case .json:
-        var options = JSONDecodingOptions()
-        options.ignoreUnknownFields = true
-        do {
-          return try Message(jsonUTF8Bytes: Array(bytes.buffer.readableBytesView), options: options)
-        } catch {
-          throw RPCError(
-            code: .invalidArgument,
-            message: "the request is not valid JSON for \(Message.protoMessageName): \(error)"
-          )
-        }
+        return try JSONMessages.decode(Message.self, from: bytes.buffer)
       }
     }
   }

@@ -189,6 +189,10 @@ class ConnectWithCurl(unittest.TestCase):
                               403, "permission_denied")
             self.assert_error(curl(get, "{\"guid\": ", method="POST", headers=["content-type: application/json"],
                                    http2=http2), 400, "invalid_argument", "JSON")
+            # A value of the wrong type: the field named, and a google.rpc.BadRequest detail.
+            wrong = post_json("/roster.v1.Directory/ListEmployees", {"pageSize": "many"}, http2=http2)
+            self.assert_error(wrong, 400, "invalid_argument", "pageSize")
+            self.assertEqual([d["type"] for d in wrong.json()["details"]], ["google.rpc.BadRequest"], wrong)
             self.assert_error(curl(get, "x", method="POST", headers=["content-type: text/plain"], http2=http2),
                               415, "unimplemented", "application/json")
             self.assert_error(curl(get, method="PUT", http2=http2), 405, "unimplemented", "POST")
@@ -424,6 +428,9 @@ class ConnectStreamsWithCurl(unittest.TestCase):
         for http2 in (False, True):
             _, end = self.end_of_stream(stream_call(path, b"\0\0\0\0\x05{bad}", http2=http2))
             self.assertEqual(end["error"]["code"], "invalid_argument", end)
+            _, end = self.end_of_stream(stream_call(path, envelope({"readMask": 7}), http2=http2))
+            self.assertIn("readMask", end["error"]["message"], end)
+            self.assertEqual(end["error"]["details"][0]["type"], "google.rpc.BadRequest", end)
             _, end = self.end_of_stream(stream_call(path, envelope({}), token=None, http2=http2))
             self.assertEqual(end["error"]["code"], "unauthenticated", end)
             _, end = self.end_of_stream(stream_call(path, b"\0\x40\0\0\0" + b"x" * 100, http2=http2))
