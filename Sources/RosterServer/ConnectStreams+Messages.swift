@@ -97,16 +97,14 @@ struct EnvelopeReader {
 }
 
 /// A streamed call's request as its handler reads it: the metadata, then each message of the
-/// envelopes the HTTP side pushes, inflated and (for JSON) turned into protobuf when the
-/// handler asks for it, off the event loop. `taken` hears how many bytes each message read
-/// held, so the HTTP/2 side can let the client send that much more.
+/// envelopes the HTTP side pushes, inflated when the handler asks for it, off the event loop
+/// (the bridge's server deserializes it, from JSON or protobuf). `taken` hears how many bytes
+/// each message read held, so the HTTP/2 side can let the client send that much more.
 final class RequestEnvelopes: AsyncSequence, Sendable {
   typealias Element = RPCRequestPart<BufferBytes>
   typealias Failure = any Error
 
   let limit: Int
-  private let method: StreamingMethod
-  private let json: Bool
   private let encoding: MessageEncoding?
 
   private struct State {
@@ -124,10 +122,8 @@ final class RequestEnvelopes: AsyncSequence, Sendable {
 
   private let state: Mutex<State>
 
-  init(metadata: Metadata, method: StreamingMethod, json: Bool, encoding: MessageEncoding?, limit: Int) {
+  init(metadata: Metadata, encoding: MessageEncoding?, limit: Int) {
     self.state = Mutex(State(metadata: metadata))
-    self.method = method
-    self.json = json
     self.encoding = encoding
     self.limit = limit
   }
@@ -230,7 +226,7 @@ final class RequestEnvelopes: AsyncSequence, Sendable {
     }
   }
 
-  /// A message as the service reads it: inflated, and protobuf.
+  /// A message as the bridge's server reads it: inflated.
   private func decode(_ envelope: Envelope) throws -> ByteBuffer {
     guard envelope.flags & 0x02 == 0 else {
       throw RPCError(code: .invalidArgument, message: "a request envelope has the end-of-stream flag, which only replies carry")
@@ -245,7 +241,7 @@ final class RequestEnvelopes: AsyncSequence, Sendable {
       }
       payload = try encoding.decompress(payload, limit: self.limit, allocator: ByteBufferAllocator())
     }
-    return try self.method.request(payload, self.json)
+    return payload
   }
 
   struct AsyncIterator: AsyncIteratorProtocol {
@@ -269,7 +265,6 @@ final class ReplyWriter: ClosableRPCWriterProtocol, Sendable {
   typealias Element = RPCResponsePart<BufferBytes>
 
   private let wire: ConnectStreams.WireProtocol
-  private let method: StreamingMethod
   private let contentType: String
   private let encoding: MessageEncoding?
   private let extraHeaders: [(String, String)]
@@ -279,7 +274,6 @@ final class ReplyWriter: ClosableRPCWriterProtocol, Sendable {
 
   init(
     wire: ConnectStreams.WireProtocol,
-    method: StreamingMethod,
     contentType: String,
     encoding: MessageEncoding?,
     extraHeaders: [(String, String)],
@@ -287,7 +281,6 @@ final class ReplyWriter: ClosableRPCWriterProtocol, Sendable {
     sink: ReplySink
   ) {
     self.wire = wire
-    self.method = method
     self.contentType = contentType
     self.encoding = encoding
     self.extraHeaders = extraHeaders
@@ -339,10 +332,10 @@ final class ReplyWriter: ClosableRPCWriterProtocol, Sendable {
     self.sink.head(pairs + headers.map { ($0.name, $0.value) } + self.extraHeaders)
   }
 
-  /// A reply message as its envelope.
+  /// A reply message (JSON already for `connect+json`: the bridge's server wrote it so) as
+  /// its envelope.
   private func frame(_ message: ByteBuffer) throws -> ByteBuffer {
     var message = message
-    if case .connect(json: true) = self.wire { message = try self.method.replyJSON(message) }
     var flags: UInt8 = 0
     if let encoding = self.encoding, message.readableBytes >= MessageEncoding.minimumResponseBytes,
       let compressed = encoding.compress(message, allocator: ByteBufferAllocator())

@@ -1,5 +1,6 @@
 internal import Foundation
 internal import GRPCCore
+internal import GRPCProtobuf
 internal import NIOCore
 internal import NIOHPACK
 internal import RosterProto
@@ -23,21 +24,36 @@ internal import Synchronization
 /// another interval.
 struct ConnectStreams: Sendable {
   let methods: [String: StreamingMethod]
-  let bridge: CallBridge
+  /// Where `connect+json` calls run: their handlers read and write JSON.
+  let jsonBridge: CallBridge
+  /// Where every other streamed call runs: protobuf messages.
+  let protoBridge: CallBridge
   let maxRequestBytes: Int
   let cors: CORSPolicy?
   /// The unary methods' paths, which a streaming content type does not suit (415, not 404).
   let unaryPaths: Set<String>
 
-  init(bridge: CallBridge, maxRequestBytes: Int, cors: CORSPolicy?, unaryPaths: Set<String>) {
+  init(methods: [StreamingMethod], maxRequestBytes: Int, cors: CORSPolicy?, unaryPaths: Set<String>) {
     self.unaryPaths = unaryPaths
     self.methods = Dictionary(
-      StreamingMethod.all.map { ("/" + $0.descriptor.fullyQualifiedMethod, $0) },
+      methods.map { ("/" + $0.descriptor.fullyQualifiedMethod, $0) },
       uniquingKeysWith: { first, _ in first }
     )
-    self.bridge = bridge
+    self.jsonBridge = CallBridge()
+    self.protoBridge = CallBridge()
     self.maxRequestBytes = maxRequestBytes
     self.cors = cors
+  }
+
+  /// The two bridges' servers: every streaming method, through `interceptors` (the same as
+  /// the HTTP/2 server's), in JSON on one and in protobuf on the other.
+  func servers(interceptors: [any ServerInterceptor]) -> [GRPCServer<CallBridge>] {
+    [(self.jsonBridge, true), (self.protoBridge, false)].map { bridge, json in
+      var router = RPCRouter<CallBridge>()
+      for method in self.methods.values { method.register(&router, json) }
+      router.registerInterceptors(pipeline: interceptors.map { .apply($0, to: .all) })
+      return GRPCServer(transport: bridge, router: router)
+    }
   }
 
   /// The wire protocol of a streamed request.
@@ -148,16 +164,9 @@ struct ConnectStreams: Sendable {
       .flatMap { MessageEncoding.incompressibleServices.contains(method.descriptor.service.fullyQualifiedService) ? nil : $0 }
 
     let json = if case .connect(json: true) = wire { true } else { false }
-    let inbound = RequestEnvelopes(
-      metadata: Metadata(metadata),
-      method: method,
-      json: json,
-      encoding: requestEncoding,
-      limit: self.maxRequestBytes
-    )
+    let inbound = RequestEnvelopes(metadata: Metadata(metadata), encoding: requestEncoding, limit: self.maxRequestBytes)
     let writer = ReplyWriter(
       wire: wire,
-      method: method,
       contentType: contentType,
       encoding: replyEncoding,
       extraHeaders: corsHeaders,
@@ -169,7 +178,7 @@ struct ConnectStreams: Sendable {
       inbound: RPCAsyncSequence<RPCRequestPart<BufferBytes>, any Error>(wrapping: inbound),
       outbound: RPCWriter<RPCResponsePart<BufferBytes>>.Closable(wrapping: writer)
     )
-    guard let bridged = self.bridge.accept(stream, peers: peers) else {
+    guard let bridged = (json ? self.jsonBridge : self.protoBridge).accept(stream, peers: peers) else {
       writer.end(Status(code: .unavailable, message: "the server is shutting down"), trailers: [:])
       return .started(StreamedCall(inbound: inbound, bridged: nil, text: wire.isText))
     }
@@ -244,118 +253,127 @@ final class StreamedCall: Sendable {
   }
 }
 
-/// One streaming method: its kind and how its messages turn between JSON and protobuf.
+/// One streaming method as the Connect protocol and gRPC-Web serve it: its kind, and how to
+/// register its handler on a bridge's router with the messages in JSON or in protobuf (so a
+/// `connect+json` call's messages are read from and written to JSON directly, never through
+/// the binary form).
 struct StreamingMethod: Sendable {
   let descriptor: MethodDescriptor
   let clientStreaming: Bool
   let serverStreaming: Bool
-  /// A request message in JSON (nil: already protobuf), as the protobuf the service reads,
-  /// with `prepare`'s defaults.
-  let request: @Sendable (_ bytes: ByteBuffer, _ json: Bool) throws -> ByteBuffer
-  /// A reply message, protobuf, as JSON.
-  let replyJSON: @Sendable (ByteBuffer) throws -> ByteBuffer
+  /// Registers the method's handler on `router`, its messages in JSON or in protobuf.
+  let register: @Sendable (_ router: inout RPCRouter<CallBridge>, _ json: Bool) -> Void
 
   static func of<Input: SwiftProtobuf.Message, Output: SwiftProtobuf.Message>(
     _ descriptor: MethodDescriptor,
-    _ input: Input.Type,
-    _ output: Output.Type,
     client: Bool,
     server: Bool,
-    prepare: (@Sendable (inout Input) -> Void)? = nil
+    prepare: (@Sendable (inout Input) -> Void)? = nil,
+    _ handler: @escaping @Sendable (StreamingServerRequest<Input>, ServerContext) async throws
+      -> StreamingServerResponse<Output>
   ) -> StreamingMethod {
-    StreamingMethod(
-      descriptor: descriptor,
-      clientStreaming: client,
-      serverStreaming: server,
-      request: { bytes, json in
-        guard json || prepare != nil else { return bytes }
-        var message: Input
-        if json {
-          message = try JSONMessages.decode(Input.self, from: bytes)
-        } else {
-          message = try Input(serializedBytes: Array(bytes.readableBytesView))
-        }
-        prepare?(&message)
-        return ByteBuffer(bytes: try message.serializedBytes() as [UInt8])
-      },
-      replyJSON: { bytes in
-        let message = try Output(serializedBytes: Array(bytes.readableBytesView))
-        var options = JSONEncodingOptions()
-        options.useDeterministicOrdering = true
-        return ByteBuffer(bytes: try message.jsonUTF8Bytes(options: options) as [UInt8])
+    StreamingMethod(descriptor: descriptor, clientStreaming: client, serverStreaming: server) { router, json in
+      if json {
+        router.registerHandler(
+          forMethod: descriptor,
+          deserializer: JSONDeserializer<Input>(prepare: prepare),
+          serializer: JSONSerializer<Output>(),
+          handler: handler
+        )
+      } else {
+        router.registerHandler(
+          forMethod: descriptor,
+          deserializer: PreparingProtobufDeserializer<Input>(prepare: prepare),
+          serializer: ProtobufSerializer<Output>(),
+          handler: handler
+        )
       }
-    )
+    }
   }
 
   /// How long a `WatchChanges` stream over Connect or gRPC-Web waits quiet before a heartbeat,
   /// unless its request says.
   static let defaultHeartbeat = Google_Protobuf_Duration(seconds: 15)
 
-  /// Every streaming method the services register.
-  static let all: [StreamingMethod] = [
-    .of(
-      Roster_V1_Directory.Method.StreamEmployees.descriptor,
-      Roster_V1_ListEmployeesRequest.self,
-      Roster_V1_EmployeePage.self,
-      client: false,
-      server: true
-    ),
-    .of(
-      Roster_V1_Directory.Method.WatchChanges.descriptor,
-      Roster_V1_WatchChangesRequest.self,
-      Roster_V1_ChangeEvent.self,
-      client: false,
-      server: true,
-      prepare: { if !$0.hasHeartbeatInterval { $0.heartbeatInterval = Self.defaultHeartbeat } }
-    ),
-    .of(
-      Roster_V1_Directory.Method.UpsertEmployees.descriptor,
-      Roster_V1_UpsertEmployeesRequest.self,
-      Roster_V1_UpsertEmployeesResponse.self,
-      client: true,
-      server: false
-    ),
-    .of(
-      Roster_V1_Pictures.Method.GetPicture.descriptor,
-      Roster_V1_GetPictureRequest.self,
-      Roster_V1_GetPictureResponse.self,
-      client: false,
-      server: true
-    ),
-    .of(
-      Roster_V1_Pictures.Method.PutPicture.descriptor,
-      Roster_V1_PutPictureRequest.self,
-      Roster_V1_PutPictureResponse.self,
-      client: true,
-      server: false
-    ),
-    .of(
-      Roster_V1_Analytics.Method.ImportSales.descriptor,
-      Roster_V1_ImportSalesRequest.self,
-      Roster_V1_ImportSalesResponse.self,
-      client: true,
-      server: false
-    ),
-    .of(
-      Grpc_Health_V1_Health.Method.Watch.descriptor,
-      Grpc_Health_V1_HealthCheckRequest.self,
-      Grpc_Health_V1_HealthCheckResponse.self,
-      client: false,
-      server: true
-    ),
-    .of(
-      Grpc_Reflection_V1_ServerReflection.Method.ServerReflectionInfo.descriptor,
-      Grpc_Reflection_V1_ServerReflectionRequest.self,
-      Grpc_Reflection_V1_ServerReflectionResponse.self,
-      client: true,
-      server: true
-    ),
-    .of(
-      Grpc_Reflection_V1alpha_ServerReflection.Method.ServerReflectionInfo.descriptor,
-      Grpc_Reflection_V1alpha_ServerReflectionRequest.self,
-      Grpc_Reflection_V1alpha_ServerReflectionResponse.self,
-      client: true,
-      server: true
-    ),
-  ]
+  /// Every streaming method the services define, bound to these service instances.
+  static func all(
+    directory: DirectoryService,
+    pictures: PicturesService,
+    analytics: AnalyticsService,
+    health: HealthService,
+    reflection: ReflectionService
+  ) -> [StreamingMethod] {
+    typealias Directory = Roster_V1_Directory.Method
+    let alpha = reflection.v1alpha
+    return [
+      .of(Directory.StreamEmployees.descriptor, client: false, server: true) {
+        try await directory.streamEmployees(request: $0, context: $1)
+      },
+      .of(
+        Directory.WatchChanges.descriptor,
+        client: false,
+        server: true,
+        prepare: { if !$0.hasHeartbeatInterval { $0.heartbeatInterval = Self.defaultHeartbeat } }
+      ) {
+        try await directory.watchChanges(request: $0, context: $1)
+      },
+      .of(Directory.UpsertEmployees.descriptor, client: true, server: false) {
+        try await directory.upsertEmployees(request: $0, context: $1)
+      },
+      .of(Roster_V1_Pictures.Method.GetPicture.descriptor, client: false, server: true) {
+        try await pictures.getPicture(request: $0, context: $1)
+      },
+      .of(Roster_V1_Pictures.Method.PutPicture.descriptor, client: true, server: false) {
+        try await pictures.putPicture(request: $0, context: $1)
+      },
+      .of(Roster_V1_Analytics.Method.ImportSales.descriptor, client: true, server: false) {
+        try await analytics.importSales(request: $0, context: $1)
+      },
+      .of(Grpc_Health_V1_Health.Method.Watch.descriptor, client: false, server: true) {
+        try await health.watch(request: $0, context: $1)
+      },
+      .of(Grpc_Reflection_V1_ServerReflection.Method.ServerReflectionInfo.descriptor, client: true, server: true) {
+        try await reflection.serverReflectionInfo(request: $0, context: $1)
+      },
+      .of(
+        Grpc_Reflection_V1alpha_ServerReflection.Method.ServerReflectionInfo.descriptor,
+        client: true,
+        server: true
+      ) {
+        try await alpha.serverReflectionInfo(request: $0, context: $1)
+      },
+    ]
+  }
+}
+
+/// Messages in the proto3 JSON mapping, as a bridge's `GRPCServer` reads and writes them for
+/// `connect+json` calls: output in a stable field order; input through `JSONMessages`.
+struct JSONSerializer<Message: SwiftProtobuf.Message>: MessageSerializer {
+  func serialize<Bytes: GRPCContiguousBytes>(_ message: Message) throws -> Bytes {
+    var options = JSONEncodingOptions()
+    options.useDeterministicOrdering = true
+    return Bytes(try message.jsonUTF8Bytes(options: options) as [UInt8])
+  }
+}
+
+struct JSONDeserializer<Message: SwiftProtobuf.Message>: MessageDeserializer {
+  let prepare: (@Sendable (inout Message) -> Void)?
+
+  func deserialize<Bytes: GRPCContiguousBytes>(_ serializedMessageBytes: Bytes) throws -> Message {
+    let buffer = serializedMessageBytes.withUnsafeBytes { ByteBuffer(bytes: $0) }
+    var message = try JSONMessages.decode(Message.self, from: buffer)
+    self.prepare?(&message)
+    return message
+  }
+}
+
+/// grpc-swift's protobuf deserializer, then the method's defaults.
+struct PreparingProtobufDeserializer<Message: SwiftProtobuf.Message>: MessageDeserializer {
+  let prepare: (@Sendable (inout Message) -> Void)?
+
+  func deserialize<Bytes: GRPCContiguousBytes>(_ serializedMessageBytes: Bytes) throws -> Message {
+    var message = try ProtobufDeserializer<Message>().deserialize(serializedMessageBytes)
+    self.prepare?(&message)
+    return message
+  }
 }

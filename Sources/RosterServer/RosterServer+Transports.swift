@@ -12,25 +12,26 @@ struct GRPCServing: Sendable {
   /// `HOST:PORT`, once listening.
   let listeningAddress: @Sendable () async throws -> String
 
-  /// A server on `transport`, its address read by `address`; with `bridged`, the server of
-  /// the Connect protocol's and gRPC-Web's streamed calls (`CallBridge`) beside it, started and
-  /// stopped with it.
+  /// A server on `transport`, its address read by `address`; `bridged`, the servers of the
+  /// Connect protocol's and gRPC-Web's streamed calls (`CallBridge`), run beside it, started
+  /// and stopped with it.
   init<Transport: ServerTransport>(
     _ server: GRPCServer<Transport>,
-    bridged: GRPCServer<CallBridge>? = nil,
+    bridged: [GRPCServer<CallBridge>] = [],
     address: @escaping @Sendable () async throws -> String
   ) {
     self.serve = {
-      guard let bridged else { return try await server.serve() }
       try await withThrowingTaskGroup(of: Void.self) { group in
         group.addTask { try await server.serve() }
-        group.addTask { try await bridged.serve() }
+        for bridge in bridged {
+          group.addTask { try await bridge.serve() }
+        }
         try await group.waitForAll()
       }
     }
     self.beginGracefulShutdown = {
       server.beginGracefulShutdown()
-      bridged?.beginGracefulShutdown()
+      for bridge in bridged { bridge.beginGracefulShutdown() }
     }
     self.listeningAddress = address
   }
@@ -43,6 +44,7 @@ func makeServing(
   services: [any RegistrableRPCService],
   interceptors: [any ServerInterceptor],
   fastMethods: [UnaryFastPath.Method],
+  streamingMethods: [StreamingMethod],
   eventLoops: MultiThreadedEventLoopGroup,
   loopExecutor: EventLoopGroupExecutor
 ) throws -> GRPCServing {
@@ -57,14 +59,13 @@ func makeServing(
   case .roster:
     let executor = loopExecutor
     let connect = ConnectUnary(fastPath: unaryMethods, cors: config.cors, console: config.console ? .embedded : nil)
-    let bridge = CallBridge()
-    let bridged = GRPCServer(transport: bridge, services: services, interceptors: serverInterceptors)
     let streams = ConnectStreams(
-      bridge: bridge,
+      methods: streamingMethods,
       maxRequestBytes: limits.maxRequestBytes,
       cors: config.cors,
       unaryPaths: Set(unaryMethods.methods.keys)
     )
+    let bridged = streams.servers(interceptors: serverInterceptors)
     let transport = RosterHTTP2Transport(
       config: RosterHTTP2Transport.Config(
         host: host,

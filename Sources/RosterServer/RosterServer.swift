@@ -164,7 +164,8 @@ public func buildServices(
 }
 
 /// `buildServices`, plus the unary methods the HTTP/2 server answers on its fast path
-/// (`UnaryFastPath`), bound to the same service instances.
+/// (`UnaryFastPath`) and the streaming methods the Connect protocol and gRPC-Web call
+/// (`ConnectStreams`), bound to the same service instances.
 func buildServiceSet(
   store: any StoreBackend,
   pacing: any ResponsePacing,
@@ -177,7 +178,8 @@ func buildServiceSet(
   services: [any RegistrableRPCService],
   interceptors: [any ServerInterceptor],
   health: HealthService,
-  fastMethods: [UnaryFastPath.Method]
+  fastMethods: [UnaryFastPath.Method],
+  streamingMethods: [StreamingMethod]
 ) {
   let reflection = try ReflectionService()
   let health = HealthService(services: reflection.serviceNames.filter { $0 != "grpc.health.v1.Health" })
@@ -205,7 +207,14 @@ func buildServiceSet(
     analytics: analytics,
     health: health
   )
-  return (services, interceptors, health, fastMethods)
+  let streamingMethods = StreamingMethod.all(
+    directory: directory,
+    pictures: pictures,
+    analytics: analytics,
+    health: health,
+    reflection: reflection
+  )
+  return (services, interceptors, health, fastMethods, streamingMethods)
 }
 
 /// Opens (and on first start, seeds) the store, then builds the server on HTTP/2.
@@ -216,7 +225,7 @@ public func buildServer(
   let (store, seed) = try await openStore(config: config, logger: logger)
   let eventLoops = MultiThreadedEventLoopGroup.singleton
   let loopExecutor = EventLoopGroupExecutor(group: eventLoops)
-  let (services, interceptors, health, fastMethods) = try buildServiceSet(
+  let (services, interceptors, health, fastMethods, streamingMethods) = try buildServiceSet(
     store: store,
     pacing: EventLoopPacing(group: eventLoops),
     tokens: config.tokens,
@@ -230,6 +239,7 @@ public func buildServer(
     services: services,
     interceptors: interceptors,
     fastMethods: fastMethods,
+    streamingMethods: streamingMethods,
     eventLoops: eventLoops,
     loopExecutor: loopExecutor
   )
