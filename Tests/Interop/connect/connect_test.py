@@ -321,6 +321,42 @@ class CORS(unittest.TestCase):
             self.assertIn(mentioning, out.stderr, origins)
 
 
+class OverTLS(unittest.TestCase):
+    """With TLS, the HTTP version is ALPN's: curl offering only http/1.1, or h2, gets a Connect
+    reply over that version; grpcio, over h2, gets gRPC on the same port."""
+
+    def test_alpn_picks_the_version(self):
+        tls = os.path.join(WORK, "tls")
+        os.makedirs(tls, exist_ok=True)
+        subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
+                        "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
+                        "-keyout", os.path.join(tls, "key.pem"), "-out", os.path.join(tls, "cert.pem")],
+                       check=True, capture_output=True, timeout=HANG)
+        log = open(os.path.join(WORK, "tls.log"), "w")
+        server = subprocess.Popen(
+            [ROSTER, "serve", "--port", "0", "--db", os.path.join(WORK, "tls.sqlite"), "--seed-employees", "5",
+             "--no-seed-pictures", "--tls-cert", os.path.join(tls, "cert.pem"),
+             "--tls-key", os.path.join(tls, "key.pem")], stdout=subprocess.PIPE, stderr=log, text=True)
+        try:
+            address = server.stdout.readline().split()[-1]
+            for flag, version in (("--http1.1", "HTTP/1.1 200"), ("--http2", "HTTP/2 200")):
+                out = subprocess.run(
+                    ["curl", "-s", "-S", "-i", "--max-time", str(HANG), flag, "--cacert", os.path.join(tls, "cert.pem"),
+                     "-H", "content-type: application/json", "-d", "{}",
+                     f"https://{address}/roster.v1.Directory/CountEmployees"],
+                    capture_output=True, check=True, timeout=HANG).stdout
+                self.assertTrue(out.startswith(version.encode()), (flag, out[:80]))
+                self.assertIn(b'{"count":"5"}', out)
+            with open(os.path.join(tls, "cert.pem"), "rb") as pem:
+                credentials = grpc.ssl_channel_credentials(pem.read())
+            with grpc.secure_channel(address, credentials) as channel:
+                count = directory_pb2_grpc.DirectoryStub(channel).CountEmployees(
+                    directory_pb2.CountEmployeesRequest(), timeout=HANG)
+            self.assertEqual(count.count, 5)
+        finally:
+            servers.stop(server, log)
+
+
 class IdleHTTP1Connections(unittest.TestCase):
     def test_an_idle_keep_alive_connection_is_closed(self):
         """--max-idle-s closes an HTTP/1.1 connection kept alive after its call, as it closes
