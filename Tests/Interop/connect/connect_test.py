@@ -592,6 +592,13 @@ class ConnectWithBufCurl(unittest.TestCase):
                              ("1", "1"), upserted.stdout)
             self.assertEqual(post_json("/roster.v1.Directory/DeleteEmployee", {"guid": guid}, token="writer").status,
                              200)
+            # A bidirectional stream, called by name: two requests, two answers.
+            bidi = self.reflecting("/grpc.reflection.v1.ServerReflection/ServerReflectionInfo",
+                                   '{"listServices": ""}\n{"fileContainingSymbol": "roster.v1.Directory"}',
+                                   "--protocol", protocol)
+            self.assertEqual(bidi.returncode, 0, (protocol, bidi.stderr))
+            self.assertIn('"listServicesResponse"', bidi.stdout)
+            self.assertIn('"fileDescriptorResponse"', bidi.stdout)
 
     def test_streams_over_http1_from_the_schema(self):
         for protocol in ("connect", "grpcweb"):
