@@ -314,10 +314,7 @@ final class ReplyWriter: ClosableRPCWriterProtocol, Sendable {
   }
 
   private var encodingHeader: String {
-    switch self.wire {
-    case .connect: "connect-content-encoding"
-    case .grpcWeb: "grpc-encoding"
-    }
+    self.wire.isConnect ? "connect-content-encoding" : "grpc-encoding"
   }
 
   private func sendHead(_ metadata: Metadata) {

@@ -125,11 +125,7 @@ struct ConnectStreams: Sendable {
     }
     let contentType = headers.first(name: "content-type") ?? ""
     let requestEncoding: MessageEncoding?
-    let encodingHeader: String
-    switch wire {
-    case .connect: encodingHeader = "connect-content-encoding"
-    case .grpcWeb: encodingHeader = "grpc-encoding"
-    }
+    let encodingHeader = wire.isConnect ? "connect-content-encoding" : "grpc-encoding"
     if let name = headers.first(name: encodingHeader), name != "identity" {
       guard let encoding = MessageEncoding(rawValue: name) else {
         return refuse(.unimplemented, "\(encodingHeader) \(name) is not served: use gzip, deflate or identity", status: 200)
@@ -154,14 +150,11 @@ struct ConnectStreams: Sendable {
       metadata.replaceOrAdd(name: "grpc-timeout", value: timeout)
       deadline = CallControlInterceptor.timeout(timeout).map { .now + $0 }
     }
-    let acceptHeader: String
-    switch wire {
-    case .connect: acceptHeader = "connect-accept-encoding"
-    case .grpcWeb: acceptHeader = "grpc-accept-encoding"
-    }
-    let replyEncoding = headers[canonicalForm: acceptHeader].lazy
-      .compactMap { MessageEncoding(rawValue: String($0)) }.first
-      .flatMap { MessageEncoding.incompressibleServices.contains(method.descriptor.service.fullyQualifiedService) ? nil : $0 }
+    let replyEncoding = ConnectUnary.replyEncoding(
+      headers,
+      accepting: wire.isConnect ? "connect-accept-encoding" : "grpc-accept-encoding",
+      for: method.descriptor
+    )
 
     let json = if case .connect(json: true) = wire { true } else { false }
     let inbound = RequestEnvelopes(metadata: Metadata(metadata), encoding: requestEncoding, limit: self.maxRequestBytes)
@@ -187,6 +180,11 @@ struct ConnectStreams: Sendable {
 }
 
 extension ConnectStreams.WireProtocol {
+  var isConnect: Bool {
+    if case .connect = self { return true }
+    return false
+  }
+
   var isText: Bool {
     if case .grpcWeb(text: true) = self { return true }
     return false

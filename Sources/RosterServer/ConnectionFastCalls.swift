@@ -145,11 +145,7 @@ final class ConnectionFastCalls: ChannelInboundHandler, @unchecked Sendable {
         self.calls[stream] = .reading(reading)
         // The stream's window, given back as it is read (the multiplexer's child channels do
         // the same for the streams they own; the connection's window is the multiplexer's).
-        let consumed = bytes.readableBytes + (body.paddingBytes.map { $0 + 1 } ?? 0)
-        if consumed > 0 {
-          let update = HTTP2Frame(streamID: stream, payload: .windowUpdate(windowSizeIncrement: consumed))
-          context.writeAndFlush(self.wrapOutboundOut(update), promise: nil)
-        }
+        self.giveWindow(stream, bytes.readableBytes + (body.paddingBytes.map { $0 + 1 } ?? 0), context: context)
         return
       }
       guard
@@ -198,10 +194,7 @@ final class ConnectionFastCalls: ChannelInboundHandler, @unchecked Sendable {
           self.servePlain(stream, reading, context: context)
         } else {
           self.calls[stream] = .readingPlain(reading)
-          if consumed > 0 {
-            let update = HTTP2Frame(streamID: stream, payload: .windowUpdate(windowSizeIncrement: consumed))
-            context.writeAndFlush(self.wrapOutboundOut(update), promise: nil)
-          }
+          self.giveWindow(stream, consumed, context: context)
         }
       case .headers(let trailers) where trailers.endStream:
         self.servePlain(stream, reading, context: context)
@@ -470,8 +463,14 @@ final class ConnectionFastCalls: ChannelInboundHandler, @unchecked Sendable {
     guard streamed.owedWindow > 0, !streamed.requestEnded,
       streamed.call.inbound.queuedBytes < Self.streamedHighWater
     else { return }
-    let update = HTTP2Frame(streamID: stream, payload: .windowUpdate(windowSizeIncrement: streamed.owedWindow))
+    self.giveWindow(stream, streamed.owedWindow, context: context)
     streamed.owedWindow = 0
+  }
+
+  /// A WINDOW_UPDATE of `size` for `stream`, when there is any to give.
+  private func giveWindow(_ stream: HTTP2StreamID, _ size: Int, context: ChannelHandlerContext) {
+    guard size > 0 else { return }
+    let update = HTTP2Frame(streamID: stream, payload: .windowUpdate(windowSizeIncrement: size))
     context.writeAndFlush(self.wrapOutboundOut(update), promise: nil)
   }
 
@@ -537,10 +536,7 @@ final class ConnectionFastCalls: ChannelInboundHandler, @unchecked Sendable {
         )
       } else {
         self.calls[stream] = .discarding(dropped + size)
-        if size > 0 {
-          let update = HTTP2Frame(streamID: stream, payload: .windowUpdate(windowSizeIncrement: size))
-          context.writeAndFlush(self.wrapOutboundOut(update), promise: nil)
-        }
+        self.giveWindow(stream, size, context: context)
       }
     case .headers(let trailers) where trailers.endStream:
       self.calls[stream] = nil
