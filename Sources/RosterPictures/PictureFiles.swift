@@ -1,5 +1,6 @@
 public import RosterDomain
 public import Foundation
+internal import RosterImaging
 
 #if canImport(Glibc)
   internal import Glibc
@@ -62,6 +63,24 @@ public struct PictureFiles: Sendable {
   /// Removes the file for `etag`, if there is one.
   public func remove(etag: String) {
     unlink(self.path(etag: etag))
+  }
+
+  /// What is wrong with `etag`'s file, if anything: it is missing, its size is not `size`, or
+  /// its bytes' SHA-256 is not its name. Read in 1 MiB pieces, so a large file costs little
+  /// memory.
+  public func problem(etag: String, size: Int64) -> String? {
+    let path = self.path(etag: etag)
+    guard let file = FileHandle(forReadingAtPath: path) else { return "\(etag) has no file at \(path)" }
+    defer { try? file.close() }
+    var hasher = SHA256Hasher()
+    var read: Int64 = 0
+    while let piece = try? file.read(upToCount: 1 << 20), !piece.isEmpty {
+      read += Int64(piece.count)
+      piece.withUnsafeBytes { hasher.update($0) }
+    }
+    if read != size { return "\(etag) is \(read) bytes; its row says \(size)" }
+    if hasher.finish() != etag { return "\(etag)'s bytes hash to something else: the file is damaged" }
+    return nil
   }
 
   /// Every etag with a file, and every temporary file, as paths.
