@@ -123,7 +123,7 @@ public struct PictureFiles: Sendable {
     while written < bytes.count {
       let n = Glibc.write(descriptor, bytes.baseAddress! + written, bytes.count - written)
       if n < 0 && errno == EINTR { continue }
-      guard n > 0 else { throw StoreError(.unavailable, "picture could not be written") }
+      guard n > 0 else { throw Self.failure("write", errno: n < 0 ? errno : ENOSPC) }
       written += n
     }
   }
@@ -135,9 +135,15 @@ public struct PictureFiles: Sendable {
     guard fsync(descriptor) == 0 else { throw Self.failure("fsync", path) }
   }
 
-  /// A failure for the server's log and the client: the client sees only that storage
-  /// failed, never the path.
+  /// A failure for the server's log and the client: the client sees what went wrong (a full
+  /// disk is `resourceExhausted`, anything else `unavailable`), never the path.
   private static func failure(_ operation: String, _ path: String) -> StoreError {
-    StoreError(.unavailable, "picture storage failed (\(operation): errno \(errno))")
+    Self.failure(operation, errno: errno)
+  }
+
+  private static func failure(_ operation: String, errno code: Int32) -> StoreError {
+    let error = DiskFault(operation: "picture \(operation)", errno: code)
+    error.record()
+    return error.storeError
   }
 }

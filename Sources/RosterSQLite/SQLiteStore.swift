@@ -245,7 +245,27 @@ public struct SQLiteStore: Sendable {
     bulk: Bool = false,
     _ body: @escaping @Sendable (Database) throws -> T
   ) async throws -> T {
-    try await self.writer.submit(bulk: bulk, body)
+    do {
+      return try await self.writer.submit(bulk: bulk, body)
+    } catch let error as DatabaseError {
+      guard let fault = Self.diskFault(error) else { throw error }
+      fault.record()
+      self.logger.error("a write failed on the disk", metadata: ["error": "\(error)"])
+      throw fault.storeError
+    }
+  }
+
+  /// What SQLite said about a write the disk refused, if that is what happened: full, or an
+  /// I/O error. Other errors are the caller's to map.
+  static func diskFault(_ error: DatabaseError) -> DiskFault? {
+    switch error.resultCode {
+    case .SQLITE_FULL:
+      return DiskFault(operation: "database commit", full: true, detail: "database or disk is full")
+    case .SQLITE_IOERR:
+      return DiskFault(operation: "database write", full: false, detail: error.message ?? "disk I/O error")
+    default:
+      return nil
+    }
   }
 
   /// The writer's counters: commits, writes, the largest shared transaction.
