@@ -139,18 +139,9 @@ public final class PostgresStore: StoreBackend, PictureCatalog {
     self.feed.close()
     try? FileManager.default.removeItem(atPath: self.pictures.directory)
     pool.cancel()
-    // Awaiting a task's value cannot be cancelled, so the race is run by two tasks of their
-    // own; the first to finish answers.
-    let stopped = await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
-      let answer = FirstAnswer(continuation)
-      Task {
-        await pool.value
-        answer.resume(true)
-      }
-      Task {
-        try? await Task.sleep(for: Self.poolStopTimeout)
-        answer.resume(false)
-      }
+    let stopped = await FirstAnswer.within(Self.poolStopTimeout) {
+      await pool.value
+      return true
     }
     if !stopped {
       self.logger.warning("the PostgreSQL connection pool did not stop in time; leaving it", metadata: ["timeout": "\(Self.poolStopTimeout)"])
@@ -340,7 +331,7 @@ final class WriteTransaction: @unchecked Sendable {
 }
 
 /// Resumes a continuation with the first of several answers.
-private final class FirstAnswer: Sendable {
+final class FirstAnswer: Sendable {
   private let continuation: Mutex<CheckedContinuation<Bool, Never>?>
 
   init(_ continuation: CheckedContinuation<Bool, Never>) {
@@ -349,5 +340,22 @@ private final class FirstAnswer: Sendable {
 
   func resume(_ value: Bool) {
     self.continuation.withLock { $0.take() }?.resume(returning: value)
+  }
+
+  /// `operation`'s answer, or false if it has none within `timeout`; then it is cancelled
+  /// and left to finish by itself. Unlike a task group, this never waits for an operation
+  /// that does not stop when cancelled (a task group's end awaits every child).
+  static func within(_ timeout: Duration, _ operation: @escaping @Sendable () async -> Bool) async -> Bool {
+    await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
+      let answer = FirstAnswer(continuation)
+      let running = Task {
+        answer.resume(await operation())
+      }
+      Task {
+        try? await Task.sleep(for: timeout)
+        running.cancel()
+        answer.resume(false)
+      }
+    }
   }
 }

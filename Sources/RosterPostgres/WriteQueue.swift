@@ -60,7 +60,9 @@ final class WriteQueue: Sendable {
     savepoint: Bool = true,
     _ body: @escaping @Sendable (WriteTransaction) async throws -> T
   ) async throws -> T {
-    try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
+    try await withCheckedThrowingContinuation { (checked: CheckedContinuation<T, any Error>) in
+      // Answered once: by the batch, or by its timeout (`commit`), whichever comes first.
+      let continuation = AnswerOnce(checked)
       let job = Job(
         run: { transaction in
           do {
@@ -116,6 +118,12 @@ final class WriteQueue: Sendable {
   }
 
   /// Runs one batch in one transaction, then answers every write in it.
+  ///
+  /// A batch whose transaction has not ended `batchTimeout` after it began is answered with
+  /// `unavailable` and left behind, so the writes queued after it go on: measured in
+  /// `Tests/Interop/replica/restart_test.py`, a PostgreSQL restart under load with TLS left a
+  /// statement on a connection the server had closed waiting for an answer that never came
+  /// (postgres-nio), and with it every later write.
   private func commit(_ batch: [Job], _ store: PostgresStore) async {
     let started = ContinuousClock.now
     for job in batch {
@@ -123,8 +131,24 @@ final class WriteQueue: Sendable {
       Self.queueWait.recordNanoseconds(seconds * 1_000_000_000 + attoseconds / 1_000_000_000)
     }
     Self.batchSize.record(batch.count)
-    await self.attempt(batch, store)
+    let timeout = (store.configuration.statementTimeout ?? .seconds(30)) + .seconds(5)
+    let ended = await FirstAnswer.within(timeout) {
+      await self.attempt(batch, store)
+      return true
+    }
+    if !ended {
+      store.logger.warning(
+        "a write transaction got no answer from PostgreSQL; its writes are answered unavailable",
+        metadata: ["writes": "\(batch.count)", "waited": "\(timeout)"]
+      )
+      for job in batch { job.fail(Self.unanswered) }
+    }
   }
+
+  static let unanswered = StoreError(
+    .unavailable,
+    "PostgreSQL stopped answering during the write, which may or may not have been applied; read before retrying"
+  )
 
   private func attempt(_ batch: [Job], _ store: PostgresStore) async {
     var batch = batch
@@ -176,5 +200,22 @@ final class WriteQueue: Sendable {
       for outcome in outcomes { outcome.answer(error) }
       for job in batch.dropFirst(outcomes.count) { job.fail(error) }
     }
+  }
+}
+
+/// A continuation resumed at most once: later answers are dropped.
+private final class AnswerOnce<T: Sendable>: Sendable {
+  private let continuation: Mutex<CheckedContinuation<T, any Error>?>
+
+  init(_ continuation: CheckedContinuation<T, any Error>) {
+    self.continuation = Mutex(continuation)
+  }
+
+  func resume(returning value: T) {
+    self.continuation.withLock { $0.take() }?.resume(returning: value)
+  }
+
+  func resume(throwing error: any Error) {
+    self.continuation.withLock { $0.take() }?.resume(throwing: error)
   }
 }

@@ -273,7 +273,11 @@ struct Serve: AsyncParsableCommand {
     // Before anything uses NIO's shared event loops.
     ServerThreads.useEventLoops(self.eventLoops ?? ServerThreads.availableCPUs)
     LoggingSystem.bootstrap { StreamLogHandler.standardError(label: $0) }
-    let logger = Logger(label: "roster")
+    var logger = Logger(label: "roster")
+    // `debug` or `trace` for a closer look (the PostgreSQL pool's own events among them).
+    if let level = ProcessInfo.processInfo.environment["ROSTER_LOG_LEVEL"].flatMap(Logger.Level.init(rawValue:)) {
+      logger.logLevel = level
+    }
     var config = try self.serverConfig()
     if let path = self.tokens {
       do {
