@@ -22,6 +22,7 @@ import threading
 import time
 
 import grpc
+from google.protobuf import duration_pb2
 
 ROSTER = os.path.abspath(sys.argv[1])
 URL = os.environ["ROSTER_TEST_POSTGRES_URL"] + os.environ.get("ROSTER_RESTART_URL_SUFFIX", "")
@@ -79,7 +80,8 @@ def main():
 
 
 def run(targets):
-    stop = threading.Event()
+    stop = threading.Event()   # writers stop
+    done = threading.Event()   # watchers stop
     lock = threading.Lock()
     acknowledged = []          # guids
     after_restart = [0] * WRITERS
@@ -114,28 +116,30 @@ def run(targets):
         channel = grpc.insecure_channel(targets[index])
         stub = directory_pb2_grpc.DirectoryStub(channel)
         token = "0"
-        while True:
-            call = stub.WatchChanges(directory_pb2.WatchChangesRequest(after_token=token))
+        while not done.is_set():
+            # Heartbeats every second, so the loop sees `done` even when nothing changes.
+            call = stub.WatchChanges(directory_pb2.WatchChangesRequest(
+                after_token=token, heartbeat_interval=duration_pb2.Duration(seconds=1)))
             try:
                 for event in call:
+                    if done.is_set():
+                        call.cancel()
+                        break
                     if event.heartbeat:
                         continue
                     seen[index].append((int(event.token), event.guid))
                     token = event.token
             except grpc.RpcError as error:
-                if error.code() == grpc.StatusCode.CANCELLED and stop.is_set():
+                if done.is_set():
                     break
                 if error.code() != grpc.StatusCode.UNAVAILABLE:
                     watcher_errors.append(f"watcher {index}: {error.code().name} {error.details()}")
                     break
                 time.sleep(0.2)
-                continue
-            if stop.is_set():
-                break
         channel.close()
 
-    watchers = [threading.Thread(target=watcher, args=(i,)) for i in range(2)]
-    writers = [threading.Thread(target=writer, args=(i,)) for i in range(WRITERS)]
+    watchers = [threading.Thread(target=watcher, args=(i,), daemon=True) for i in range(2)]
+    writers = [threading.Thread(target=writer, args=(i,), daemon=True) for i in range(WRITERS)]
     for thread in watchers + writers:
         thread.start()
     time.sleep(3)
@@ -173,13 +177,11 @@ def run(targets):
     deadline = time.monotonic() + HANG
     while time.monotonic() < deadline and any(wanted - {guid for _, guid in s} for s in seen):
         time.sleep(0.2)
-    stop.set()
-    # Wake the watchers: a change they will see.
-    with grpc.insecure_channel(targets[0]) as channel:
-        directory_pb2_grpc.DirectoryStub(channel).CreateEmployee(directory_pb2.CreateEmployeeRequest(
-            employee=types_pb2.Employee(name="Wake", department="Sales", start_date="2020-01-01")), timeout=HANG)
+    done.set()
     for thread in watchers:
         thread.join(timeout=HANG)
+        if thread.is_alive():
+            raise SystemExit("a watcher did not stop")
     if watcher_errors:
         raise SystemExit("; ".join(watcher_errors))
     for index, events in enumerate(seen):
