@@ -15,10 +15,11 @@ internal import Synchronization
 /// client streams (`PutPicture`, `UpsertEmployees`, `ImportSales`) and bidirectional ones
 /// (server reflection, over HTTP/2 only).
 ///
-/// Each call runs through `CallBridge`'s `GRPCServer`, so it gets what a gRPC call gets. The
-/// request's envelopes are fed to the call as they arrive (inflated and, for JSON, turned into
-/// protobuf when the handler reads them); each reply message is framed, written and flushed on
-/// its own, and the handler's next write waits until it has gone (`ReplySink`). The stream
+/// Each call runs through a `GRPCServer` on a `CallBridge` (one whose methods read and write
+/// JSON, for `connect+json`; one in protobuf, for the rest), so it gets what a gRPC call
+/// gets. The request's envelopes are fed to the call as they arrive (inflated when the handler
+/// reads them); each reply message is framed, written and flushed on its own, and the
+/// handler's next write waits until it has gone (`ReplySink`). The stream
 /// ends with Connect's end-of-stream message or gRPC-Web's trailers frame. Over Connect and
 /// gRPC-Web, `WatchChanges` sends a heartbeat every 15 s of quiet unless its request asks for
 /// another interval.

@@ -2,6 +2,15 @@ import ArgumentParser
 import Foundation
 import RosterSQLite
 
+/// Where a SQLite deployment lives: its database file and its picture directory.
+struct SQLiteLocation: ParsableArguments {
+  @Option(help: "SQLite database path (env ROSTER_DB).")
+  var db: String = ProcessInfo.processInfo.environment["ROSTER_DB"] ?? "data/roster.sqlite"
+
+  @Option(help: "The database's picture directory (default: <db>-pictures).")
+  var picturesDir: String?
+}
+
 /// `roster backup`: a consistent copy of a SQLite database and its pictures, taken while the
 /// server runs (`SQLiteMaintenance.backup`).
 struct Backup: ParsableCommand {
@@ -9,21 +18,17 @@ struct Backup: ParsableCommand {
     abstract: "Copy a running server's SQLite database and its picture files into a new directory."
   )
 
-  @Option(help: "SQLite database path (env ROSTER_DB).")
-  var db: String = ProcessInfo.processInfo.environment["ROSTER_DB"] ?? "data/roster.sqlite"
-
-  @Option(help: "The database's picture directory (default: <db>-pictures).")
-  var picturesDir: String?
+  @OptionGroup var database: SQLiteLocation
 
   @Option(help: "The new directory to write the backup into.")
   var out: String
 
   func run() throws {
     let started = ContinuousClock.now
-    let report = try SQLiteMaintenance.backup(database: self.db, picturesDirectory: self.picturesDir, into: self.out)
+    let report = try SQLiteMaintenance.backup(database: self.database.db, picturesDirectory: self.database.picturesDir, into: self.out)
     let elapsed = ContinuousClock.now - started
     print(
-      "backed up \(self.db) into \(self.out): \(report.databaseBytes) bytes of database, "
+      "backed up \(self.database.db) into \(self.out): \(report.databaseBytes) bytes of database, "
         + "\(report.pictureFiles) picture files (\(report.linkedPictureFiles) hard-linked), "
         + "in \(elapsed.formatted(.units(allowed: [.seconds, .milliseconds], width: .narrow)))"
         + (report.attempts > 1 ? " after \(report.attempts) snapshots" : "")
@@ -40,11 +45,7 @@ struct Restore: ParsableCommand {
   @Argument(help: "The backup directory (made by roster backup).")
   var backup: String
 
-  @Option(help: "SQLite database path (env ROSTER_DB).")
-  var db: String = ProcessInfo.processInfo.environment["ROSTER_DB"] ?? "data/roster.sqlite"
-
-  @Option(help: "The database's picture directory (default: <db>-pictures).")
-  var picturesDir: String?
+  @OptionGroup var database: SQLiteLocation
 
   @Flag(help: "Restore even if the backup fails its check.")
   var force = false
@@ -52,12 +53,12 @@ struct Restore: ParsableCommand {
   func run() throws {
     let report = try SQLiteMaintenance.restore(
       from: self.backup,
-      database: self.db,
-      picturesDirectory: self.picturesDir,
+      database: self.database.db,
+      picturesDirectory: self.database.picturesDir,
       force: self.force
     )
     print(
-      "restored \(self.backup) into \(self.db): \(report.pictureFiles) picture files; "
+      "restored \(self.backup) into \(self.database.db): \(report.pictureFiles) picture files; "
         + (report.isHealthy ? "its check passed" : "\(report.problems.count) problems (--force)")
     )
   }
@@ -70,17 +71,13 @@ struct Check: ParsableCommand {
     abstract: "Verify a SQLite database: integrity, every counter against a recount, every picture file against its hash."
   )
 
-  @Option(help: "SQLite database path (env ROSTER_DB).")
-  var db: String = ProcessInfo.processInfo.environment["ROSTER_DB"] ?? "data/roster.sqlite"
-
-  @Option(help: "The database's picture directory (default: <db>-pictures).")
-  var picturesDir: String?
+  @OptionGroup var database: SQLiteLocation
 
   func run() throws {
-    let report = try SQLiteMaintenance.check(database: self.db, picturesDirectory: self.picturesDir)
+    let report = try SQLiteMaintenance.check(database: self.database.db, picturesDirectory: self.database.picturesDir)
     for problem in report.problems { print("problem: \(problem)") }
     print(
-      "checked \(self.db): integrity, \(report.recounted.count) counters and rollups recounted, "
+      "checked \(self.database.db): integrity, \(report.recounted.count) counters and rollups recounted, "
         + "\(report.pictureFiles) picture files hashed: "
         + (report.isHealthy ? "ok" : "\(report.problems.count) problems")
     )
