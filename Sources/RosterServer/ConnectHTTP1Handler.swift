@@ -75,7 +75,7 @@ final class ConnectHTTP1Handler: ChannelInboundHandler, @unchecked Sendable {
       guard !self.overLimit else { return }
       var headers = HPACKHeaders()
       for (name, value) in head.headers { headers.add(name: name.lowercased(), value: value) }
-      if let wire = self.streams.streamedProtocol(Self.withPseudoHeaders(headers, head)) {
+      if let wire = self.streams.streamedProtocol(contentType: headers.first(name: "content-type"), path: head.uri) {
         self.startStreamed(wire, head: head, headers: headers, context: context)
         return
       }

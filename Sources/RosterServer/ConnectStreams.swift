@@ -66,17 +66,18 @@ struct ConnectStreams: Sendable {
   }
 
   /// The protocol of a request that is streamed here: a Connect streaming content type, or
-  /// gRPC-Web to a streaming method (gRPC-Web's unary calls are `ConnectUnary`'s).
-  func streamedProtocol(_ headers: HPACKHeaders) -> WireProtocol? {
-    let contentType = ConnectUnary.mediaType(headers.first(name: "content-type"))
+  /// gRPC-Web to a streaming method (gRPC-Web's unary calls are `ConnectUnary`'s). Read from
+  /// the content type and the path alone, so a unary request costs no more than that.
+  func streamedProtocol(contentType: String?, path: String) -> WireProtocol? {
+    let contentType = ConnectUnary.mediaType(contentType)
     switch contentType {
     case "application/connect+json": return .connect(json: true)
     case "application/connect+proto": return .connect(json: false)
     default: ()
     }
-    guard contentType.hasPrefix("application/grpc-web") else { return nil }
-    let path = ConnectUnary.split(headers.first(name: ":path") ?? "").path
-    guard self.methods[path] != nil else { return nil }
+    guard contentType.hasPrefix("application/grpc-web"), self.methods[ConnectUnary.split(path).path] != nil else {
+      return nil
+    }
     return .grpcWeb(text: contentType.hasPrefix("application/grpc-web-text"))
   }
 
