@@ -84,15 +84,6 @@ extension ConnectUnary {
   }
 
   /// The reply: its message compressed with `encoding` when it is large enough to gain.
-  /// The encoding for a call's reply messages: the first in the request's `header` (gRPC-Web's
-  /// or Connect's accept-encoding) that the server has, unless the method sends pictures.
-  static func replyEncoding(_ headers: HPACKHeaders, accepting header: String, for method: MethodDescriptor)
-    -> MessageEncoding?
-  {
-    guard !MessageEncoding.incompressibleServices.contains(method.service.fullyQualifiedService) else { return nil }
-    return headers[canonicalForm: header].lazy.compactMap { MessageEncoding(rawValue: String($0)) }.first
-  }
-
   static func grpcWebReply(
     _ outcome: UnaryOutcome,
     contentType: String,
