@@ -117,6 +117,20 @@ public struct SaleRow: Sendable, Hashable {
   }
 }
 
+/// A page of stored sales in the order they were stored, for `roster copy`.
+public struct SalesPage: Sendable {
+  /// The sales, in order.
+  public var rows: [SaleRow]
+  /// Where the next page starts; nil when this was the last page.
+  public var next: Int64?
+
+  /// Creates a value from its parts.
+  public init(rows: [SaleRow], next: Int64?) {
+    self.rows = rows
+    self.next = next
+  }
+}
+
 /// Sales totals by calendar period.
 public struct SalesCalendar: Sendable, Hashable {
   public struct Period: Sendable, Hashable {

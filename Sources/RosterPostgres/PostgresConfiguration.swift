@@ -128,7 +128,7 @@ public struct PostgresURL: Sendable, Hashable, CustomStringConvertible {
     "postgres://\(self.username)@\(self.host):\(self.port)/\(self.database)"
   }
 
-  private static func redacted(_ text: String) -> String {
+  public static func redacted(_ text: String) -> String {
     guard var components = URLComponents(string: text), components.password != nil else { return text }
     components.password = "***"
     return components.string ?? text

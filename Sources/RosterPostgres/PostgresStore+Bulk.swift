@@ -210,4 +210,31 @@ extension PostgresStore {
     let more = try await self.row("SELECT EXISTS (SELECT 1 FROM sales WHERE date < \(date))")?[0].decode(Bool.self) ?? false
     return (deleted, more)
   }
+
+  /// Up to `limit` sales after the sale id `after`, in id order (the order they were stored),
+  /// with their employees' guids: one index range per page.
+  public func salesPage(after: Int64?, limit: Int) async throws -> SalesPage {
+    precondition(limit > 0)
+    let start = after ?? 0
+    let rows = try await self.rows(
+      """
+      SELECT s.id, e.guid, s.amount_cents, s.date FROM sales s JOIN employees e ON e.id = s.employee_id
+      WHERE s.id > \(start) ORDER BY s.id LIMIT \(limit)
+      """
+    )
+    var sales: [SaleRow] = []
+    sales.reserveCapacity(rows.count)
+    var last: Int64? = nil
+    for row in rows {
+      last = try row[0].decode(Int64.self)
+      sales.append(
+        SaleRow(
+          employeeGUID: try row[1].decode(String.self),
+          amountCents: try row[2].decode(Int64.self),
+          date: try row[3].decode(String.self)
+        )
+      )
+    }
+    return SalesPage(rows: sales, next: rows.count < limit ? nil : last)
+  }
 }

@@ -72,6 +72,75 @@ extension PostgresStore {
     }
   }
 
+  /// Points each employee at the content stored under its etag, with the thumbnail another
+  /// employee already has of it, in one transaction of set-wise statements; those whose
+  /// content no employee holds are left.
+  public func attachPictures(_ pictures: [(guid: String, etag: String)], context: WriteContext) async throws -> Set<String> {
+    let pictures = try pictures.map { (guid: try EmployeeValidation.requireGUID($0.guid), etag: $0.etag) }
+    let guids = pictures.map(\.guid)
+    return try await self.transaction { transaction in
+      var owners: [String: (id: Int64, old: String?)] = [:]
+      for row in try await transaction.rows(
+        "SELECT guid, id, picture_etag FROM employees WHERE guid = ANY(\(guids)) ORDER BY id FOR UPDATE"
+      ) {
+        owners[try row[0].decode(String.self)] = (try row[1].decode(Int64.self), try row[2].decode(String?.self))
+      }
+      if let missing = guids.first(where: { owners[$0] == nil }) {
+        throw StoreError(.notFound, "no employee with guid '\(missing)'")
+      }
+      // The content rows are locked as storePicture locks them, so a concurrent release of
+      // the same content skips them; each one's thumbnail comes from an employee holding it.
+      let etags = Array(Set(pictures.map(\.etag))).sorted()
+      _ = try await transaction.rows("SELECT etag FROM pictures WHERE etag = ANY(\(etags)) ORDER BY etag FOR UPDATE")
+      var holders: [String: Int64] = [:]
+      for row in try await transaction.rows(
+        """
+        SELECT DISTINCT ON (e.picture_etag) e.picture_etag, e.id FROM employees e
+        JOIN employee_thumbnails t ON t.employee_id = e.id
+        JOIN pictures p ON p.etag = e.picture_etag
+        WHERE e.picture_etag = ANY(\(etags))
+        """
+      ) {
+        holders[try row[0].decode(String.self)] = try row[1].decode(Int64.self)
+      }
+      var attached = Set<String>()
+      var (ids, sources, newEtags): ([Int64], [Int64], [String]) = ([], [], [])
+      let now = Self.nowMillis()
+      for (guid, etag) in pictures {
+        guard let owner = owners[guid] else { continue }
+        if owner.old == etag {
+          attached.insert(guid)
+          continue
+        }
+        guard let holder = holders[etag] else { continue }
+        ids.append(owner.id)
+        sources.append(holder)
+        newEtags.append(etag)
+        attached.insert(guid)
+        transaction.record(
+          .picture, guid: guid, kind: owner.old == nil ? .inserted : .updated, fields: ["picture"], context: context, timeMillis: now
+        )
+      }
+      if ids.isEmpty { return attached }
+      try await transaction.execute(
+        """
+        UPDATE employees e SET picture_etag = w.etag, update_time = \(now)
+        FROM unnest(\(ids)::int8[], \(newEtags)::text[]) AS w(id, etag) WHERE e.id = w.id
+        """
+      )
+      try await transaction.execute(
+        """
+        INSERT INTO employee_thumbnails (employee_id, data, width, height)
+        SELECT w.id, t.data, t.width, t.height
+        FROM unnest(\(ids)::int8[], \(sources)::int8[]) AS w(id, source)
+        JOIN employee_thumbnails t ON t.employee_id = w.source
+        ON CONFLICT (employee_id) DO UPDATE SET data = EXCLUDED.data, width = EXCLUDED.width, height = EXCLUDED.height
+        """
+      )
+      return attached
+    }
+  }
+
   /// A thumbnail already made from the same content, if any employee has one.
   public func existingThumbnail(etag: String) async throws -> (StoredThumbnail, width: Int, height: Int)? {
     guard

@@ -111,6 +111,66 @@ extension SQLiteStore {
     }
   }
 
+  /// Points each employee at the content stored under its etag, with the thumbnail another
+  /// employee already has of it, in one write; those whose content no employee holds are left.
+  public func attachPictures(_ pictures: [(guid: String, etag: String)], context: WriteContext) async throws -> Set<String> {
+    let pictures = try pictures.map { (guid: try EmployeeValidation.requireGUID($0.guid), etag: $0.etag) }
+    // No hold on the content is needed: it is attached only within the write that finds
+    // another employee referencing it, and files are removed only when nothing does.
+    let (attached, replaced) = try await self.submit { db -> (Set<String>, [String]) in
+      var attached = Set<String>()
+      var replaced: [String] = []
+      var thumbnails: [String: Row?] = [:]
+      let now = Self.nowMillis()
+      for (guid, etag) in pictures {
+        let (id, old) = try Self.pictureOwner(db, guid: guid)
+        if old == etag {
+          attached.insert(guid)
+          continue
+        }
+        if thumbnails[etag] == nil {
+          thumbnails[etag] = try Row.fetchOne(
+            db,
+            sql: """
+              SELECT t.data, t.width, t.height FROM employees e
+              JOIN employee_thumbnails t ON t.employee_id = e.id
+              WHERE e.picture_etag = ? LIMIT 1
+              """,
+            arguments: [etag]
+          )
+        }
+        guard let thumbnail = thumbnails[etag] ?? nil else { continue }
+        try db.execute(
+          sql: "UPDATE employees SET picture_etag = ?, update_time = ? WHERE id = ?",
+          arguments: [etag, now, id]
+        )
+        try db.execute(
+          sql: """
+            INSERT INTO employee_thumbnails (employee_id, data, width, height)
+            VALUES (?, ?, ?, ?)
+            ON CONFLICT (employee_id) DO UPDATE
+              SET data = excluded.data, width = excluded.width, height = excluded.height
+            """,
+          arguments: [id, thumbnail[0] as Data, thumbnail[1] as Int, thumbnail[2] as Int]
+        )
+        try Self.record(
+          db,
+          entity: .picture,
+          guid: guid,
+          kind: old == nil ? .inserted : .updated,
+          fields: ["picture"],
+          context: context,
+          timeMillis: now
+        )
+        attached.insert(guid)
+        if let old { replaced.append(old) }
+      }
+      return (attached, replaced)
+    }
+    if !replaced.isEmpty { await self.releasePictureFiles(replaced) }
+    return attached
+  }
+
   /// The row id and picture etag of employee `guid`. Throws `notFound` for an unknown guid.
   private static func pictureOwner(_ db: Database, guid: String) throws -> (id: Int64, etag: String?) {
     guard

@@ -138,4 +138,21 @@ extension SQLiteStore {
     }
     return (deleted, more)
   }
+
+  /// Up to `limit` sales after the sale id `after`, in id order (the order they were stored),
+  /// with their employees' guids: one index range per page, in the interactive lane.
+  public func salesPage(after: Int64?, limit: Int) async throws -> SalesPage {
+    precondition(limit > 0)
+    let rows = try await self.read(.interactive, statement: true) { db in
+      try Row.fetchAll(
+        db,
+        sql: """
+          SELECT s.id, e.guid, s.amount_cents, s.date FROM sales s JOIN employees e ON e.id = s.employee_id
+          WHERE s.id > ? ORDER BY s.id LIMIT ?
+          """,
+        arguments: [after ?? 0, limit]
+      ).map { (id: $0[0] as Int64, sale: SaleRow(employeeGUID: $0[1], amountCents: $0[2], date: $0[3])) }
+    }
+    return SalesPage(rows: rows.map(\.sale), next: rows.count < limit ? nil : rows.last?.id)
+  }
 }

@@ -32,6 +32,10 @@ public protocol AnalyticsStore: Sendable {
   /// given.
   func salesCalendar(scope: SalesScope, year: Int?, month: Int?) async throws -> SalesCalendar
 
+  /// Up to `limit` stored sales strictly after the position `after` (nil for the first), in
+  /// the order they were stored, for copying them elsewhere: a read whose cost is the page.
+  func salesPage(after: Int64?, limit: Int) async throws -> SalesPage
+
   /// Inserts sales as they stream in, in chunks each committed on its own (of `chunkRows`
   /// sales, or the backend's default for nil); bad rows are reported with their index and
   /// skipped.

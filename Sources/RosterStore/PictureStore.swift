@@ -31,6 +31,13 @@ public protocol PictureStore: Sendable {
     _ body: (PictureInfo, any PictureReading) async throws -> T
   ) async throws -> T
 
+  /// Points each employee at content the store already holds under the etag given, with
+  /// that content's thumbnail, as an upload of the same bytes would, in one write: for
+  /// `roster copy`, which sends each distinct picture's bytes once. Returns the guids it
+  /// pointed (or found pointed already); the rest, whose content the store does not hold, are
+  /// left as they were. Throws `notFound` for an unknown employee, changing nothing.
+  func attachPictures(_ pictures: [(guid: String, etag: String)], context: WriteContext) async throws -> Set<String>
+
   /// `guid`'s thumbnail. Throws `notFound` for an unknown employee or one with no picture.
   func thumbnail(guid: String) async throws -> StoredThumbnail
 

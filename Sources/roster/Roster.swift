@@ -8,7 +8,7 @@ struct Roster: AsyncParsableCommand {
     abstract: "A gRPC employee directory on WAL-mode SQLite.",
     subcommands: [
       Serve.self, Seed.self, Import.self, Upsert.self, List.self, Get.self, Token.self,
-      Backup.self, Restore.self, Check.self,
+      Backup.self, Restore.self, Check.self, Copy.self,
       Load.self, Explain.self, MeasureAnalytics.self, MeasureAggregates.self,
     ]
   )

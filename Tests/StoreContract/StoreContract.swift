@@ -28,6 +28,7 @@ public enum StoreContract {
     case salesAreExactCents
     case countersMatchRecounts
     case picturesRoundTrip
+    case copyReadsSalesAndReferencesPictures
 
     public var description: String { self.rawValue }
   }
@@ -61,6 +62,7 @@ public enum StoreContract {
     case .salesAreExactCents: try await Self.salesAreExactCents(store)
     case .countersMatchRecounts: try await Self.countersMatchRecounts(store)
     case .picturesRoundTrip: try await Self.picturesRoundTrip(store, fixtures)
+    case .copyReadsSalesAndReferencesPictures: try await Self.copyReadsSalesAndReferencesPictures(store, fixtures)
     }
   }
 }

@@ -1,0 +1,325 @@
+public import RosterDomain
+public import RosterStore
+internal import Foundation
+
+/// `roster copy`: every employee, picture, thumbnail and sale of one backend into another,
+/// through the store seam alone, so it runs between any two backends (SQLite to PostgreSQL
+/// and back).
+///
+/// - Streamed: a page of employees, a page of sales or a picture's chunk at a time, so memory
+///   stays flat whatever the size of the directory.
+/// - Resumable: each step commits in order, so after an interruption the target holds a
+///   prefix of each step's stream. Run again with `resume`, the copy counts what the target
+///   has, skips that much of the source and goes on; pictures are compared by content hash
+///   and sent only when the target's differs.
+/// - Checked: `verify` compares every employee (pictures and thumbnails by their bytes' hash,
+///   the sales counter with them), the department counters and the sales calendars.
+///
+/// The source must not change while the copy runs: copy from a stopped server or from a
+/// `roster backup`. Guids, pictures and sales are kept; row ids, update times and the change
+/// log are the target's own.
+///
+/// ```swift
+/// let copy = DirectoryCopy(context: WriteContext(author: "roster copy"))
+/// let report = try await copy.copy(from: sqlite, to: postgres, resume: false)
+/// let problems = try await copy.verify(source: sqlite, target: postgres)
+/// ```
+public struct DirectoryCopy: Sendable {
+  /// The author the target's change log records.
+  public var context: WriteContext
+  /// Employees read per page.
+  public var employeePage: Int
+  /// Sales read per page.
+  public var salesPage: Int
+  /// Pictures copied at once.
+  public var pictureConcurrency: Int
+  /// Told each step as it starts and ends.
+  public var progress: @Sendable (String) -> Void
+
+  public init(
+    context: WriteContext,
+    employeePage: Int = 500,
+    salesPage: Int = 5_000,
+    pictureConcurrency: Int = 4,
+    progress: @escaping @Sendable (String) -> Void = { _ in }
+  ) {
+    precondition(employeePage > 0 && employeePage <= StoreLimits.maximumPageSize && salesPage > 0)
+    self.context = context
+    self.employeePage = employeePage
+    self.salesPage = salesPage
+    self.pictureConcurrency = max(1, pictureConcurrency)
+    self.progress = progress
+  }
+
+  /// What a copy did.
+  public struct Report: Sendable {
+    /// Employees written, and those the target already had from an earlier run.
+    public var employeesCopied = 0
+    public var employeesSkipped = 0
+    /// Pictures copied, how many of them had their bytes sent (the rest reused content the
+    /// target already held), and those the target already had.
+    public var picturesCopied = 0
+    public var picturesSent = 0
+    public var picturesSkipped = 0
+    /// Sales written, and those the target already had from an earlier run.
+    public var salesCopied = 0
+    public var salesSkipped = 0
+  }
+
+  /// Why a copy stopped.
+  public struct Failure: Error, CustomStringConvertible {
+    public var description: String
+  }
+
+  /// The fields a copy carries; the rest are the target's own.
+  static let editable: EmployeeFields = [
+    .guid, .name, .department, .email, .phone, .address, .about, .active, .startDate, .vacationDays,
+  ]
+
+  /// Copies `source` into `target`: employees, then pictures, then sales.
+  ///
+  /// - Parameter resume: whether `target` may already hold part of this copy. Without it, a
+  ///   target with any employee or sale is refused.
+  public func copy(
+    from source: some StoreBackend,
+    to target: some StoreBackend,
+    resume: Bool
+  ) async throws -> Report {
+    var report = Report()
+    let clock = ContinuousClock()
+    var started = clock.now
+    func took() -> String {
+      defer { started = clock.now }
+      let elapsed = (clock.now - started).components
+      return String(format: "%.1f s", Double(elapsed.seconds) + Double(elapsed.attoseconds) * 1e-18)
+    }
+    let haveEmployees = try await target.countEmployees(filter: EmployeeFilter())
+    let haveSales = try await Self.salesCount(target)
+    if !resume && (haveEmployees > 0 || haveSales > 0) {
+      throw Failure(
+        description: "the target already holds \(haveEmployees) employees and \(haveSales) sales; "
+          + "copy into an empty database, or pass --resume to go on with a copy that was interrupted"
+      )
+    }
+
+    self.progress("employees: skipping the \(haveEmployees) the target has")
+    let rows = EmployeeRows(source: source, skip: Int(haveEmployees), pageSize: self.employeePage)
+    let summary = try await target.withBulkLoad {
+      try await target.upsertEmployees(rows, context: self.context, chunkRows: nil)
+    }
+    if let first = summary.rejected.first {
+      throw Failure(
+        description: "the target refused \(summary.rejected.count) employees; the first, at \(first.index): \(first.reason)"
+      )
+    }
+    report.employeesSkipped = Int(haveEmployees)
+    report.employeesCopied = summary.imported
+    self.progress("employees: copied \(summary.imported) in \(took())")
+
+    (report.picturesCopied, report.picturesSent, report.picturesSkipped) = try await self.copyPictures(
+      from: source,
+      to: target
+    )
+    self.progress(
+      "pictures: copied \(report.picturesCopied) (bytes sent for \(report.picturesSent)), "
+        + "already there \(report.picturesSkipped), in \(took())"
+    )
+
+    self.progress("sales: skipping the \(haveSales) the target has")
+    let sales = SaleRows(source: source, skip: Int(haveSales), pageSize: self.salesPage)
+    let (inserted, rejected) = try await target.importSales(sales, context: self.context, chunkRows: nil)
+    if let first = rejected.first {
+      throw Failure(
+        description: "the target refused \(rejected.count) sales; the first, at \(first.index): \(first.reason)"
+      )
+    }
+    report.salesSkipped = Int(haveSales)
+    report.salesCopied = inserted
+    self.progress("sales: copied \(inserted) in \(took())")
+    return report
+  }
+
+  /// Every employee's picture whose content hash differs in the target, `pictureConcurrency`
+  /// at a time: by reference to content the target already holds, or streamed in chunks.
+  private func copyPictures(
+    from source: some StoreBackend,
+    to target: some StoreBackend
+  ) async throws -> (copied: Int, sent: Int, skipped: Int) {
+    var copied = 0
+    var sent = 0
+    var skipped = 0
+    var cursor: EmployeeCursor? = nil
+    repeat {
+      let page = try await source.employeePage(
+        fields: [.guid, .pictureEtag],
+        filter: EmployeeFilter(),
+        order: .name,
+        after: cursor,
+        limit: self.employeePage
+      )
+      cursor = page.next
+      let pictured = page.employees.filter { $0.pictureEtag != nil }
+      if pictured.isEmpty { continue }
+      let there = try await target.employees(guids: pictured.map(\.guid), fields: [.guid, .pictureEtag])
+      let have = Dictionary(there.map { ($0.guid, $0.pictureEtag) }, uniquingKeysWith: { a, _ in a })
+      let wanted = pictured.filter { have[$0.guid] != .some($0.pictureEtag) }
+      skipped += pictured.count - wanted.count
+      if wanted.isEmpty { continue }
+      // By reference first, in one write; the rest have their bytes sent.
+      let attached = try await target.attachPictures(
+        wanted.map { (guid: $0.guid, etag: $0.pictureEtag ?? "") },
+        context: self.context
+      )
+      copied += attached.count
+      // One employee's picture per content the target lacks is sent; the others then refer
+      // to it.
+      var firstOfContent = Set<String>()
+      let unsent = wanted.filter { !attached.contains($0.guid) && firstOfContent.insert($0.pictureEtag ?? "").inserted }
+      let rest = wanted.filter { !attached.contains($0.guid) && !unsent.contains($0) }
+      try await withThrowingTaskGroup(of: Void.self) { group in
+        var next = unsent.makeIterator()
+        func add() -> Bool {
+          guard let employee = next.next() else { return false }
+          group.addTask { try await self.sendPicture(employee, from: source, to: target) }
+          return true
+        }
+        for _ in 0..<self.pictureConcurrency { _ = add() }
+        while try await group.next() != nil {
+          copied += 1
+          sent += 1
+          _ = add()
+        }
+      }
+      if rest.isEmpty { continue }
+      let late = try await target.attachPictures(rest.map { (guid: $0.guid, etag: $0.pictureEtag ?? "") }, context: self.context)
+      if let lost = rest.first(where: { !late.contains($0.guid) }) {
+        throw Failure(description: "the picture of \(lost.guid) could not refer to content the target was just sent")
+      }
+      copied += late.count
+    } while cursor != nil
+    return (copied, sent, skipped)
+  }
+
+  /// One picture streamed from `source` through `target`'s upload pipeline, which checks it
+  /// and reuses a thumbnail already made from the same bytes.
+  private func sendPicture(_ employee: Employee, from source: some StoreBackend, to target: some StoreBackend) async throws {
+    let context = self.context
+    let etag = try await source.withPicture(guid: employee.guid) { info, reader in
+      let upload = try await target.beginPictureUpload(
+        guid: employee.guid,
+        contentType: info.contentType,
+        totalSize: info.size
+      )
+      do {
+        var offset: Int64 = 0
+        while offset < info.size {
+          let chunk = try await reader.read(offset: offset, count: 1 << 20)
+          if chunk.isEmpty { break }
+          try await upload.append(chunk)
+          offset += Int64(chunk.count)
+        }
+        return try await upload.finish(context: context).info.etag
+      } catch {
+        upload.abandon()
+        throw error
+      }
+    }
+    if etag != employee.pictureEtag {
+      throw Failure(
+        description: "the picture of \(employee.guid) arrived as \(etag), not \(employee.pictureEtag ?? "")"
+      )
+    }
+  }
+
+  /// A backend's number of sales, from its yearly totals.
+  static func salesCount(_ store: some AnalyticsStore) async throws -> Int64 {
+    try await store.salesCalendar(scope: .everyone, year: nil, month: nil).years.reduce(0) { $0 + $1.year.count }
+  }
+}
+
+extension DirectoryCopy {
+  /// A source's employees as upsert rows, a page at a time, after skipping the first `skip`.
+  struct EmployeeRows<Source: DirectoryStore>: AsyncSequence, Sendable {
+    typealias Element = [UpsertRow]
+    let source: Source
+    let skip: Int
+    let pageSize: Int
+
+    func makeAsyncIterator() -> Iterator {
+      Iterator(source: self.source, skip: self.skip, pageSize: self.pageSize)
+    }
+
+    struct Iterator: AsyncIteratorProtocol {
+      let source: Source
+      var skip: Int
+      let pageSize: Int
+      var cursor: EmployeeCursor? = nil
+      var done = false
+
+      init(source: Source, skip: Int, pageSize: Int) {
+        self.source = source
+        self.skip = skip
+        self.pageSize = pageSize
+      }
+
+      mutating func next() async throws -> [UpsertRow]? {
+        while !self.done {
+          let page = try await self.source.employeePage(
+            fields: DirectoryCopy.editable,
+            filter: EmployeeFilter(),
+            order: .name,
+            after: self.cursor,
+            limit: self.pageSize
+          )
+          self.cursor = page.next
+          self.done = page.next == nil
+          let dropped = Swift.min(self.skip, page.employees.count)
+          self.skip -= dropped
+          let rows = page.employees.dropFirst(dropped).map {
+            UpsertRow(guid: $0.guid, changes: EmployeeChanges(setting: $0))
+          }
+          if !rows.isEmpty { return rows }
+        }
+        return nil
+      }
+    }
+  }
+
+  /// A source's sales, a page at a time, after skipping the first `skip`.
+  struct SaleRows<Source: AnalyticsStore>: AsyncSequence, Sendable {
+    typealias Element = [SaleRow]
+    let source: Source
+    let skip: Int
+    let pageSize: Int
+
+    func makeAsyncIterator() -> Iterator {
+      Iterator(source: self.source, skip: self.skip, pageSize: self.pageSize)
+    }
+
+    struct Iterator: AsyncIteratorProtocol {
+      let source: Source
+      var skip: Int
+      let pageSize: Int
+      var position: Int64? = nil
+      var done = false
+
+      init(source: Source, skip: Int, pageSize: Int) {
+        self.source = source
+        self.skip = skip
+        self.pageSize = pageSize
+      }
+
+      mutating func next() async throws -> [SaleRow]? {
+        while !self.done {
+          let page = try await self.source.salesPage(after: self.position, limit: self.pageSize)
+          self.position = page.next
+          self.done = page.next == nil
+          let dropped = Swift.min(self.skip, page.rows.count)
+          self.skip -= dropped
+          if dropped < page.rows.count { return Array(page.rows.dropFirst(dropped)) }
+        }
+        return nil
+      }
+    }
+  }
+}
