@@ -57,8 +57,8 @@ struct Copy: AsyncParsableCommand {
       // Each step as it happens, unbuffered, for whoever watches a long copy through a pipe.
       progress: { FileHandle.standardOutput.write(Data("\($0)\n".utf8)) }
     )
-    try await self.withStore(try Endpoint(self.from)) { source in
-      try await self.withStore(try Endpoint(self.to)) { target in
+    try await self.withStore(try Endpoint(self.from), reading: true) { source in
+      try await self.withStore(try Endpoint(self.to), reading: false) { target in
         let clock = ContinuousClock()
         let started = clock.now
         let report = try await copy.copy(from: source, to: target, resume: self.resume)
@@ -105,10 +105,21 @@ struct Copy: AsyncParsableCommand {
 
   /// Opens `endpoint` for the time `body` runs; a PostgreSQL store's pool and writer run in a
   /// task beside it.
-  private func withStore(_ endpoint: Endpoint, _ body: (any StoreBackend) async throws -> Void) async throws {
+  private func withStore(
+    _ endpoint: Endpoint,
+    reading: Bool,
+    _ body: (any StoreBackend) async throws -> Void
+  ) async throws {
     switch endpoint {
     case .sqlite(let path):
-      try await body(try SQLiteStore(configuration: StoreConfiguration(path: path)))
+      // The source's pages are read once: a small page cache and mapping keep memory flat.
+      // The target keeps the server's page cache, which its index updates need.
+      var configuration = StoreConfiguration(path: path)
+      if reading {
+        configuration.cacheSizeKiB = 8 * 1024
+        configuration.mmapSize = 64 << 20
+      }
+      try await body(try SQLiteStore(configuration: configuration))
     case .postgres(let url):
       var configuration = PostgresConfiguration(url: url)
       configuration.schema = self.postgresSchema
