@@ -35,6 +35,9 @@ let package = Package(
     .package(url: "https://github.com/apple/swift-crypto.git", exact: "4.5.2"),
     .package(url: "https://github.com/vapor/postgres-nio.git", exact: "1.33.2"),
     .package(url: "https://github.com/adam-fowler/compress-nio.git", exact: "1.5.0"),
+    .package(url: "https://github.com/apple/swift-distributed-tracing.git", exact: "1.7.3"),
+    // OTLP over gRPC only: the HTTP exporter would add async-http-client to every build.
+    .package(url: "https://github.com/swift-otel/swift-otel.git", exact: "1.6.0", traits: ["OTLPGRPC"]),
   ],
   targets: [
     // Generated messages and service stubs; nothing hand-written.
@@ -66,6 +69,7 @@ let package = Package(
       name: "RosterStore",
       dependencies: [
         "RosterDomain",
+        .product(name: "Tracing", package: "swift-distributed-tracing"),
         .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
       ],
       swiftSettings: strict
@@ -87,6 +91,7 @@ let package = Package(
         "RosterDomain",
         "RosterStore",
         "RosterImaging",
+        .product(name: "Tracing", package: "swift-distributed-tracing"),
         .product(name: "Logging", package: "swift-log"),
         .product(name: "CoreMetrics", package: "swift-metrics"),
       ],
@@ -108,6 +113,7 @@ let package = Package(
         "RosterStore",
         "RosterPictures",
         "CThreadShim",
+        .product(name: "Tracing", package: "swift-distributed-tracing"),
         .product(name: "GRDB", package: "GRDB.swift"),
         .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
         .product(name: "GRDBSQLite", package: "GRDB.swift"),
@@ -125,6 +131,7 @@ let package = Package(
         "RosterDomain",
         "RosterStore",
         "RosterPictures",
+        .product(name: "Tracing", package: "swift-distributed-tracing"),
         .product(name: "PostgresNIO", package: "postgres-nio"),
         .product(name: "NIOCore", package: "swift-nio"),
         .product(name: "NIOSSL", package: "swift-nio-ssl"),
@@ -142,6 +149,7 @@ let package = Package(
         "RosterProto",
         "RosterDomain",
         "RosterStore",
+        .product(name: "Tracing", package: "swift-distributed-tracing"),
         .product(name: "Crypto", package: "swift-crypto"),
         .product(name: "GRPCCore", package: "grpc-swift-2"),
         .product(name: "SwiftProtobuf", package: "swift-protobuf"),
@@ -242,6 +250,8 @@ let package = Package(
         .product(name: "SwiftProtobuf", package: "swift-protobuf"),
         .product(name: "ArgumentParser", package: "swift-argument-parser"),
         .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+        .product(name: "OTel", package: "swift-otel"),
+        .product(name: "Tracing", package: "swift-distributed-tracing"),
         .product(name: "Logging", package: "swift-log"),
         .product(name: "Metrics", package: "swift-metrics"),
         .product(name: "Prometheus", package: "swift-prometheus"),

@@ -168,8 +168,10 @@ public struct PictureStorage: Sendable {
   /// Makes a staged upload the file for its etag: fsync, rename, fsync the directory.
   public func install(_ staged: StagedPicture) async throws {
     let files = self.files
-    try await self.io.run {
-      try files.install(temporary: staged.path, descriptor: staged.descriptor, etag: staged.etag)
+    try await StoreTracing.withSpan("picture.install") {
+      try await self.io.run {
+        try files.install(temporary: staged.path, descriptor: staged.descriptor, etag: staged.etag)
+      }
     }
   }
 
@@ -238,9 +240,11 @@ public struct PictureStorage: Sendable {
     let descriptor = await self.io.run { open(path, O_RDONLY | O_CLOEXEC) }
     if descriptor < 0 { return nil }
     if info.size <= Int64(self.cache.largestEntry) {
-      let bytes = try await self.io.run {
-        defer { close(descriptor) }
-        return [UInt8](try PictureFiles.read(descriptor: descriptor, offset: 0, count: Int(info.size)))
+      let bytes = try await StoreTracing.withSpan("picture.read") {
+        try await self.io.run {
+          defer { close(descriptor) }
+          return [UInt8](try PictureFiles.read(descriptor: descriptor, offset: 0, count: Int(info.size)))
+        }
       }
       self.cache.put(info.etag, bytes)
       return try await body(info, PictureReader(source: .memory(bytes)))

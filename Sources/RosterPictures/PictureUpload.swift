@@ -56,8 +56,10 @@ final class PictureUpload<Catalog: PictureCatalog>: PictureUploading {
     chunk.withUnsafeBytes { self.hasher?.update($0) }
     self.size += Int64(chunk.count)
     let descriptor = self.descriptor
-    try await self.storage.io.run {
-      try chunk.withUnsafeBytes { try PictureFiles.write(descriptor: descriptor, $0) }
+    try await StoreTracing.withSpan("picture.write") {
+      try await self.storage.io.run {
+        try chunk.withUnsafeBytes { try PictureFiles.write(descriptor: descriptor, $0) }
+      }
     }
   }
 
@@ -93,7 +95,9 @@ final class PictureUpload<Catalog: PictureCatalog>: PictureUploading {
       made = existing
     } else {
       do {
-        let thumbnail = try await self.storage.thumbnail(path: self.temporary)
+        let thumbnail = try await StoreTracing.withSpan("picture.thumbnail") {
+          try await self.storage.thumbnail(path: self.temporary)
+        }
         made = (
           StoredThumbnail(data: thumbnail.data, etag: etag, width: thumbnail.width, height: thumbnail.height),
           thumbnail.sourceWidth,

@@ -1,6 +1,7 @@
 internal import CoreMetrics
 internal import Foundation
 internal import PostgresNIO
+internal import RosterStore
 internal import RosterDomain
 internal import Synchronization
 
@@ -127,9 +128,14 @@ extension PostgresStore {
     let control = CallControl.current
     try CallControl.check(control)
     do {
+      let traced = StoreTracing.context
+      let queued = traced.map { _ in StoreTracing.now }
       return try await self.heavyReads.run {
-        try await self.client.withConnection { connection in
-          try await self.heavy(on: connection, control: control, body)
+        if let traced, let queued { StoreTracing.record("postgres.heavy_lane.wait", context: traced, from: queued) }
+        return try await StoreTracing.withSpan("postgres.heavy_read") {
+          try await self.client.withConnection { connection in
+            try await self.heavy(on: connection, control: control, body)
+          }
         }
       }
     } catch {

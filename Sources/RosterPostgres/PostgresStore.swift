@@ -189,7 +189,9 @@ public final class PostgresStore: StoreBackend, PictureCatalog {
   /// Runs one statement on a pooled connection and returns its rows.
   func rows(_ query: PostgresQuery) async throws -> [PostgresRandomAccessRow] {
     do {
-      return try await self.client.query(query, logger: self.logger).collect().map { $0.makeRandomAccess() }
+      return try await StoreTracing.withSpan("postgres.query") {
+        try await self.client.query(query, logger: self.logger).collect().map { $0.makeRandomAccess() }
+      }
     } catch {
       throw Self.mapped(error)
     }
@@ -209,7 +211,8 @@ public final class PostgresStore: StoreBackend, PictureCatalog {
     while true {
       attempt += 1
       do {
-        let (value, last) = try await self.client.withConnection { connection in
+        let (value, last) = try await StoreTracing.withSpan("postgres.transaction") {
+          try await self.client.withConnection { connection in
           let transaction = WriteTransaction(connection: connection, logger: self.logger)
           try await transaction.execute("BEGIN")
           do {
@@ -220,6 +223,7 @@ public final class PostgresStore: StoreBackend, PictureCatalog {
           } catch {
             try? await transaction.execute("ROLLBACK")
             throw error
+          }
           }
         }
         if let last { self.feed.publish(last) }
@@ -244,7 +248,10 @@ public final class PostgresStore: StoreBackend, PictureCatalog {
     _ body: @escaping @Sendable (WriteTransaction) async throws -> T
   ) async throws -> T {
     do {
-      return try await self.writes.submit(savepoint: savepoint, body)
+      // The span covers the wait for the group-commit writer, the write and the shared commit.
+      return try await StoreTracing.withSpan("postgres.write") {
+        try await self.writes.submit(savepoint: savepoint, body)
+      }
     } catch {
       throw Self.mapped(error)
     }

@@ -2,6 +2,7 @@ internal import RosterDomain
 public import RosterStore
 internal import Foundation
 internal import GRDB
+internal import Tracing
 internal import GRDBSQLite
 public import Logging
 public import RosterPictures
@@ -175,17 +176,28 @@ public struct SQLiteStore: Sendable {
     _ body: @escaping @Sendable (Database) throws -> T
   ) async throws -> T {
     let lane: StoreLane
+    let traced = StoreTracing.context
     switch kind {
     case .point:
       if self.configuration.pointReads == .inline {
         try CallControl.check(CallControl.current)
+        let span = traced.map { StoreTracing.start("sqlite.read", context: $0) }
+        defer { span?.end() }
         return try statement ? self.readStatement(body) : self.read(body)
       }
       lane = self.interactive
     case .interactive: lane = self.interactive
     case .heavy: lane = self.heavy
     }
+    let queued = traced.map { _ in StoreTracing.now }
     return try await lane.run { job in
+      // The wait for the lane, then the read, as children of the call's span.
+      var span: (any Span)? = nil
+      if let traced, let queued {
+        StoreTracing.record(kind == .heavy ? "sqlite.heavy_lane.wait" : "sqlite.lane.wait", context: traced, from: queued)
+        span = StoreTracing.start("sqlite.read", context: traced)
+      }
+      defer { span?.end() }
       let run: (Database) throws -> T = { db in
         try Self.interruptible(db, job) { try body(db) }
       }
@@ -246,7 +258,18 @@ public struct SQLiteStore: Sendable {
     _ body: @escaping @Sendable (Database) throws -> T
   ) async throws -> T {
     do {
-      return try await self.writer.submit(bulk: bulk, body)
+      guard let traced = StoreTracing.context else { return try await self.writer.submit(bulk: bulk, body) }
+      // The wait for the writer, the write's statements, then the wait for the commit it
+      // shares with the writes coalesced with it.
+      let queued = StoreTracing.now
+      let (value, wrote) = try await self.writer.submit(bulk: bulk) { db -> (T, DefaultTracerClock.Instant) in
+        StoreTracing.record("sqlite.writer.wait", context: traced, from: queued)
+        let span = StoreTracing.start("sqlite.write", context: traced)
+        defer { span.end() }
+        return (try body(db), StoreTracing.now)
+      }
+      StoreTracing.record("sqlite.commit", context: traced, from: wrote)
+      return value
     } catch let error as DatabaseError {
       guard let fault = Self.diskFault(error) else { throw error }
       fault.record()

@@ -145,6 +145,7 @@ public func buildServices(
   logRequests: Bool = false,
   defaultDeadline: Duration? = nil,
   maxStreamsPerClient: Int? = nil,
+  tracing: Bool = false,
   logger: Logger = Logger(label: "roster")
 ) throws -> (
   services: [any RegistrableRPCService],
@@ -158,6 +159,7 @@ public func buildServices(
     logRequests: logRequests,
     defaultDeadline: defaultDeadline,
     maxStreamsPerClient: maxStreamsPerClient,
+    tracing: tracing,
     logger: logger
   )
   return (built.services, built.interceptors, built.health)
@@ -173,6 +175,7 @@ func buildServiceSet(
   logRequests: Bool,
   defaultDeadline: Duration?,
   maxStreamsPerClient: Int?,
+  tracing: Bool,
   logger: Logger
 ) throws -> (
   services: [any RegistrableRPCService],
@@ -195,6 +198,8 @@ func buildServiceSet(
     reflection.v1alpha,
   ]
   var interceptors: [any ServerInterceptor] = []
+  // First, so the span covers every other interceptor's work and the log lines carry its id.
+  if tracing { interceptors.append(TracingInterceptor()) }
   if logRequests { interceptors.append(RequestLogInterceptor(logger: logger)) }
   interceptors.append(RequestMetricsInterceptor())
   if let tokens { interceptors.append(AuthInterceptor(tokens: tokens)) }
@@ -232,6 +237,7 @@ public func buildServer(
     logRequests: config.logRequests,
     defaultDeadline: config.limits.defaultDeadline,
     maxStreamsPerClient: config.limits.maxStreamsPerClient,
+    tracing: config.tracing,
     logger: logger
   )
   let server = try makeServing(

@@ -19,6 +19,8 @@ public struct ServerConfig: Sendable {
   public var limits = Limits()
   /// Whether to log one line per RPC (method, status, duration, peer, author).
   public var logRequests: Bool = true
+  /// Whether each call gets a span (`TracingInterceptor`): on when traces are exported.
+  public var tracing: Bool = false
   /// The browser origins that may call the Connect protocol (CORS); none by default.
   public var cors: CORSPolicy? = nil
   /// Whether `GET /` serves the web console (`WebConsole`).

@@ -25,6 +25,12 @@ struct Copy: AsyncParsableCommand {
   @Option(help: "Where to copy to, as --from; it must be empty unless --resume.")
   var to: String
 
+  @Option(help: "The source's picture directory, when it is SQLite (default: PATH-pictures; a backup's is its pictures directory).")
+  var fromPicturesDir: String?
+
+  @Option(help: "The target's picture directory, when it is SQLite (default: PATH-pictures).")
+  var toPicturesDir: String?
+
   @Option(help: "The PostgreSQL schema holding Roster's tables, on either side.")
   var postgresSchema: String = "roster"
 
@@ -57,8 +63,8 @@ struct Copy: AsyncParsableCommand {
       // Each step as it happens, unbuffered, for whoever watches a long copy through a pipe.
       progress: { FileHandle.standardOutput.write(Data("\($0)\n".utf8)) }
     )
-    try await self.withStore(try Endpoint(self.from), reading: true) { source in
-      try await self.withStore(try Endpoint(self.to), reading: false) { target in
+    try await self.withStore(try Endpoint(self.from), pictures: self.fromPicturesDir, reading: true) { source in
+      try await self.withStore(try Endpoint(self.to), pictures: self.toPicturesDir, reading: false) { target in
         let clock = ContinuousClock()
         let started = clock.now
         let report = try await copy.copy(from: source, to: target, resume: self.resume)
@@ -103,10 +109,11 @@ struct Copy: AsyncParsableCommand {
     }
   }
 
-  /// Opens `endpoint` for the time `body` runs; a PostgreSQL store's pool and writer run in a
-  /// task beside it.
+  /// Opens `endpoint` for the time `body` runs, a SQLite one with its pictures in `pictures`
+  /// if given; a PostgreSQL store's pool and writer run in a task beside it.
   private func withStore(
     _ endpoint: Endpoint,
+    pictures: String?,
     reading: Bool,
     _ body: (any StoreBackend) async throws -> Void
   ) async throws {
@@ -115,6 +122,7 @@ struct Copy: AsyncParsableCommand {
       // The source's pages are read once: a small page cache and mapping keep memory flat.
       // The target keeps the server's page cache, which its index updates need.
       var configuration = StoreConfiguration(path: path)
+      configuration.pictures.directory = pictures
       if reading {
         configuration.cacheSizeKiB = 8 * 1024
         configuration.mmapSize = 64 << 20

@@ -1,4 +1,9 @@
 import ArgumentParser
+import Foundation
+import OTel
+import RosterStore
+import ServiceLifecycle
+import Tracing
 import RosterDomain
 import RosterPostgres
 import RosterServer
@@ -71,5 +76,28 @@ extension Serve {
     }
     try ComparisonSettings.current.apply(to: &config)
     return config
+  }
+
+  /// The OTLP exporter of spans, when `--otlp-endpoint` or OpenTelemetry's own variables
+  /// (`OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`, `OTEL_EXPORTER_OTLP_ENDPOINT`) name a collector.
+  func tracingBackend() throws -> (tracer: any Tracer, service: any Service, endpoint: String)? {
+    let environment = ProcessInfo.processInfo.environment
+    guard
+      let endpoint = self.otlpEndpoint ?? environment["OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"]
+        ?? environment["OTEL_EXPORTER_OTLP_ENDPOINT"]
+    else { return nil }
+    var configuration = OTel.Configuration.default
+    configuration.serviceName = "roster"
+    configuration.metrics.enabled = false
+    configuration.logs.enabled = false
+    configuration.traces.exporter = .otlp
+    configuration.traces.otlpExporter.protocol = .grpc
+    configuration.traces.otlpExporter.endpoint = endpoint
+    do {
+      let backend = try OTel.makeTracingBackend(configuration: configuration)
+      return (backend.factory, backend.service, endpoint)
+    } catch {
+      throw ValidationError("--otlp-endpoint \(endpoint): \(error)")
+    }
   }
 }

@@ -9,6 +9,9 @@ import RosterSQLite
 import RosterPostgres
 import RosterDomain
 import ServiceLifecycle
+import OTel
+import RosterStore
+import Tracing
 
 /// `roster serve`: runs the gRPC server on the embedded database.
 struct Serve: AsyncParsableCommand {
@@ -76,6 +79,9 @@ struct Serve: AsyncParsableCommand {
 
   @Option(help: "Serve Prometheus metrics at http://HOST:PORT/metrics on this port; off when unset.")
   var metricsPort: Int?
+
+  @Option(help: "Export a span per RPC, with the store's work as child spans, to this OpenTelemetry collector over OTLP/gRPC, e.g. http://127.0.0.1:4317 (env OTEL_EXPORTER_OTLP_ENDPOINT; off by default).")
+  var otlpEndpoint: String?
 
   @Flag(inversion: .prefixedNo, help: "Log one line per RPC: method, status, duration, peer, author.")
   var logRequests = Self.defaults.logRequests
@@ -272,7 +278,12 @@ struct Serve: AsyncParsableCommand {
   func run() async throws {
     // Before anything uses NIO's shared event loops.
     ServerThreads.useEventLoops(self.eventLoops ?? ServerThreads.availableCPUs)
-    LoggingSystem.bootstrap { StreamLogHandler.standardError(label: $0) }
+    let tracing = try self.tracingBackend()
+    // With tracing on, each log line written inside a call carries its trace and span ids.
+    LoggingSystem.bootstrap(
+      { StreamLogHandler.standardError(label: $0, metadataProvider: $1) },
+      metadataProvider: tracing.map { _ in OTel.makeLoggingMetadataProvider() }
+    )
     var logger = Logger(label: "roster")
     // `debug` or `trace` for a closer look (the PostgreSQL pool's own events among them).
     if let level = ProcessInfo.processInfo.environment["ROSTER_LOG_LEVEL"].flatMap(Logger.Level.init(rawValue:)) {
@@ -292,6 +303,14 @@ struct Serve: AsyncParsableCommand {
     }
 
     var services: [any Service] = []
+    if let tracing {
+      InstrumentationSystem.bootstrap(tracing.tracer)
+      StoreTracing.switchOn()
+      config.tracing = true
+      // First in the group, so it stops last and exports the spans of the last calls.
+      services.append(tracing.service)
+      logger.info("tracing on", metadata: ["otlp": "\(tracing.endpoint)"])
+    }
     if let metricsPort = self.metricsPort {
       // Bootstrapped before the store and services exist, so their metrics report here.
       let registry = PrometheusCollectorRegistry()

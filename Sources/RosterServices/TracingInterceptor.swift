@@ -1,0 +1,65 @@
+public import GRPCCore
+internal import RosterStore
+internal import Tracing
+
+/// One span per RPC (kind server, named by the method), a child of the caller's span when the
+/// request carries a W3C `traceparent` (gRPC metadata, or the HTTP header of a Connect or
+/// gRPC-Web call, which becomes metadata). The span lasts until the call's last message is
+/// written, carries `rpc.system`, `rpc.service`, `rpc.method` and `rpc.grpc.status_code`, and
+/// is marked an error for the codes OpenTelemetry counts as server errors. The handler and
+/// the store run in its context, so their spans (`StoreTracing`) are its children.
+///
+/// Installed only when the server exports traces: without one it is not in the chain at all.
+public struct TracingInterceptor: ServerInterceptor {
+  public init() {}
+
+  public func intercept<Input: Sendable, Output: Sendable>(
+    request: StreamingServerRequest<Input>,
+    context: ServerContext,
+    next: @Sendable (StreamingServerRequest<Input>, ServerContext) async throws
+      -> StreamingServerResponse<Output>
+  ) async throws -> StreamingServerResponse<Output> {
+    let tracer = InstrumentationSystem.tracer
+    var parent = ServiceContext.topLevel
+    tracer.extract(request.metadata, into: &parent, using: MetadataExtractor())
+    let span = tracer.startSpan(context.descriptor.fullyQualifiedMethod, context: parent, ofKind: .server)
+    span.attributes["rpc.system"] = "grpc"
+    span.attributes["rpc.service"] = context.descriptor.service.fullyQualifiedService
+    span.attributes["rpc.method"] = context.descriptor.method
+    let spanContext = span.context
+    return try await ServiceContext.$current.withValue(spanContext) {
+      var response = try await whenFinished(request: request, context: context, next: next) { error in
+        let code = error.map(RequestLogInterceptor.code(of:))
+        span.attributes["rpc.grpc.status_code"] = code?.rawValue ?? 0
+        if let error, let code, Self.serverErrors.contains(code) {
+          span.recordError(error)
+          span.setStatus(SpanStatus(code: .error, message: RequestLogInterceptor.name(code)))
+        }
+        span.end()
+      }
+      // The producer runs after this returns, on the transport's task: in the span's context.
+      if case .success(var contents) = response.accepted {
+        let producer = contents.producer
+        contents.producer = { writer in
+          try await ServiceContext.$current.withValue(spanContext) { try await producer(writer) }
+        }
+        response.accepted = .success(contents)
+      }
+      return response
+    }
+  }
+
+  /// The codes that mark a server span an error (OpenTelemetry's gRPC conventions); the rest
+  /// are the client's.
+  static let serverErrors: Set<RPCError.Code> = [
+    .unknown, .deadlineExceeded, .unimplemented, .internalError, .unavailable, .dataLoss,
+  ]
+
+  /// Reads propagation headers (`traceparent`, `tracestate`) from request metadata.
+  struct MetadataExtractor: Extractor {
+    func extract(key: String, from carrier: Metadata) -> String? {
+      var values = carrier[stringValues: key].makeIterator()
+      return values.next()
+    }
+  }
+}
