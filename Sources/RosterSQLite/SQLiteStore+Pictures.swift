@@ -84,31 +84,49 @@ extension SQLiteStore {
           inline.map { Data($0) },
         ]
       )
-      let now = Self.nowMillis()
-      try db.execute(
-        sql: "UPDATE employees SET picture_etag = ?, update_time = ? WHERE id = ?",
-        arguments: [info.etag, now, id]
-      )
-      try db.execute(
-        sql: """
-          INSERT INTO employee_thumbnails (employee_id, data, width, height)
-          VALUES (?, ?, ?, ?)
-          ON CONFLICT (employee_id) DO UPDATE
-            SET data = excluded.data, width = excluded.width, height = excluded.height
-          """,
-        arguments: [id, Data(thumbnail.data), thumbnail.width, thumbnail.height]
-      )
-      try Self.record(
+      try Self.pointEmployee(
         db,
-        entity: .picture,
-        guid: guid,
-        kind: old == nil ? .inserted : .updated,
-        fields: ["picture"],
+        (id, guid, old),
+        at: info.etag,
+        thumbnail: (Data(thumbnail.data), thumbnail.width, thumbnail.height),
         context: context,
-        timeMillis: now
+        timeMillis: Self.nowMillis()
       )
       return old
     }
+  }
+
+  /// Points employee `owner` at the picture `etag` with its thumbnail, and records the change.
+  private static func pointEmployee(
+    _ db: Database,
+    _ owner: (id: Int64, guid: String, old: String?),
+    at etag: String,
+    thumbnail: (data: Data, width: Int, height: Int),
+    context: WriteContext,
+    timeMillis now: Int64
+  ) throws {
+    try db.execute(
+      sql: "UPDATE employees SET picture_etag = ?, update_time = ? WHERE id = ?",
+      arguments: [etag, now, owner.id]
+    )
+    try db.execute(
+      sql: """
+        INSERT INTO employee_thumbnails (employee_id, data, width, height)
+        VALUES (?, ?, ?, ?)
+        ON CONFLICT (employee_id) DO UPDATE
+          SET data = excluded.data, width = excluded.width, height = excluded.height
+        """,
+      arguments: [owner.id, thumbnail.data, thumbnail.width, thumbnail.height]
+    )
+    try Self.record(
+      db,
+      entity: .picture,
+      guid: owner.guid,
+      kind: owner.old == nil ? .inserted : .updated,
+      fields: ["picture"],
+      context: context,
+      timeMillis: now
+    )
   }
 
   /// Points each employee at the content stored under its etag, with the thumbnail another
@@ -140,25 +158,11 @@ extension SQLiteStore {
           )
         }
         guard let thumbnail = thumbnails[etag] ?? nil else { continue }
-        try db.execute(
-          sql: "UPDATE employees SET picture_etag = ?, update_time = ? WHERE id = ?",
-          arguments: [etag, now, id]
-        )
-        try db.execute(
-          sql: """
-            INSERT INTO employee_thumbnails (employee_id, data, width, height)
-            VALUES (?, ?, ?, ?)
-            ON CONFLICT (employee_id) DO UPDATE
-              SET data = excluded.data, width = excluded.width, height = excluded.height
-            """,
-          arguments: [id, thumbnail[0] as Data, thumbnail[1] as Int, thumbnail[2] as Int]
-        )
-        try Self.record(
+        try Self.pointEmployee(
           db,
-          entity: .picture,
-          guid: guid,
-          kind: old == nil ? .inserted : .updated,
-          fields: ["picture"],
+          (id, guid, old),
+          at: etag,
+          thumbnail: (thumbnail[0], thumbnail[1], thumbnail[2]),
           context: context,
           timeMillis: now
         )

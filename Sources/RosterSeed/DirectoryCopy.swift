@@ -103,7 +103,7 @@ public struct DirectoryCopy: Sendable {
     }
 
     self.progress("employees: skipping the \(haveEmployees) the target has")
-    let rows = EmployeeRows(source: source, skip: Int(haveEmployees), pageSize: self.employeePage)
+    let rows = Self.employeeRows(source, skip: Int(haveEmployees), pageSize: self.employeePage)
     let summary = try await target.withBulkLoad {
       try await target.upsertEmployees(rows, context: self.context, chunkRows: nil)
     }
@@ -126,7 +126,7 @@ public struct DirectoryCopy: Sendable {
     )
 
     self.progress("sales: skipping the \(haveSales) the target has")
-    let sales = SaleRows(source: source, skip: Int(haveSales), pageSize: self.salesPage)
+    let sales = Self.saleRows(source, skip: Int(haveSales), pageSize: self.salesPage)
     let (inserted, rejected) = try await target.importSales(sales, context: self.context, chunkRows: nil)
     if let first = rejected.first {
       throw Failure(
@@ -238,80 +238,31 @@ public struct DirectoryCopy: Sendable {
 }
 
 extension DirectoryCopy {
-  /// A source's employees as upsert rows, a page at a time, after skipping the first `skip`.
-  struct EmployeeRows<Source: DirectoryStore>: AsyncSequence, Sendable {
-    typealias Element = [UpsertRow]
-    let source: Source
+  /// Rows read a page at a time through `fetch` (nil for the first page; a page with no next
+  /// position is the last), after skipping the first `skip` rows.
+  struct PagedRows<Row: Sendable, Position: Sendable>: AsyncSequence, Sendable {
+    typealias Element = [Row]
     let skip: Int
-    let pageSize: Int
+    let fetch: @Sendable (Position?) async throws -> (rows: [Row], next: Position?)
 
     func makeAsyncIterator() -> Iterator {
-      Iterator(source: self.source, skip: self.skip, pageSize: self.pageSize)
+      Iterator(skip: self.skip, fetch: self.fetch)
     }
 
     struct Iterator: AsyncIteratorProtocol {
-      let source: Source
       var skip: Int
-      let pageSize: Int
-      var cursor: EmployeeCursor? = nil
+      let fetch: @Sendable (Position?) async throws -> (rows: [Row], next: Position?)
+      var position: Position? = nil
       var done = false
 
-      init(source: Source, skip: Int, pageSize: Int) {
-        self.source = source
+      init(skip: Int, fetch: @escaping @Sendable (Position?) async throws -> (rows: [Row], next: Position?)) {
         self.skip = skip
-        self.pageSize = pageSize
+        self.fetch = fetch
       }
 
-      mutating func next() async throws -> [UpsertRow]? {
+      mutating func next() async throws -> [Row]? {
         while !self.done {
-          let page = try await self.source.employeePage(
-            fields: DirectoryCopy.editable,
-            filter: EmployeeFilter(),
-            order: .name,
-            after: self.cursor,
-            limit: self.pageSize
-          )
-          self.cursor = page.next
-          self.done = page.next == nil
-          let dropped = Swift.min(self.skip, page.employees.count)
-          self.skip -= dropped
-          let rows = page.employees.dropFirst(dropped).map {
-            UpsertRow(guid: $0.guid, changes: EmployeeChanges(setting: $0))
-          }
-          if !rows.isEmpty { return rows }
-        }
-        return nil
-      }
-    }
-  }
-
-  /// A source's sales, a page at a time, after skipping the first `skip`.
-  struct SaleRows<Source: AnalyticsStore>: AsyncSequence, Sendable {
-    typealias Element = [SaleRow]
-    let source: Source
-    let skip: Int
-    let pageSize: Int
-
-    func makeAsyncIterator() -> Iterator {
-      Iterator(source: self.source, skip: self.skip, pageSize: self.pageSize)
-    }
-
-    struct Iterator: AsyncIteratorProtocol {
-      let source: Source
-      var skip: Int
-      let pageSize: Int
-      var position: Int64? = nil
-      var done = false
-
-      init(source: Source, skip: Int, pageSize: Int) {
-        self.source = source
-        self.skip = skip
-        self.pageSize = pageSize
-      }
-
-      mutating func next() async throws -> [SaleRow]? {
-        while !self.done {
-          let page = try await self.source.salesPage(after: self.position, limit: self.pageSize)
+          let page = try await self.fetch(self.position)
           self.position = page.next
           self.done = page.next == nil
           let dropped = Swift.min(self.skip, page.rows.count)
@@ -320,6 +271,32 @@ extension DirectoryCopy {
         }
         return nil
       }
+    }
+  }
+
+  /// `source`'s employees as upsert rows, by name, after the first `skip`.
+  static func employeeRows(
+    _ source: some DirectoryStore,
+    skip: Int,
+    pageSize: Int
+  ) -> PagedRows<UpsertRow, EmployeeCursor> {
+    PagedRows(skip: skip) { cursor in
+      let page = try await source.employeePage(
+        fields: Self.editable,
+        filter: EmployeeFilter(),
+        order: .name,
+        after: cursor,
+        limit: pageSize
+      )
+      return (page.employees.map { UpsertRow(guid: $0.guid, changes: EmployeeChanges(setting: $0)) }, page.next)
+    }
+  }
+
+  /// `source`'s sales in the order they were stored, after the first `skip`.
+  static func saleRows(_ source: some AnalyticsStore, skip: Int, pageSize: Int) -> PagedRows<SaleRow, Int64> {
+    PagedRows(skip: skip) { position in
+      let page = try await source.salesPage(after: position, limit: pageSize)
+      return (page.rows, page.next)
     }
   }
 }
