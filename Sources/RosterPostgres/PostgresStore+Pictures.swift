@@ -94,11 +94,14 @@ extension PostgresStore {
       _ = try await transaction.rows("SELECT etag FROM pictures WHERE etag = ANY(\(etags)) ORDER BY etag FOR UPDATE")
       var holders: [String: Int64] = [:]
       for row in try await transaction.rows(
+        // One holder per content, found through the index on picture_etag: never a scan of
+        // every employee who holds it.
         """
-        SELECT DISTINCT ON (e.picture_etag) e.picture_etag, e.id FROM employees e
-        JOIN employee_thumbnails t ON t.employee_id = e.id
-        JOIN pictures p ON p.etag = e.picture_etag
-        WHERE e.picture_etag = ANY(\(etags))
+        SELECT w.etag, h.id FROM unnest(\(etags)::text[]) AS w(etag)
+        JOIN LATERAL (
+          SELECT e.id FROM employees e JOIN employee_thumbnails t ON t.employee_id = e.id
+          WHERE e.picture_etag = w.etag LIMIT 1
+        ) h ON true
         """
       ) {
         holders[try row[0].decode(String.self)] = try row[1].decode(Int64.self)
