@@ -26,7 +26,10 @@ public struct TracingInterceptor: ServerInterceptor {
     span.attributes["rpc.system"] = "grpc"
     span.attributes["rpc.service"] = context.descriptor.service.fullyQualifiedService
     span.attributes["rpc.method"] = context.descriptor.method
-    let spanContext = span.context
+    var recording = span.context
+    // The store makes its spans only under a call that is sampled.
+    if span.isRecording { recording[StoreTracing.Recording.self] = true }
+    let spanContext = recording
     return try await ServiceContext.$current.withValue(spanContext) {
       var response = try await whenFinished(request: request, context: context, next: next) { error in
         let code = error.map(RequestLogInterceptor.code(of:))

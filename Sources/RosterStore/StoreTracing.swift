@@ -6,7 +6,8 @@ internal import Synchronization
 /// transaction, a picture's file I/O.
 ///
 /// Off until the server starts with an exporter (`switchOn`): then a read or write costs one
-/// relaxed load more than without tracing, and no span, task-local lookup or clock read.
+/// relaxed load more than without tracing, and no span, task-local lookup or clock read. On,
+/// spans are made only within a call whose own span records (`Recording`).
 ///
 /// ```swift
 /// let rows = try await StoreTracing.withSpan("postgres.query") { try await client.query(q) }
@@ -22,14 +23,21 @@ public enum StoreTracing {
     Self.on.store(true, ordering: .relaxed)
   }
 
+  /// Marks the context of a call whose span records (it was sampled): the store's spans are
+  /// made only under such a context, so a call that is not sampled, or work outside any call,
+  /// costs no span at all.
+  public enum Recording: ServiceContextKey {
+    public typealias Value = Bool
+  }
+
   /// Runs `body` in a span named `name`, a child of the current one, when tracing is on.
   public static func withSpan<T>(
     _ name: String,
     isolation: isolated (any Actor)? = #isolation,
     _ body: () async throws -> T
   ) async throws -> T {
-    guard Self.isOn else { return try await body() }
-    let span = InstrumentationSystem.tracer.startSpan(name, context: ServiceContext.current ?? .topLevel, ofKind: .internal)
+    guard let context = Self.context else { return try await body() }
+    let span = InstrumentationSystem.tracer.startSpan(name, context: context, ofKind: .internal)
     defer { span.end() }
     do {
       return try await ServiceContext.$current.withValue(span.context) { try await body() }
@@ -40,9 +48,11 @@ public enum StoreTracing {
     }
   }
 
-  /// The current context, to carry to work on another thread; nil when tracing is off.
+  /// The current context, to carry to work on another thread; nil when tracing is off or the
+  /// current call's span does not record.
   public static var context: ServiceContext? {
-    Self.isOn ? (ServiceContext.current ?? .topLevel) : nil
+    guard Self.isOn, let current = ServiceContext.current, current[Recording.self] == true else { return nil }
+    return current
   }
 
   /// Now, for a span that `record` or `start` will begin at this instant.

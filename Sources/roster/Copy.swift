@@ -119,14 +119,13 @@ struct Copy: AsyncParsableCommand {
   ) async throws {
     switch endpoint {
     case .sqlite(let path):
-      // The source's pages are read once: a small page cache and mapping keep memory flat.
-      // The target keeps the server's page cache, which its index updates need.
+      // The source's pages are read once: a small page cache keeps memory flat. The target
+      // keeps the server's page cache, which its index updates need. Neither maps more than
+      // 64 MiB of its file.
       var configuration = StoreConfiguration(path: path)
       configuration.pictures.directory = pictures
-      if reading {
-        configuration.cacheSizeKiB = 8 * 1024
-        configuration.mmapSize = 64 << 20
-      }
+      configuration.mmapSize = 64 << 20
+      if reading { configuration.cacheSizeKiB = 8 * 1024 }
       try await body(try SQLiteStore(configuration: configuration))
     case .postgres(let url):
       var configuration = PostgresConfiguration(url: url)

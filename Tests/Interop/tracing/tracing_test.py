@@ -13,6 +13,7 @@ Checks, each call carrying a W3C traceparent of its own:
   every page are its children;
 - GetEmployee of an unknown guid: status code 5 on the span, which stays unset (a client's
   error, as OpenTelemetry's conventions say);
+- a call whose caller did not sample it (traceparent flags 00) exports nothing;
 - the request log lines of these calls carry their trace ids;
 - a server started without an endpoint exports nothing.
 
@@ -200,6 +201,16 @@ def main():
         rpc = next(span for span in spans if span.name == "roster.v1.Directory/GetEmployee")
         check(attributes(rpc).get("rpc.grpc.status_code") == 5, f"NOT_FOUND on the span: {attributes(rpc)}")
         check(rpc.status.code == 0, f"a client's error marked the span {rpc.status}")
+
+        # A caller that did not sample its trace (flags 00): nothing of the call is exported.
+        trace_id, parent, header = traceparent(0x66)
+        directory.GetEmployee(directory_pb2.GetEmployeeRequest(guid=guid),
+                              metadata=[("traceparent", header[:-2] + "00")], timeout=HANG)
+        # A sampled call after it: once its spans arrive, any of the first call's would have.
+        marker_trace, _, marker = traceparent(0x77)
+        directory.GetEmployee(directory_pb2.GetEmployeeRequest(guid=guid), metadata=[("traceparent", marker)], timeout=HANG)
+        receiver.wait(marker_trace, "roster.v1.Directory/GetEmployee")
+        check(not receiver.trace(trace_id), f"an unsampled call exported {[s.name for s in receiver.trace(trace_id)]}")
 
         check(any(attribute.key == "service.name" and attribute.value.string_value == "roster"
                   for resource in receiver.resources for attribute in resource.attributes),
