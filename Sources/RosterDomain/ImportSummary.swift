@@ -5,8 +5,15 @@ public struct ImportSummary: Sendable, Hashable {
   public var inserted: Int = 0
   /// Existing guids merged (rows whose values were already equal count here too).
   public var updated: Int = 0
-  /// Rows refused, with their zero-based index in the input and the reason.
+  /// Rows refused, with their zero-based index in the input and the reason: the first
+  /// `listedRejections` found, so that a reply, and the memory behind it, stay bounded
+  /// whatever the input.
   public var rejected: [Rejected] = []
+  /// Every row refused, listed or not.
+  public var rejectedCount: Int = 0
+
+  /// The most refusals a summary lists.
+  public static let listedRejections = 1_000
 
   /// Rows written: inserted plus updated.
   public var imported: Int { self.inserted + self.updated }
@@ -28,10 +35,17 @@ public struct ImportSummary: Sendable, Hashable {
     }
   }
 
+  /// Counts a refused row, and lists it while fewer than `listedRejections` are.
+  public mutating func reject(index: Int, reason: String) {
+    self.rejectedCount += 1
+    if self.rejected.count < Self.listedRejections { self.rejected.append(Rejected(index: index, reason: reason)) }
+  }
+
   package mutating func merge(_ other: ImportSummary) {
     self.inserted += other.inserted
     self.updated += other.updated
-    self.rejected += other.rejected
+    self.rejectedCount += other.rejectedCount
+    self.rejected += other.rejected.prefix(Self.listedRejections - self.rejected.count)
   }
 }
 

@@ -23,7 +23,7 @@ extension PostgresStore {
         do {
           chunk.append((index, try row.checked()))
         } catch let error as StoreError {
-          summary.rejected.append(.init(index: index, reason: error.message))
+          summary.reject(index: index, reason: error.message)
         }
         if chunk.count == chunkRows {
           summary.merge(try await self.upsertChunk(chunk, context: context))
@@ -72,7 +72,7 @@ extension PostgresStore {
           do {
             inserts.append(try row.newEmployee())
           } catch let error as StoreError {
-            summary.rejected.append(.init(index: index, reason: error.message))
+            summary.reject(index: index, reason: error.message)
             continue
           }
           inserting.insert(row.guid)
@@ -117,43 +117,36 @@ extension PostgresStore {
     _ messages: sending Rows,
     context: WriteContext,
     chunkRows: Int?
-  ) async throws -> (inserted: Int, rejected: [ImportSummary.Rejected]) where Rows.Element == [SaleRow] {
+  ) async throws -> ImportSummary where Rows.Element == [SaleRow] {
     let chunkRows = max(1, chunkRows ?? 5_000)
     let latest = SaleChecks.latestSaleDate()
-    var inserted = 0
-    var rejected: [ImportSummary.Rejected] = []
+    var summary = ImportSummary()
     var chunk: [(index: Int, guid: String, cents: Int64, date: String)] = []
     var index = 0
     for try await message in messages {
       for sale in message {
         defer { index += 1 }
         switch SaleChecks.check(sale, latest: latest) {
-        case .failure(let reason): rejected.append(.init(index: index, reason: reason.message))
+        case .failure(let reason): summary.reject(index: index, reason: reason.message)
         case .success(let guid):
           chunk.append((index, guid, sale.amountCents, sale.date))
           if chunk.count >= chunkRows {
-            let (count, unknown) = try await self.insertSales(chunk, context: context)
-            inserted += count
-            rejected += unknown
+            summary.merge(try await self.insertSales(chunk, context: context))
             chunk.removeAll(keepingCapacity: true)
           }
         }
       }
     }
-    if !chunk.isEmpty {
-      let (count, unknown) = try await self.insertSales(chunk, context: context)
-      inserted += count
-      rejected += unknown
-    }
-    rejected.sort { $0.index < $1.index }
-    return (inserted, rejected)
+    if !chunk.isEmpty { summary.merge(try await self.insertSales(chunk, context: context)) }
+    summary.rejected.sort { $0.index < $1.index }
+    return summary
   }
 
   /// Inserts a chunk of checked sales with one set-based statement over arrays.
   private func insertSales(
     _ rows: [(index: Int, guid: String, cents: Int64, date: String)],
     context: WriteContext
-  ) async throws -> (Int, [ImportSummary.Rejected]) {
+  ) async throws -> ImportSummary {
     try await self.transaction { transaction in
       try await transaction.execute(
         """
@@ -170,15 +163,16 @@ extension PostgresStore {
           .map { try $0[0].decode(String.self) }
       )
       let now = Self.nowMillis()
-      var rejected: [ImportSummary.Rejected] = []
+      var summary = ImportSummary()
       for row in rows {
         if known.contains(row.guid) {
           transaction.record(.sale, guid: row.guid, kind: .inserted, fields: ["amount", "date"], context: context, timeMillis: now)
+          summary.inserted += 1
         } else {
-          rejected.append(.init(index: row.index, reason: "no employee with guid '\(row.guid)'"))
+          summary.reject(index: row.index, reason: "no employee with guid '\(row.guid)'")
         }
       }
-      return (rows.count - rejected.count, rejected)
+      return summary
     }
   }
 

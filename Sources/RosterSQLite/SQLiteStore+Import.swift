@@ -53,7 +53,7 @@ extension SQLiteStore {
           do {
             chunk.append((index, try row.checked()))
           } catch let error as StoreError {
-            summary.rejected.append(.init(index: index, reason: error.message))
+            summary.reject(index: index, reason: error.message)
           }
           if chunk.count == chunkRows { try await send() }
         }
@@ -94,7 +94,7 @@ extension SQLiteStore {
           do {
             employee = try row.newEmployee()
           } catch let error as StoreError {
-            summary.rejected.append(.init(index: index, reason: error.message))
+            summary.reject(index: index, reason: error.message)
             continue
           }
           try Self.insert(db, employee, now: now)

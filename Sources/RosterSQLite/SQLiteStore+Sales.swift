@@ -13,12 +13,13 @@ extension SQLiteStore {
   /// The rows are read (for a gRPC stream: decoded) and checked on the store's bulk thread,
   /// below the usual priority (`BulkExecutor`).
   ///
-  /// - Returns: how many were inserted, and the rejections in input order.
+  /// - Returns: how many were inserted, and the rejections (the first thousand listed, in
+  ///   input order).
   public func importSales<Rows: AsyncSequence & SendableMetatype>(
     _ messages: sending Rows,
     context: WriteContext = WriteContext(),
     chunkRows: Int? = nil
-  ) async throws -> (inserted: Int, rejected: [ImportSummary.Rejected]) where Rows.Element == [SaleRow] {
+  ) async throws -> ImportSummary where Rows.Element == [SaleRow] {
     try await self.bulk.run {
       try await self.insertSaleStream(messages, context: context, chunkRows: chunkRows ?? 5_000)
     }
@@ -28,21 +29,20 @@ extension SQLiteStore {
     _ messages: Rows,
     context: WriteContext,
     chunkRows: Int
-  ) async throws -> (inserted: Int, rejected: [ImportSummary.Rejected]) where Rows.Element == [SaleRow] {
+  ) async throws -> ImportSummary where Rows.Element == [SaleRow] {
     let latest = SaleChecks.latestSaleDate()
-    var inserted = 0
-    var rejected: [ImportSummary.Rejected] = []
+    var summary = ImportSummary()
     var chunk: [(index: Int, guid: String, cents: Int64, date: String)] = []
     var index = 0
     func flush() async throws {
       guard !chunk.isEmpty else { return }
       let rows = chunk
       chunk.removeAll(keepingCapacity: true)
-      let (count, unknown) = try await self.submit(bulk: true) { db in
-        try Self.insertSales(db, rows, context: context)
-      }
-      inserted += count
-      rejected += unknown
+      summary.merge(
+        try await self.submit(bulk: true) { db in
+          try Self.insertSales(db, rows, context: context)
+        }
+      )
     }
     for try await message in messages {
       for sale in message {
@@ -50,7 +50,7 @@ extension SQLiteStore {
         let guid: String
         switch SaleChecks.check(sale, latest: latest) {
         case .failure(let reason):
-          rejected.append(.init(index: index, reason: reason.message))
+          summary.reject(index: index, reason: reason.message)
           continue
         case .success(let canonical): guid = canonical
         }
@@ -59,8 +59,8 @@ extension SQLiteStore {
       }
     }
     try await flush()
-    rejected.sort { $0.index < $1.index }
-    return (inserted, rejected)
+    summary.rejected.sort { $0.index < $1.index }
+    return summary
   }
 
   /// Inserts a chunk of checked sales with three set-based statements over one JSON array,
@@ -71,7 +71,7 @@ extension SQLiteStore {
     _ db: Database,
     _ rows: [(index: Int, guid: String, cents: Int64, date: String)],
     context: WriteContext
-  ) throws -> (Int, [ImportSummary.Rejected]) {
+  ) throws -> ImportSummary {
     // Guids are canonical and dates checked digits, so nothing here needs escaping.
     var json = "["
     json.reserveCapacity(rows.count * 64)
@@ -89,10 +89,12 @@ extension SQLiteStore {
         Self.nowMillis(), json,
       ]
     )
-    let rejected = unknown.map {
-      ImportSummary.Rejected(index: rows[$0].index, reason: "no employee with guid '\(rows[$0].guid)'")
+    var summary = ImportSummary()
+    summary.inserted = rows.count - unknown.count
+    for position in unknown {
+      summary.reject(index: rows[position].index, reason: "no employee with guid '\(rows[position].guid)'")
     }
-    return (rows.count - rejected.count, rejected)
+    return summary
   }
 
   /// Deletes up to `limit` sales dated before `date`, 5,000 per transaction.

@@ -109,7 +109,7 @@ public struct DirectoryCopy: Sendable {
     }
     if let first = summary.rejected.first {
       throw Failure(
-        description: "the target refused \(summary.rejected.count) employees; the first, at \(first.index): \(first.reason)"
+        description: "the target refused \(summary.rejectedCount) employees; the first, at \(first.index): \(first.reason)"
       )
     }
     report.employeesSkipped = Int(haveEmployees)
@@ -127,15 +127,15 @@ public struct DirectoryCopy: Sendable {
 
     self.progress("sales: skipping the \(haveSales) the target has")
     let sales = Self.saleRows(source, skip: Int(haveSales), pageSize: self.salesPage)
-    let (inserted, rejected) = try await target.importSales(sales, context: self.context, chunkRows: nil)
-    if let first = rejected.first {
+    let imported = try await target.importSales(sales, context: self.context, chunkRows: nil)
+    if let first = imported.rejected.first {
       throw Failure(
-        description: "the target refused \(rejected.count) sales; the first, at \(first.index): \(first.reason)"
+        description: "the target refused \(imported.rejectedCount) sales; the first, at \(first.index): \(first.reason)"
       )
     }
     report.salesSkipped = Int(haveSales)
-    report.salesCopied = inserted
-    self.progress("sales: copied \(inserted) in \(took())")
+    report.salesCopied = imported.inserted
+    self.progress("sales: copied \(imported.inserted) in \(took())")
     return report
   }
 

@@ -29,10 +29,9 @@ public struct LoadReport: Sendable {
   public var picturesStored = 0
   public var picturesRefused: [(guid: String, reason: String)] = []
   public var picturesTime = Duration.zero
-  /// Sales inserted, and those refused with their index and reason; nil when there were none
-  /// to load.
-  public var salesInserted: Int? = nil
-  public var salesRejected: [ImportSummary.Rejected] = []
+  /// Sales inserted and refused (the first thousand refusals listed with their index and
+  /// reason); nil when there were none to load.
+  public var sales: ImportSummary? = nil
   public var salesTime = Duration.zero
 }
 
@@ -77,8 +76,7 @@ public struct DirectoryLoader: Sendable {
     report.picturesTime = clock.now - started
     if let sales = try source.sales() {
       started = clock.now
-      let (inserted, rejected) = try await store.importSales(sales, context: self.context, chunkRows: nil)
-      (report.salesInserted, report.salesRejected) = (inserted, rejected)
+      report.sales = try await store.importSales(sales, context: self.context, chunkRows: nil)
       report.salesTime = clock.now - started
     }
     return report

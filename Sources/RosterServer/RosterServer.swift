@@ -301,7 +301,7 @@ private func seed(_ store: some StoreBackend, config: ServerConfig, scratch: Str
     metadata: [
       "employees": "\(report.employees.imported)",
       "pictures": "\(report.picturesStored)",
-      "sales": "\(report.salesInserted ?? 0)",
+      "sales": "\(report.sales?.inserted ?? 0)",
       "duration": "\(ContinuousClock.now - started)",
     ]
   )

@@ -210,12 +210,8 @@ extension AnalyticsService: Roster_V1_Analytics.SimpleServiceProtocol {
       let result = try await self.store.importSales(rows, context: RequestAuthor.writeContext, chunkRows: nil)
       return .with {
         $0.inserted = Int64(result.inserted)
-        $0.rejected = result.rejected.map { rejection in
-          .with {
-            $0.index = Int64(rejection.index)
-            $0.reason = rejection.reason
-          }
-        }
+        $0.rejected = result.rejected.map(Roster_V1_Rejection.init)
+        $0.rejectedCount = Int64(result.rejectedCount)
       }
     }
   }

@@ -220,12 +220,8 @@ extension DirectoryService: Roster_V1_Directory.SimpleServiceProtocol {
       return .with {
         $0.inserted = Int64(summary.inserted)
         $0.updated = Int64(summary.updated)
-        $0.rejected = summary.rejected.map { rejection in
-          .with {
-            $0.index = Int64(rejection.index)
-            $0.reason = rejection.reason
-          }
-        }
+        $0.rejected = summary.rejected.map(Roster_V1_Rejection.init)
+        $0.rejectedCount = Int64(summary.rejectedCount)
       }
     }
   }

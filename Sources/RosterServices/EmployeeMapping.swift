@@ -110,3 +110,12 @@ extension Google_Protobuf_Timestamp {
     self.init(seconds: millis / 1000, nanos: Int32(millis % 1000) * 1_000_000)
   }
 }
+
+extension Roster_V1_Rejection {
+  /// A bulk write's refused row, as a reply lists it.
+  init(_ rejection: ImportSummary.Rejected) {
+    self.init()
+    self.index = Int64(rejection.index)
+    self.reason = rejection.reason
+  }
+}

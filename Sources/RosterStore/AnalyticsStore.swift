@@ -37,13 +37,13 @@ public protocol AnalyticsStore: Sendable {
   func salesPage(after: Int64?, limit: Int) async throws -> SalesPage
 
   /// Inserts sales as they stream in, in chunks each committed on its own (of `chunkRows`
-  /// sales, or the backend's default for nil); bad rows are reported with their index and
-  /// skipped.
+  /// sales, or the backend's default for nil); bad rows are counted, the first thousand
+  /// listed with their index, and skipped. The summary's `updated` is 0.
   func importSales<Rows: AsyncSequence & SendableMetatype>(
     _ messages: sending Rows,
     context: WriteContext,
     chunkRows: Int?
-  ) async throws -> (inserted: Int, rejected: [ImportSummary.Rejected]) where Rows.Element == [SaleRow]
+  ) async throws -> ImportSummary where Rows.Element == [SaleRow]
 
   /// Deletes up to `limit` sales dated before `date`, in chunks; returns how many went and
   /// whether more remain.

@@ -76,7 +76,7 @@ struct Import: AsyncParsableCommand {
       "imported \(summary.imported) employees in \(Self.seconds(report.employeesTime)) s "
         + "(\(Self.rate(summary.imported, report.employeesTime)) rows/s), "
         + "inserted \(summary.inserted), updated \(summary.updated), "
-        + "rejected \(summary.rejected.count)"
+        + "rejected \(summary.rejectedCount)"
     )
     for rejection in summary.rejected.prefix(20) {
       print("  record \(rejection.index): \(rejection.reason)")
@@ -85,12 +85,13 @@ struct Import: AsyncParsableCommand {
       print("stored \(report.picturesStored) pictures in \(report.picturesTime), refused \(report.picturesRefused.count)")
       for (guid, reason) in report.picturesRefused.prefix(20) { print("  picture of \(guid): \(reason)") }
     }
-    if let inserted = report.salesInserted {
+    if let sales = report.sales {
+      let inserted = sales.inserted
       print(
         "imported \(inserted) sales in \(Self.seconds(report.salesTime)) s "
-          + "(\(Self.rate(inserted, report.salesTime)) rows/s), rejected \(report.salesRejected.count)"
+          + "(\(Self.rate(inserted, report.salesTime)) rows/s), rejected \(sales.rejectedCount)"
       )
-      for rejection in report.salesRejected.prefix(20) { print("  sale \(rejection.index): \(rejection.reason)") }
+      for rejection in sales.rejected.prefix(20) { print("  sale \(rejection.index): \(rejection.reason)") }
     }
   }
 

@@ -50,7 +50,7 @@ struct Upsert: AsyncParsableCommand {
     print(
       "upserted \(rows) employees in \(String(format: "%.2f", seconds)) s "
         + "(\(Int(Double(rows) / max(seconds, 1e-9))) rows/s), inserted \(response.inserted), "
-        + "updated \(response.updated), rejected \(response.rejected.count)"
+        + "updated \(response.updated), rejected \(response.rejectedCount)"
     )
     for rejection in response.rejected.prefix(20) {
       print("  record \(rejection.index): \(rejection.reason)")

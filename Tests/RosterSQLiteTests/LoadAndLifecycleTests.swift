@@ -48,7 +48,7 @@ struct LoadAndLifecycleTests {
     #expect(fromDemo.employees.imported == 120 && fromFiles.employees.imported == 120)
     #expect(fromDemo.picturesStored > 0 && fromDemo.picturesRefused.isEmpty)
     #expect(fromDemo.picturesStored == fromFiles.picturesStored)
-    #expect((fromDemo.salesInserted ?? 0) > 0 && fromDemo.salesInserted == fromFiles.salesInserted)
+    #expect((fromDemo.sales?.inserted ?? 0) > 0 && fromDemo.sales?.inserted == fromFiles.sales?.inserted)
 
     let all = try await seeded.employeePage(
       fields: .all, filter: EmployeeFilter(), order: .name, after: nil, limit: 1_000)

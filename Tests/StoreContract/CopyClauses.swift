@@ -56,3 +56,30 @@ extension StoreContract {
     try Self.require(back == fixtures.jpeg, "the sharer's picture reads back byte for byte after the owner's delete")
   }
 }
+
+extension StoreContract {
+  /// A bulk write with more refused rows than a summary lists counts them all and lists the
+  /// first thousand, in input order, so its reply stays bounded; the good rows still land.
+  static func bulkRefusalsAreCountedAndBounded(_ store: Store) async throws {
+    let listed = ImportSummary.listedRejections
+    var rows: [UpsertRow] = (0..<(listed + 500)).map { _ in
+      var changes = EmployeeChanges()
+      changes.email = "nameless@example.com"
+      return UpsertRow(guid: UUID().uuidString.lowercased(), changes: changes)
+    }
+    let good = Self.person("Barbara Liskov")
+    rows.append(UpsertRow(guid: good.guid, changes: EmployeeChanges(setting: good)))
+    let summary = try await store.upsertEmployees(Self.stream([rows]), context: Self.writer, chunkRows: 400)
+    try Self.require(summary.inserted == 1, "inserted \(summary.inserted), expected the one good row")
+    try Self.require(summary.rejectedCount == listed + 500, "counted \(summary.rejectedCount) refusals of \(listed + 500)")
+    try Self.require(
+      summary.rejected.map(\.index) == Array(0..<listed),
+      "listed \(summary.rejected.count) refusals, expected the first \(listed) in order"
+    )
+    let sales = (0..<(listed + 200)).map { _ in SaleRow(employeeGUID: good.guid, amountCents: -5, date: "2024-01-01") }
+      + [SaleRow(employeeGUID: good.guid, amountCents: 5, date: "2024-01-01")]
+    let imported = try await store.importSales(Self.stream([sales]), context: Self.writer, chunkRows: 300)
+    try Self.require(imported.inserted == 1 && imported.rejectedCount == listed + 200, "sales: \(imported.inserted) in, \(imported.rejectedCount) refused")
+    try Self.require(imported.rejected.map(\.index) == Array(0..<listed), "sales listed \(imported.rejected.count) refusals")
+  }
+}

@@ -29,6 +29,7 @@ public enum StoreContract {
     case countersMatchRecounts
     case picturesRoundTrip
     case copyReadsSalesAndReferencesPictures
+    case bulkRefusalsAreCountedAndBounded
 
     public var description: String { self.rawValue }
   }
@@ -63,6 +64,7 @@ public enum StoreContract {
     case .countersMatchRecounts: try await Self.countersMatchRecounts(store)
     case .picturesRoundTrip: try await Self.picturesRoundTrip(store, fixtures)
     case .copyReadsSalesAndReferencesPictures: try await Self.copyReadsSalesAndReferencesPictures(store, fixtures)
+    case .bulkRefusalsAreCountedAndBounded: try await Self.bulkRefusalsAreCountedAndBounded(store)
     }
   }
 }

@@ -538,8 +538,11 @@ public nonisolated struct Roster_V1_ImportSalesResponse: Sendable {
   /// Sales inserted.
   public var inserted: Int64 = 0
 
-  /// Sales refused, each with its stream index and reason.
+  /// Sales refused, each with its stream index and reason: the first 1,000, in stream order.
   public var rejected: [Roster_V1_Rejection] = []
+
+  /// Every sale refused, listed or not.
+  public var rejectedCount: Int64 = 0
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
@@ -1297,7 +1300,7 @@ nonisolated extension Roster_V1_ImportSalesRequest: SwiftProtobuf.Message, Swift
 
 nonisolated extension Roster_V1_ImportSalesResponse: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".ImportSalesResponse"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}inserted\0\u{1}rejected\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}inserted\0\u{1}rejected\0\u{3}rejected_count\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -1307,6 +1310,7 @@ nonisolated extension Roster_V1_ImportSalesResponse: SwiftProtobuf.Message, Swif
       switch fieldNumber {
       case 1: try { try decoder.decodeSingularInt64Field(value: &self.inserted) }()
       case 2: try { try decoder.decodeRepeatedMessageField(value: &self.rejected) }()
+      case 3: try { try decoder.decodeSingularInt64Field(value: &self.rejectedCount) }()
       default: break
       }
     }
@@ -1319,12 +1323,16 @@ nonisolated extension Roster_V1_ImportSalesResponse: SwiftProtobuf.Message, Swif
     if !self.rejected.isEmpty {
       try visitor.visitRepeatedMessageField(value: self.rejected, fieldNumber: 2)
     }
+    if self.rejectedCount != 0 {
+      try visitor.visitSingularInt64Field(value: self.rejectedCount, fieldNumber: 3)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
   public static func ==(lhs: Roster_V1_ImportSalesResponse, rhs: Roster_V1_ImportSalesResponse) -> Bool {
     if lhs.inserted != rhs.inserted {return false}
     if lhs.rejected != rhs.rejected {return false}
+    if lhs.rejectedCount != rhs.rejectedCount {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

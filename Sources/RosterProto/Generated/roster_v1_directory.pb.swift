@@ -376,8 +376,11 @@ public nonisolated struct Roster_V1_UpsertEmployeesResponse: Sendable {
   /// Rows updated.
   public var updated: Int64 = 0
 
-  /// Rows refused, each with its stream index and reason.
+  /// Rows refused, each with its stream index and reason: the first 1,000, in stream order.
   public var rejected: [Roster_V1_Rejection] = []
+
+  /// Every row refused, listed or not.
+  public var rejectedCount: Int64 = 0
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
@@ -525,7 +528,7 @@ public nonisolated struct Roster_V1_WatchChangesRequest: Sendable {
   public var afterToken: String = String()
 
   /// If set, a heartbeat (a ChangeEvent with heartbeat true) follows every stretch this long
-  /// without a change, so that proxies and browsers keep an idle stream open; at least 1s.
+  /// without a change, so that proxies and browsers keep an idle stream open; 1s to 3600s.
   /// Unset means none over gRPC, whose HTTP/2 pings keep a connection alive, and 15s over
   /// the Connect protocol and gRPC-Web.
   public var heartbeatInterval: SwiftProtobuf.Google_Protobuf_Duration {
@@ -1105,7 +1108,7 @@ nonisolated extension Roster_V1_UpsertEmployeesRequest: SwiftProtobuf.Message, S
 
 nonisolated extension Roster_V1_UpsertEmployeesResponse: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".UpsertEmployeesResponse"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}inserted\0\u{1}updated\0\u{1}rejected\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}inserted\0\u{1}updated\0\u{1}rejected\0\u{3}rejected_count\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -1116,6 +1119,7 @@ nonisolated extension Roster_V1_UpsertEmployeesResponse: SwiftProtobuf.Message, 
       case 1: try { try decoder.decodeSingularInt64Field(value: &self.inserted) }()
       case 2: try { try decoder.decodeSingularInt64Field(value: &self.updated) }()
       case 3: try { try decoder.decodeRepeatedMessageField(value: &self.rejected) }()
+      case 4: try { try decoder.decodeSingularInt64Field(value: &self.rejectedCount) }()
       default: break
       }
     }
@@ -1131,6 +1135,9 @@ nonisolated extension Roster_V1_UpsertEmployeesResponse: SwiftProtobuf.Message, 
     if !self.rejected.isEmpty {
       try visitor.visitRepeatedMessageField(value: self.rejected, fieldNumber: 3)
     }
+    if self.rejectedCount != 0 {
+      try visitor.visitSingularInt64Field(value: self.rejectedCount, fieldNumber: 4)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -1138,6 +1145,7 @@ nonisolated extension Roster_V1_UpsertEmployeesResponse: SwiftProtobuf.Message, 
     if lhs.inserted != rhs.inserted {return false}
     if lhs.updated != rhs.updated {return false}
     if lhs.rejected != rhs.rejected {return false}
+    if lhs.rejectedCount != rhs.rejectedCount {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
