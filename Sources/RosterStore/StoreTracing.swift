@@ -5,9 +5,9 @@ internal import Synchronization
 /// lane's wait and its read, a write's wait, statements and commit, a PostgreSQL query or
 /// transaction, a picture's file I/O.
 ///
-/// Off until the server starts with an exporter (`switchOn`): then a read or write costs one
-/// relaxed load more than without tracing, and no span, task-local lookup or clock read. On,
-/// spans are made only within a call whose own span records (`Recording`).
+/// Off until the server starts with an exporter (`switchOn`). While off, a read or write pays
+/// one relaxed load and makes no span, task-local lookup or clock read. On, spans are made
+/// only within a call whose own span records (`Recording`).
 ///
 /// ```swift
 /// let rows = try await StoreTracing.withSpan("postgres.query") { try await client.query(q) }
