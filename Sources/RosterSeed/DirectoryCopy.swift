@@ -107,11 +107,7 @@ public struct DirectoryCopy: Sendable {
     let summary = try await target.withBulkLoad {
       try await target.upsertEmployees(rows, context: self.context, chunkRows: nil)
     }
-    if let first = summary.rejected.first {
-      throw Failure(
-        description: "the target refused \(summary.rejectedCount) employees; the first, at \(first.index): \(first.reason)"
-      )
-    }
+    try Self.requireWhole(summary, of: "employees")
     report.employeesSkipped = Int(haveEmployees)
     report.employeesCopied = summary.imported
     self.progress("employees: copied \(summary.imported) in \(took())")
@@ -128,11 +124,7 @@ public struct DirectoryCopy: Sendable {
     self.progress("sales: skipping the \(haveSales) the target has")
     let sales = Self.saleRows(source, skip: Int(haveSales), pageSize: self.salesPage)
     let imported = try await target.importSales(sales, context: self.context, chunkRows: nil)
-    if let first = imported.rejected.first {
-      throw Failure(
-        description: "the target refused \(imported.rejectedCount) sales; the first, at \(first.index): \(first.reason)"
-      )
-    }
+    try Self.requireWhole(imported, of: "sales")
     report.salesSkipped = Int(haveSales)
     report.salesCopied = imported.inserted
     self.progress("sales: copied \(imported.inserted) in \(took())")
@@ -229,6 +221,14 @@ public struct DirectoryCopy: Sendable {
         description: "the picture of \(employee.guid) arrived as \(etag), not \(employee.pictureEtag ?? "")"
       )
     }
+  }
+
+  /// Stops the copy at a row the target refused: a copy is whole or it is not done.
+  static func requireWhole(_ summary: ImportSummary, of what: String) throws {
+    guard let first = summary.rejected.first else { return }
+    throw Failure(
+      description: "the target refused \(summary.rejectedCount) \(what); the first, at \(first.index): \(first.reason)"
+    )
   }
 
   /// A backend's number of sales, from its yearly totals.

@@ -1,6 +1,5 @@
 import ArgumentParser
 import Foundation
-import Logging
 import RosterDomain
 import RosterPostgres
 import RosterSQLite
@@ -110,7 +109,7 @@ struct Copy: AsyncParsableCommand {
   }
 
   /// Opens `endpoint` for the time `body` runs, a SQLite one with its pictures in `pictures`
-  /// if given; a PostgreSQL store's pool and writer run in a task beside it.
+  /// if given.
   private func withStore(
     _ endpoint: Endpoint,
     pictures: String?,
@@ -130,16 +129,7 @@ struct Copy: AsyncParsableCommand {
     case .postgres(let url):
       var configuration = PostgresConfiguration(url: url)
       configuration.schema = self.postgresSchema
-      var logger = Logger(label: "roster.copy")
-      // PostgresNIO warns of a lease asked for before the pool's task has begun, which the
-      // pool then serves.
-      logger.logLevel = .error
-      let store = try await PostgresStore.open(configuration, logger: logger)
-      try await withThrowingTaskGroup(of: Void.self) { group in
-        group.addTask { try await store.run() }
-        defer { group.cancelAll() }
-        try await body(store)
-      }
+      try await withPostgresStore(configuration, label: "roster.copy", body)
     }
   }
 

@@ -1,6 +1,5 @@
 import ArgumentParser
 import Foundation
-import Logging
 import RosterPostgres
 import RosterSQLite
 import RosterStore
@@ -52,13 +51,7 @@ struct Import: AsyncParsableCommand {
     }
     var configuration = PostgresConfiguration(url: try PostgresURL(url))
     configuration.schema = self.postgresSchema
-    var logger = Logger(label: "roster.import")
-    logger.logLevel = .warning
-    let store = try await PostgresStore.open(configuration, logger: logger)
-    // The pool and the writer run in the store's service; it runs for the load.
-    try await withThrowingTaskGroup(of: Void.self) { group in
-      group.addTask { try await store.run() }
-      defer { group.cancelAll() }
+    try await withPostgresStore(configuration, label: "roster.import") { store in
       try await self.load(into: store, pictureConcurrency: configuration.pictures.thumbnailConcurrency)
     }
   }

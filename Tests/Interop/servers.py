@@ -1,9 +1,17 @@
-"""What the interop suites share about the server they drive: a tokens file, and a stop that
-fails the suite when the server does not exit cleanly on SIGTERM (it is killed then, so that
-no test leaves it behind)."""
+"""What the interop suites share about the server they drive: a free port, a tokens file,
+and a stop that fails the suite when the server does not exit cleanly on SIGTERM (it is
+killed then, so that no test leaves it behind)."""
 import os
 import signal
+import socket
 import subprocess
+
+
+def free_port():
+    """A loopback TCP port nothing listens on now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def write_tokens(roster, work, roles):

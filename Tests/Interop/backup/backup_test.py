@@ -15,7 +15,6 @@ Usage: python3 Tests/Interop/backup/backup_test.py ROSTER_BINARY
 """
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -37,14 +36,9 @@ HANG = 60
 PAGE = 50
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
 
 def serve(db, log, seed):
-    port = free_port()
+    port = servers.free_port()
     server = subprocess.Popen(
         [ROSTER, "serve", "--port", str(port), "--db", db, "--seed-employees", str(seed),
          "--seed-sales-per-employee", "2", "--no-log-requests"],

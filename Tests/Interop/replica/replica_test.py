@@ -28,6 +28,7 @@ URL = os.environ["ROSTER_TEST_POSTGRES_URL"]
 WORK = tempfile.mkdtemp(prefix="roster-replicas-")
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 import rosterstubs  # noqa: E402
+import servers  # noqa: E402
 
 STUBS = rosterstubs.generate(WORK, ["types.proto", "directory.proto"])
 from roster.v1 import directory_pb2, directory_pb2_grpc, types_pb2  # noqa: E402
@@ -35,11 +36,6 @@ from roster.v1 import directory_pb2, directory_pb2_grpc, types_pb2  # noqa: E402
 CLIENTS = 8
 processes = []
 
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def start_replica(port, schema):
@@ -96,12 +92,12 @@ def cleanup():
 
 def main():
     schema = "replicas_" + str(os.getpid())
-    ports = [free_port(), free_port()]
+    ports = [servers.free_port(), servers.free_port()]
     # Both at once: they migrate the new schema together (one does, the other waits).
     replicas = [start_replica(port, schema) for port in ports]
     for replica in replicas:
         wait_listening(replica)
-    front = free_port()
+    front = servers.free_port()
     start_nginx(front, ports)
 
     # A watcher on the replica that survives, from now.

@@ -14,7 +14,6 @@ Usage: scripts/postgres run -- python3 Tests/Interop/replica/restart_test.py ROS
 """
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -40,11 +39,6 @@ WRITERS = 4
 HANG = 60
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
 
 def main():
     replicas, logs, targets = [], [], []
@@ -52,7 +46,7 @@ def main():
         for index in range(2):
             log = open(os.path.join(WORK, f"replica-{index}.log"), "w")
             logs.append(log)
-            port = free_port()
+            port = servers.free_port()
             replica = subprocess.Popen(
                 [ROSTER, "serve", "--port", str(port), "--postgres", URL, "--postgres-schema", SCHEMA,
                  "--seed-employees", "0", "--no-log-requests"],

@@ -24,7 +24,6 @@ Usage: python3 Tests/Interop/tracing/tracing_test.py ROSTER_BINARY
 """
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -83,11 +82,6 @@ class Receiver(trace_service_pb2_grpc.TraceServiceServicer):
                              f"{[(s.name, s.span_id.hex(), s.parent_span_id.hex()) for s in self.trace(trace_id)]}")
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
 
 def traceparent(n):
     trace_id = f"{n:02x}" * 16
@@ -109,7 +103,7 @@ def check(condition, message):
 
 
 def serve(args, log):
-    port = free_port()
+    port = servers.free_port()
     environment = dict(os.environ, OTEL_BSP_SCHEDULE_DELAY="100")
     environment.pop("OTEL_EXPORTER_OTLP_ENDPOINT", None)
     environment.pop("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", None)
