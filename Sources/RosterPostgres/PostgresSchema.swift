@@ -18,6 +18,7 @@ enum PostgresSchema {
     Migration(version: 1, name: "employees, pictures, change log", statements: Self.directory),
     Migration(version: 2, name: "sales, counters and rollups", statements: Self.analytics),
     Migration(version: 3, name: "employees per folded name", statements: Self.names),
+    Migration(version: 4, name: "daily statistics per department, sales per amount bucket", statements: Self.statistics),
   ]
 
   /// How many employees carry each folded name, as signed delta rows (like the department

@@ -91,8 +91,10 @@ extension PostgresStore {
 
   /// One page of `function` over sale amounts (cents), grouped, filtered; groups by key.
   /// COUNT, SUM and AVG come from the monthly rollups when the range is whole months and no
-  /// employee is named, from the employee's daily rollups when one is; the rest from the
-  /// sales, through their date and employee indexes.
+  /// employee is named, from the employee's daily rollups when one is; without an employee,
+  /// every other function but the median from the daily statistics per department, and the
+  /// median of everything or of each department from the amount buckets; the rest from the
+  /// sales, through their date and employee indexes, medians in bounded pages.
   public func aggregateSales(
     _ function: AggregateFunction,
     groupedBy grouping: AggregateGrouping,
@@ -102,6 +104,23 @@ extension PostgresStore {
     try filter.checkRange()
     if grouping == .active {
       throw StoreError(.invalidArgument, "grouping by active applies to employees, not sales")
+    }
+    let additive: Set<AggregateFunction> = [.count, .sum, .average]
+    let monthly = additive.contains(function) && filter.employeeGUID == nil && filter.coversWholeMonths
+      && [.none, .department, .year, .month].contains(grouping)
+    if !monthly, filter.employeeGUID == nil, grouping != .employee {
+      if function != .median {
+        return try await self.aggregateFromDailyStatistics(function, groupedBy: grouping, filter: filter, page: page)
+      }
+      if grouping == .none || grouping == .department {
+        return try await self.medianFromBuckets(groupedBy: grouping, filter: filter, page: page)
+      }
+    }
+    // Medians by year, month or day read every value of their groups: a page ends early, at
+    // a group boundary, once it holds `medianRowsPerPage` sales.
+    var last: (key: String, more: Bool)?
+    if function == .median, filter.employeeGUID == nil, grouping != .employee {
+      last = try await self.medianPageEnd(grouping, filter, after: page.after, limit: page.limit)
     }
     var builder = SQLBuilder()
     var terms: [String] = []
@@ -116,10 +135,7 @@ extension PostgresStore {
     let key: String
     let value: String
     let source: String
-    let additive: Set<AggregateFunction> = [.count, .sum, .average]
-    if additive.contains(function), filter.employeeGUID == nil, filter.coversWholeMonths,
-      [.none, .department, .year, .month].contains(grouping)
-    {
+    if monthly {
       scope(department: "department", date: "month", months: true)
       key = ["none": "''", "department": "department", "year": "left(month, 4)", "month": "month"][grouping.rawValue]!
       value = Self.rolledUp(function)
@@ -138,6 +154,10 @@ extension PostgresStore {
       heavy = true
       scope(department: "e.department", date: "s.date")
       if let guid = filter.employeeGUID { terms.append("e.guid = \(builder.bind(guid))") }
+      if let last {
+        let bound = grouping == .year ? last.key + "-12-31" : grouping == .month ? last.key + "-31" : last.key
+        terms.append("s.date <= \(builder.bind(bound))")
+      }
       key = ["none": "''", "department": "e.department", "employee": "e.guid", "year": "left(s.date, 4)",
              "month": "left(s.date, 7)", "day": "s.date"][grouping.rawValue]!
       value = Self.aggregate(function, column: "s.amount_cents")
@@ -148,7 +168,10 @@ extension PostgresStore {
     if let after = page.after { terms.append("(\(key)) > \(builder.bind(after))") }
     let whereClause = terms.isEmpty ? "" : " WHERE " + terms.joined(separator: " AND ")
     builder.sql = "SELECT \(key) AS k, \(value) FROM \(source)\(whereClause) GROUP BY 1 ORDER BY 1 LIMIT \(page.limit + 1)"
-    return AggregatePage(cutting: try await self.groups(builder.query, heavy: heavy), grouping: grouping, page: page)
+    let groups = try await self.groups(builder.query, heavy: heavy)
+    var result = AggregatePage(cutting: groups, grouping: grouping, page: page)
+    if let last, last.more, result.next == nil { result.next = groups.last?.key }
+    return result
   }
 
   /// One page of `function` over vacation days (or a count of employees), grouped by
@@ -199,9 +222,7 @@ extension PostgresStore {
   /// The groups `query` returns; a query over raw rows runs as a heavy read.
   private func groups(_ query: PostgresQuery, heavy: Bool) async throws -> [AggregateValue] {
     let rows = heavy ? try await self.heavy { try await $0.rows(query) } : try await self.rows(query)
-    return try rows.map { row in
-      AggregateValue(key: try row[0].decode(String.self), value: try row[1].decode(Double?.self) ?? 0)
-    }
+    return try Self.values(rows)
   }
 
   /// An aggregate over a column, as a double. The median is exact: the middle value, or the

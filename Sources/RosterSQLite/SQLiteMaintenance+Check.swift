@@ -1,5 +1,6 @@
 internal import Foundation
 internal import GRDB
+internal import RosterDomain
 internal import RosterPictures
 
 extension SQLiteMaintenance {
@@ -52,6 +53,15 @@ extension SQLiteMaintenance {
       SELECT s.date, e.department, count(*), sum(s.amount_cents), sum(s.amount_cents * s.amount_cents),
              min(s.amount_cents), max(s.amount_cents)
       FROM sales s JOIN employees e ON e.id = s.employee_id GROUP BY 1, 2
+      """
+    ),
+    (
+      "sales_amount_buckets",
+      "SELECT period, department, bucket, count FROM sales_amount_buckets",
+      """
+      SELECT \(SQLiteStore.period("s.date")), e.department, \(AmountBuckets.sql("s.amount_cents")), count(*)
+      FROM sales s JOIN employees e ON e.id = s.employee_id, \(SQLiteStore.periodKinds)
+      GROUP BY 1, 2, 3
       """
     ),
   ]

@@ -63,6 +63,9 @@ extension SQLiteStore {
     if function == .median, grouping == .none, filter == SalesFilter() {
       return try await self.medianOfEverySale(after: page.after)
     }
+    if function == .median, filter.employeeGUID == nil, grouping == .none || grouping == .department {
+      return try await self.medianFromBuckets(groupedBy: grouping, filter: filter, page: page)
+    }
     // Other medians read every value of their groups: their pages end early, at a group
     // boundary, once they hold `configuration.medianRowsPerPage` sales (AIP-158 lets a page
     // hold fewer groups than asked), so each call stays bounded whatever the groups' sizes.
@@ -88,6 +91,34 @@ extension SQLiteStore {
       return middle.isEmpty ? 0 : Double(middle.reduce(0, +)) / Double(middle.count)
     }
     return AggregatePage(groups: [AggregateValue(key: "", value: median)], next: nil)
+  }
+
+  /// Medians of the whole range or of each department, from the amount buckets: a few
+  /// thousand bucket counts and one bucket's amounts per group, whatever the range.
+  private func medianFromBuckets(
+    groupedBy grouping: AggregateGrouping,
+    filter: SalesFilter,
+    page: AggregatePageRequest
+  ) async throws -> AggregatePage {
+    guard grouping == .department else {
+      if page.after != nil { return AggregatePage(groups: [], next: nil) }
+      let median = try await self.read(.heavy) { db in try Self.medianFromBuckets(db, filter) }
+      return AggregatePage(cutting: median.map { [AggregateValue(key: "", value: $0)] } ?? [], grouping: .none, page: page)
+    }
+    let sizes = AnalyticsSQL.groupSizes(.department, filter, after: page.after)
+    let groups = try await self.read(.heavy) { db -> [AggregateValue] in
+      let departments = try String.fetchAll(db, sql: sizes.sql + " LIMIT \(page.limit + 1)", arguments: sizes.arguments)
+      var groups: [AggregateValue] = []
+      for department in departments {
+        var scoped = filter
+        scoped.department = department
+        if let median = try Self.medianFromBuckets(db, scoped) {
+          groups.append(AggregateValue(key: department, value: median))
+        }
+      }
+      return groups
+    }
+    return AggregatePage(cutting: groups, grouping: grouping, page: page)
   }
 
   /// The last group of a page of medians and whether groups follow it: from the groups'

@@ -32,6 +32,9 @@ extension SQLiteStore {
     migrator.registerMigration("v8: daily sales statistics per department") { db in
       try db.execute(sql: Self.dailyDepartmentSchema)
     }
+    migrator.registerMigration("v9: sales per amount bucket, for medians") { db in
+      try db.execute(sql: Self.amountBucketsSchema)
+    }
     return migrator
   }
 

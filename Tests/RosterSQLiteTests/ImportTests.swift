@@ -118,8 +118,11 @@ struct ImportTests {
         try Int.fetchOne(db, sql: "SELECT count(*) FROM sqlite_master WHERE type = 'trigger'")
       }
       #expect(
-        triggers == 18,
-        "names 3 and their trigram index 2, picture release 2, department counters 3, sales rollups 4, daily statistics 4"
+        triggers == 22,
+        """
+        names 3 and their trigram index 2, picture release 2, department counters 3, sales rollups 4, daily \
+        statistics 4, amount buckets 4
+        """
       )
     }
   }

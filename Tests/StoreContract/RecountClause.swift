@@ -101,5 +101,6 @@ extension StoreContract {
     try Self.require(months.map(\.0) == byMonth.keys.sorted()
                        && months.map { [$0.1, $0.2] } == byMonth.keys.sorted().map { [byMonth[$0]!.0, byMonth[$0]!.1] },
                      "calendar months \(months), recounted \(byMonth.sorted { $0.key < $1.key })")
+    try await Self.aggregatesMatchModel(store, sales: sales, departmentOf: departmentOf)
   }
 }

@@ -1,0 +1,179 @@
+internal import RosterDomain
+internal import PostgresNIO
+
+extension PostgresStore {
+  /// Groups a page of median pages hold at most on the raw path (by year, month or day):
+  /// as on SQLite, a page ends at a group boundary once it holds this many sales.
+  static let medianRowsPerPage: Int64 = 500_000
+
+  /// An aggregate from the daily statistics per department, for every function but the
+  /// median, without an employee, grouped by nothing, department, year, month or day.
+  func aggregateFromDailyStatistics(
+    _ function: AggregateFunction,
+    groupedBy grouping: AggregateGrouping,
+    filter: SalesFilter,
+    page: AggregatePageRequest
+  ) async throws -> AggregatePage {
+    var builder = SQLBuilder()
+    let key = Self.dailyKey(grouping)
+    var terms = Self.dailyTerms(filter, &builder)
+    if let after = page.after { terms.append("(\(key)) > \(builder.bind(after))") }
+    let value: String = switch function {
+    case .count, .sum, .average: Self.rolledUp(function)
+    case .minimum: "min(min_cents)::float8"
+    case .maximum: "max(max_cents)::float8"
+    default:
+      // Population variance as E[x²] - E[x]², from sums kept exactly.
+      "sqrt(greatest(0, sum(squares) / sum(count) - (sum(total_cents)::numeric / sum(count)) ^ 2))::float8"
+    }
+    let whereClause = terms.isEmpty ? "" : " WHERE " + terms.joined(separator: " AND ")
+    builder.sql = """
+      SELECT \(key) AS k, \(value) FROM sales_daily_department\(whereClause)
+      GROUP BY 1 ORDER BY 1 LIMIT \(page.limit + 1)
+      """
+    let query = builder.query
+    let rows = try await self.heavy { try await $0.rows(query) }
+    return AggregatePage(cutting: try Self.values(rows), grouping: grouping, page: page)
+  }
+
+  /// Medians of the whole range or of each department, from the amount buckets, in one
+  /// snapshot: a few thousand bucket counts and one bucket's amounts per group.
+  func medianFromBuckets(
+    groupedBy grouping: AggregateGrouping,
+    filter: SalesFilter,
+    page: AggregatePageRequest
+  ) async throws -> AggregatePage {
+    let groups = try await self.heavy { read -> [AggregateValue] in
+      guard grouping == .department else {
+        return try await Self.medianFromBuckets(read, filter).map { [AggregateValue(key: "", value: $0)] } ?? []
+      }
+      var builder = SQLBuilder()
+      var terms = Self.dailyTerms(filter, &builder)
+      if let after = page.after { terms.append("department > \(builder.bind(after))") }
+      let whereClause = terms.isEmpty ? "" : " WHERE " + terms.joined(separator: " AND ")
+      builder.sql = "SELECT DISTINCT department FROM sales_daily_department\(whereClause) ORDER BY 1 LIMIT \(page.limit + 1)"
+      var groups: [AggregateValue] = []
+      for row in try await read.rows(builder.query) {
+        var scoped = filter
+        scoped.department = try row[0].decode(String.self)
+        if let median = try await Self.medianFromBuckets(read, scoped) {
+          groups.append(AggregateValue(key: scoped.department!, value: median))
+        }
+      }
+      return groups
+    }
+    return AggregatePage(cutting: groups, grouping: grouping, page: page)
+  }
+
+  /// The median of the sales in `filter`'s range and department, as SQLite's
+  /// `medianFromBuckets`; nil when no sale matches.
+  private static func medianFromBuckets(_ read: HeavyRead, _ filter: SalesFilter) async throws -> Double? {
+    let periods = SalesPeriods(from: filter.fromDate, to: filter.toDate)
+    var counts: [Int: Int64] = [:]
+    var ranges: [(String, String)] = []
+    if let years = periods.years { ranges.append(("Y" + years.first, "Y" + years.last)) }
+    ranges += periods.months.map { ("M" + $0.first, "M" + $0.last) }
+    func department(_ builder: inout SQLBuilder, column: String) -> String {
+      filter.department.map { " AND \(column) = \(builder.bind($0))" } ?? ""
+    }
+    let inDepartment = { (builder: inout SQLBuilder) -> String in
+      filter.department.map { " AND s.employee_id IN (SELECT id FROM employees WHERE department = \(builder.bind($0)))" } ?? ""
+    }
+    var queries: [SQLBuilder] = []
+    for (first, last) in ranges {
+      var builder = SQLBuilder()
+      builder.sql = """
+        SELECT bucket, sum(count)::int8 FROM sales_amount_buckets
+        WHERE period BETWEEN \(builder.bind(first)) AND \(builder.bind(last))\(department(&builder, column: "department"))
+        GROUP BY 1
+        """
+      queries.append(builder)
+    }
+    for days in periods.days {
+      var builder = SQLBuilder()
+      builder.sql = """
+        SELECT \(AmountBuckets.sql("s.amount_cents")), count(*) FROM sales s
+        WHERE s.date BETWEEN \(builder.bind(days.first)) AND \(builder.bind(days.last))\(inDepartment(&builder))
+        GROUP BY 1
+        """
+      queries.append(builder)
+    }
+    for builder in queries {
+      for row in try await read.rows(builder.query) {
+        counts[Int(try row[0].decode(Int32.self)), default: 0] += try row[1].decode(Int64.self)
+      }
+    }
+    var values: [Int64] = []
+    for (bucket, offset) in AmountBuckets.middle(of: counts) {
+      let amounts = AmountBuckets.amounts(in: bucket)
+      if amounts.lowerBound == amounts.upperBound {
+        values.append(amounts.lowerBound)
+        continue
+      }
+      var builder = SQLBuilder()
+      builder.sql = """
+        SELECT s.amount_cents FROM sales s
+        WHERE s.amount_cents BETWEEN \(builder.bind(amounts.lowerBound)) AND \(builder.bind(amounts.upperBound))
+          AND s.date BETWEEN \(builder.bind(filter.fromDate ?? StoreLimits.earliestSaleDate))
+          AND \(builder.bind(filter.toDate ?? "9999-12-31"))\(inDepartment(&builder))
+        ORDER BY s.amount_cents OFFSET \(builder.bind(offset)) LIMIT 1
+        """
+      guard let value = try await read.row(builder.query)?[0].decode(Int64.self) else {
+        throw StoreError(.unavailable, "the sales amount counts disagree with the sales; try again")
+      }
+      values.append(value)
+    }
+    return values.isEmpty ? nil : Double(values.reduce(0, +)) / Double(values.count)
+  }
+
+  /// The last group of a page of raw medians by year, month or day, and whether more follow:
+  /// as many groups as `limit` and `medianRowsPerPage` allow, and at least one (their sizes
+  /// from the daily statistics).
+  func medianPageEnd(
+    _ grouping: AggregateGrouping,
+    _ filter: SalesFilter,
+    after: String?,
+    limit: Int
+  ) async throws -> (key: String, more: Bool)? {
+    var builder = SQLBuilder()
+    let key = Self.dailyKey(grouping)
+    var terms = Self.dailyTerms(filter, &builder)
+    if let after { terms.append("(\(key)) > \(builder.bind(after))") }
+    let whereClause = terms.isEmpty ? "" : " WHERE " + terms.joined(separator: " AND ")
+    builder.sql = "SELECT \(key), sum(count)::int8 FROM sales_daily_department\(whereClause) GROUP BY 1 ORDER BY 1"
+    var last: String?
+    var groups = 0
+    var sales: Int64 = 0
+    for row in try await self.rows(builder.query) {
+      let size = try row[1].decode(Int64.self)
+      if let last, groups == limit || sales + size > Self.medianRowsPerPage { return (last, true) }
+      last = try row[0].decode(String.self)
+      groups += 1
+      sales += size
+    }
+    return last.map { ($0, false) }
+  }
+
+  /// The group key of `grouping` on `sales_daily_department`.
+  private static func dailyKey(_ grouping: AggregateGrouping) -> String {
+    ["none": "''", "department": "department", "year": "left(day, 4)", "month": "left(day, 7)", "day": "day"][
+      grouping.rawValue
+    ]!
+  }
+
+  /// The filter's department and range on `sales_daily_department`.
+  private static func dailyTerms(_ filter: SalesFilter, _ builder: inout SQLBuilder) -> [String] {
+    var terms: [String] = []
+    if let value = filter.department { terms.append("department = \(builder.bind(value))") }
+    if let value = filter.fromDate { terms.append("day >= \(builder.bind(value))") }
+    if let value = filter.toDate { terms.append("day <= \(builder.bind(value))") }
+    return terms
+  }
+
+  /// Groups as `(key, double)` rows.
+  static func values(_ rows: [PostgresRandomAccessRow]) throws -> [AggregateValue] {
+    try rows.map { row in
+      AggregateValue(key: try row[0].decode(String.self), value: try row[1].decode(Double?.self) ?? 0)
+    }
+  }
+}
