@@ -43,26 +43,28 @@ extension PostgresStore {
     filter: SalesFilter,
     page: AggregatePageRequest
   ) async throws -> AggregatePage {
-    let groups = try await self.heavy { read -> [AggregateValue] in
+    return try await self.heavy { read -> AggregatePage in
       guard grouping == .department else {
-        return try await Self.medianFromBuckets(read, filter).map { [AggregateValue(key: "", value: $0)] } ?? []
+        let median = try await Self.medianFromBuckets(read, filter)
+        return AggregatePage(cutting: median.map { [AggregateValue(key: "", value: $0)] } ?? [], grouping: .none, page: page)
       }
+      let limit = min(page.limit, AmountBuckets.mediansPerPage)
       var builder = SQLBuilder()
       var terms = Self.dailyTerms(filter, &builder)
       if let after = page.after { terms.append("department > \(builder.bind(after))") }
       let whereClause = terms.isEmpty ? "" : " WHERE " + terms.joined(separator: " AND ")
-      builder.sql = "SELECT DISTINCT department FROM sales_daily_department\(whereClause) ORDER BY 1 LIMIT \(page.limit + 1)"
+      builder.sql = "SELECT DISTINCT department FROM sales_daily_department\(whereClause) ORDER BY 1 LIMIT \(limit + 1)"
+      let departments = try await read.rows(builder.query).map { try $0[0].decode(String.self) }
       var groups: [AggregateValue] = []
-      for row in try await read.rows(builder.query) {
+      for department in departments.prefix(limit) {
         var scoped = filter
-        scoped.department = try row[0].decode(String.self)
+        scoped.department = department
         if let median = try await Self.medianFromBuckets(read, scoped) {
-          groups.append(AggregateValue(key: scoped.department!, value: median))
+          groups.append(AggregateValue(key: department, value: median))
         }
       }
-      return groups
+      return AggregatePage(groups: groups, next: departments.count > limit ? departments[limit - 1] : nil)
     }
-    return AggregatePage(cutting: groups, grouping: grouping, page: page)
   }
 
   /// The median of the sales in `filter`'s range and department, as SQLite's

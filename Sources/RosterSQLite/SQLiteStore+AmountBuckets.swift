@@ -13,7 +13,16 @@ extension SQLiteStore {
   /// Kept like `sales_daily_department`: by the sales triggers, with an employee's sales
   /// settled before the employee goes (the cascaded sale deletes then find no department),
   /// and moved when the employee changes department. A row whose count reaches 0 goes.
+  ///
+  /// The amounts' index and the dates' index also carry the employee (and the date), so
+  /// reading a bucket's amounts, or the amounts of a few days, in a department visits no
+  /// table row.
   static let amountBucketsSchema = """
+    DROP INDEX sales_by_amount;
+    CREATE INDEX sales_by_amount ON sales(amount_cents, date, employee_id);
+    DROP INDEX sales_by_date;
+    CREATE INDEX sales_by_date ON sales(date, amount_cents, employee_id);
+
     CREATE TABLE sales_amount_buckets (
       period     TEXT    NOT NULL,
       department TEXT    NOT NULL,
@@ -127,8 +136,8 @@ extension SQLiteStore {
         values.append(amounts.lowerBound)
         continue
       }
-      // The bucket's amounts in order, through the amounts' index, each checked against the
-      // range (and department): a bucket holds a few hundredths of the sales at most.
+      // The bucket's amounts in order, from the amounts' index alone, each checked against
+      // the range (and department): a bucket holds a hundredth of the sales or so.
       let value = try Int64.fetchOne(
         db,
         sql: """

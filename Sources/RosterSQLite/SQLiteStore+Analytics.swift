@@ -106,19 +106,19 @@ extension SQLiteStore {
       return AggregatePage(cutting: median.map { [AggregateValue(key: "", value: $0)] } ?? [], grouping: .none, page: page)
     }
     let sizes = AnalyticsSQL.groupSizes(.department, filter, after: page.after)
-    let groups = try await self.read(.heavy) { db -> [AggregateValue] in
-      let departments = try String.fetchAll(db, sql: sizes.sql + " LIMIT \(page.limit + 1)", arguments: sizes.arguments)
+    let limit = min(page.limit, AmountBuckets.mediansPerPage)
+    return try await self.read(.heavy) { db in
+      let departments = try String.fetchAll(db, sql: sizes.sql + " LIMIT \(limit + 1)", arguments: sizes.arguments)
       var groups: [AggregateValue] = []
-      for department in departments {
+      for department in departments.prefix(limit) {
         var scoped = filter
         scoped.department = department
         if let median = try Self.medianFromBuckets(db, scoped) {
           groups.append(AggregateValue(key: department, value: median))
         }
       }
-      return groups
+      return AggregatePage(groups: groups, next: departments.count > limit ? departments[limit - 1] : nil)
     }
-    return AggregatePage(cutting: groups, grouping: grouping, page: page)
   }
 
   /// The last group of a page of medians and whether groups follow it: from the groups'

@@ -1,6 +1,8 @@
 import ArgumentParser
 import Foundation
+import RosterPostgres
 import RosterSQLite
+import RosterStore
 import RosterDomain
 import Synchronization
 
@@ -79,8 +81,10 @@ struct MeasureAnalytics: AsyncParsableCommand {
 }
 
 /// `roster measure-aggregates`: the time of every `AggregateSales` shape (each function, each
-/// grouping, over a month, a year and all dates, with and without a department filter), its
-/// first page, in process on a database file.
+/// grouping, over ranges a date picker sends: a month, a year, all dates, a span of years that
+/// starts and ends mid-month, part of a year, and a range wider than the data; with and
+/// without a department filter), its first page, in process on a SQLite file or a PostgreSQL
+/// schema.
 struct MeasureAggregates: AsyncParsableCommand {
   static let configuration = CommandConfiguration(
     commandName: "measure-aggregates",
@@ -89,6 +93,12 @@ struct MeasureAggregates: AsyncParsableCommand {
 
   @Option(help: "SQLite database path (env ROSTER_DB).")
   var db: String = ProcessInfo.processInfo.environment["ROSTER_DB"] ?? "data/roster.sqlite"
+
+  @Option(help: "Measure a PostgreSQL store instead: postgres://user@host:port/database.")
+  var postgres: String?
+
+  @Option(help: "The PostgreSQL schema of the store.")
+  var postgresSchema: String = "roster"
 
   @Option(help: "Timed calls per shape, after one warm-up call.")
   var iterations: Int = 5
@@ -102,27 +112,47 @@ struct MeasureAggregates: AsyncParsableCommand {
   @Option(help: "Seconds one call may run before it is stopped and reported as over.")
   var budgetSeconds: Int = 30
 
+  @Option(name: .customLong("function"), help: "Only this function (count, sum, average, minimum, maximum, median, standardDeviation); repeatable.")
+  var functions: [String] = []
+
   func validate() throws {
     if self.iterations < 1 { throw ValidationError("--iterations must be at least 1") }
     if CivilDate(self.month + "-01") == nil { throw ValidationError("--month must be YYYY-MM") }
   }
 
   func run() async throws {
+    if let url = self.postgres {
+      var configuration = PostgresConfiguration(url: try PostgresURL(url))
+      configuration.schema = self.postgresSchema
+      configuration.statementTimeout = .seconds(self.budgetSeconds)
+      try await withPostgresStore(configuration, label: "roster.measure") { try await self.measure($0) }
+      return
+    }
     var configuration = StoreConfiguration(path: self.db)
     configuration.heavyLane.budget = .seconds(self.budgetSeconds)
-    let store = try SQLiteStore(configuration: configuration)
-    let year = String(self.month.prefix(4))
+    try await self.measure(try SQLiteStore(configuration: configuration))
+  }
+
+  /// The ranges of the shapes: label, from, to.
+  var ranges: [(String, String?, String?)] {
+    let year = Int(self.month.prefix(4))!
     let monthEnd = CivilDate(self.month + "-01")!.lastDayOfMonth.text
-    let ranges: [(String, String?, String?)] = [
+    return [
       ("month \(self.month)", self.month + "-01", monthEnd),
-      ("year \(year)", year + "-01-01", year + "-12-31"),
+      ("year \(year)", "\(year)-01-01", "\(year)-12-31"),
       ("all dates", nil, nil),
+      ("\(year - 9)-03-17 to \(year + 1)-09-12", "\(year - 9)-03-17", "\(year + 1)-09-12"),
+      ("\(year)-02-10 to \(year)-11-20", "\(year)-02-10", "\(year)-11-20"),
+      ("1900-01-01 to 2099-12-31", "1900-01-01", "2099-12-31"),
     ]
+  }
+
+  func measure(_ store: some AnalyticsStore) async throws {
     print("| function | group_by | range | department | groups | p50 ms | p99 ms |")
     print("| --- | --- | --- | --- | ---: | ---: | ---: |")
-    for function in AggregateFunction.allCases {
+    for function in AggregateFunction.allCases where self.functions.isEmpty || self.functions.contains(function.rawValue) {
       for grouping in AggregateGrouping.allCases where grouping != .active {
-        for (range, from, to) in ranges {
+        for (range, from, to) in self.ranges {
           for department in [nil, self.department] {
             let filter = SalesFilter(department: department, fromDate: from, toDate: to)
             var samples: [Double] = []
@@ -131,7 +161,9 @@ struct MeasureAggregates: AsyncParsableCommand {
             for index in 0...self.iterations {
               let started = ContinuousClock.now
               do {
-                groups = try await store.aggregateSales(function, groupedBy: grouping, filter: filter).groups.count
+                groups = try await store.aggregateSales(
+                  function, groupedBy: grouping, filter: filter, page: AggregatePageRequest()
+                ).groups.count
               } catch let error as StoreError where error.code == .deadlineExceeded {
                 over = true
                 break

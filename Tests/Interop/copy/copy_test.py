@@ -48,6 +48,7 @@ QUERIES = {
     "monthly sales": "SELECT * FROM sales_monthly ORDER BY month",
     "monthly sales per department": "SELECT * FROM sales_monthly_department ORDER BY department, month",
     "daily sales per department": "SELECT * FROM sales_daily_department ORDER BY day, department",
+    "sales per amount bucket": "SELECT * FROM sales_amount_buckets ORDER BY period, department, bucket",
 }
 
 
