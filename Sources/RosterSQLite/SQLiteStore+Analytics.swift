@@ -69,89 +69,17 @@ extension SQLiteStore {
     // Other medians read every value of their groups: their pages end early, at a group
     // boundary, once they hold `configuration.medianRowsPerPage` sales (AIP-158 lets a page
     // hold fewer groups than asked), so each call stays bounded whatever the groups' sizes.
-    var last: (key: String, more: Bool)?
-    if function == .median, filter.employeeGUID == nil, grouping != .none, grouping != .employee,
-      self.configuration.medianRowsPerPage > 0
-    {
-      last = try await self.medianPageEnd(grouping, filter, after: page.after, limit: page.limit)
+    if function == .median, filter.employeeGUID == nil, [.year, .month, .day].contains(grouping) {
+      let last = self.configuration.medianRowsPerPage > 0
+        ? try await self.medianPageEnd(grouping, filter, after: page.after, limit: page.limit) : nil
+      let groups = try await self.mediansInDateOrder(grouping, filter, after: page.after, through: last?.key, limit: page.limit)
+      var result = AggregatePage(cutting: groups, grouping: grouping, page: page)
+      if let last, last.more, result.next == nil { result.next = groups.last?.key }
+      return result
     }
-    let query = try AnalyticsSQL.aggregateSales(function, grouping, filter, after: page.after, through: last?.key)
+    let query = try AnalyticsSQL.aggregateSales(function, grouping, filter, after: page.after)
     let groups = try await self.aggregateGroups(query, limit: page.limit)
-    var result = AggregatePage(cutting: groups, grouping: grouping, page: page)
-    if let last, last.more, result.next == nil { result.next = groups.last?.key }
-    return result
-  }
-
-  /// The median of every sale, from the middle of the amounts' index.
-  private func medianOfEverySale(after: String?) async throws -> AggregatePage {
-    if after != nil { return AggregatePage(groups: [], next: nil) }
-    let median = try await self.read(.heavy) { db -> Double in
-      let count = try Int64.fetchOne(db, sql: AnalyticsSQL.salesCount) ?? 0
-      let middle = try Int64.fetchAll(db, sql: AnalyticsSQL.medianOfEverySale, arguments: [count])
-      return middle.isEmpty ? 0 : Double(middle.reduce(0, +)) / Double(middle.count)
-    }
-    return AggregatePage(groups: [AggregateValue(key: "", value: median)], next: nil)
-  }
-
-  /// Medians of the whole range or of each department, from the amount buckets: a few
-  /// thousand bucket counts and one bucket's amounts per group, whatever the range.
-  private func medianFromBuckets(
-    groupedBy grouping: AggregateGrouping,
-    filter: SalesFilter,
-    page: AggregatePageRequest
-  ) async throws -> AggregatePage {
-    guard grouping == .department else {
-      if page.after != nil { return AggregatePage(groups: [], next: nil) }
-      let median = try await self.read(.heavy) { db in try Self.medianFromBuckets(db, filter) }
-      return AggregatePage(cutting: median.map { [AggregateValue(key: "", value: $0)] } ?? [], grouping: .none, page: page)
-    }
-    let sizes = AnalyticsSQL.groupSizes(.department, filter, after: page.after)
-    let limit = min(page.limit, AmountBuckets.mediansPerPage)
-    return try await self.read(.heavy) { db in
-      let departments = try String.fetchAll(db, sql: sizes.sql + " LIMIT \(limit + 1)", arguments: sizes.arguments)
-      var groups: [AggregateValue] = []
-      for department in departments.prefix(limit) {
-        var scoped = filter
-        scoped.department = department
-        if let median = try Self.medianFromBuckets(db, scoped) {
-          groups.append(AggregateValue(key: department, value: median))
-        }
-      }
-      return AggregatePage(groups: groups, next: departments.count > limit ? departments[limit - 1] : nil)
-    }
-  }
-
-  /// The last group of a page of medians and whether groups follow it: from the groups'
-  /// sizes in the daily statistics, as many groups as `limit` and `medianRowsPerPage` allow
-  /// (one department), and at least one.
-  private func medianPageEnd(
-    _ grouping: AggregateGrouping,
-    _ filter: SalesFilter,
-    after: String?,
-    limit: Int
-  ) async throws -> (key: String, more: Bool)? {
-    let query = AnalyticsSQL.groupSizes(grouping, filter, after: after)
-    // A department's sales are read through its employees (every one of them, whatever the
-    // range, a seek each): one department per page, and half the sales when one department
-    // filters (1.1 to 1.2 s for a page of 500,000 at 10M sales, against 0.5 s without).
-    let budget = self.configuration.medianRowsPerPage / (filter.department == nil ? 1 : 2)
-    let maximumGroups = grouping == .department ? 1 : limit
-    return try await self.read(.heavy, statement: true) { db in
-      let rows = try Row.fetchCursor(db, sql: query.sql, arguments: query.arguments)
-      var last: String?
-      var groups = 0
-      var sales: Int64 = 0
-      while let row = try rows.next() {
-        let size: Int64 = row[1]
-        if let last, groups == maximumGroups || sales + size > budget {
-          return (last, true)
-        }
-        last = row[0]
-        groups += 1
-        sales += size
-      }
-      return last.map { ($0, false) }
-    }
+    return AggregatePage(cutting: groups, grouping: grouping, page: page)
   }
 
   /// One page of `function` over `vacation_days` (or a count of employees), grouped by
