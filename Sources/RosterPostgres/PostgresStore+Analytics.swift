@@ -168,7 +168,12 @@ extension PostgresStore {
     if let after = page.after { terms.append("(\(key)) > \(builder.bind(after))") }
     let whereClause = terms.isEmpty ? "" : " WHERE " + terms.joined(separator: " AND ")
     builder.sql = "SELECT \(key) AS k, \(value) FROM \(source)\(whereClause) GROUP BY 1 ORDER BY 1 LIMIT \(page.limit + 1)"
-    let groups = try await self.groups(builder.query, heavy: heavy)
+    // A department's medians by day: PostgreSQL's estimate favours a nested loop that looks up
+    // every sale's employee (920,000 lookups, 1.5 s, for two years at 10M sales), where a hash
+    // of the department's employees takes 0.16 s. (By year and month, where a page holds
+    // fewer sales, the nested loop is the faster: 464 against 761 ms at worst.)
+    let hashJoin = heavy && filter.department != nil && grouping == .day
+    let groups = try await self.groups(builder.query, heavy: heavy, hashJoin: hashJoin)
     var result = AggregatePage(cutting: groups, grouping: grouping, page: page)
     if let last, last.more, result.next == nil { result.next = groups.last?.key }
     return result
@@ -220,8 +225,14 @@ extension PostgresStore {
   }
 
   /// The groups `query` returns; a query over raw rows runs as a heavy read.
-  private func groups(_ query: PostgresQuery, heavy: Bool) async throws -> [AggregateValue] {
-    let rows = heavy ? try await self.heavy { try await $0.rows(query) } : try await self.rows(query)
+  private func groups(_ query: PostgresQuery, heavy: Bool, hashJoin: Bool = false) async throws -> [AggregateValue] {
+    let rows = heavy
+      ? try await self.heavy { read in
+        // SET LOCAL ends with the heavy read's transaction.
+        if hashJoin { _ = try await read.rows("SET LOCAL enable_nestloop = off") }
+        return try await read.rows(query)
+      }
+      : try await self.rows(query)
     return try Self.values(rows)
   }
 
