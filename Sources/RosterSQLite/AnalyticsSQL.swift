@@ -152,7 +152,8 @@ enum AnalyticsSQL {
     _ function: AggregateFunction,
     _ grouping: AggregateGrouping,
     _ filter: SalesFilter,
-    after: String? = nil
+    after: String? = nil,
+    through last: String? = nil
   ) throws -> (sql: String, arguments: StatementArguments) {
     if grouping == .active {
       throw StoreError(.invalidArgument, "grouping by active applies to employees, not sales")
@@ -213,6 +214,15 @@ enum AnalyticsSQL {
     if let guid = filter.employeeGUID {
       terms.append("e.guid = ?")
       arguments.append(guid)
+    }
+    if let last {
+      // The page's last group, as a bound the indexes serve.
+      switch grouping {
+      case .department: terms.append("e.department <= ?")
+      case .employee: terms.append("e.guid <= ?")
+      default: terms.append("s.date <= ?")
+      }
+      arguments.append(grouping == .year ? last + "-12-31" : grouping == .month ? last + "-31" : last)
     }
     let key = ["none": "''", "department": "e.department", "employee": "e.guid",
                "year": "substr(s.date, 1, 4)", "month": "substr(s.date, 1, 7)",

@@ -69,17 +69,25 @@ extension SQLiteStore {
     // Other medians read every value of their groups: their pages end early, at a group
     // boundary, once they hold `configuration.medianRowsPerPage` sales (AIP-158 lets a page
     // hold fewer groups than asked), so each call stays bounded whatever the groups' sizes.
-    if function == .median, filter.employeeGUID == nil, [.year, .month, .day].contains(grouping) {
-      let last = self.configuration.medianRowsPerPage > 0
-        ? try await self.medianPageEnd(grouping, filter, after: page.after, limit: page.limit) : nil
-      let groups = try await self.mediansInDateOrder(grouping, filter, after: page.after, through: last?.key, limit: page.limit)
-      var result = AggregatePage(cutting: groups, grouping: grouping, page: page)
-      if let last, last.more, result.next == nil { result.next = groups.last?.key }
-      return result
+    var last: (key: String, more: Bool)?
+    if function == .median, filter.employeeGUID == nil, [.year, .month, .day].contains(grouping),
+      self.configuration.medianRowsPerPage > 0
+    {
+      last = try await self.medianPageEnd(grouping, filter, after: page.after, limit: page.limit)
     }
-    let query = try AnalyticsSQL.aggregateSales(function, grouping, filter, after: page.after)
-    let groups = try await self.aggregateGroups(query, limit: page.limit)
-    return AggregatePage(cutting: groups, grouping: grouping, page: page)
+    let groups: [AggregateValue]
+    if function == .median, filter.employeeGUID == nil, filter.department == nil, [.year, .month, .day].contains(grouping) {
+      groups = try await self.mediansInDateOrder(grouping, filter, after: page.after, through: last?.key, limit: page.limit)
+    } else {
+      // In a department, through the department's employees and their sales (a sort of at
+      // most `medianRowsPerPage / 2` amounts): reading every sale in date order to keep the
+      // department's took 1.3 to 2.7 s at 10M sales, against 0.6 s this way.
+      let query = try AnalyticsSQL.aggregateSales(function, grouping, filter, after: page.after, through: last?.key)
+      groups = try await self.aggregateGroups(query, limit: page.limit)
+    }
+    var result = AggregatePage(cutting: groups, grouping: grouping, page: page)
+    if let last, last.more, result.next == nil { result.next = groups.last?.key }
+    return result
   }
 
   /// One page of `function` over `vacation_days` (or a count of employees), grouped by

@@ -7,7 +7,8 @@ extension SQLiteStore {
   // A median needs every value of its group. Of everything, it is the middle of
   // `sales_by_amount`; of everything in a range or of a department, it comes from the amount
   // buckets (SQLiteStore+AmountBuckets.swift); by year, month or day, from the amounts in date
-  // order, in pages bounded by `medianRowsPerPage`; by employee, from each employee's sales.
+  // order (in a department, through its employees), in pages bounded by `medianRowsPerPage`;
+  // by employee, from each employee's sales.
 
   /// The median of every sale, from the middle of the amounts' index.
   func medianOfEverySale(after: String?) async throws -> AggregatePage {
@@ -48,7 +49,8 @@ extension SQLiteStore {
     }
   }
 
-  /// Medians by year, month or day, from the sales in date order (`sales_by_date` alone): each
+  /// Medians by year, month or day without a department, from the sales in date order
+  /// (`sales_by_date` alone): each
   /// group's amounts are gathered as its rows go by and its median taken when the next group
   /// starts. The rows stream, so an interrupt (a cancel, a deadline) stops the read at once,
   /// where SQL's GROUP BY of a key the index does not hold sorts every row first.
@@ -64,8 +66,7 @@ extension SQLiteStore {
     var arguments: [any DatabaseValueConvertible] = []
     // "~" sorts after every character of a date, so `key~` bounds the dates that start with key.
     for (term, value) in [("s.date >= ?", filter.fromDate), ("s.date <= ?", filter.toDate),
-                          ("s.date > ?", after.map { $0 + "~" }), ("s.date <= ?", last.map { $0 + "~" }),
-                          ("s.employee_id IN (SELECT id FROM employees WHERE department = ?)", filter.department)] {
+                          ("s.date > ?", after.map { $0 + "~" }), ("s.date <= ?", last.map { $0 + "~" })] {
       if let value {
         terms.append(term)
         arguments.append(value)
