@@ -61,6 +61,38 @@ public enum AmountBuckets {
   }
 }
 
+/// Where a page of medians read from raw amounts ends: groups in key order with their sizes,
+/// as many as `limit` allows while their sales fit in `budget`, and at least one.
+public struct MedianPageEnd: Sendable {
+  public let limit: Int
+  public let budget: Int64
+  /// The last group taken so far, and whether a group follows it that did not fit.
+  public private(set) var last: String?
+  public private(set) var more = false
+  private var groups = 0
+  private var sales: Int64 = 0
+
+  public init(limit: Int, budget: Int64) {
+    self.limit = limit
+    self.budget = budget
+  }
+
+  /// Offers the next group; false once the page is full (the group is not taken).
+  public mutating func take(_ key: String, size: Int64) -> Bool {
+    if self.last != nil, self.groups == self.limit || self.sales + size > self.budget {
+      self.more = true
+      return false
+    }
+    self.last = key
+    self.groups += 1
+    self.sales += size
+    return true
+  }
+
+  /// The page's last group and whether more follow; nil when no group was offered.
+  public var end: (key: String, more: Bool)? { self.last.map { ($0, self.more) } }
+}
+
 /// A date range split into the pieces the bucket counts answer: whole years, whole months
 /// outside them, and the days of partial months at either end.
 public struct SalesPeriods: Sendable, Equatable {

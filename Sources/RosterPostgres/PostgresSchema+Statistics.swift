@@ -54,13 +54,7 @@ extension PostgresSchema {
     """
     CREATE OR REPLACE FUNCTION sales_settle_employee() RETURNS trigger LANGUAGE plpgsql AS $$
     BEGIN
-      UPDATE sales_monthly_department m SET
-        count = m.count - d.count,
-        total_cents = m.total_cents - d.total_cents
-      FROM (SELECT left(day, 7) AS month, sum(count) AS count, sum(total_cents) AS total_cents
-            FROM sales_daily WHERE employee_id = OLD.id GROUP BY 1) d
-      WHERE m.department = OLD.department AND m.month = d.month;
-      DELETE FROM sales_monthly_department WHERE department = OLD.department AND count = 0;
+      \(Self.takeOutMonthly(id: "OLD.id"))
       \(Self.takeOut(id: "OLD.id"))
       DELETE FROM sales_daily WHERE employee_id = OLD.id;
       RETURN OLD;
@@ -70,13 +64,7 @@ extension PostgresSchema {
     """
     CREATE OR REPLACE FUNCTION sales_move_department() RETURNS trigger LANGUAGE plpgsql AS $$
     BEGIN
-      UPDATE sales_monthly_department m SET
-        count = m.count - d.count,
-        total_cents = m.total_cents - d.total_cents
-      FROM (SELECT left(day, 7) AS month, sum(count) AS count, sum(total_cents) AS total_cents
-            FROM sales_daily WHERE employee_id = NEW.id GROUP BY 1) d
-      WHERE m.department = OLD.department AND m.month = d.month;
-      DELETE FROM sales_monthly_department WHERE department = OLD.department AND count = 0;
+      \(Self.takeOutMonthly(id: "NEW.id"))
       INSERT INTO sales_monthly_department AS m (department, month, count, total_cents)
         SELECT NEW.department, left(day, 7), sum(count), sum(total_cents)
         FROM sales_daily WHERE employee_id = NEW.id GROUP BY 2
@@ -182,6 +170,20 @@ extension PostgresSchema {
   /// A sale's two periods, its year and its month, as `p(period)` to join after `sales s`.
   static func periods(_ date: String) -> String {
     "LATERAL (VALUES ('Y' || left(\(date), 4)), ('M' || left(\(date), 7))) p(period)"
+  }
+
+  /// Takes the monthly sales of employee `id` out of `OLD.department`, from their daily rollups
+  /// (as migration 2's functions did).
+  private static func takeOutMonthly(id: String) -> String {
+    """
+    UPDATE sales_monthly_department m SET
+        count = m.count - d.count,
+        total_cents = m.total_cents - d.total_cents
+      FROM (SELECT left(day, 7) AS month, sum(count) AS count, sum(total_cents) AS total_cents
+            FROM sales_daily WHERE employee_id = \(id) GROUP BY 1) d
+      WHERE m.department = OLD.department AND m.month = d.month;
+      DELETE FROM sales_monthly_department WHERE department = OLD.department AND count = 0;
+    """
   }
 
   /// Takes the sales of employee `id` out of `OLD.department`'s daily statistics and amount

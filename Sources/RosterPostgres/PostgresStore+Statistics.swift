@@ -143,17 +143,11 @@ extension PostgresStore {
     if let after { terms.append("(\(key)) > \(builder.bind(after))") }
     let whereClause = terms.isEmpty ? "" : " WHERE " + terms.joined(separator: " AND ")
     builder.sql = "SELECT \(key), sum(count)::int8 FROM sales_daily_department\(whereClause) GROUP BY 1 ORDER BY 1"
-    var last: String?
-    var groups = 0
-    var sales: Int64 = 0
+    var page = MedianPageEnd(limit: limit, budget: Self.medianRowsPerPage)
     for row in try await self.rows(builder.query) {
-      let size = try row[1].decode(Int64.self)
-      if let last, groups == limit || sales + size > Self.medianRowsPerPage { return (last, true) }
-      last = try row[0].decode(String.self)
-      groups += 1
-      sales += size
+      guard page.take(try row[0].decode(String.self), size: try row[1].decode(Int64.self)) else { break }
     }
-    return last.map { ($0, false) }
+    return page.end
   }
 
   /// The group key of `grouping` on `sales_daily_department`.

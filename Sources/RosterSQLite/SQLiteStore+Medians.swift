@@ -120,19 +120,9 @@ extension SQLiteStore {
     let maximumGroups = grouping == .department ? 1 : limit
     return try await self.read(.heavy, statement: true) { db in
       let rows = try Row.fetchCursor(db, sql: query.sql, arguments: query.arguments)
-      var last: String?
-      var groups = 0
-      var sales: Int64 = 0
-      while let row = try rows.next() {
-        let size: Int64 = row[1]
-        if let last, groups == maximumGroups || sales + size > budget {
-          return (last, true)
-        }
-        last = row[0]
-        groups += 1
-        sales += size
-      }
-      return last.map { ($0, false) }
+      var page = MedianPageEnd(limit: maximumGroups, budget: budget)
+      while let row = try rows.next(), page.take(row[0], size: row[1]) {}
+      return page.end
     }
   }
 }

@@ -4,6 +4,7 @@ import GRDB
 @testable import RosterDomain
 import Testing
 import TestSupport
+import StoreContract
 import RosterSeed
 
 /// Counters and rollups kept in step with every write, the aggregates against references the
@@ -180,22 +181,7 @@ struct AnalyticsTests {
   }
 
   static func reference(_ function: AggregateFunction, _ values: [Double]) -> Double {
-    guard !values.isEmpty else { return 0 }
-    let n = Double(values.count)
-    let mean = values.reduce(0, +) / n
-    switch function {
-    case .count: return n
-    case .sum: return values.reduce(0, +)
-    case .average: return mean
-    case .minimum: return values.min()!
-    case .maximum: return values.max()!
-    case .median:
-      let sorted = values.sorted()
-      let middle = sorted.count / 2
-      return sorted.count % 2 == 1 ? sorted[middle] : (sorted[middle - 1] + sorted[middle]) / 2
-    case .standardDeviation:
-      return (values.map { ($0 - mean) * ($0 - mean) }.reduce(0, +) / n).squareRoot()
-    }
+    StoreContract.reference(function, values)
   }
 
   static func close(_ a: Double, _ b: Double) -> Bool {

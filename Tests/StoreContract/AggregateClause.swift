@@ -1,5 +1,5 @@
 internal import Foundation
-internal import RosterDomain
+public import RosterDomain
 internal import RosterStore
 
 /// Aggregates over date ranges a date picker sends (whole and partial months, one day,
@@ -62,8 +62,9 @@ extension StoreContract {
   }
 
   /// `function` over `values` computed here: the median exact, the standard deviation of
-  /// the population.
-  static func reference(_ function: AggregateFunction, _ values: [Double]) -> Double {
+  /// the population; 0 for no values.
+  public static func reference(_ function: AggregateFunction, _ values: [Double]) -> Double {
+    guard !values.isEmpty else { return 0 }
     let mean = values.reduce(0, +) / Double(values.count)
     switch function {
     case .count: return Double(values.count)
