@@ -243,14 +243,6 @@ enum AnalyticsSQL {
     return finish(key, value, from)
   }
 
-  /// The median of every sale: the middle entry, or the two middle entries, of
-  /// `sales_by_amount`, the count of sales as argument.
-  static let medianOfEverySale = """
-    SELECT amount_cents FROM sales ORDER BY amount_cents LIMIT 2 - ?1 % 2 OFFSET (?1 - 1) / 2
-    """
-
-  static let salesCount = "SELECT coalesce(sum(count), 0) FROM sales_monthly"
-
   /// Each group's sale count from `sales_daily_department`, in key order, for the groups of
   /// `grouping` (department, year, month or day) after `after` that `filter` selects.
   static func groupSizes(

@@ -95,6 +95,20 @@ extension SQLiteStore {
 
   // MARK: Medians from the buckets
 
+  /// The amount at an offset within a bucket's amounts in a range (and a department),
+  /// from `sales_by_amount` alone. Arguments: the bucket's first and last amount, the range's
+  /// first and last day, [the department,] the offset.
+  static func bucketAmount(inDepartment: Bool) -> String {
+    """
+    SELECT s.amount_cents FROM sales s INDEXED BY sales_by_amount
+    WHERE s.amount_cents BETWEEN ? AND ? AND s.date BETWEEN ? AND ?\(inDepartment ? Self.inDepartment : "")
+    ORDER BY s.amount_cents LIMIT 1 OFFSET ?
+    """
+  }
+
+  /// A sale's department is `?`: the department's employees are read once, into a list.
+  static let inDepartment = " AND s.employee_id IN (SELECT id FROM employees WHERE department = ?)"
+
   /// The median of the sales in `filter`'s date range and department (no employee), from the
   /// bucket counts and one bucket's amounts; nil when no sale matches. Runs in a heavy read.
   static func medianFromBuckets(_ db: Database, _ filter: SalesFilter) throws -> Double? {
@@ -115,9 +129,7 @@ extension SQLiteStore {
         [first, last] + departmentArgument
       )
     }
-    let salesDepartment = filter.department.map { _ in
-      " AND s.employee_id IN (SELECT id FROM employees WHERE department = ?)"
-    } ?? ""
+    let salesDepartment = filter.department == nil ? "" : Self.inDepartment
     for days in periods.days {
       try add(
         """
@@ -140,11 +152,7 @@ extension SQLiteStore {
       // the range (and department): a bucket holds a hundredth of the sales or so.
       let value = try Int64.fetchOne(
         db,
-        sql: """
-          SELECT s.amount_cents FROM sales s INDEXED BY sales_by_amount
-          WHERE s.amount_cents BETWEEN ? AND ? AND s.date BETWEEN ? AND ?\(salesDepartment)
-          ORDER BY s.amount_cents LIMIT 1 OFFSET ?
-          """,
+        sql: Self.bucketAmount(inDepartment: filter.department != nil),
         arguments: [amounts.lowerBound, amounts.upperBound, filter.fromDate ?? StoreLimits.earliestSaleDate,
                     filter.toDate ?? "9999-12-31"] + departmentArgument + [offset]
       )

@@ -60,9 +60,6 @@ extension SQLiteStore {
     page: AggregatePageRequest = AggregatePageRequest()
   ) async throws -> AggregatePage {
     try filter.checkRange()
-    if function == .median, grouping == .none, filter == SalesFilter() {
-      return try await self.medianOfEverySale(after: page.after)
-    }
     if function == .median, filter.employeeGUID == nil, grouping == .none || grouping == .department {
       return try await self.medianFromBuckets(groupedBy: grouping, filter: filter, page: page)
     }

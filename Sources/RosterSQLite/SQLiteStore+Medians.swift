@@ -4,22 +4,10 @@ internal import GRDB
 extension SQLiteStore {
   // MARK: Medians
   //
-  // A median needs every value of its group. Of everything, it is the middle of
-  // `sales_by_amount`; of everything in a range or of a department, it comes from the amount
-  // buckets (SQLiteStore+AmountBuckets.swift); by year, month or day, from the amounts in date
+  // A median needs every value of its group. Of everything (in any range) or of a department,
+  // it comes from the amount buckets (SQLiteStore+AmountBuckets.swift); by year, month or day, from the amounts in date
   // order (in a department, through its employees), in pages bounded by `medianRowsPerPage`;
   // by employee, from each employee's sales.
-
-  /// The median of every sale, from the middle of the amounts' index.
-  func medianOfEverySale(after: String?) async throws -> AggregatePage {
-    if after != nil { return AggregatePage(groups: [], next: nil) }
-    let median = try await self.read(.heavy) { db -> Double in
-      let count = try Int64.fetchOne(db, sql: AnalyticsSQL.salesCount) ?? 0
-      let middle = try Int64.fetchAll(db, sql: AnalyticsSQL.medianOfEverySale, arguments: [count])
-      return middle.isEmpty ? 0 : Double(middle.reduce(0, +)) / Double(middle.count)
-    }
-    return AggregatePage(groups: [AggregateValue(key: "", value: median)], next: nil)
-  }
 
   /// Medians of the whole range or of each department, from the amount buckets: a few
   /// thousand bucket counts and one bucket's amounts per group, whatever the range.
@@ -50,9 +38,8 @@ extension SQLiteStore {
   }
 
   /// Medians by year, month or day without a department, from the sales in date order
-  /// (`sales_by_date` alone): each
-  /// group's amounts are gathered as its rows go by and its median taken when the next group
-  /// starts. The rows stream, so an interrupt (a cancel, a deadline) stops the read at once,
+  /// (`sales_by_date` alone): each group's amounts are gathered as its rows go by and its
+  /// median taken when the next group starts. The rows stream, so an interrupt (a cancel, a deadline) stops the read at once,
   /// where SQL's GROUP BY of a key the index does not hold sorts every row first.
   func mediansInDateOrder(
     _ grouping: AggregateGrouping,

@@ -176,7 +176,10 @@ struct AnalyticsQueryPlanTests {
         (AnalyticsSQL.employeeDays, [1, "2024-03-01", "2024-03-31"], "SEARCH sales_daily USING PRIMARY KEY"),
         (AnalyticsSQL.departmentDays, ["2024-03-01", "2024-03-31", "Sales"], "SEARCH sales_daily_department USING PRIMARY KEY"),
         (AnalyticsSQL.everyoneDays, ["2024-03-01", "2024-03-31"], "SEARCH sales_daily_department USING PRIMARY KEY"),
-        (AnalyticsSQL.medianOfEverySale, [10], "SCAN sales USING COVERING INDEX sales_by_amount"),
+        (SQLiteStore.bucketAmount(inDepartment: false), [31_000, 31_999, "2020-01-01", "2024-12-31", 10],
+         "SEARCH s USING COVERING INDEX sales_by_amount (amount_cents>? AND amount_cents<?)"),
+        (SQLiteStore.bucketAmount(inDepartment: true), [31_000, 31_999, "2020-01-01", "2024-12-31", "Sales", 10],
+         "SEARCH s USING COVERING INDEX sales_by_amount (amount_cents>? AND amount_cents<?)"),
       ]
       for (sql, arguments, expected) in keyed {
         let plan = try QueryPlanTests.plan(store, sql, arguments)
