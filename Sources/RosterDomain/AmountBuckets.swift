@@ -142,6 +142,13 @@ public struct SalesPeriods: Sendable, Equatable {
     }
   }
 
+  /// The whole years and months as ranges of the bucket table's period keys (`Y2024`,
+  /// `M2024-03`, as its triggers write them): at most three ranges.
+  public var bucketPeriods: [Bounds] {
+    let years = self.years.map { [Bounds(first: "Y" + $0.first, last: "Y" + $0.last)] } ?? []
+    return years + self.months.map { Bounds(first: "M" + $0.first, last: "M" + $0.last) }
+  }
+
   public static func == (lhs: SalesPeriods, rhs: SalesPeriods) -> Bool {
     lhs.years?.first == rhs.years?.first && lhs.years?.last == rhs.years?.last
       && lhs.months == rhs.months && lhs.days == rhs.days

@@ -72,21 +72,15 @@ extension PostgresStore {
   private static func medianFromBuckets(_ read: HeavyRead, _ filter: SalesFilter) async throws -> Double? {
     let periods = SalesPeriods(from: filter.fromDate, to: filter.toDate)
     var counts: [Int: Int64] = [:]
-    var ranges: [(String, String)] = []
-    if let years = periods.years { ranges.append(("Y" + years.first, "Y" + years.last)) }
-    ranges += periods.months.map { ("M" + $0.first, "M" + $0.last) }
-    func department(_ builder: inout SQLBuilder, column: String) -> String {
-      filter.department.map { " AND \(column) = \(builder.bind($0))" } ?? ""
-    }
-    let inDepartment = { (builder: inout SQLBuilder) -> String in
+    func inDepartment(_ builder: inout SQLBuilder) -> String {
       filter.department.map { " AND s.employee_id IN (SELECT id FROM employees WHERE department = \(builder.bind($0)))" } ?? ""
     }
     var queries: [SQLBuilder] = []
-    for (first, last) in ranges {
+    for range in periods.bucketPeriods {
       var builder = SQLBuilder()
       builder.sql = """
         SELECT bucket, sum(count)::int8 FROM sales_amount_buckets
-        WHERE period BETWEEN \(builder.bind(first)) AND \(builder.bind(last))\(department(&builder, column: "department"))
+        WHERE period BETWEEN \(builder.bind(range.first)) AND \(builder.bind(range.last))\(filter.department.map { " AND department = \(builder.bind($0))" } ?? "")
         GROUP BY 1
         """
       queries.append(builder)
@@ -143,11 +137,15 @@ extension PostgresStore {
     if let after { terms.append("(\(key)) > \(builder.bind(after))") }
     let whereClause = terms.isEmpty ? "" : " WHERE " + terms.joined(separator: " AND ")
     builder.sql = "SELECT \(key), sum(count)::int8 FROM sales_daily_department\(whereClause) GROUP BY 1 ORDER BY 1"
-    var page = MedianPageEnd(limit: limit, budget: Self.medianRowsPerPage)
-    for row in try await self.rows(builder.query) {
-      guard page.take(try row[0].decode(String.self), size: try row[1].decode(Int64.self)) else { break }
+    let query = builder.query
+    // Heavy: its rows grow with the days in the range (about 200,000 over every date at 10M sales).
+    return try await self.heavy { read in
+      var page = MedianPageEnd(limit: limit, budget: Self.medianRowsPerPage)
+      for row in try await read.rows(query) {
+        guard page.take(try row[0].decode(String.self), size: try row[1].decode(Int64.self)) else { break }
+      }
+      return page.end
     }
-    return page.end
   }
 
   /// The group key of `grouping` on `sales_daily_department`.

@@ -120,13 +120,10 @@ extension SQLiteStore {
     }
     let department = filter.department == nil ? "" : " AND department = ?"
     let departmentArgument: StatementArguments = filter.department.map { [$0] } ?? []
-    var ranges: [(String, String)] = []
-    if let years = periods.years { ranges.append(("Y" + years.first, "Y" + years.last)) }
-    ranges += periods.months.map { ("M" + $0.first, "M" + $0.last) }
-    for (first, last) in ranges {
+    for range in periods.bucketPeriods {
       try add(
         "SELECT bucket, sum(count) FROM sales_amount_buckets WHERE period BETWEEN ? AND ?\(department) GROUP BY 1",
-        [first, last] + departmentArgument
+        [range.first, range.last] + departmentArgument
       )
     }
     let salesDepartment = filter.department == nil ? "" : Self.inDepartment

@@ -47,6 +47,7 @@ struct BucketMedianTests {
     #expect(wide.years?.first == "2020" && wide.years?.last == "2023")
     #expect(wide.months.map { [$0.first, $0.last] } == [["2019-04", "2019-12"], ["2024-01", "2024-01"]])
     #expect(wide.days.map { [$0.first, $0.last] } == [["2019-03-05", "2019-03-31"], ["2024-02-01", "2024-02-10"]])
+    #expect(wide.bucketPeriods.map { [$0.first, $0.last] } == [["Y2020", "Y2023"], ["M2019-04", "M2019-12"], ["M2024-01", "M2024-01"]])
     let inMonth = SalesPeriods(from: "2024-02-03", to: "2024-02-29")
     #expect(inMonth.years == nil && inMonth.months.isEmpty)
     #expect(inMonth.days.map { [$0.first, $0.last] } == [["2024-02-03", "2024-02-29"]])
