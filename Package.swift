@@ -5,6 +5,10 @@ let strict: [SwiftSetting] = [
   .swiftLanguageMode(.v6),
   .enableUpcomingFeature("ExistentialAny"),
   .enableUpcomingFeature("InternalImportsByDefault"),
+  // An async function without an isolation of its own runs on its caller's executor rather
+  // than hopping to the generic one: each hop of a call's task, which prefers its event loop,
+  // takes the task's status lock (docs/performance.md, "One frame per call").
+  .enableUpcomingFeature("NonisolatedNonsendingByDefault"),
 ]
 
 let package = Package(

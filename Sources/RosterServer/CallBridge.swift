@@ -56,7 +56,7 @@ final class CallBridge: ServerTransport, Sendable {
   }
 
   func listen(
-    streamHandler: @escaping @Sendable (RPCStream<Inbound, Outbound>, ServerContext) async -> Void
+    streamHandler: @escaping @concurrent @Sendable (RPCStream<Inbound, Outbound>, ServerContext) async -> Void
   ) async throws {
     await withDiscardingTaskGroup { group in
       for await accepted in self.accepted {

@@ -64,7 +64,7 @@ struct CooperativePoolInterceptor: ServerInterceptor {
   func intercept<Input: Sendable, Output: Sendable>(
     request: StreamingServerRequest<Input>,
     context: ServerContext,
-    next: @Sendable (StreamingServerRequest<Input>, ServerContext) async throws -> StreamingServerResponse<Output>
+    next: @concurrent @Sendable (StreamingServerRequest<Input>, ServerContext) async throws -> StreamingServerResponse<Output>
   ) async throws -> StreamingServerResponse<Output> {
     var response = try await withTaskExecutorPreference(globalConcurrentExecutor) {
       try await next(request, context)

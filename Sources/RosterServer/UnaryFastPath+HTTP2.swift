@@ -94,8 +94,8 @@ extension UnaryFastPath {
       timer = loop.scheduleTask(in: TimeAmount(timeout)) { cancellation.cancel() }
     }
     let metadata = Metadata(headers)
-    let interceptors = self.interceptors
-    let body: @Sendable () async -> Void = {
+    let interception = self.interception
+    let body: @concurrent @Sendable () async -> Void = {
       let outcome = await withServerContextRPCCancellationHandle { handle in
         cancellation.attach(handle)
         var context = ServerContext(
@@ -105,7 +105,7 @@ extension UnaryFastPath {
           cancellation: handle
         )
         context.transportSpecific = callTask
-        return await method.run(message, format, metadata, context, interceptors)
+        return await method.run(message, format, metadata, context, interception)
       }
       if loop.inEventLoop {
         finish(outcome)

@@ -3,6 +3,7 @@ internal import GRPCProtobuf
 internal import NIOCore
 internal import SwiftProtobuf
 internal import Synchronization
+internal import RosterServices
 internal import RosterTransport
 
 /// The unary methods the server answers without grpc-swift's per-call machinery.
@@ -13,7 +14,10 @@ internal import RosterTransport
 /// users would pick instead"). Here a unary call whose request is plain (one uncompressed
 /// message within the size limit) runs as one task: the same interceptors in the same order,
 /// then the service's own method, exactly as `GRPCServer` runs them (`ServerRPCExecutor`), and
-/// its reply goes back as three HTTP/2 frames. Everything else takes grpc-swift's path.
+/// its reply goes back as three HTTP/2 frames. Everything else takes grpc-swift's path. When every
+/// interceptor is a `UnaryServerInterceptor` (all of Roster's are), the chain and the service's
+/// `SimpleServiceProtocol` method run as one frame, without grpc-swift's streaming request and
+/// response, and without an executor hop between the levels (`executeUnary`).
 ///
 /// ```swift
 /// let fastPath = UnaryFastPath(methods: [...], interceptors: interceptors, maxRequestBytes: 4 << 20)
@@ -28,29 +32,57 @@ struct UnaryFastPath: Sendable {
     let onEventLoop: Bool
     /// Runs one call; the request's message, or nil when the client sent none, and the reply's
     /// messages, in `WireFormat`.
-    let run: @Sendable (ByteBuffer?, WireFormat, Metadata, ServerContext, [any ServerInterceptor]) async -> UnaryOutcome
+    let run: @Sendable (ByteBuffer?, WireFormat, Metadata, ServerContext, Interception) async -> UnaryOutcome
 
-    /// A method with protobuf messages, calling `handler` as grpc-swift's router would.
+    /// A method with protobuf messages, whose handler takes the request's message and returns
+    /// the response's: the service's `SimpleServiceProtocol` method. Run as one frame through
+    /// `UnaryServerInterceptor`s when every interceptor is one, else through the streaming
+    /// request and response grpc-swift's router would make.
     static func protobuf<Input: SwiftProtobuf.Message, Output: SwiftProtobuf.Message>(
       _ descriptor: MethodDescriptor,
       input: Input.Type = Input.self,
       output: Output.Type = Output.self,
       onEventLoop: Bool,
-      _ handler: @escaping @Sendable (StreamingServerRequest<Input>, ServerContext) async throws
-        -> StreamingServerResponse<Output>
+      _ handler: @escaping @Sendable (Input, ServerContext) async throws -> Output
     ) -> Method {
-      Method(descriptor: descriptor, onEventLoop: onEventLoop) { bytes, format, metadata, context, interceptors in
-        await UnaryFastPath.execute(
-          request: StreamingServerRequest(
+      Method(descriptor: descriptor, onEventLoop: onEventLoop) { bytes, format, metadata, context, interception in
+        switch interception {
+        case .unary(let interceptors):
+          return await UnaryFastPath.executeUnary(
+            message: bytes.map(BufferBytes.init),
+            format: format,
             metadata: metadata,
-            messages: RPCAsyncSequence(wrapping: OneMessage<Input>(bytes: bytes.map(BufferBytes.init), format: format))
-          ),
-          context: context,
-          interceptors: interceptors,
-          format: format,
-          handler: handler
-        )
+            context: context,
+            interceptors: interceptors,
+            handler: handler
+          )
+        case .streaming(let interceptors):
+          return await UnaryFastPath.execute(
+            request: StreamingServerRequest(
+              metadata: metadata,
+              messages: RPCAsyncSequence(wrapping: OneMessage<Input>(bytes: bytes.map(BufferBytes.init), format: format))
+            ),
+            context: context,
+            interceptors: interceptors,
+            format: format
+          ) { request, context in
+            let request = try await ServerRequest(stream: request)
+            return StreamingServerResponse(single: ServerResponse(message: try await handler(request.message, context)))
+          }
+        }
       }
+    }
+  }
+
+  /// How a call goes through the server's interceptors: as one frame, when every one of them is
+  /// a `UnaryServerInterceptor`, or through `intercept`, as `GRPCServer` runs them.
+  enum Interception: Sendable {
+    case unary([any UnaryServerInterceptor])
+    case streaming([any ServerInterceptor])
+
+    init(_ interceptors: [any ServerInterceptor]) {
+      let unary = interceptors.compactMap { $0 as? any UnaryServerInterceptor }
+      self = unary.count == interceptors.count ? .unary(unary) : .streaming(interceptors)
     }
   }
 
@@ -66,7 +98,7 @@ struct UnaryFastPath: Sendable {
   /// The methods, by HTTP/2 `:path`.
   let methods: [String: Method]
   /// The interceptors every call goes through, outermost first (as given to `GRPCServer`).
-  let interceptors: [any ServerInterceptor]
+  let interception: Interception
   /// The largest request message taken (the transport's `maxRequestPayloadSize`).
   let maxRequestBytes: Int
 
@@ -75,7 +107,7 @@ struct UnaryFastPath: Sendable {
       methods.map { ("/" + $0.descriptor.fullyQualifiedMethod, $0) },
       uniquingKeysWith: { first, _ in first }
     )
-    self.interceptors = interceptors
+    self.interception = Interception(interceptors)
     self.maxRequestBytes = maxRequestBytes
   }
 
@@ -130,6 +162,83 @@ struct UnaryFastPath: Sendable {
           trailers: error.metadata
         )
       }
+    }
+  }
+
+  /// `execute` for a call whose interceptors each run it as one frame: the same steps, with the
+  /// request's message decoded and the handler called inside the innermost interceptor, and
+  /// errors becoming statuses at each level of the chain as they do in `intercept`.
+  static func executeUnary<Input: SwiftProtobuf.Message, Output: SwiftProtobuf.Message>(
+    message bytes: BufferBytes?,
+    format: WireFormat,
+    metadata: Metadata,
+    context: ServerContext,
+    interceptors: [any UnaryServerInterceptor],
+    handler: @Sendable (Input, ServerContext) async throws -> Output
+  ) async -> UnaryOutcome {
+    let output: Output
+    do {
+      output = try await Self.interceptUnary(metadata: metadata, context: context, interceptors: interceptors[...]) {
+        guard let bytes else { throw RPCError(code: .internalError, message: "Empty stream.") }
+        let input: Input =
+          switch format {
+          case .binary: try ProtobufDeserializer<Input>().deserialize(bytes)
+          case .json: try JSONMessages.decode(Input.self, from: bytes.buffer)
+          }
+        return try await handler(input, context)
+      }
+    } catch {
+      let error = Self.rpcError(error, unknown: "Service method threw an unknown error.")
+      return UnaryOutcome(headers: nil, messages: [], status: Status(error), trailers: error.metadata)
+    }
+    // As in `execute`: the calls that arrived together do their handlers back to back, then
+    // their replies.
+    await Task.yield()
+    do {
+      return UnaryOutcome(
+        headers: [:],
+        messages: [try Self.serialize(output, format: format)],
+        status: Status(code: .ok, message: ""),
+        trailers: [:]
+      )
+    } catch {
+      let error = Self.rpcError(error, unknown: "")
+      return UnaryOutcome(headers: [:], messages: [], status: Status(error), trailers: error.metadata)
+    }
+  }
+
+  /// The unary chain: each interceptor runs the rest; what one throws becomes a status there.
+  private static func interceptUnary<Output: Sendable>(
+    metadata: Metadata,
+    context: ServerContext,
+    interceptors: ArraySlice<any UnaryServerInterceptor>,
+    handler: () async throws -> Output
+  ) async throws -> Output {
+    guard let interceptor = interceptors.first else { return try await handler() }
+    do {
+      return try await interceptor.interceptUnary(metadata: metadata, context: context) {
+        try await Self.interceptUnary(
+          metadata: metadata,
+          context: context,
+          interceptors: interceptors.dropFirst(),
+          handler: handler
+        )
+      }
+    } catch {
+      throw Self.rpcError(error, unknown: "")
+    }
+  }
+
+  /// One response message in the call's wire format.
+  static func serialize<Output: SwiftProtobuf.Message>(_ message: Output, format: WireFormat) throws -> ByteBuffer {
+    switch format {
+    case .binary:
+      let bytes: BufferBytes = try ProtobufSerializer<Output>().serialize(message)
+      return bytes.buffer
+    case .json:
+      var options = JSONEncodingOptions()
+      options.useDeterministicOrdering = true
+      return ByteBuffer(bytes: try message.jsonUTF8Bytes(options: options) as [UInt8])
     }
   }
 
@@ -219,16 +328,7 @@ private final class ResponseCollector<Output: SwiftProtobuf.Message>: RPCWriterP
   var messages: [ByteBuffer] { self.collected.withLock { $0 } }
 
   func write(_ element: Output) async throws {
-    let buffer: ByteBuffer
-    switch self.format {
-    case .binary:
-      let bytes: BufferBytes = try ProtobufSerializer<Output>().serialize(element)
-      buffer = bytes.buffer
-    case .json:
-      var options = JSONEncodingOptions()
-      options.useDeterministicOrdering = true
-      buffer = ByteBuffer(bytes: try element.jsonUTF8Bytes(options: options) as [UInt8])
-    }
+    let buffer = try UnaryFastPath.serialize(element, format: self.format)
     self.collected.withLock { $0.append(buffer) }
   }
 

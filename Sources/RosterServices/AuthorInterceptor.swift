@@ -24,7 +24,7 @@ enum RequestAuthor {
 /// let server = GRPCServer(transport: transport, services: services,
 ///                         interceptors: [AuthorInterceptor()])
 /// ```
-public struct AuthorInterceptor: ServerInterceptor {
+public struct AuthorInterceptor: UnaryServerInterceptor {
   /// The metadata key clients set.
   public static let metadataKey = "x-roster-author"
   /// The longest author kept.
@@ -36,13 +36,10 @@ public struct AuthorInterceptor: ServerInterceptor {
   public func intercept<Input: Sendable, Output: Sendable>(
     request: StreamingServerRequest<Input>,
     context: ServerContext,
-    next: @Sendable (StreamingServerRequest<Input>, ServerContext) async throws
+    next: @concurrent @Sendable (StreamingServerRequest<Input>, ServerContext) async throws
       -> StreamingServerResponse<Output>
   ) async throws -> StreamingServerResponse<Output> {
-    let value = request.metadata.firstString(Self.metadataKey)
-    let author = String(
-      (value ?? "").trimmingCharacters(in: .whitespaces).prefix(Self.maximumLength)
-    )
+    let author = Self.author(in: request.metadata)
     var response = try await RequestAuthor.$current.withValue(author) {
       try await next(request, context)
     }
@@ -55,6 +52,20 @@ public struct AuthorInterceptor: ServerInterceptor {
       response.accepted = .success(contents)
     }
     return response
+  }
+
+  public func interceptUnary<Output: Sendable>(
+    metadata: Metadata,
+    context: ServerContext,
+    next: () async throws -> Output
+  ) async throws -> Output {
+    try await RequestAuthor.$current.withValue(Self.author(in: metadata), operation: next)
+  }
+
+  /// The request's author, trimmed and cut to `maximumLength`; empty when it names none.
+  private static func author(in metadata: Metadata) -> String {
+    let value = metadata.firstString(Self.metadataKey)
+    return String((value ?? "").trimmingCharacters(in: .whitespaces).prefix(Self.maximumLength))
   }
 }
 

@@ -199,7 +199,7 @@ public struct TokenTable: Sendable {
 /// No `authorization` metadata, or a token the table does not hold → `UNAUTHENTICATED`; a
 /// token whose role is too low → `PERMISSION_DENIED`. Health and reflection are open. The
 /// token never appears in a status message or a log.
-public struct AuthInterceptor: ServerInterceptor {
+public struct AuthInterceptor: UnaryServerInterceptor {
   /// The metadata key, as HTTP's.
   public static let metadataKey = "authorization"
   private let tokens: TokenTable
@@ -212,14 +212,32 @@ public struct AuthInterceptor: ServerInterceptor {
   public func intercept<Input: Sendable, Output: Sendable>(
     request: StreamingServerRequest<Input>,
     context: ServerContext,
-    next: @Sendable (StreamingServerRequest<Input>, ServerContext) async throws
+    next: @concurrent @Sendable (StreamingServerRequest<Input>, ServerContext) async throws
       -> StreamingServerResponse<Output>
   ) async throws -> StreamingServerResponse<Output> {
-    guard let needed = Role.required(for: context.descriptor) else {
+    guard let principal = try self.principal(of: request.metadata, context: context) else {
       return try await next(request, context)
     }
+    return try await Principal.$current.withValue(principal) {
+      try await next(request, context)
+    }
+  }
+
+  public func interceptUnary<Output: Sendable>(
+    metadata: Metadata,
+    context: ServerContext,
+    next: () async throws -> Output
+  ) async throws -> Output {
+    guard let principal = try self.principal(of: metadata, context: context) else { return try await next() }
+    return try await Principal.$current.withValue(principal, operation: next)
+  }
+
+  /// The principal of a call's token, checked against the role its method needs; nil for the
+  /// open methods, which need none.
+  private func principal(of metadata: Metadata, context: ServerContext) throws -> String? {
+    guard let needed = Role.required(for: context.descriptor) else { return nil }
     let method = context.descriptor.method
-    guard let header = request.metadata.firstString(Self.metadataKey),
+    guard let header = metadata.firstString(Self.metadataKey),
       header.count > 7, header.prefix(7).lowercased() == "bearer "
     else {
       throw RPCError(
@@ -237,9 +255,7 @@ public struct AuthInterceptor: ServerInterceptor {
         message: "\(method) needs the \(needed) role; this token has the \(role) role"
       )
     }
-    return try await Principal.$current.withValue(principal) {
-      try await next(request, context)
-    }
+    return principal
   }
 }
 
@@ -263,7 +279,7 @@ public struct BearerTokenInterceptor: ClientInterceptor {
   public func intercept<Input: Sendable, Output: Sendable>(
     request: StreamingClientRequest<Input>,
     context: ClientContext,
-    next: (StreamingClientRequest<Input>, ClientContext) async throws -> StreamingClientResponse<Output>
+    next: @concurrent (StreamingClientRequest<Input>, ClientContext) async throws -> StreamingClientResponse<Output>
   ) async throws -> StreamingClientResponse<Output> {
     var request = request
     request.metadata.replaceOrAddString("Bearer \(self.token)", forKey: AuthInterceptor.metadataKey)

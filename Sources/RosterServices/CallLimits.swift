@@ -18,7 +18,7 @@ internal import Synchronization
 /// watch can rightly take longer than any fixed bound (a 1M-row `UpsertEmployees` takes
 /// minutes), and they end when their client goes away; `StreamLimitInterceptor` caps how many
 /// one client holds.
-public struct CallControlInterceptor: ServerInterceptor {
+public struct CallControlInterceptor: UnaryServerInterceptor {
   /// The streaming methods, which run as long as their client keeps them open.
   static let exempt: Set<MethodDescriptor> = [
     Roster_V1_Directory.Method.StreamEmployees.descriptor,
@@ -42,7 +42,7 @@ public struct CallControlInterceptor: ServerInterceptor {
   public func intercept<Input: Sendable, Output: Sendable>(
     request: StreamingServerRequest<Input>,
     context: ServerContext,
-    next: @Sendable (StreamingServerRequest<Input>, ServerContext) async throws
+    next: @concurrent @Sendable (StreamingServerRequest<Input>, ServerContext) async throws
       -> StreamingServerResponse<Output>
   ) async throws -> StreamingServerResponse<Output> {
     let now = ContinuousClock.now
@@ -89,6 +89,30 @@ public struct CallControlInterceptor: ServerInterceptor {
     return response
   }
 
+  public func interceptUnary<Output: Sendable>(
+    metadata: Metadata,
+    context: ServerContext,
+    next: () async throws -> Output
+  ) async throws -> Output {
+    let now = ContinuousClock.now
+    let clientTimeout = try metadata.firstString("grpc-timeout").map { try Self.parseTimeout($0).get() }
+    let useDefault = clientTimeout == nil && !Self.exempt.contains(context.descriptor)
+    let limit = useDefault ? self.deadline : nil
+    let end = clientTimeout.map { now + $0 } ?? limit.map { now + $0 }
+    let control = CallControl(deadline: end)
+    return try await CallControl.$current.withValue(control) {
+      try await withRPCCancellationHandler {
+        guard let limit, let end else { return try await next() }
+        // The fast path runs every call in a task of its own, which the reaper cancels; a
+        // transport without one still has the call's `CallControl` cancelled at `end`.
+        let callTask = context.transportSpecific as? any CallTaskCancelling
+        return try await Self.run(until: end, limit: limit, reaper: self.reaper, cancelling: callTask, next)
+      } onCancelRPC: {
+        control.cancel()
+      }
+    }
+  }
+
   /// Runs `body` as a child task that the reaper cancels at `end`; a body cancelled that way
   /// ends in `DEADLINE_EXCEEDED`. A second child waits for the reaper's signal, and is woken by
   /// cancellation when the body finishes first, so nothing of the call (no timer, no task, no
@@ -122,15 +146,16 @@ public struct CallControlInterceptor: ServerInterceptor {
   /// `run(until:limit:reaper:_:)` for a call whose transport can cancel the task running it
   /// (`CallTaskCancelling`): `body` runs in the call's own task, which the reaper cancels at
   /// `end`, so no task is spawned; the outcome is the same, `DEADLINE_EXCEEDED` once `end`
-  /// has passed.
+  /// has passed. With no such transport (nil: a unary call through `interceptUnary` elsewhere),
+  /// only the call's `CallControl` is cancelled at `end`, which stops the store's work.
   static func run<T: Sendable>(
     until end: ContinuousClock.Instant,
     limit: Duration,
     reaper: DeadlineReaper,
-    cancelling callTask: any CallTaskCancelling,
+    cancelling callTask: (any CallTaskCancelling)?,
     _ body: () async throws -> T
   ) async throws -> T {
-    let (expiry, entry) = Self.watch(until: end, reaper: reaper) { callTask.cancelCallTask() }
+    let (expiry, entry) = Self.watch(until: end, reaper: reaper) { callTask?.cancelCallTask() }
     defer { reaper.forget(entry) }
     do {
       let value = try await body()

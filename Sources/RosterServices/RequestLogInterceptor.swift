@@ -9,7 +9,7 @@ internal import Synchronization
 ///
 /// OK calls log at `okLevel` (default `.info`), failed ones at `.notice` or, for `INTERNAL`,
 /// `UNKNOWN` and `DATA_LOSS`, `.error`. The `authorization` metadata is never logged.
-public struct RequestLogInterceptor: ServerInterceptor {
+public struct RequestLogInterceptor: UnaryServerInterceptor {
   private let logger: Logger
   private let okLevel: Logger.Level
 
@@ -22,31 +22,45 @@ public struct RequestLogInterceptor: ServerInterceptor {
   public func intercept<Input: Sendable, Output: Sendable>(
     request: StreamingServerRequest<Input>,
     context: ServerContext,
-    next: @Sendable (StreamingServerRequest<Input>, ServerContext) async throws
+    next: @concurrent @Sendable (StreamingServerRequest<Input>, ServerContext) async throws
       -> StreamingServerResponse<Output>
   ) async throws -> StreamingServerResponse<Output> {
     let started = ContinuousClock.now
     let author = request.metadata.firstString(AuthorInterceptor.metadataKey)
-    let log: @Sendable (RPCError.Code?) -> Void = { [logger, okLevel] code in
-      let elapsed = ContinuousClock.now - started
-      var metadata: Logger.Metadata = [
-        "rpc.method": "\(context.descriptor.fullyQualifiedMethod)",
-        "rpc.status": "\(code.map(Self.name) ?? "OK")",
-        "rpc.duration_us": "\(elapsed.components.seconds * 1_000_000 + elapsed.components.attoseconds / 1_000_000_000_000)",
-        "rpc.peer": "\(context.remotePeer)",
-      ]
-      if let author, !author.isEmpty { metadata["rpc.author"] = "\(author.prefix(AuthorInterceptor.maximumLength))" }
-      let level: Logger.Level =
-        switch code {
-        case nil: okLevel
-        case .internalError?, .unknown?, .dataLoss?: .error
-        default: .notice
-        }
-      logger.log(level: level, "rpc", metadata: metadata)
+    return try await whenFinished(request: request, context: context, next: next) { [self] error in
+      self.log(error.map(Self.code(of:)), started: started, author: author, context: context)
     }
-    return try await whenFinished(request: request, context: context, next: next) { error in
-      log(error.map(Self.code(of:)))
+  }
+
+  public func interceptUnary<Output: Sendable>(
+    metadata: Metadata,
+    context: ServerContext,
+    next: () async throws -> Output
+  ) async throws -> Output {
+    let started = ContinuousClock.now
+    let author = metadata.firstString(AuthorInterceptor.metadataKey)
+    return try await self.finishing(next) { error in
+      self.log(error.map(Self.code(of:)), started: started, author: author, context: context)
     }
+  }
+
+  /// The line of one call that ended with `code` (nil: OK).
+  private func log(_ code: RPCError.Code?, started: ContinuousClock.Instant, author: String?, context: ServerContext) {
+    let elapsed = ContinuousClock.now - started
+    var metadata: Logger.Metadata = [
+      "rpc.method": "\(context.descriptor.fullyQualifiedMethod)",
+      "rpc.status": "\(code.map(Self.name) ?? "OK")",
+      "rpc.duration_us": "\(elapsed.components.seconds * 1_000_000 + elapsed.components.attoseconds / 1_000_000_000_000)",
+      "rpc.peer": "\(context.remotePeer)",
+    ]
+    if let author, !author.isEmpty { metadata["rpc.author"] = "\(author.prefix(AuthorInterceptor.maximumLength))" }
+    let level: Logger.Level =
+      switch code {
+      case nil: self.okLevel
+      case .internalError?, .unknown?, .dataLoss?: .error
+      default: .notice
+      }
+    self.logger.log(level: level, "rpc", metadata: metadata)
   }
 
   /// The canonical name of a status code, as in the gRPC spec: `NOT_FOUND`.
@@ -74,7 +88,7 @@ public struct RequestLogInterceptor: ServerInterceptor {
 ///
 /// The instruments of each method and status are made once and kept (a few hundred at most:
 /// the registered methods times the status codes), so a call makes none.
-public struct RequestMetricsInterceptor: ServerInterceptor {
+public struct RequestMetricsInterceptor: UnaryServerInterceptor {
   private let instruments = Instruments()
 
   public init() {}
@@ -82,18 +96,23 @@ public struct RequestMetricsInterceptor: ServerInterceptor {
   public func intercept<Input: Sendable, Output: Sendable>(
     request: StreamingServerRequest<Input>,
     context: ServerContext,
-    next: @Sendable (StreamingServerRequest<Input>, ServerContext) async throws
+    next: @concurrent @Sendable (StreamingServerRequest<Input>, ServerContext) async throws
       -> StreamingServerResponse<Output>
   ) async throws -> StreamingServerResponse<Output> {
     let started = ContinuousClock.now
-    let method = context.descriptor
     return try await whenFinished(request: request, context: context, next: next) { [instruments] error in
-      let elapsed = ContinuousClock.now - started
-      let (counter, timer) = instruments.of(method, error.map(RequestLogInterceptor.code(of:)))
-      counter.increment()
-      timer.recordNanoseconds(
-        elapsed.components.seconds * 1_000_000_000 + elapsed.components.attoseconds / 1_000_000_000
-      )
+      instruments.record(context.descriptor, error, since: started)
+    }
+  }
+
+  public func interceptUnary<Output: Sendable>(
+    metadata: Metadata,
+    context: ServerContext,
+    next: () async throws -> Output
+  ) async throws -> Output {
+    let started = ContinuousClock.now
+    return try await self.finishing(next) { error in
+      self.instruments.record(context.descriptor, error, since: started)
     }
   }
 
@@ -104,6 +123,16 @@ public struct RequestMetricsInterceptor: ServerInterceptor {
       var code: RPCError.Code?
     }
     private let table = Mutex<[Key: (Counter, Timer)]>([:])
+
+    /// Counts a call of `method` that began at `started` and ended with `error` (nil: OK).
+    func record(_ method: MethodDescriptor, _ error: (any Error)?, since started: ContinuousClock.Instant) {
+      let elapsed = ContinuousClock.now - started
+      let (counter, timer) = self.of(method, error.map(RequestLogInterceptor.code(of:)))
+      counter.increment()
+      timer.recordNanoseconds(
+        elapsed.components.seconds * 1_000_000_000 + elapsed.components.attoseconds / 1_000_000_000
+      )
+    }
 
     func of(_ method: MethodDescriptor, _ code: RPCError.Code?) -> (Counter, Timer) {
       let key = Key(method: method, code: code)

@@ -13,7 +13,7 @@ internal import Synchronization
 /// A slot is held by a `FinishSignal` (see `whenFinished`), so it comes back on every path:
 /// the call completes or fails, is cancelled or reset, loses its connection, or is dropped
 /// before its response producer ever runs. `roster_stream_slots_in_use` shows the slots held.
-public final class StreamLimitInterceptor: ServerInterceptor, Sendable {
+public final class StreamLimitInterceptor: UnaryServerInterceptor, Sendable {
   /// The methods counted.
   static let limited: Set<MethodDescriptor> = [
     Roster_V1_Directory.Method.StreamEmployees.descriptor,
@@ -39,10 +39,32 @@ public final class StreamLimitInterceptor: ServerInterceptor, Sendable {
   public func intercept<Input: Sendable, Output: Sendable>(
     request: StreamingServerRequest<Input>,
     context: ServerContext,
-    next: @Sendable (StreamingServerRequest<Input>, ServerContext) async throws
+    next: @concurrent @Sendable (StreamingServerRequest<Input>, ServerContext) async throws
       -> StreamingServerResponse<Output>
   ) async throws -> StreamingServerResponse<Output> {
     guard Self.limited.contains(context.descriptor) else { return try await next(request, context) }
+    let client = try self.admit(context)
+    return try await whenFinished(request: request, context: context, next: next) { _ in
+      self.release(client)
+    }
+  }
+
+  /// The limited methods stream, so a unary call is never counted; were one limited, it would
+  /// hold its slot while it runs.
+  public func interceptUnary<Output: Sendable>(
+    metadata: Metadata,
+    context: ServerContext,
+    next: () async throws -> Output
+  ) async throws -> Output {
+    guard Self.limited.contains(context.descriptor) else { return try await next() }
+    let client = try self.admit(context)
+    defer { self.release(client) }
+    return try await next()
+  }
+
+  /// Takes a slot of the call's client, or refuses the call when the client holds them all;
+  /// the client, for `release`.
+  private func admit(_ context: ServerContext) throws -> String {
     let client = Principal.current.map { "principal:\($0)" } ?? Self.address(of: context.remotePeer)
     let admitted = self.open.withLock { open -> Int? in
       guard open.byClient[client, default: 0] < self.maximum else { return nil }
@@ -57,15 +79,17 @@ public final class StreamLimitInterceptor: ServerInterceptor, Sendable {
       )
     }
     Self.inUse.record(total)
-    return try await whenFinished(request: request, context: context, next: next) { _ in
-      let total = self.open.withLock { open in
-        open.byClient[client, default: 1] -= 1
-        if open.byClient[client]! <= 0 { open.byClient[client] = nil }
-        open.total -= 1
-        return open.total
-      }
-      Self.inUse.record(total)
+    return client
+  }
+
+  private func release(_ client: String) {
+    let total = self.open.withLock { open in
+      open.byClient[client, default: 1] -= 1
+      if open.byClient[client]! <= 0 { open.byClient[client] = nil }
+      open.total -= 1
+      return open.total
     }
+    Self.inUse.record(total)
   }
 
   /// The peer without its port: `ipv4:127.0.0.1:5555` → `ipv4:127.0.0.1`.

@@ -10,35 +10,19 @@ internal import Tracing
 /// the store run in its context, so their spans (`StoreTracing`) are its children.
 ///
 /// Installed only when the server exports traces: without one it is not in the chain at all.
-public struct TracingInterceptor: ServerInterceptor {
+public struct TracingInterceptor: UnaryServerInterceptor {
   public init() {}
 
   public func intercept<Input: Sendable, Output: Sendable>(
     request: StreamingServerRequest<Input>,
     context: ServerContext,
-    next: @Sendable (StreamingServerRequest<Input>, ServerContext) async throws
+    next: @concurrent @Sendable (StreamingServerRequest<Input>, ServerContext) async throws
       -> StreamingServerResponse<Output>
   ) async throws -> StreamingServerResponse<Output> {
-    let tracer = InstrumentationSystem.tracer
-    var parent = ServiceContext.topLevel
-    tracer.extract(request.metadata, into: &parent, using: MetadataExtractor())
-    let span = tracer.startSpan(context.descriptor.fullyQualifiedMethod, context: parent, ofKind: .server)
-    span.attributes["rpc.system"] = "grpc"
-    span.attributes["rpc.service"] = context.descriptor.service.fullyQualifiedService
-    span.attributes["rpc.method"] = context.descriptor.method
-    var recording = span.context
-    // The store makes its spans only under a call that is sampled.
-    if span.isRecording { recording[StoreTracing.Recording.self] = true }
-    let spanContext = recording
+    let (span, spanContext) = Self.startSpan(metadata: request.metadata, context: context)
     return try await ServiceContext.$current.withValue(spanContext) {
       var response = try await whenFinished(request: request, context: context, next: next) { error in
-        let code = error.map(RequestLogInterceptor.code(of:))
-        span.attributes["rpc.grpc.status_code"] = code?.rawValue ?? 0
-        if let error, let code, Self.serverErrors.contains(code) {
-          span.recordError(error)
-          span.setStatus(SpanStatus(code: .error, message: RequestLogInterceptor.name(code)))
-        }
-        span.end()
+        Self.end(span, error: error)
       }
       // The producer runs after this returns, on the transport's task: in the span's context.
       if case .success(var contents) = response.accepted {
@@ -50,6 +34,44 @@ public struct TracingInterceptor: ServerInterceptor {
       }
       return response
     }
+  }
+
+  public func interceptUnary<Output: Sendable>(
+    metadata: Metadata,
+    context: ServerContext,
+    next: () async throws -> Output
+  ) async throws -> Output {
+    let (span, spanContext) = Self.startSpan(metadata: metadata, context: context)
+    return try await ServiceContext.$current.withValue(spanContext) {
+      try await self.finishing(next) { error in Self.end(span, error: error) }
+    }
+  }
+
+  /// The call's span, a child of the caller's when the metadata carries one, and the context
+  /// its handler runs in.
+  private static func startSpan(metadata: Metadata, context: ServerContext) -> (any Span, ServiceContext) {
+    let tracer = InstrumentationSystem.tracer
+    var parent = ServiceContext.topLevel
+    tracer.extract(metadata, into: &parent, using: MetadataExtractor())
+    let span = tracer.startSpan(context.descriptor.fullyQualifiedMethod, context: parent, ofKind: .server)
+    span.attributes["rpc.system"] = "grpc"
+    span.attributes["rpc.service"] = context.descriptor.service.fullyQualifiedService
+    span.attributes["rpc.method"] = context.descriptor.method
+    var recording = span.context
+    // The store makes its spans only under a call that is sampled.
+    if span.isRecording { recording[StoreTracing.Recording.self] = true }
+    return (span, recording)
+  }
+
+  /// Ends a call's span with its status.
+  private static func end(_ span: any Span, error: (any Error)?) {
+    let code = error.map(RequestLogInterceptor.code(of:))
+    span.attributes["rpc.grpc.status_code"] = code?.rawValue ?? 0
+    if let error, let code, Self.serverErrors.contains(code) {
+      span.recordError(error)
+      span.setStatus(SpanStatus(code: .error, message: RequestLogInterceptor.name(code)))
+    }
+    span.end()
   }
 
   /// The codes that mark a server span an error (OpenTelemetry's gRPC conventions); the rest
