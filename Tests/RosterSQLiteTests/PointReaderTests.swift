@@ -12,25 +12,9 @@ import TestSupport
 struct PointReaderTests {
   static let nunez = makeEmployee(name: "José Núñez", department: "Design")
 
-  /// The statements a store with `sqlDebug` logs, collected.
-  final class StatementLog: LogHandler, @unchecked Sendable {
-    let statements = Mutex<[String]>([])
-    var metadata: Logger.Metadata = [:]
-    var logLevel: Logger.Level = .trace
-    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
-      get { self.metadata[key] }
-      set { self.metadata[key] = newValue }
-    }
-    func log(event: LogEvent) {
-      guard event.message == "sql", let sql = event.metadata?["sql"] else { return }
-      self.statements.withLock { $0.append("\(sql)") }
-    }
-    func take() -> [String] {
-      self.statements.withLock { statements in
-        defer { statements.removeAll() }
-        return statements
-      }
-    }
+  /// The statements a store with `sqlDebug` logs.
+  static func statements(_ log: CollectedLog) -> [String] {
+    log.take().compactMap { $0.message == "sql" ? $0.metadata["sql"] : nil }
   }
 
   @Test("a point read runs its SELECT alone, without GRDB's PRAGMA schema_version")
@@ -39,7 +23,7 @@ struct PointReaderTests {
     defer { try? FileManager.default.removeItem(atPath: directory) }
     var configuration = StoreConfiguration(path: directory + "/test.sqlite")
     configuration.sqlDebug = true
-    let log = StatementLog()
+    let log = CollectedLog()
     let store = try SQLiteStore(configuration: configuration, logger: Logger(label: "test") { _ in log })
     _ = try await store.createEmployee(Self.nunez)
     // The first read opens the connection (its setup is logged too).
@@ -49,7 +33,7 @@ struct PointReaderTests {
       let employee = try await store.employee(guid: Self.nunez.guid, fields: [.name])
       #expect(employee.name == "José Núñez")
     }
-    let statements = log.take()
+    let statements = Self.statements(log)
     #expect(statements.count == 3, "\(statements)")
     #expect(statements.allSatisfy { $0.hasPrefix("SELECT") }, "\(statements)")
     #expect(!statements.contains { $0.contains("schema_version") }, "\(statements)")

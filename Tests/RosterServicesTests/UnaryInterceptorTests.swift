@@ -5,6 +5,7 @@ import RosterProto
 @testable import RosterServices
 import Synchronization
 import Testing
+import TestSupport
 
 /// Each interceptor's one-frame form (`interceptUnary`, which the unary fast path runs) gives a
 /// call the same outcome as its streaming form (`intercept`, which `GRPCServer` runs).
@@ -155,13 +156,13 @@ struct UnaryInterceptorTests {
 
   @Test("the request log and metrics see a unary call's status, as they see a streaming call's")
   func logAndMetrics() async throws {
-    let lines = LoggedLines()
-    let logger = Logger(label: "test") { _ in LogLines(lines: lines) }
+    let lines = CollectedLog()
+    let logger = Logger(label: "test") { _ in lines }
     let log = RequestLogInterceptor(logger: logger)
     let failing: @Sendable () async throws -> Int = { throw RPCError(code: .notFound, message: "gone") }
     _ = await Self.streaming(log, metadata: [AuthorInterceptor.metadataKey: "ann"], context: Self.context(), failing)
     _ = await Self.unary(log, metadata: [AuthorInterceptor.metadataKey: "ann"], context: Self.context(), failing)
-    let logged = lines.entries.withLock { $0 }
+    let logged = lines.take().map(\.text)
     #expect(logged.count == 2)
     #expect(logged.allSatisfy { $0.contains("rpc.status=NOT_FOUND") && $0.contains("rpc.author=ann") })
     #expect(logged.allSatisfy { $0.contains("rpc.method=roster.v1.Directory/GetEmployee") })
@@ -187,24 +188,5 @@ private final class CancelRecorder: CallTaskCancelling, Sendable {
   func cancelCallTask() {
     self.cancels.add(1, ordering: .relaxed)
     self.task.withLock { $0 }?.cancel()
-  }
-}
-
-/// Log lines as `key=value` text, for the request log's checks.
-private final class LoggedLines: Sendable {
-  let entries = Mutex<[String]>([])
-}
-
-private struct LogLines: LogHandler {
-  let lines: LoggedLines
-  var metadata: Logger.Metadata = [:]
-  var logLevel: Logger.Level = .trace
-  subscript(metadataKey key: String) -> Logger.Metadata.Value? {
-    get { self.metadata[key] }
-    set { self.metadata[key] = newValue }
-  }
-  func log(event: LogEvent) {
-    let fields = (event.metadata ?? [:]).sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }
-    self.lines.entries.withLock { $0.append(([event.message.description] + fields).joined(separator: " ")) }
   }
 }
