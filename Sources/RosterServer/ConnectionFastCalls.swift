@@ -66,6 +66,9 @@ final class ConnectionFastCalls: ChannelInboundHandler, @unchecked Sendable {
   private let executor: EventLoopGroupExecutor
   /// The fast calls of this connection, by stream.
   var calls: [HTTP2StreamID: Call] = [:]
+  /// The open streams the multiplexer was told of (their creation event passed on): only
+  /// their flow-control and closing events go on to it, not those of this handler's calls.
+  private var multiplexed: Set<HTTP2StreamID> = []
   /// The highest stream the client has opened: a HEADERS frame above it opens a new stream.
   private var lastStreamID = HTTP2StreamID(0)
   var context: ChannelHandlerContext?
@@ -202,6 +205,16 @@ final class ConnectionFastCalls: ChannelInboundHandler, @unchecked Sendable {
   }
 
   func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+    // A flow-control event goes on to the multiplexer for the connection's own window, which it
+    // manages, and for the streams it was told of; one of this handler's calls stays here. One
+    // comparison of the event's type first: these are most of the events, several per call.
+    if type(of: event) == NIOHTTP2WindowUpdatedEvent.self {
+      let updated = event as! NIOHTTP2WindowUpdatedEvent
+      if updated.streamID == .rootStream || self.multiplexed.contains(updated.streamID) {
+        context.fireUserInboundEventTriggered(event)
+      }
+      return
+    }
     switch event {
     case let created as NIOHTTP2StreamCreatedEvent:
       switch self.calls[created.streamID] {
@@ -212,14 +225,23 @@ final class ConnectionFastCalls: ChannelInboundHandler, @unchecked Sendable {
       case .running?, .readingPlain?, .answering?, .streamed?, .discarding?:
         return
       case nil:
-        ()
+        self.multiplexed.insert(created.streamID)
       }
     case let closed as StreamClosedEvent:
-      // Reset by the client, or by the connection's own error handling: the call is over.
+      // Ended, reset by the client, or by the connection's own error handling: the call is
+      // over. A stream of this handler's never reached the multiplexer: its end stays here.
       switch self.calls.removeValue(forKey: closed.streamID) {
-      case .running(let launched)?: launched.cancel()
-      case .streamed(let streamed)?: streamed.call.cancel()
-      default: ()
+      case .running(let launched)?:
+        launched.cancel()
+        return
+      case .streamed(let streamed)?:
+        streamed.call.cancel()
+        return
+      case .some:
+        return
+      case nil:
+        // A fast call that has answered: its stream is gone from `calls` already.
+        guard self.multiplexed.remove(closed.streamID) != nil else { return }
       }
     case is ChannelShouldQuiesceEvent:
       // As grpc-swift's stream handler: a server shutting down cancels the calls it runs; each
@@ -288,6 +310,7 @@ final class ConnectionFastCalls: ChannelInboundHandler, @unchecked Sendable {
       context.fireChannelRead(self.wrapInboundOut(HTTP2Frame(streamID: stream, payload: payload)))
     }
     if let created = reading.created {
+      self.multiplexed.insert(stream)
       context.fireUserInboundEventTriggered(created)
     }
   }

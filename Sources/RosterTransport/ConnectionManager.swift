@@ -106,6 +106,12 @@ final class ConnectionManager: ChannelDuplexHandler {
   }
 
   func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+    // Most events are flow control's (a few per call): they pass with one comparison of their
+    // type, not a failed cast for each case below (`swift_dynamicCast` was 3% of a profile).
+    if type(of: event) == NIOHTTP2WindowUpdatedEvent.self {
+      context.fireUserInboundEventTriggered(event)
+      return
+    }
     switch event {
     case let created as NIOHTTP2StreamCreatedEvent:
       self.openStreams.insert(created.streamID)
