@@ -6,9 +6,15 @@ extension PostgresStore {
 
   /// One employee by guid, reading only `fields`.
   public func employee(guid: String, fields: EmployeeFields) async throws -> Employee {
-    var builder = SQLBuilder()
-    builder.sql = PostgresEmployeeSQL.select(fields) + " WHERE e.guid = \(builder.bind(guid))"
-    guard let row = try await self.row(builder.query) else {
+    let found: PostgresRandomAccessRow?
+    if fields == EmployeeByGuid.fields {
+      found = try await self.row(EmployeeByGuid(guid: guid))
+    } else {
+      var builder = SQLBuilder()
+      builder.sql = PostgresEmployeeSQL.select(fields) + " WHERE e.guid = \(builder.bind(guid))"
+      found = try await self.row(builder.query)
+    }
+    guard let row = found else {
       throw StoreError(.notFound, "no employee with guid '\(guid)'")
     }
     return try PostgresEmployeeSQL.decode(row, fields).0
@@ -260,5 +266,27 @@ extension PostgresStore {
     }
     assignments.append("update_time = \(builder.bind(now))")
     return assignments.joined(separator: ", ")
+  }
+}
+
+/// The whole employee by guid, what a `GetEmployee` without a read mask reads: prepared once on
+/// each pooled connection, then each call is a Bind and an Execute (no Parse, no Describe, a
+/// plan kept by the server), where a query of its own text costs PostgreSQL a parse and a plan
+/// per call.
+struct EmployeeByGuid: PostgresPreparedStatement {
+  static let fields = EmployeeFields.all
+  static let sql = PostgresEmployeeSQL.select(Self.fields) + " WHERE e.guid = $1"
+  typealias Row = PostgresRandomAccessRow
+
+  var guid: String
+
+  func makeBindings() throws -> PostgresBindings {
+    var bindings = PostgresBindings(capacity: 1)
+    bindings.append(self.guid)
+    return bindings
+  }
+
+  func decodeRow(_ row: PostgresRow) throws -> PostgresRandomAccessRow {
+    row.makeRandomAccess()
   }
 }

@@ -197,6 +197,23 @@ public final class PostgresStore: StoreBackend, PictureCatalog {
     }
   }
 
+  /// Runs a prepared statement on a pooled connection and returns its first row, if any.
+  func row<Statement: PostgresPreparedStatement>(_ statement: Statement) async throws -> Statement.Row?
+  where Statement.Row: Sendable {
+    do {
+      return try await StoreTracing.withSpan("postgres.query") {
+        var first: Statement.Row?
+        // Read to the end, so the connection goes back to the pool with nothing pending.
+        for try await row in try await self.client.execute(statement, logger: self.logger) where first == nil {
+          first = row
+        }
+        return first
+      }
+    } catch {
+      throw Self.mapped(error)
+    }
+  }
+
   /// Runs one statement that returns at most one row.
   func row(_ query: PostgresQuery) async throws -> PostgresRandomAccessRow? {
     try await self.rows(query).first
