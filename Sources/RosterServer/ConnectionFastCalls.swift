@@ -61,9 +61,9 @@ final class ConnectionFastCalls: ChannelInboundHandler, @unchecked Sendable {
   /// Whether plain gRPC unary calls are answered here (false: every gRPC call goes on to the
   /// multiplexer, `ROSTER_COMPARE=no-fast-unary`); requests that are not gRPC always are.
   private let answersGRPC: Bool
-  private let connect: ConnectUnary
+  let connect: ConnectUnary
   let streams: ConnectStreams
-  private let executor: EventLoopGroupExecutor
+  let executor: EventLoopGroupExecutor
   /// The fast calls of this connection, by stream.
   var calls: [HTTP2StreamID: Call] = [:]
   /// The open streams the multiplexer was told of (their creation event passed on): only
@@ -353,54 +353,6 @@ final class ConnectionFastCalls: ChannelInboundHandler, @unchecked Sendable {
   static func isGRPC(_ headers: HPACKHeaders) -> Bool {
     guard let contentType = headers.first(name: "content-type") else { return false }
     return contentType.hasPrefix("application/grpc") && !contentType.hasPrefix("application/grpc-web")
-  }
-
-  /// Hands a whole request that is not gRPC to `ConnectUnary`; its reply comes back on this
-  /// loop, unless the stream was reset meanwhile.
-  private func servePlain(_ stream: HTTP2StreamID, _ reading: PlainReading, context: ChannelHandlerContext) {
-    let request = PlainHTTPRequest(
-      http1: false,
-      method: reading.headers.first(name: ":method") ?? "",
-      target: reading.headers.first(name: ":path") ?? "",
-      headers: reading.headers,
-      body: reading.body
-    )
-    self.calls[stream] = .answering
-    let handler = NIOLoopBound(self, eventLoop: context.eventLoop)
-    let loop = context.eventLoop
-    let launched = self.connect.serve(request, peers: self.peers, eventLoop: loop, executor: self.executor) { reply in
-      loop.execute { handler.value.finishPlain(stream, reply) }
-    }
-    if let launched, case .answering? = self.calls[stream] {
-      self.calls[stream] = .running(launched)
-    }
-  }
-
-  private func finishPlain(_ stream: HTTP2StreamID, _ reply: PlainHTTPReply) {
-    switch self.calls.removeValue(forKey: stream) {
-    case .running(let launched)?: launched.ended()
-    case .answering?: ()
-    default: return
-    }
-    guard let context = self.context else { return }
-    self.writePlain(stream, reply, context: context)
-  }
-
-  /// A reply as HEADERS (`:status`, its headers, `content-length`) and one DATA frame that
-  /// ends the stream, or HEADERS alone when it has no body.
-  func writePlain(_ stream: HTTP2StreamID, _ reply: PlainHTTPReply, context: ChannelHandlerContext) {
-    var headers = HPACKHeaders()
-    headers.add(name: ":status", value: String(reply.status))
-    for (name, value) in reply.headers where name != "connection" { headers.add(name: name, value: value) }
-    headers.add(name: "content-length", value: String(reply.body.readableBytes))
-    let empty = reply.body.readableBytes == 0
-    let head = HTTP2Frame(streamID: stream, payload: .headers(.init(headers: headers, endStream: empty)))
-    context.write(self.wrapOutboundOut(head), promise: nil)
-    if !empty {
-      let data = HTTP2Frame(streamID: stream, payload: .data(.init(data: .byteBuffer(reply.body), endStream: true)))
-      context.write(self.wrapOutboundOut(data), promise: nil)
-    }
-    context.flush()
   }
 
   private func cancelAll() {
