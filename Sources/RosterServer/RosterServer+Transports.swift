@@ -3,6 +3,7 @@ internal import GRPCNIOTransportHTTP2
 internal import NIOCore
 internal import NIOPosix
 internal import NIOSSL
+internal import RosterServices
 internal import RosterTransport
 
 /// The gRPC server on either transport (`ServerConfig.transport`), as `RosterServer` runs it.
@@ -42,7 +43,7 @@ struct GRPCServing: Sendable {
 func makeServing(
   config: ServerConfig,
   services: [any RegistrableRPCService],
-  interceptors: [any ServerInterceptor],
+  interceptors: [any UnaryServerInterceptor],
   fastMethods: [UnaryFastPath.Method],
   streamingMethods: [StreamingMethod],
   eventLoops: MultiThreadedEventLoopGroup,
@@ -54,7 +55,7 @@ func makeServing(
   let unaryMethods = UnaryFastPath(methods: fastMethods, interceptors: interceptors, maxRequestBytes: limits.maxRequestBytes)
   let fastPath = config.fastUnaryPath ? unaryMethods : nil
   let host = config.host == "localhost" ? "127.0.0.1" : config.host
-  let serverInterceptors = [CooperativePoolInterceptor()] + interceptors
+  let serverInterceptors: [any ServerInterceptor] = [CooperativePoolInterceptor()] + interceptors
   switch config.transport {
   case .roster:
     let executor = loopExecutor

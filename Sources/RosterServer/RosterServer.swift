@@ -162,7 +162,7 @@ public func buildServices(
     tracing: tracing,
     logger: logger
   )
-  return (built.services, built.interceptors, built.health)
+  return (built.services, built.interceptors.map { $0 as any ServerInterceptor }, built.health)
 }
 
 /// `buildServices`, plus the unary methods the HTTP/2 server answers on its fast path
@@ -179,7 +179,7 @@ func buildServiceSet(
   logger: Logger
 ) throws -> (
   services: [any RegistrableRPCService],
-  interceptors: [any ServerInterceptor],
+  interceptors: [any UnaryServerInterceptor],
   health: HealthService,
   fastMethods: [UnaryFastPath.Method],
   streamingMethods: [StreamingMethod]
@@ -197,7 +197,7 @@ func buildServiceSet(
     reflection,
     reflection.v1alpha,
   ]
-  var interceptors: [any ServerInterceptor] = []
+  var interceptors: [any UnaryServerInterceptor] = []
   // First, so the span covers every other interceptor's work and the log lines carry its id.
   if tracing { interceptors.append(TracingInterceptor()) }
   if logRequests { interceptors.append(RequestLogInterceptor(logger: logger)) }

@@ -94,7 +94,7 @@ extension UnaryFastPath {
       timer = loop.scheduleTask(in: TimeAmount(timeout)) { cancellation.cancel() }
     }
     let metadata = Metadata(headers)
-    let interception = self.interception
+    let interceptors = self.interceptors
     let body: @concurrent @Sendable () async -> Void = {
       let outcome = await withServerContextRPCCancellationHandle { handle in
         cancellation.attach(handle)
@@ -105,7 +105,7 @@ extension UnaryFastPath {
           cancellation: handle
         )
         context.transportSpecific = callTask
-        return await method.run(message, format, metadata, context, interception)
+        return await method.run(message, format, metadata, context, interceptors)
       }
       if loop.inEventLoop {
         finish(outcome)

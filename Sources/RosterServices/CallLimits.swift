@@ -45,13 +45,7 @@ public struct CallControlInterceptor: UnaryServerInterceptor {
     next: @concurrent @Sendable (StreamingServerRequest<Input>, ServerContext) async throws
       -> StreamingServerResponse<Output>
   ) async throws -> StreamingServerResponse<Output> {
-    let now = ContinuousClock.now
-    // A malformed `grpc-timeout` is refused, as grpc-go refuses it (INTERNAL), rather than
-    // taken as no deadline.
-    let clientTimeout = try request.metadata.firstString("grpc-timeout").map { try Self.parseTimeout($0).get() }
-    let useDefault = clientTimeout == nil && !Self.exempt.contains(context.descriptor)
-    let limit = useDefault ? self.deadline : nil
-    let end = clientTimeout.map { now + $0 } ?? limit.map { now + $0 }
+    let (limit, end) = try self.deadline(of: request.metadata, context: context)
     let control = CallControl(deadline: end)
     let reaper = self.reaper
     @Sendable func bounded<T: Sendable>(_ body: @escaping @Sendable () async throws -> T) async throws -> T {
@@ -94,11 +88,7 @@ public struct CallControlInterceptor: UnaryServerInterceptor {
     context: ServerContext,
     next: () async throws -> Output
   ) async throws -> Output {
-    let now = ContinuousClock.now
-    let clientTimeout = try metadata.firstString("grpc-timeout").map { try Self.parseTimeout($0).get() }
-    let useDefault = clientTimeout == nil && !Self.exempt.contains(context.descriptor)
-    let limit = useDefault ? self.deadline : nil
-    let end = clientTimeout.map { now + $0 } ?? limit.map { now + $0 }
+    let (limit, end) = try self.deadline(of: metadata, context: context)
     let control = CallControl(deadline: end)
     return try await CallControl.$current.withValue(control) {
       try await withRPCCancellationHandler {
@@ -111,6 +101,20 @@ public struct CallControlInterceptor: UnaryServerInterceptor {
         control.cancel()
       }
     }
+  }
+
+  /// A call's deadline: when it ends (the client's `grpc-timeout`, else the default, else
+  /// none), and the default's length when the default is what bounds it. A malformed
+  /// `grpc-timeout` is refused, as grpc-go refuses it (INTERNAL), rather than taken as none.
+  private func deadline(
+    of metadata: Metadata,
+    context: ServerContext
+  ) throws -> (limit: Duration?, end: ContinuousClock.Instant?) {
+    let now = ContinuousClock.now
+    let clientTimeout = try metadata.firstString("grpc-timeout").map { try Self.parseTimeout($0).get() }
+    let useDefault = clientTimeout == nil && !Self.exempt.contains(context.descriptor)
+    let limit = useDefault ? self.deadline : nil
+    return (limit, clientTimeout.map { now + $0 } ?? limit.map { now + $0 })
   }
 
   /// Runs `body` as a child task that the reaper cancels at `end`; a body cancelled that way
