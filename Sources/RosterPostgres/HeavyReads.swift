@@ -134,7 +134,11 @@ extension PostgresStore {
         if let traced, let queued { StoreTracing.record("postgres.heavy_lane.wait", context: traced, from: queued) }
         return try await StoreTracing.withSpan("postgres.heavy_read") {
           try await self.client.withConnection { connection in
-            try await self.heavy(on: connection, control: control, body)
+            // A connection that stopped answering, where `pg_cancel_backend` cannot reach, is
+            // closed soon after the cancellation (`LeftBehind`).
+            try await LeftBehind.closingWhenStuck(connection) {
+              try await self.heavy(on: connection, control: control, body)
+            }
           }
         }
       }

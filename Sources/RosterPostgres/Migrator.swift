@@ -51,6 +51,8 @@ struct Migrator {
       do {
         return try await PostgresConnection.connect(configuration: connection, id: 0, logger: self.logger)
       } catch {
+        // Stopped (the listener's reconnection when the store closes): nothing to report.
+        if Task.isCancelled { throw CancellationError() }
         // A TLS failure does not pass with time: say so at once.
         if let failure = self.configuration.url.tlsFailure(error) {
           self.logger.error("cannot connect to PostgreSQL", metadata: ["url": "\(self.configuration.url)", "error": "\(String(reflecting: error))"])

@@ -175,9 +175,9 @@ public final class PostgresStore: StoreBackend, PictureCatalog {
         try await self.sweepPictures()
         try await self.compactDepartmentCounts()
         try await self.compactNameCounts()
-      } catch is CancellationError {
-        return
       } catch {
+        // Stopped: the store is closing (a cancelled read answers `callCancelled`).
+        if Task.isCancelled || error is CancellationError { return }
         self.logger.warning("maintenance failed", metadata: ["error": "\(error)"])
       }
       try await Task.sleep(for: self.configuration.maintenanceInterval)
@@ -186,28 +186,38 @@ public final class PostgresStore: StoreBackend, PictureCatalog {
 
   // MARK: Queries
 
-  /// Runs one statement on a pooled connection and returns its rows.
+  /// Runs one statement on a pooled connection and returns its rows; a stuck one stops soon
+  /// after its caller is cancelled (`LeftBehind`).
   func rows(_ query: PostgresQuery) async throws -> [PostgresRandomAccessRow] {
     do {
       return try await StoreTracing.withSpan("postgres.query") {
-        try await self.client.query(query, logger: self.logger).collect().map { $0.makeRandomAccess() }
+        try await self.client.withConnection { connection in
+          try await LeftBehind.closingWhenStuck(connection) {
+            try await connection.query(query, logger: self.logger).collect().map { $0.makeRandomAccess() }
+          }
+        }
       }
     } catch {
       throw Self.mapped(error)
     }
   }
 
-  /// Runs a prepared statement on a pooled connection and returns its first row, if any.
+  /// Runs a prepared statement on a pooled connection and returns its first row, if any; a
+  /// stuck one stops soon after its caller is cancelled (`LeftBehind`).
   func row<Statement: PostgresPreparedStatement>(_ statement: Statement) async throws -> Statement.Row?
   where Statement.Row: Sendable {
     do {
       return try await StoreTracing.withSpan("postgres.query") {
-        var first: Statement.Row?
-        // Read to the end, so the connection goes back to the pool with nothing pending.
-        for try await row in try await self.client.execute(statement, logger: self.logger) where first == nil {
-          first = row
+        try await self.client.withConnection { connection in
+          try await LeftBehind.closingWhenStuck(connection) {
+            var first: Statement.Row?
+            // Read to the end, so the connection goes back to the pool with nothing pending.
+            for try await row in try await connection.execute(statement, logger: self.logger) where first == nil {
+              first = row
+            }
+            return first
+          }
         }
-        return first
       }
     } catch {
       throw Self.mapped(error)
@@ -223,6 +233,11 @@ public final class PostgresStore: StoreBackend, PictureCatalog {
   /// makes, and publishes them once committed. Retried, from the start, when PostgreSQL chose
   /// it as the victim of a deadlock or a serialization failure: `body` must be safe to run
   /// again.
+  ///
+  /// Once its task is cancelled (the writer's timeout, a bulk write's call past its deadline,
+  /// the store's shutdown), a transaction still waiting on PostgreSQL `LeftBehind.grace` later
+  /// has its connection closed, which rolls it back: a statement on a connection that stopped
+  /// answering would otherwise wait for good.
   func transaction<T: Sendable>(_ body: (WriteTransaction) async throws -> T) async throws -> T {
     var attempt = 0
     while true {
@@ -230,17 +245,19 @@ public final class PostgresStore: StoreBackend, PictureCatalog {
       do {
         let (value, last) = try await StoreTracing.withSpan("postgres.transaction") {
           try await self.client.withConnection { connection in
-          let transaction = WriteTransaction(connection: connection, logger: self.logger)
-          try await transaction.execute("BEGIN")
-          do {
-            let value = try await body(transaction)
-            let last = try await ChangeLog.append(transaction.changes, on: transaction, channel: self.channel)
-            try await transaction.execute("COMMIT")
-            return (value, last)
-          } catch {
-            try? await transaction.execute("ROLLBACK")
-            throw error
-          }
+            try await LeftBehind.closingWhenStuck(connection) {
+              let transaction = WriteTransaction(connection: connection, logger: self.logger)
+              try await transaction.execute("BEGIN")
+              do {
+                let value = try await body(transaction)
+                let last = try await ChangeLog.append(transaction.changes, on: transaction, channel: self.channel)
+                try await transaction.execute("COMMIT")
+                return (value, last)
+              } catch {
+                try? await transaction.execute("ROLLBACK")
+                throw error
+              }
+            }
           }
         }
         if let last { self.feed.publish(last) }
@@ -356,29 +373,60 @@ final class WriteTransaction: @unchecked Sendable {
 
 /// Resumes a continuation with the first of several answers.
 final class FirstAnswer: Sendable {
-  private let continuation: Mutex<CheckedContinuation<Bool, Never>?>
+  private struct State {
+    var continuation: CheckedContinuation<Bool, Never>?
+    var running: Task<Void, Never>?
+    var timer: Task<Void, Never>?
+  }
+
+  private let state: Mutex<State>
 
   init(_ continuation: CheckedContinuation<Bool, Never>) {
-    self.continuation = Mutex(continuation)
+    self.state = Mutex(State(continuation: continuation))
   }
 
-  func resume(_ value: Bool) {
-    self.continuation.withLock { $0.take() }?.resume(returning: value)
+  /// The operation's answer: the timer stops, so nothing of it outlives the operation.
+  private func answer(_ value: Bool) {
+    let (continuation, timer) = self.state.withLock { ($0.continuation.take(), $0.timer.take()) }
+    timer?.cancel()
+    continuation?.resume(returning: value)
   }
 
-  /// `operation`'s answer, or false if it has none within `timeout`; then it is cancelled
-  /// and left to finish by itself. Unlike a task group, this never waits for an operation
-  /// that does not stop when cancelled (a task group's end awaits every child).
-  static func within(_ timeout: Duration, _ operation: @escaping @Sendable () async -> Bool) async -> Bool {
+  /// Answers false now, as the timeout does, and cancels the operation.
+  func expire() {
+    let (continuation, running) = self.state.withLock { ($0.continuation.take(), $0.running) }
+    running?.cancel()
+    continuation?.resume(returning: false)
+  }
+
+  /// `operation`'s answer, or false if it has none within `timeout` (or `expire()` comes
+  /// first); then it is cancelled and left to finish by itself. Unlike a task group, this
+  /// never waits for an operation that does not stop when cancelled (a task group's end
+  /// awaits every child). `started` gets the answer to expire, before the operation runs.
+  static func within(
+    _ timeout: Duration,
+    started: (FirstAnswer) -> Void = { _ in },
+    _ operation: @escaping @Sendable () async -> Bool
+  ) async -> Bool {
     await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
       let answer = FirstAnswer(continuation)
-      let running = Task {
-        answer.resume(await operation())
+      started(answer)
+      let timer = Task {
+        guard (try? await Task.sleep(for: timeout)) != nil else { return }
+        answer.expire()
       }
-      Task {
-        try? await Task.sleep(for: timeout)
+      let running = Task {
+        answer.answer(await operation())
+      }
+      let answered = answer.state.withLock { state -> Bool in
+        state.running = running
+        state.timer = timer
+        return state.continuation == nil
+      }
+      // Answered or expired already, before the two tasks were recorded.
+      if answered {
+        timer.cancel()
         running.cancel()
-        answer.resume(false)
       }
     }
   }

@@ -37,6 +37,11 @@ final class WriteQueue: Sendable {
   private struct State {
     var jobs: [Job] = []
     var closed = false
+    /// The batch being committed, to expire when a shutdown's drain runs out of time.
+    var running: FirstAnswer?
+    /// When a shutdown's drain must end: the batches still waiting on PostgreSQL then are
+    /// answered `unavailable`, so a silent database cannot hold up the process's exit.
+    var drainEnd: ContinuousClock.Instant?
   }
 
   private let state = Mutex(State())
@@ -90,10 +95,21 @@ final class WriteQueue: Sendable {
     }
   }
 
-  /// Refuses new writes and lets `run` finish the queued ones.
+  /// How long a shutdown lets the writer finish the writes it holds.
+  static let drainLimit: Duration = .seconds(5)
+
+  /// Refuses new writes and lets `run` finish the queued ones, for at most `drainLimit`.
   func close() async {
-    self.state.withLock { $0.closed = true }
+    let end = ContinuousClock.now + Self.drainLimit
+    self.state.withLock { state in
+      state.closed = true
+      state.drainEnd = end
+    }
     self.wake.finish()
+    Task {
+      try? await Task.sleep(until: end)
+      self.state.withLock { $0.running }?.expire()
+    }
   }
 
   /// The writer: runs batches until closed and drained.
@@ -131,15 +147,17 @@ final class WriteQueue: Sendable {
       Self.queueWait.recordNanoseconds(seconds * 1_000_000_000 + attoseconds / 1_000_000_000)
     }
     Self.batchSize.record(batch.count)
-    let timeout = (store.configuration.statementTimeout ?? .seconds(30)) + .seconds(5)
-    let ended = await FirstAnswer.within(timeout) {
+    var timeout = (store.configuration.statementTimeout ?? .seconds(30)) + .seconds(5)
+    if let end = self.state.withLock({ $0.drainEnd }) { timeout = max(.zero, min(timeout, end - .now)) }
+    let ended = await FirstAnswer.within(timeout, started: { answer in self.state.withLock { $0.running = answer } }) {
       await self.attempt(batch, store)
       return true
     }
+    self.state.withLock { $0.running = nil }
     if !ended {
       store.logger.warning(
         "a write transaction got no answer from PostgreSQL; its writes are answered unavailable",
-        metadata: ["writes": "\(batch.count)", "waited": "\(timeout)"]
+        metadata: ["writes": "\(batch.count)", "waited": "\(ContinuousClock.now - started)"]
       )
       for job in batch { job.fail(Self.unanswered) }
     }
