@@ -28,7 +28,7 @@ PLANS = {
         "rounds": 3,
         # (key, path, connections, streams per connection, requests)
         "scenarios": [("get_16x16", GET, 16, 16, 40000), ("hc_16x16", HC, 16, 16, 40000),
-                      ("get_1x1", GET, 1, 1, 3000), ("hc_1x1", HC, 1, 1, 3000),
+                      ("get_1x1", GET, 1, 1, 10000), ("hc_1x1", HC, 1, 1, 10000),
                       ("list_16x16", LIST, 16, 16, 10000)],
         "warmup": [(GET, 16, 16, 5000), (HC, 16, 16, 5000), (GET, 1, 1, 500), (LIST, 16, 16, 1000)],
     },
