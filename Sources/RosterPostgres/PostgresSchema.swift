@@ -19,6 +19,7 @@ enum PostgresSchema {
     Migration(version: 2, name: "sales, counters and rollups", statements: Self.analytics),
     Migration(version: 3, name: "employees per folded name", statements: Self.names),
     Migration(version: 4, name: "daily statistics per department, sales per amount bucket", statements: Self.statistics),
+    Migration(version: 5, name: "department counts move only when their columns change", statements: Self.countedChanges),
   ]
 
   /// How many employees carry each folded name, as signed delta rows (like the department
@@ -345,6 +346,24 @@ enum PostgresSchema {
     """
     CREATE TRIGGER sales_track AFTER INSERT OR DELETE ON sales
     FOR EACH ROW EXECUTE FUNCTION sales_track()
+    """,
+  ]
+
+  /// An update sets the columns its statement names (a prepared `EmployeeUpdate` names every
+  /// column it may set, keeping the others as they were): the department counts move only
+  /// when one they hold has changed, not for every row an UPDATE touched.
+  static let countedChanges = [
+    "DROP TRIGGER department_stats_track ON employees",
+    """
+    CREATE TRIGGER department_stats_track AFTER INSERT OR DELETE ON employees
+    FOR EACH ROW EXECUTE FUNCTION department_stats_track()
+    """,
+    """
+    CREATE TRIGGER department_stats_change AFTER UPDATE OF department, active, vacation_days ON employees
+    FOR EACH ROW WHEN (
+      OLD.department IS DISTINCT FROM NEW.department OR OLD.active IS DISTINCT FROM NEW.active
+      OR OLD.vacation_days IS DISTINCT FROM NEW.vacation_days)
+    EXECUTE FUNCTION department_stats_track()
     """,
   ]
 }

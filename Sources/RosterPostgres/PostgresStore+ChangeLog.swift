@@ -17,28 +17,48 @@ enum ChangeLog {
   /// - Returns: the newest sequence number, or nil when there was nothing to record.
   static func append(_ changes: [Change], on transaction: WriteTransaction, channel: String) async throws -> Int64? {
     guard !changes.isEmpty else { return nil }
-    let count = Int64(changes.count)
-    let query: PostgresQuery = """
-      WITH counter AS (
-        UPDATE change_log_state SET last_seq = last_seq + \(count) WHERE id = 1
-        RETURNING last_seq - \(count) AS base
-      ), logged AS (
-        INSERT INTO change_log (seq, entity, guid, kind, fields, author, time)
-        SELECT counter.base + c.ord, c.entity, c.guid, c.kind, c.fields, c.author, c.time
-        FROM counter, unnest(\(changes.map { Int32($0.entity.rawValue) })::int4[],
-                             \(changes.map(\.guid))::text[],
-                             \(changes.map { Int32($0.kind.rawValue) })::int4[],
-                             \(changes.map { $0.fields.joined(separator: ",") })::text[],
-                             \(changes.map(\.author))::text[],
-                             \(changes.map(\.timeMillis))::int8[])
-          WITH ORDINALITY AS c(entity, guid, kind, fields, author, time, ord)
-      )
-      SELECT base + \(count), pg_notify(\(channel), (base + \(count))::text) FROM counter
-      """
-    guard let row = try await transaction.row(query) else {
+    guard let row = try await transaction.row(ChangeLogAppend(changes: changes, channel: channel)) else {
       throw StoreError(.unavailable, "the change log's state row is missing")
     }
     return try row[0].decode(Int64.self)
+  }
+}
+
+/// One transaction's changes numbered and logged, and announced: one statement, prepared once
+/// on each pooled connection (its arrays are parameters, so every batch shares its plan).
+struct ChangeLogAppend: PostgresPreparedStatement {
+  static let sql = """
+    WITH counter AS (
+      UPDATE change_log_state SET last_seq = last_seq + $1 WHERE id = 1
+      RETURNING last_seq - $1 AS base
+    ), logged AS (
+      INSERT INTO change_log (seq, entity, guid, kind, fields, author, time)
+      SELECT counter.base + c.ord, c.entity, c.guid, c.kind, c.fields, c.author, c.time
+      FROM counter, unnest($2::int4[], $3::text[], $4::int4[], $5::text[], $6::text[], $7::int8[])
+        WITH ORDINALITY AS c(entity, guid, kind, fields, author, time, ord)
+    )
+    SELECT base + $1, pg_notify($8, (base + $1)::text) FROM counter
+    """
+  typealias Row = PostgresRandomAccessRow
+
+  var changes: [Change]
+  var channel: String
+
+  func makeBindings() throws -> PostgresBindings {
+    var bindings = PostgresBindings(capacity: 8)
+    bindings.append(Int64(self.changes.count))
+    bindings.append(self.changes.map { Int32($0.entity.rawValue) })
+    bindings.append(self.changes.map(\.guid))
+    bindings.append(self.changes.map { Int32($0.kind.rawValue) })
+    bindings.append(self.changes.map { $0.fields.joined(separator: ",") })
+    bindings.append(self.changes.map(\.author))
+    bindings.append(self.changes.map(\.timeMillis))
+    bindings.append(self.channel)
+    return bindings
+  }
+
+  func decodeRow(_ row: PostgresRow) throws -> PostgresRandomAccessRow {
+    row.makeRandomAccess()
   }
 }
 

@@ -356,6 +356,16 @@ final class WriteTransaction: @unchecked Sendable {
     try await self.connection.query(query, logger: self.logger).collect()
   }
 
+  /// Runs a prepared statement and returns its first row, if any.
+  func row<Statement: PostgresPreparedStatement>(_ statement: Statement) async throws -> Statement.Row? {
+    var first: Statement.Row?
+    // Read to the end, so nothing is pending on the connection.
+    for try await row in try await self.connection.execute(statement, logger: self.logger) where first == nil {
+      first = row
+    }
+    return first
+  }
+
   /// Records a change, numbered when the transaction commits.
   func record(
     _ entity: Change.Entity,

@@ -184,7 +184,7 @@ final class WriteQueue: Sendable {
         // for one of those rows, deadlocked (found only after deadlock_timeout, 1 s): two
         // replicas' writes fell from 592 to 24 calls/s. Taken first, batches on different
         // replicas take turns instead, and still commit many writes each.
-        try await transaction.execute("SELECT 1 FROM change_log_state WHERE id = 1 FOR UPDATE")
+        _ = try await transaction.row(ChangeLogLock())
         for (index, job) in batch.enumerated() {
           if job.savepoint { try await transaction.execute("SAVEPOINT write") }
           let kept = transaction.changes.count
@@ -235,5 +235,17 @@ private final class AnswerOnce<T: Sendable>: Sendable {
 
   func resume(throwing error: any Error) {
     self.continuation.withLock { $0.take() }?.resume(throwing: error)
+  }
+}
+
+/// The change log's counter row, locked for the batch's transaction (prepared).
+struct ChangeLogLock: PostgresPreparedStatement {
+  static let sql = "SELECT 1 FROM change_log_state WHERE id = 1 FOR UPDATE"
+  typealias Row = PostgresRandomAccessRow
+
+  func makeBindings() throws -> PostgresBindings { PostgresBindings() }
+
+  func decodeRow(_ row: PostgresRow) throws -> PostgresRandomAccessRow {
+    row.makeRandomAccess()
   }
 }

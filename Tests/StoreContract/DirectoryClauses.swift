@@ -117,6 +117,21 @@ extension StoreContract {
     try await Self.requireError(.notFound, naming: "00000000-0000-4000-8000-0000000000bb", "an update of an unknown guid") {
       _ = try await store.updateEmployee(guid: "00000000-0000-4000-8000-0000000000bb", changes: changes, context: Self.writer)
     }
+    // Neither the name nor the department (PostgreSQL's prepared `EmployeeUpdate`).
+    var others = EmployeeChanges()
+    others.phone = "+1 555 0100"
+    others.active = false
+    others.vacationDays = 0
+    let again = try await store.updateEmployee(guid: made.guid, changes: others, context: Self.writer)
+    let reread = try await store.employee(guid: made.guid, fields: .all)
+    try Self.require(again.phone == "+1 555 0100" && !again.active && again.vacationDays == 0, "the update returns the stored row: \(again)")
+    try Self.require(reread.phone == "+1 555 0100" && !reread.active && reread.vacationDays == 0, "the update did not land: \(reread)")
+    try Self.require(reread.name == made.name && reread.email == made.email && reread.address == made.address
+                       && reread.startDate == made.startDate && reread.department == "Navy",
+                     "fields the update left out changed: \(reread)")
+    try await Self.requireError(.notFound, naming: "00000000-0000-4000-8000-0000000000bb", "an update of an unknown guid") {
+      _ = try await store.updateEmployee(guid: "00000000-0000-4000-8000-0000000000bb", changes: others, context: Self.writer)
+    }
   }
 
   static func deleteRemoves(_ store: Store) async throws {
