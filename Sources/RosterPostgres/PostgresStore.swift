@@ -157,12 +157,42 @@ public final class PostgresStore: StoreBackend, PictureCatalog {
   }
 
   /// PostgreSQL needs no special mode for an offline load: `body` runs as is, and the
-  /// counters' deltas it wrote are folded at once (not at the next maintenance).
+  /// counters' deltas it wrote are folded at once (not at the next maintenance). Then the
+  /// schema's tables are vacuumed and analyzed (`vacuumAnalyze`).
   public func withBulkLoad<T>(_ body: () async throws -> T) async throws -> T {
     let value = try await body()
     try await self.compactDepartmentCounts()
     try await self.compactNameCounts()
+    try await self.vacuumAnalyze()
     return value
+  }
+
+  /// `VACUUM (ANALYZE)` of every table of the schema. A bulk load leaves its tables without
+  /// statistics or a visibility map until autovacuum comes by, minutes later; meanwhile the
+  /// planner guesses (measured at 10M sales: medians by department 2.8 s a page before, 0.45 s
+  /// after) and index-only scans visit the heap. Outside any transaction, with no statement
+  /// timeout (it grows with the data; `RESET` gives the connection its own one back).
+  func vacuumAnalyze() async throws {
+    let started = ContinuousClock.now
+    let tables = try await self.rows(
+      "SELECT quote_ident(tablename) FROM pg_tables WHERE schemaname = \(self.configuration.schema) ORDER BY 1"
+    ).map { try $0[0].decode(String.self) }
+    guard !tables.isEmpty else { return }
+    do {
+      try await self.client.withConnection { connection in
+        _ = try await connection.query("SET statement_timeout = 0", logger: self.logger)
+        do {
+          _ = try await connection.query(PostgresQuery(unsafeSQL: "VACUUM (ANALYZE) " + tables.joined(separator: ", ")), logger: self.logger)
+        } catch {
+          _ = try? await connection.query("RESET statement_timeout", logger: self.logger)
+          throw error
+        }
+        _ = try await connection.query("RESET statement_timeout", logger: self.logger)
+      }
+    } catch {
+      throw Self.mapped(error)
+    }
+    self.logger.info("vacuumed and analyzed", metadata: ["tables": "\(tables.count)", "duration": "\(ContinuousClock.now - started)"])
   }
 
   /// Prunes the change log, removes unreferenced pictures and folds the counters' deltas

@@ -105,4 +105,39 @@ struct PostgresQueryPlanTests {
     explained.sql = "EXPLAIN (FORMAT JSON) " + query.sql
     return try await PostgresTesting.query(configuration, explained).map { try $0.decode(String.self) }.joined()
   }
+
+  @Test("a bulk load ends with every table of the schema vacuumed and analyzed")
+  func bulkLoadAnalyzes() async throws {
+    let configuration = try PostgresTesting.configuration()
+    let store = try await PostgresStore.open(configuration, logger: PostgresTesting.logger)
+    try await PostgresTesting.running(store) { store in
+      try await store.withBulkLoad {
+        _ = try await PostgresTesting.query(
+          configuration,
+          """
+          INSERT INTO employees (guid, name, name_folded, department, active, start_date, update_time)
+          SELECT 'g' || i, 'Name ' || i, 'name ' || i, 'Dept ' || (i % 15), true, '2020-01-01', 0
+          FROM generate_series(1, 2000) AS i
+          """
+        )
+      }
+      // The pooled connection that ran it has its statement timeout back.
+      let timeout = try await store.rows("SHOW statement_timeout").first?[0].decode(String.self)
+      #expect(timeout != "0", "statement_timeout left at 0 on a pooled connection")
+    }
+    let rows = try await PostgresTesting.query(
+      configuration,
+      """
+      SELECT relname, last_vacuum IS NOT NULL, last_analyze IS NOT NULL FROM pg_stat_user_tables
+      WHERE schemaname = '\(configuration.schema)' AND relname IN ('employees', 'sales', 'change_log')
+      ORDER BY relname
+      """
+    )
+    let found = try rows.map { row in
+      let (table, vacuumed, analyzed) = try row.decode((String, Bool, Bool).self)
+      return "\(table) \(vacuumed) \(analyzed)"
+    }
+    #expect(found == ["change_log true true", "employees true true", "sales true true"], "\(found)")
+    try await PostgresTesting.dropSchema(configuration)
+  }
 }
