@@ -13,6 +13,9 @@ public struct PostgresConfiguration: Sendable {
   public var maximumConnections: Int = 16
   /// The most writes that share one transaction (group commit).
   public var maximumWriteBatch: Int = 256
+  /// Point reads (`GetEmployee`) that run at once, each one statement for every read that
+  /// waited for it (`PointReads`).
+  public var pointReads: Int = 4
   /// Rows per transaction of a bulk upsert.
   public var bulkChunkRows: Int = 2_000
   /// The longest one query may run before the server stops it; nil for no limit.

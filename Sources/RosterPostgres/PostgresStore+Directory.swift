@@ -1,23 +1,45 @@
 public import RosterDomain
 internal import PostgresNIO
+internal import RosterStore
 
 extension PostgresStore {
   // MARK: Reads
 
   /// One employee by guid, reading only `fields`.
   public func employee(guid: String, fields: EmployeeFields) async throws -> Employee {
-    let found: PostgresRandomAccessRow?
-    if fields == EmployeeByGuid.fields {
-      found = try await self.row(EmployeeByGuid(guid: guid))
-    } else {
-      var builder = SQLBuilder()
-      builder.sql = PostgresEmployeeSQL.select(fields) + " WHERE e.guid = \(builder.bind(guid))"
-      found = try await self.row(builder.query)
+    let notFound = StoreError(.notFound, "no employee with guid '\(guid)'")
+    // The whole employee: with the others read at the same moment (`PointReads`).
+    if fields == EmployeesByGuid.fields {
+      guard let employee = try await self.pointReads.employee(guid: guid, store: self) else { throw notFound }
+      return employee
     }
-    guard let row = found else {
-      throw StoreError(.notFound, "no employee with guid '\(guid)'")
-    }
+    var builder = SQLBuilder()
+    builder.sql = PostgresEmployeeSQL.select(fields) + " WHERE e.guid = \(builder.bind(guid))"
+    guard let row = try await self.row(builder.query) else { throw notFound }
     return try PostgresEmployeeSQL.decode(row, fields).0
+  }
+
+  /// The whole employees with `guids` (those there are), by guid, from one prepared statement.
+  func employeesByGuid(_ guids: [String]) async throws -> [String: Employee] {
+    do {
+      return try await StoreTracing.withSpan("postgres.query") {
+        try await self.client.withConnection { connection in
+          try await LeftBehind.closingWhenStuck(connection) {
+            var found: [String: Employee] = [:]
+            for try await row in try await connection.execute(EmployeesByGuid(guids: guids), logger: self.logger) {
+              let employee = try PostgresEmployeeSQL.decode(row, EmployeesByGuid.fields).0
+              found[employee.guid] = employee
+            }
+            return found
+          }
+        }
+      }
+    } catch is CancellationError {
+      // Cancelled while waiting for a connection.
+      throw LeftBehind.reason(CallControl.current)
+    } catch {
+      throw Self.mapped(error)
+    }
   }
 
   /// Employees by guid, in the order asked, all or nothing, from one statement.
@@ -266,27 +288,6 @@ extension PostgresStore {
   }
 }
 
-/// The whole employee by guid, what a `GetEmployee` without a read mask reads: prepared once on
-/// each pooled connection, then each call is a Bind and an Execute (no Parse, no Describe, a
-/// plan kept by the server), where a query of its own text costs PostgreSQL a parse and a plan
-/// per call.
-struct EmployeeByGuid: PostgresPreparedStatement {
-  static let fields = EmployeeFields.all
-  static let sql = PostgresEmployeeSQL.select(Self.fields) + " WHERE e.guid = $1"
-  typealias Row = PostgresRandomAccessRow
-
-  var guid: String
-
-  func makeBindings() throws -> PostgresBindings {
-    var bindings = PostgresBindings(capacity: 1)
-    bindings.append(self.guid)
-    return bindings
-  }
-
-  func decodeRow(_ row: PostgresRow) throws -> PostgresRandomAccessRow {
-    row.makeRandomAccess()
-  }
-}
 
 /// An update of an employee's fields other than the name and the department (which keep
 /// counters of their own by triggers, and take the statement of their own text): prepared once

@@ -27,6 +27,7 @@ public final class PostgresStore: StoreBackend, PictureCatalog {
   let feed: ChangeFeed
   let writes: WriteQueue
   let heavyReads: HeavyReads
+  let pointReads: PointReads
   let pictures: PictureStorage
   /// The NOTIFY channel of this schema's change log.
   let channel: String
@@ -51,6 +52,7 @@ public final class PostgresStore: StoreBackend, PictureCatalog {
     self.channel = "roster_changes_" + configuration.schema
     self.writes = WriteQueue(maximumBatch: configuration.maximumWriteBatch)
     self.heavyReads = HeavyReads(width: configuration.heavyReads, queueLimit: configuration.heavyQueueLimit)
+    self.pointReads = PointReads(width: configuration.pointReads)
   }
 
   /// Connects, creates the schema or brings it up to date (once, however many replicas start
@@ -122,17 +124,30 @@ public final class PostgresStore: StoreBackend, PictureCatalog {
     // connection being closed that never reports closed), and a store that never stops
     // would hold up the process's exit. It gets `poolStopTimeout` to stop, then is left.
     let pool = Task { await self.client.run() }
+    // The change listener and the maintenance run in a task of their own too, for the same
+    // reason: measured in `silent_test.py`, with PostgreSQL silent a poll of the change log
+    // waiting for a pooled connection did not end when cancelled, and the store never closed.
+    let background = Task {
+      try? await withThrowingDiscardingTaskGroup { background in
+        background.addTask { try await self.listen() }
+        background.addTask { try await self.maintain() }
+      }
+    }
     await withDiscardingTaskGroup { work in
       work.addTask { await self.writes.run(self) }
       work.addTask {
-        try? await cancelWhenGracefulShutdown {
-          try await withThrowingDiscardingTaskGroup { background in
-            background.addTask { try await self.listen() }
-            background.addTask { try await self.maintain() }
-          }
+        try? await gracefulShutdown()
+        // Graceful shutdown (or cancellation): the gRPC server has stopped (it shuts down
+        // first). The background work stops, or is left after `poolStopTimeout`; the writer
+        // finishes what it holds (`WriteQueue.drainLimit`); then the pool closes.
+        background.cancel()
+        let stopped = await FirstAnswer.within(Self.poolStopTimeout) {
+          await background.value
+          return true
         }
-        // Graceful shutdown: the gRPC server has stopped (it shuts down first). The writer
-        // finishes what it holds; then the pool closes.
+        if !stopped {
+          self.logger.warning("the change listener or the maintenance did not stop in time; leaving them", metadata: ["timeout": "\(Self.poolStopTimeout)"])
+        }
         await self.writes.close()
       }
     }
@@ -224,28 +239,6 @@ public final class PostgresStore: StoreBackend, PictureCatalog {
         try await self.client.withConnection { connection in
           try await LeftBehind.closingWhenStuck(connection) {
             try await connection.query(query, logger: self.logger).collect().map { $0.makeRandomAccess() }
-          }
-        }
-      }
-    } catch {
-      throw Self.mapped(error)
-    }
-  }
-
-  /// Runs a prepared statement on a pooled connection and returns its first row, if any; a
-  /// stuck one stops soon after its caller is cancelled (`LeftBehind`).
-  func row<Statement: PostgresPreparedStatement>(_ statement: Statement) async throws -> Statement.Row?
-  where Statement.Row: Sendable {
-    do {
-      return try await StoreTracing.withSpan("postgres.query") {
-        try await self.client.withConnection { connection in
-          try await LeftBehind.closingWhenStuck(connection) {
-            var first: Statement.Row?
-            // Read to the end, so the connection goes back to the pool with nothing pending.
-            for try await row in try await connection.execute(statement, logger: self.logger) where first == nil {
-              first = row
-            }
-            return first
           }
         }
       }

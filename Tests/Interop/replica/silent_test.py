@@ -115,7 +115,7 @@ def main():
         [ROSTER, "serve", "--port", str(port), "--postgres", proxied + "?sslmode=disable",
          "--postgres-schema", SCHEMA, "--seed-employees", "20", "--no-log-requests",
          "--default-deadline-ms", str(DEFAULT_DEADLINE_MS), "--max-query-seconds", "60",
-         "--shutdown-grace-s", "2", "--postgres-connections", "8"],
+         "--shutdown-grace-s", "2", "--postgres-connections", "16"],
         stdout=subprocess.PIPE, stderr=log, text=True)
     failures = []
     try:
@@ -132,6 +132,9 @@ def main():
         try:
             servers.stop(server, log)
             print(f"silent_test: stopped {time.monotonic() - started:.1f} s after SIGTERM", file=sys.stderr)
+            log_text = open(os.path.join(WORK, "server.log")).read()
+            if "a write transaction got no answer" not in log_text:
+                failures.append("the write did not wait on PostgreSQL until the shutdown's drain limit")
         except AssertionError as error:
             failures.append(str(error))
         proxy.close()
@@ -149,6 +152,20 @@ def run(target, proxy):
     if len(guids) != 5:
         raise SystemExit(f"expected 5 seeded employees, got {len(guids)}")
     stub.GetEmployee(directory_pb2.GetEmployeeRequest(guid=guids[0]), timeout=HANG)
+    # Concurrent pages, so the pool holds several idle connections: the write below then gets
+    # one at once and waits on its statement (not for a new connection, which could not open).
+    barrier = threading.Barrier(12)
+
+    def pages_together():
+        for _ in range(10):
+            barrier.wait()
+            stub.ListEmployees(directory_pb2.ListEmployeesRequest(page_size=5), timeout=HANG)
+
+    pages = [threading.Thread(target=pages_together) for _ in range(12)]
+    for thread in pages:
+        thread.start()
+    for thread in pages:
+        thread.join()
 
     # The proxy now drops everything; what the server had cached must not hide that.
     proxy.silence()
