@@ -212,20 +212,14 @@ final class PointReads: Sendable {
 }
 
 /// Whole employees by guid, for `PointReads`: prepared once on each pooled connection.
-struct EmployeesByGuid: PostgresPreparedStatement {
+struct EmployeesByGuid: RowStatement {
   static let fields = EmployeeFields.all
   static let sql = PostgresEmployeeSQL.select(Self.fields) + " WHERE e.guid = ANY($1::text[])"
-  typealias Row = PostgresRandomAccessRow
-
   var guids: [String]
 
   func makeBindings() throws -> PostgresBindings {
     var bindings = PostgresBindings(capacity: 1)
     bindings.append(self.guids)
     return bindings
-  }
-
-  func decodeRow(_ row: PostgresRow) throws -> PostgresRandomAccessRow {
-    row.makeRandomAccess()
   }
 }

@@ -26,7 +26,7 @@ enum ChangeLog {
 
 /// One transaction's changes numbered and logged, and announced: one statement, prepared once
 /// on each pooled connection (its arrays are parameters, so every batch shares its plan).
-struct ChangeLogAppend: PostgresPreparedStatement {
+struct ChangeLogAppend: RowStatement {
   static let sql = """
     WITH counter AS (
       UPDATE change_log_state SET last_seq = last_seq + $1 WHERE id = 1
@@ -39,8 +39,6 @@ struct ChangeLogAppend: PostgresPreparedStatement {
     )
     SELECT base + $1, pg_notify($8, (base + $1)::text) FROM counter
     """
-  typealias Row = PostgresRandomAccessRow
-
   var changes: [Change]
   var channel: String
 
@@ -55,10 +53,6 @@ struct ChangeLogAppend: PostgresPreparedStatement {
     bindings.append(self.changes.map(\.timeMillis))
     bindings.append(self.channel)
     return bindings
-  }
-
-  func decodeRow(_ row: PostgresRow) throws -> PostgresRandomAccessRow {
-    row.makeRandomAccess()
   }
 }
 

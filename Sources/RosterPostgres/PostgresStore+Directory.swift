@@ -294,7 +294,7 @@ extension PostgresStore {
 /// on each pooled connection, it names every column it may set and keeps the ones the mask
 /// leaves out as they were. A statement of its own text per update cost PostgreSQL a parse and
 /// a plan each time.
-struct EmployeeUpdate: PostgresPreparedStatement {
+struct EmployeeUpdate: RowStatement {
   /// The fields it sets, each a bit of `$2`, in this order.
   static let settable: [EmployeeField] = [.email, .phone, .address, .about, .active, .startDate, .vacationDays]
   static let sql = """
@@ -312,8 +312,6 @@ struct EmployeeUpdate: PostgresPreparedStatement {
       FROM old WHERE employees.id = old.id)
     SELECT * FROM old
     """
-  typealias Row = PostgresRandomAccessRow
-
   var guid: String
   var mask: Int32
   var values: Employee
@@ -345,15 +343,11 @@ struct EmployeeUpdate: PostgresPreparedStatement {
     bindings.append(self.now)
     return bindings
   }
-
-  func decodeRow(_ row: PostgresRow) throws -> PostgresRandomAccessRow {
-    row.makeRandomAccess()
-  }
 }
 
 /// A new employee's row, unless the guid is taken (then no row comes back): prepared once on
 /// each pooled connection, as `EmployeeUpdate` is.
-struct EmployeeInsert: PostgresPreparedStatement {
+struct EmployeeInsert: RowStatement {
   static let sql = """
     INSERT INTO employees (guid, name, name_folded, department, email, phone, address, about,
       active, start_date, vacation_days, update_time)
@@ -361,8 +355,6 @@ struct EmployeeInsert: PostgresPreparedStatement {
     ON CONFLICT (guid) DO NOTHING
     RETURNING id
     """
-  typealias Row = PostgresRandomAccessRow
-
   var employee: Employee
   var now: Int64
 
@@ -381,9 +373,5 @@ struct EmployeeInsert: PostgresPreparedStatement {
     bindings.append(Int32(clamping: self.employee.vacationDays))
     bindings.append(self.now)
     return bindings
-  }
-
-  func decodeRow(_ row: PostgresRow) throws -> PostgresRandomAccessRow {
-    row.makeRandomAccess()
   }
 }

@@ -140,28 +140,26 @@ public final class PostgresStore: StoreBackend, PictureCatalog {
         // Graceful shutdown (or cancellation): the gRPC server has stopped (it shuts down
         // first). The background work stops, or is left after `poolStopTimeout`; the writer
         // finishes what it holds (`WriteQueue.drainLimit`); then the pool closes.
-        background.cancel()
-        let stopped = await FirstAnswer.within(Self.poolStopTimeout) {
-          await background.value
-          return true
-        }
-        if !stopped {
-          self.logger.warning("the change listener or the maintenance did not stop in time; leaving them", metadata: ["timeout": "\(Self.poolStopTimeout)"])
-        }
+        await self.stop(background, "the change listener or the maintenance")
         await self.writes.close()
       }
     }
     self.feed.close()
     try? FileManager.default.removeItem(atPath: self.pictures.directory)
-    pool.cancel()
+    await self.stop(pool, "the PostgreSQL connection pool")
+    self.logger.info("store closed")
+  }
+
+  /// Cancels `task` and waits for it at most `poolStopTimeout`, then leaves it, saying so.
+  private func stop<T: Sendable>(_ task: Task<T, Never>, _ what: String) async {
+    task.cancel()
     let stopped = await FirstAnswer.within(Self.poolStopTimeout) {
-      await pool.value
+      _ = await task.value
       return true
     }
     if !stopped {
-      self.logger.warning("the PostgreSQL connection pool did not stop in time; leaving it", metadata: ["timeout": "\(Self.poolStopTimeout)"])
+      self.logger.warning("\(what) did not stop in time; leaving it", metadata: ["timeout": "\(Self.poolStopTimeout)"])
     }
-    self.logger.info("store closed")
   }
 
   /// How long `run` waits for the connection pool to stop at the end.
@@ -349,6 +347,15 @@ public final class PostgresStore: StoreBackend, PictureCatalog {
 
   static func nowMillis() -> Int64 {
     Int64(Date().timeIntervalSince1970 * 1000)
+  }
+}
+
+/// A prepared statement whose rows are read by column index, as the store's other queries are.
+protocol RowStatement: PostgresPreparedStatement where Row == PostgresRandomAccessRow {}
+
+extension RowStatement {
+  func decodeRow(_ row: PostgresRow) throws -> PostgresRandomAccessRow {
+    row.makeRandomAccess()
   }
 }
 

@@ -239,13 +239,7 @@ private final class AnswerOnce<T: Sendable>: Sendable {
 }
 
 /// The change log's counter row, locked for the batch's transaction (prepared).
-struct ChangeLogLock: PostgresPreparedStatement {
+struct ChangeLogLock: RowStatement {
   static let sql = "SELECT 1 FROM change_log_state WHERE id = 1 FOR UPDATE"
-  typealias Row = PostgresRandomAccessRow
-
   func makeBindings() throws -> PostgresBindings { PostgresBindings() }
-
-  func decodeRow(_ row: PostgresRow) throws -> PostgresRandomAccessRow {
-    row.makeRandomAccess()
-  }
 }

@@ -4,6 +4,9 @@ stops forwarding in both directions and keeps every socket open: a network that 
 everything, or a server gone without a word (what a restart under TLS was seen to leave, in
 restart_test.py, where a replica then did not stop after SIGTERM).
 
+A write is sent first and held at PostgreSQL by a row lock this test takes on a connection of
+its own, so that it is waiting on its statement when the silence begins.
+
 Checks, while PostgreSQL is silent: unary reads that bring no deadline end with the server's
 default deadline (DEADLINE_EXCEEDED from the server, not a hang); reads with a client deadline
 and a WatchChanges stream the client cancels end; a write ends with UNAVAILABLE or its client's
@@ -118,15 +121,23 @@ def main():
          "--shutdown-grace-s", "2", "--postgres-connections", "16"],
         stdout=subprocess.PIPE, stderr=log, text=True)
     failures = []
+    locker = None
     try:
         line = server.stdout.readline()
         if not line.startswith("listening on "):
             raise SystemExit(f"the server did not start; see {WORK}")
+        # A session of the test's own, straight to PostgreSQL (not through the proxy).
+        locker = subprocess.Popen(["psql", "-q", "-X", "-t", "-A", "-v", "ON_ERROR_STOP=1", URL],
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                                  env=dict(os.environ, PGOPTIONS=f"-c search_path={SCHEMA}"))
         try:
-            run(f"127.0.0.1:{port}", proxy)
+            run(f"127.0.0.1:{port}", proxy, locker)
         except SystemExit as error:
             failures.append(str(error))
     finally:
+        if locker is not None:
+            locker.kill()
+            locker.wait()
         # Stopped while PostgreSQL is still silent.
         started = time.monotonic()
         try:
@@ -144,7 +155,7 @@ def main():
     print("silent_test: ok", file=sys.stderr)
 
 
-def run(target, proxy):
+def run(target, proxy, locker):
     channel = grpc.insecure_channel(target)
     stub = directory_pb2_grpc.DirectoryStub(channel)
     employees = stub.ListEmployees(directory_pb2.ListEmployeesRequest(page_size=5), timeout=HANG).employees
@@ -152,8 +163,7 @@ def run(target, proxy):
     if len(guids) != 5:
         raise SystemExit(f"expected 5 seeded employees, got {len(guids)}")
     stub.GetEmployee(directory_pb2.GetEmployeeRequest(guid=guids[0]), timeout=HANG)
-    # Concurrent pages, so the pool holds several idle connections: the write below then gets
-    # one at once and waits on its statement (not for a new connection, which could not open).
+    # Concurrent pages, so the pool holds several idle connections.
     barrier = threading.Barrier(12)
 
     def pages_together():
@@ -166,9 +176,6 @@ def run(target, proxy):
         thread.start()
     for thread in pages:
         thread.join()
-
-    # The proxy now drops everything; what the server had cached must not hide that.
-    proxy.silence()
     results, lock = [], threading.Lock()
 
     def call(name, invoke, allowed):
@@ -204,9 +211,20 @@ def run(target, proxy):
     threading.Timer(2, watch.cancel).start()
     threads.append(threading.Thread(target=call, args=(
         "WatchChanges", lambda: [None for _ in watch], {"CANCELLED"}), daemon=True))
-    # The write first, while the pool still has an idle connection: its statement, not its
-    # wait for a connection, is what gets no answer.
+    # The write first, before the silence, held at PostgreSQL by a lock this test takes on
+    # the change log's counter row (which every write batch locks first): then its statement,
+    # not a wait for a connection, is what gets no answer.
+    locker.stdin.write("BEGIN;\nSELECT 1 FROM change_log_state WHERE id = 1 FOR UPDATE;\n\\echo locked\n")
+    locker.stdin.flush()
+    for line in locker.stdout:
+        if line.strip() == "locked":
+            break
+    else:
+        raise SystemExit("could not lock the change log's counter row")
     threads[-2].start()
+    time.sleep(0.5)
+    # The proxy now drops everything; what the server had cached must not hide that.
+    proxy.silence()
     time.sleep(0.5)
     for thread in threads[:-2] + threads[-1:]:
         thread.start()
