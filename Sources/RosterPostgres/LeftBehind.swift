@@ -94,3 +94,64 @@ enum LeftBehind {
     }
   }
 }
+
+/// Resumes a continuation with the first of several answers.
+final class FirstAnswer: Sendable {
+  private struct State {
+    var continuation: CheckedContinuation<Bool, Never>?
+    var running: Task<Void, Never>?
+    var timer: Task<Void, Never>?
+  }
+
+  private let state: Mutex<State>
+
+  init(_ continuation: CheckedContinuation<Bool, Never>) {
+    self.state = Mutex(State(continuation: continuation))
+  }
+
+  /// The operation's answer: the timer stops, so nothing of it outlives the operation.
+  private func answer(_ value: Bool) {
+    let (continuation, timer) = self.state.withLock { ($0.continuation.take(), $0.timer.take()) }
+    timer?.cancel()
+    continuation?.resume(returning: value)
+  }
+
+  /// Answers false now, as the timeout does, and cancels the operation.
+  func expire() {
+    let (continuation, running) = self.state.withLock { ($0.continuation.take(), $0.running) }
+    running?.cancel()
+    continuation?.resume(returning: false)
+  }
+
+  /// `operation`'s answer, or false if it has none within `timeout` (or `expire()` comes
+  /// first); then it is cancelled and left to finish by itself. Unlike a task group, this
+  /// never waits for an operation that does not stop when cancelled (a task group's end
+  /// awaits every child). `started` gets the answer to expire, before the operation runs.
+  static func within(
+    _ timeout: Duration,
+    started: (FirstAnswer) -> Void = { _ in },
+    _ operation: @escaping @Sendable () async -> Bool
+  ) async -> Bool {
+    await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
+      let answer = FirstAnswer(continuation)
+      started(answer)
+      let timer = Task {
+        guard (try? await Task.sleep(for: timeout)) != nil else { return }
+        answer.expire()
+      }
+      let running = Task {
+        answer.answer(await operation())
+      }
+      let answered = answer.state.withLock { state -> Bool in
+        state.running = running
+        state.timer = timer
+        return state.continuation == nil
+      }
+      // Answered or expired already, before the two tasks were recorded.
+      if answered {
+        timer.cancel()
+        running.cancel()
+      }
+    }
+  }
+}

@@ -1,0 +1,65 @@
+internal import Logging
+internal import PostgresNIO
+internal import RosterDomain
+internal import RosterStore
+
+/// A prepared statement whose rows are read by column index, as the store's other queries are.
+protocol RowStatement: PostgresPreparedStatement where Row == PostgresRandomAccessRow {}
+
+extension RowStatement {
+  func decodeRow(_ row: PostgresRow) throws -> PostgresRandomAccessRow {
+    row.makeRandomAccess()
+  }
+}
+
+/// A transaction in progress on one connection, and the changes it has made so far.
+///
+/// Used by one task at a time: the writer, or the task of a bulk write.
+final class WriteTransaction: @unchecked Sendable {
+  let connection: PostgresConnection
+  let logger: Logger
+  var changes: [Change] = []
+
+  init(connection: PostgresConnection, logger: Logger) {
+    self.connection = connection
+    self.logger = logger
+  }
+
+  /// Runs one statement and returns its rows.
+  @discardableResult
+  func rows(_ query: PostgresQuery) async throws -> [PostgresRandomAccessRow] {
+    try await self.connection.query(query, logger: self.logger).collect().map { $0.makeRandomAccess() }
+  }
+
+  func row(_ query: PostgresQuery) async throws -> PostgresRandomAccessRow? {
+    try await self.rows(query).first
+  }
+
+  func execute(_ query: PostgresQuery) async throws {
+    try await self.connection.query(query, logger: self.logger).collect()
+  }
+
+  /// Runs a prepared statement and returns its first row, if any.
+  func row<Statement: PostgresPreparedStatement>(_ statement: Statement) async throws -> Statement.Row? {
+    var first: Statement.Row?
+    // Read to the end, so nothing is pending on the connection.
+    for try await row in try await self.connection.execute(statement, logger: self.logger) where first == nil {
+      first = row
+    }
+    return first
+  }
+
+  /// Records a change, numbered when the transaction commits.
+  func record(
+    _ entity: Change.Entity,
+    guid: String,
+    kind: Change.Kind,
+    fields: [String] = [],
+    context: WriteContext,
+    timeMillis: Int64
+  ) {
+    self.changes.append(
+      Change(sequence: 0, entity: entity, guid: guid, kind: kind, fields: fields, author: context.author, timeMillis: timeMillis)
+    )
+  }
+}
