@@ -34,11 +34,8 @@ extension PostgresStore {
           }
         }
       }
-    } catch is CancellationError {
-      // Cancelled while waiting for a connection.
-      throw LeftBehind.reason(CallControl.current)
     } catch {
-      throw Self.mapped(error)
+      throw Self.mappedOrCancelled(error)
     }
   }
 
@@ -333,13 +330,7 @@ struct EmployeeUpdate: RowStatement {
     var bindings = PostgresBindings(capacity: 10)
     bindings.append(self.guid)
     bindings.append(self.mask)
-    bindings.append(self.values.email)
-    bindings.append(self.values.phone)
-    bindings.append(self.values.address)
-    bindings.append(self.values.about)
-    bindings.append(self.values.active)
-    bindings.append(self.values.startDate)
-    bindings.append(Int32(clamping: self.values.vacationDays))
+    EmployeeInsert.appendContactAndTerms(of: self.values, to: &bindings)
     bindings.append(self.now)
     return bindings
   }
@@ -364,14 +355,20 @@ struct EmployeeInsert: RowStatement {
     bindings.append(self.employee.name)
     bindings.append(TextFolding.fold(self.employee.name))
     bindings.append(self.employee.department)
-    bindings.append(self.employee.email)
-    bindings.append(self.employee.phone)
-    bindings.append(self.employee.address)
-    bindings.append(self.employee.about)
-    bindings.append(self.employee.active)
-    bindings.append(self.employee.startDate)
-    bindings.append(Int32(clamping: self.employee.vacationDays))
+    Self.appendContactAndTerms(of: self.employee, to: &bindings)
     bindings.append(self.now)
     return bindings
+  }
+
+  /// `email`, `phone`, `address`, `about`, `active`, `start_date` and `vacation_days`, in that
+  /// order: the columns both this and `EmployeeUpdate` bind in a row.
+  static func appendContactAndTerms(of employee: Employee, to bindings: inout PostgresBindings) {
+    bindings.append(employee.email)
+    bindings.append(employee.phone)
+    bindings.append(employee.address)
+    bindings.append(employee.about)
+    bindings.append(employee.active)
+    bindings.append(employee.startDate)
+    bindings.append(Int32(clamping: employee.vacationDays))
   }
 }

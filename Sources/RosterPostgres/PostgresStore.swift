@@ -241,7 +241,7 @@ public final class PostgresStore: StoreBackend, PictureCatalog {
         }
       }
     } catch {
-      throw Self.mapped(error)
+      throw Self.mappedOrCancelled(error)
     }
   }
 
@@ -313,6 +313,15 @@ public final class PostgresStore: StoreBackend, PictureCatalog {
   }
 
   static let unreachable = StoreError(.unavailable, "the database cannot be reached; try again")
+
+  /// `mapped(error)`, or the call's cancellation (`LeftBehind.reason`) when the task or its call
+  /// was cancelled: the pool then answers with an error of its own (`CancellationError`, or
+  /// its `requestCancelled`), which a client should see as the cancellation it is.
+  static func mappedOrCancelled(_ error: any Error) -> any Error {
+    let control = CallControl.current
+    if Task.isCancelled || control?.isCancelled == true { return LeftBehind.reason(control) }
+    return Self.mapped(error)
+  }
 
   /// A failure as the services should see it: a `StoreError` for what a client can act on,
   /// else the error as is (logged, `INTERNAL`, no SQL to the client).
