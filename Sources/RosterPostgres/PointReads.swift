@@ -5,17 +5,18 @@ internal import Synchronization
 /// Coalesced point reads: concurrent `GetEmployee` calls share one statement.
 ///
 /// Each statement costs a round trip: a write to PostgreSQL's socket that wakes its backend, the
-/// backend's work per statement, the answer read back, and postgres-nio's work around it (about
-/// two thirds of Roster's CPU per `GetEmployee` on PostgreSQL, `perf record`). So, as the writer
+/// backend's work per statement, the answer read back, and postgres-nio's work around it (40%
+/// of a replica's samples per `GetEmployee`, `perf record`). So, as the writer
 /// does for writes (group commit), at most `width` statements run at once, and the reads that
 /// arrive meanwhile wait and go together in the next one (`guid = ANY($1)`, up to
 /// `maximumBatch` guids).
 ///
 /// Nothing waits for company: a read that finds a free place runs at once, on its own task
 /// (the leader), with whatever was waiting. When its statement is done, it answers the reads it
-/// carried and hands the next batch to one of the waiting reads, whose task runs it: no task is
-/// made for a batch. A waiting read whose call is cancelled answers at once; a batch it was in
-/// goes on for the others.
+/// carried and hands the next batch to one of the waiting reads, which leads it. A lone read
+/// runs its statement on its own task; a batch of several runs on a task of its own, so that
+/// a leader whose call is cancelled does not fail the others. A waiting read whose call is
+/// cancelled answers at once; a batch it was in goes on for the others.
 final class PointReads: Sendable {
   let width: Int
   let maximumBatch: Int
@@ -141,11 +142,12 @@ final class PointReads: Sendable {
   private func claim(_ state: inout State) -> [Waiter]? {
     guard state.running < self.width else { return nil }
     state.running += 1
-    return self.take(&state)
+    return Self.take(&state, upTo: self.maximumBatch - 1)
   }
 
-  private func take(_ state: inout State) -> [Waiter] {
-    let count = min(state.waiting.count, self.maximumBatch - 1)
+  /// The oldest `limit` waiting reads, out of the queue.
+  private static func take(_ state: inout State, upTo limit: Int) -> [Waiter] {
+    let count = min(state.waiting.count, limit)
     defer { state.waiting.removeFirst(count) }
     return Array(state.waiting.prefix(count))
   }
@@ -165,9 +167,8 @@ final class PointReads: Sendable {
     }
     let own = Waiter(guid: guid)
     let members = [own] + others
-    let timeout = (store.configuration.statementTimeout ?? .seconds(30)) + .seconds(5)
     Task {
-      let answered = await FirstAnswer.within(timeout) {
+      let answered = await FirstAnswer.within(store.answerTimeout) {
         let result = await self.run(members.map(\.guid), store)
         for member in members { member.tell(.answered(result.map { $0[member.guid] })) }
         return true
@@ -200,7 +201,8 @@ final class PointReads: Sendable {
           state.running -= 1
           return nil
         }
-        return self.take(&state) + (state.waiting.isEmpty ? [] : [state.waiting.removeFirst()])
+        // A whole batch: its first read leads it.
+        return Self.take(&state, upTo: self.maximumBatch)
       }) else { return }
       while !next.isEmpty {
         let leader = next.removeFirst()

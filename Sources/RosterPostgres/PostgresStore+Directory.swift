@@ -1,6 +1,5 @@
 public import RosterDomain
 internal import PostgresNIO
-internal import RosterStore
 
 extension PostgresStore {
   // MARK: Reads
@@ -21,21 +20,13 @@ extension PostgresStore {
 
   /// The whole employees with `guids` (those there are), by guid, from one prepared statement.
   func employeesByGuid(_ guids: [String]) async throws -> [String: Employee] {
-    do {
-      return try await StoreTracing.withSpan("postgres.query") {
-        try await self.client.withConnection { connection in
-          try await LeftBehind.closingWhenStuck(connection) {
-            var found: [String: Employee] = [:]
-            for try await row in try await connection.execute(EmployeesByGuid(guids: guids), logger: self.logger) {
-              let employee = try PostgresEmployeeSQL.decode(row, EmployeesByGuid.fields).0
-              found[employee.guid] = employee
-            }
-            return found
-          }
-        }
+    try await self.read { connection in
+      var found: [String: Employee] = [:]
+      for try await row in try await connection.execute(EmployeesByGuid(guids: guids), logger: self.logger) {
+        let employee = try PostgresEmployeeSQL.decode(row, EmployeesByGuid.fields).0
+        found[employee.guid] = employee
       }
-    } catch {
-      throw Self.mappedOrCancelled(error)
+      return found
     }
   }
 

@@ -229,20 +229,32 @@ public final class PostgresStore: StoreBackend, PictureCatalog {
 
   // MARK: Queries
 
-  /// Runs one statement on a pooled connection and returns its rows; a stuck one stops soon
-  /// after its caller is cancelled (`LeftBehind`).
+  /// Runs one statement on a pooled connection and returns its rows.
   func rows(_ query: PostgresQuery) async throws -> [PostgresRandomAccessRow] {
+    try await self.read { connection in
+      try await connection.query(query, logger: self.logger).collect().map { $0.makeRandomAccess() }
+    }
+  }
+
+  /// Runs `body` on a pooled connection, as a read's span: a stuck statement stops soon after
+  /// its caller is cancelled (`LeftBehind`), and a cancelled caller is told so
+  /// (`mappedOrCancelled`).
+  func read<T: Sendable>(_ body: (PostgresConnection) async throws -> T) async throws -> T {
     do {
       return try await StoreTracing.withSpan("postgres.query") {
         try await self.client.withConnection { connection in
-          try await LeftBehind.closingWhenStuck(connection) {
-            try await connection.query(query, logger: self.logger).collect().map { $0.makeRandomAccess() }
-          }
+          try await LeftBehind.closingWhenStuck(connection) { try await body(connection) }
         }
       }
     } catch {
       throw Self.mappedOrCancelled(error)
     }
+  }
+
+  /// How long a statement may go without an answer before it is given up: the statement
+  /// timeout (30 s without one) and 5 s for the answer to arrive.
+  var answerTimeout: Duration {
+    (self.configuration.statementTimeout ?? .seconds(30)) + .seconds(5)
   }
 
   /// Runs one statement that returns at most one row.

@@ -147,7 +147,7 @@ final class WriteQueue: Sendable {
       Self.queueWait.recordNanoseconds(seconds * 1_000_000_000 + attoseconds / 1_000_000_000)
     }
     Self.batchSize.record(batch.count)
-    var timeout = (store.configuration.statementTimeout ?? .seconds(30)) + .seconds(5)
+    var timeout = store.answerTimeout
     if let end = self.state.withLock({ $0.drainEnd }) { timeout = max(.zero, min(timeout, end - .now)) }
     let ended = await FirstAnswer.within(timeout, started: { answer in self.state.withLock { $0.running = answer } }) {
       await self.attempt(batch, store)

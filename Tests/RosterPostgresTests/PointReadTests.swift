@@ -12,14 +12,7 @@ struct PointReadTests {
   func coalesced() async throws {
     let configuration = try PostgresTesting.configuration()
     try await PostgresTesting.withStore(configuration) { store in
-      _ = try await PostgresTesting.query(
-        configuration,
-        """
-        INSERT INTO employees (guid, name, name_folded, department, active, start_date, vacation_days, update_time)
-        SELECT 'guid-' || i, 'Name ' || i, 'name ' || i, 'Dept ' || (i % 7), true, '2020-01-01', i % 30, 0
-        FROM generate_series(1, 200) AS i
-        """
-      )
+      try await Self.insertEmployees(200, configuration)
       let answers = try await withThrowingTaskGroup(of: (Int, String?).self) { group in
         for index in 1...300 {
           group.addTask {
@@ -48,13 +41,7 @@ struct PointReadTests {
   func cancelledWhileWaiting() async throws {
     let configuration = try PostgresTesting.configuration()
     try await PostgresTesting.withStore(configuration) { store in
-      _ = try await PostgresTesting.query(
-        configuration,
-        """
-        INSERT INTO employees (guid, name, name_folded, department, active, start_date, update_time)
-        SELECT 'guid-' || i, 'Name ' || i, 'name ' || i, 'Dept', true, '2020-01-01', 0 FROM generate_series(1, 50) AS i
-        """
-      )
+      try await Self.insertEmployees(50, configuration)
       // Many reads, half of them cancelled as soon as they start: every one either answers
       // with its employee or is cancelled, and none waits for good (the suite's time limit).
       let outcomes = try await withThrowingTaskGroup(of: String.self) { group in
@@ -80,5 +67,17 @@ struct PointReadTests {
       #expect(outcomes.allSatisfy { $0 == "ok" || $0 == "cancelled" }, "\(outcomes.filter { $0 != "ok" && $0 != "cancelled" })")
       #expect(outcomes.filter { $0 == "ok" }.count >= 100, "the reads not cancelled answered")
     }
+  }
+
+  /// Employees `guid-1` to `guid-COUNT`, named `Name N`, with `N % 30` vacation days.
+  static func insertEmployees(_ count: Int, _ configuration: PostgresConfiguration) async throws {
+    _ = try await PostgresTesting.query(
+      configuration,
+      """
+      INSERT INTO employees (guid, name, name_folded, department, active, start_date, vacation_days, update_time)
+      SELECT 'guid-' || i, 'Name ' || i, 'name ' || i, 'Dept ' || (i % 7), true, '2020-01-01', i % 30, 0
+      FROM generate_series(1, \(count)) AS i
+      """
+    )
   }
 }
