@@ -106,7 +106,8 @@ struct HeavyRead: Sendable {
   let logger: Logger
 
   func rows(_ query: PostgresQuery) async throws -> [PostgresRandomAccessRow] {
-    try await self.connection.query(query, logger: self.logger).collect().map { $0.makeRandomAccess() }
+    try self.connection.checkOpen()
+    return try await self.connection.query(query, logger: self.logger).collect().map { $0.makeRandomAccess() }
   }
 
   func row(_ query: PostgresQuery) async throws -> PostgresRandomAccessRow? {

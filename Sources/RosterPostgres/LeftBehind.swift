@@ -95,6 +95,21 @@ enum LeftBehind {
   }
 }
 
+extension PostgresConnection {
+  /// Throws `unreachable` when this connection is closed.
+  ///
+  /// postgres-nio never answers a statement written to a connection whose channel has gone:
+  /// once the channel's handlers are removed, the write is dropped and its promise is never
+  /// completed. So a statement that follows another on the same connection (a transaction's
+  /// next step, the ROLLBACK after a failure above all) checks first. Measured in
+  /// `silent_test.py` with the silence starting mid-statement: heavy reads whose connection
+  /// `LeftBehind` had closed then waited on their ROLLBACK for good, and their calls never
+  /// answered.
+  func checkOpen() throws {
+    if self.isClosed { throw PostgresStore.unreachable }
+  }
+}
+
 /// Resumes a continuation with the first of several answers.
 final class FirstAnswer: Sendable {
   private struct State {

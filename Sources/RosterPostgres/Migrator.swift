@@ -145,7 +145,8 @@ struct Migrator {
       try await connection.query("COMMIT", logger: self.logger)
       return value
     } catch {
-      try? await connection.query("ROLLBACK", logger: self.logger)
+      // Not on a closed connection, where postgres-nio never answers (`checkOpen`).
+      if !connection.isClosed { try? await connection.query("ROLLBACK", logger: self.logger) }
       throw error
     }
   }

@@ -123,7 +123,13 @@ public final class PostgresStore: StoreBackend, PictureCatalog {
     // The pool runs in a task of its own: its force shutdown has been seen to stall (a
     // connection being closed that never reports closed), and a store that never stops
     // would hold up the process's exit. It gets `poolStopTimeout` to stop, then is left.
-    let pool = Task { await self.client.run() }
+    //
+    // Detached, so it does not inherit the graceful shutdown: `PostgresClient.run()` cancels
+    // itself on graceful shutdown, which closed every connection at SIGTERM, the writer's
+    // mid-batch too (measured in `silent_test.py`: the batch failed with
+    // `clientClosedConnection` the moment shutdown began), where the writer must first get
+    // `WriteQueue.drainLimit` to commit what it holds. `stop(pool, ...)` below ends it.
+    let pool = Task.detached { await self.client.run() }
     // The change listener and the maintenance run in a task of their own too, for the same
     // reason: measured in `silent_test.py`, with PostgreSQL silent a poll of the change log
     // waiting for a pooled connection did not end when cancelled, and the store never closed.
@@ -197,9 +203,11 @@ public final class PostgresStore: StoreBackend, PictureCatalog {
         do {
           _ = try await connection.query(PostgresQuery(unsafeSQL: "VACUUM (ANALYZE) " + tables.joined(separator: ", ")), logger: self.logger)
         } catch {
-          _ = try? await connection.query("RESET statement_timeout", logger: self.logger)
+          // Not on a closed connection, where postgres-nio never answers (`checkOpen`).
+          if !connection.isClosed { _ = try? await connection.query("RESET statement_timeout", logger: self.logger) }
           throw error
         }
+        try connection.checkOpen()
         _ = try await connection.query("RESET statement_timeout", logger: self.logger)
       }
     } catch {

@@ -14,7 +14,8 @@ extension RowStatement {
 
 /// A transaction in progress on one connection, and the changes it has made so far.
 ///
-/// Used by one task at a time: the writer, or the task of a bulk write.
+/// Used by one task at a time: the writer, or the task of a bulk write. Every statement checks
+/// first that the connection is open (`checkOpen`).
 final class WriteTransaction: @unchecked Sendable {
   let connection: PostgresConnection
   let logger: Logger
@@ -28,7 +29,8 @@ final class WriteTransaction: @unchecked Sendable {
   /// Runs one statement and returns its rows.
   @discardableResult
   func rows(_ query: PostgresQuery) async throws -> [PostgresRandomAccessRow] {
-    try await self.connection.query(query, logger: self.logger).collect().map { $0.makeRandomAccess() }
+    try self.connection.checkOpen()
+    return try await self.connection.query(query, logger: self.logger).collect().map { $0.makeRandomAccess() }
   }
 
   func row(_ query: PostgresQuery) async throws -> PostgresRandomAccessRow? {
@@ -36,11 +38,13 @@ final class WriteTransaction: @unchecked Sendable {
   }
 
   func execute(_ query: PostgresQuery) async throws {
+    try self.connection.checkOpen()
     try await self.connection.query(query, logger: self.logger).collect()
   }
 
   /// Runs a prepared statement and returns its first row, if any.
   func row<Statement: PostgresPreparedStatement>(_ statement: Statement) async throws -> Statement.Row? {
+    try self.connection.checkOpen()
     var first: Statement.Row?
     // Read to the end, so nothing is pending on the connection.
     for try await row in try await self.connection.execute(statement, logger: self.logger) where first == nil {
