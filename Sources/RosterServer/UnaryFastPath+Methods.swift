@@ -2,6 +2,8 @@ internal import GRPCCore
 internal import NIOCore
 internal import RosterProto
 internal import RosterServices
+internal import RosterTransport
+internal import SwiftProtobuf
 
 extension UnaryFastPath {
   /// Roster's unary methods. Point reads and writes run on their connection's event loop; pages,
@@ -28,8 +30,8 @@ extension UnaryFastPath {
       .protobuf(Directory.DeleteEmployee.descriptor, onEventLoop: true) {
         try await directory.deleteEmployee(request: $0, context: $1)
       },
-      .protobuf(Directory.ListEmployees.descriptor, onEventLoop: false) {
-        try await directory.listEmployees(request: $0, context: $1)
+      .employeePage(Directory.ListEmployees.descriptor) {
+        try await directory.listEmployeesPage(request: $0, context: $1)
       },
       .protobuf(Directory.BatchGetEmployees.descriptor, onEventLoop: false) {
         try await directory.batchGetEmployees(request: $0, context: $1)
@@ -87,6 +89,35 @@ extension UnaryFastPath {
           UnaryStreamHandler(fastPath: self, executor: executor),
           position: .first
         )
+      }
+    }
+  }
+}
+
+extension UnaryFastPath.Method {
+  /// `ListEmployees`, whose reply's binary form is written straight from the store's
+  /// employees (`EmployeePageReply.binary()`); JSON takes the protobuf message.
+  static func employeePage(
+    _ descriptor: MethodDescriptor,
+    _ handler: @escaping @Sendable (Roster_V1_ListEmployeesRequest, ServerContext) async throws -> EmployeePageReply
+  ) -> UnaryFastPath.Method {
+    UnaryFastPath.Method(descriptor: descriptor, onEventLoop: false) { bytes, format, metadata, context, interceptors in
+      await UnaryFastPath.execute(
+        message: bytes.map(BufferBytes.init),
+        format: format,
+        metadata: metadata,
+        context: context,
+        interceptors: interceptors,
+        handler: handler
+      ) { reply, format in
+        switch format {
+        case .binary:
+          let bytes = reply.binary()
+          // Debug builds (every test) check each page against SwiftProtobuf's bytes.
+          assert(bytes == (try? reply.message.serializedBytes() as [UInt8]), "EmployeeWire differs from SwiftProtobuf")
+          return ByteBuffer(bytes: bytes)
+        case .json: return try UnaryFastPath.serialize(reply.message, format: .json)
+        }
       }
     }
   }

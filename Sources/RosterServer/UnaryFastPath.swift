@@ -49,7 +49,8 @@ struct UnaryFastPath: Sendable {
           metadata: metadata,
           context: context,
           interceptors: interceptors,
-          handler: handler
+          handler: handler,
+          serialize: UnaryFastPath.serialize
         )
       }
     }
@@ -84,13 +85,14 @@ struct UnaryFastPath: Sendable {
   /// interceptors, each around the rest; the request's message decoded and the handler called
   /// inside the innermost (where grpc-swift decodes it, so a malformed one fails the same way);
   /// what any level throws becomes a status there, as in `ServerRPCExecutor._intercept`.
-  static func execute<Input: SwiftProtobuf.Message, Output: SwiftProtobuf.Message>(
+  static func execute<Input: SwiftProtobuf.Message, Output: Sendable>(
     message bytes: BufferBytes?,
     format: WireFormat,
     metadata: Metadata,
     context: ServerContext,
     interceptors: [any UnaryServerInterceptor],
-    handler: @Sendable (Input, ServerContext) async throws -> Output
+    handler: @Sendable (Input, ServerContext) async throws -> Output,
+    serialize: (Output, WireFormat) throws -> ByteBuffer
   ) async -> UnaryOutcome {
     let output: Output
     do {
@@ -115,7 +117,7 @@ struct UnaryFastPath: Sendable {
     do {
       return UnaryOutcome(
         headers: [:],
-        messages: [try Self.serialize(output, format: format)],
+        messages: [try serialize(output, format)],
         status: Status(code: .ok, message: ""),
         trailers: [:]
       )
@@ -148,7 +150,7 @@ struct UnaryFastPath: Sendable {
   }
 
   /// One response message in the call's wire format.
-  private static func serialize<Output: SwiftProtobuf.Message>(_ message: Output, format: WireFormat) throws -> ByteBuffer {
+  static func serialize<Output: SwiftProtobuf.Message>(_ message: Output, format: WireFormat) throws -> ByteBuffer {
     switch format {
     case .binary:
       let bytes: BufferBytes = try ProtobufSerializer<Output>().serialize(message)

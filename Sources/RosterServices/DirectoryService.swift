@@ -30,14 +30,7 @@ extension DirectoryService: Roster_V1_Directory.SimpleServiceProtocol {
     request: Roster_V1_ListEmployeesRequest,
     context: ServerContext
   ) async throws -> Roster_V1_ListEmployeesResponse {
-    let listing = try DirectoryRequests.listing(request)
-    return try await withStatusMapping("ListEmployees", logger: self.logger) {
-      let page = try await self.readPage(listing, after: listing.cursor)
-      return .with {
-        $0.employees = page.employees.map { Roster_V1_Employee($0, mask: listing.mask) }
-        $0.nextPageToken = listing.token(after: page.next)
-      }
-    }
+    try await self.listEmployeesPage(request: request, context: context).message
   }
 
   /// Rows `StreamEmployees` has read from the store, over all calls.
@@ -374,5 +367,42 @@ extension DirectoryService: Roster_V1_Directory.SimpleServiceProtocol {
   ) async throws -> EmployeePage? {
     guard let cursor else { return nil }
     return try await self.readPage(listing, after: cursor)
+  }
+}
+
+extension DirectoryService {
+  /// `listEmployees`, with the page as the store read it: the fast path writes its binary
+  /// form straight from the employees (`EmployeePageReply.binary()`), the other paths take
+  /// `message`.
+  public func listEmployeesPage(
+    request: Roster_V1_ListEmployeesRequest,
+    context: ServerContext
+  ) async throws -> EmployeePageReply {
+    let listing = try DirectoryRequests.listing(request)
+    return try await withStatusMapping("ListEmployees", logger: self.logger) {
+      let page = try await self.readPage(listing, after: listing.cursor)
+      return EmployeePageReply(employees: page.employees, mask: listing.mask, nextPageToken: listing.token(after: page.next))
+    }
+  }
+}
+
+/// A `ListEmployeesResponse` as read: the store's employees, the read mask and the next
+/// token, turned into protobuf only when written.
+public struct EmployeePageReply: Sendable {
+  let employees: [Employee]
+  let mask: EmployeeReadMask
+  let nextPageToken: String
+
+  /// The reply as a protobuf message (grpc-swift's path, JSON).
+  public var message: Roster_V1_ListEmployeesResponse {
+    .with {
+      $0.employees = self.employees.map { Roster_V1_Employee($0, mask: self.mask) }
+      $0.nextPageToken = self.nextPageToken
+    }
+  }
+
+  /// `message`'s protobuf binary form, written straight from the employees (`EmployeeWire`).
+  public func binary() -> [UInt8] {
+    EmployeeWire.page(self.employees, mask: self.mask, nextPageToken: self.nextPageToken)
   }
 }

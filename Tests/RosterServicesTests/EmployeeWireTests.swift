@@ -1,0 +1,80 @@
+import RosterDomain
+import RosterProto
+import SwiftProtobuf
+import Testing
+
+@testable import RosterServices
+
+/// `EmployeeWire` writes a page's protobuf bytes straight from the store's employees: they must
+/// be the bytes SwiftProtobuf writes for the same page built as messages, for every mask.
+@Suite("Employee pages written straight to protobuf", .timeLimit(.minutes(2)))
+struct EmployeeWireTests {
+  @Test("the same bytes as SwiftProtobuf, for random employees, masks and tokens")
+  func sameBytes() throws {
+    var random = SplitMix64(seed: 41)
+    for round in 0..<400 {
+      let count = Int(random.next() % 8)
+      let employees = (0..<count).map { _ in Self.employee(&random) }
+      let mask = round == 0 ? EmployeeReadMask.all : Self.mask(&random)
+      let token = random.next() % 3 == 0 ? "" : String(repeating: "t", count: Int(random.next() % 200))
+      let reply = EmployeePageReply(employees: employees, mask: mask, nextPageToken: token)
+      let expected: [UInt8] = try reply.message.serializedBytes()
+      let written = reply.binary()
+      #expect(written == expected, "round \(round): \(mask)")
+      #expect(try Roster_V1_ListEmployeesResponse(serializedBytes: written) == reply.message)
+    }
+  }
+
+  @Test("edge values: empty strings, long text, large and negative numbers, no picture")
+  func edges() throws {
+    var employee = Employee()
+    employee.about = String(repeating: "é", count: 3_000)  // a two-byte length prefix and more
+    employee.vacationDays = -3
+    employee.salesCount = Int64.max
+    employee.updateTimeMillis = -1_500
+    employee.thumbnail = []
+    var other = Employee()
+    other.guid = "x"
+    other.vacationDays = Int.max
+    other.salesCount = -1
+    other.pictureEtag = ""
+    other.thumbnail = [0xFF, 0xD8, 0x00]
+    other.updateTimeMillis = 1_700_000_000_123
+    for employees in [[], [employee], [employee, other], [Employee()]] {
+      let reply = EmployeePageReply(employees: employees, mask: .all, nextPageToken: "")
+      #expect(reply.binary() == (try reply.message.serializedBytes() as [UInt8]))
+    }
+  }
+
+  static func employee(_ random: inout SplitMix64) -> Employee {
+    func text(_ limit: UInt64) -> String {
+      let alphabet = Array("abcdefghij Ñúé—日本")
+      return String((0..<Int(random.next() % limit)).map { _ in alphabet[Int(random.next() % UInt64(alphabet.count))] })
+    }
+    var employee = Employee()
+    employee.id = Int64(random.next() % 1_000_000)
+    employee.guid = random.next() % 5 == 0 ? "" : text(40)
+    employee.name = text(30)
+    employee.department = text(12)
+    employee.email = text(30)
+    employee.phone = text(15)
+    employee.address = text(80)
+    employee.about = text(400)
+    employee.active = random.next() % 2 == 0
+    employee.startDate = text(11)
+    employee.vacationDays = Int(Int64(bitPattern: random.next()) % 100)
+    employee.thumbnail = random.next() % 3 == 0 ? nil : (0..<Int(random.next() % 300)).map { _ in UInt8(truncatingIfNeeded: random.next()) }
+    employee.pictureEtag = random.next() % 3 == 0 ? nil : text(64)
+    employee.salesCount = random.next() % 4 == 0 ? 0 : Int64(bitPattern: random.next()) % 1_000_000
+    employee.updateTimeMillis = random.next() % 5 == 0 ? 0 : Int64(bitPattern: random.next()) % 4_000_000_000_000
+    return employee
+  }
+
+  static func mask(_ random: inout SplitMix64) -> EmployeeReadMask {
+    EmployeeReadMask(
+      fields: EmployeeFields(rawValue: UInt32(truncatingIfNeeded: random.next()) & EmployeeFields.all.rawValue),
+      hasPicture: random.next() % 2 == 0,
+      pictureEtag: random.next() % 2 == 0
+    )
+  }
+}
