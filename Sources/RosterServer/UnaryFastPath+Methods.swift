@@ -18,8 +18,8 @@ extension UnaryFastPath {
     typealias Pictures = Roster_V1_Pictures.Method
     typealias Analytics = Roster_V1_Analytics.Method
     return [
-      .protobuf(Directory.GetEmployee.descriptor, onEventLoop: true) {
-        try await directory.getEmployee(request: $0, context: $1)
+      .direct(Directory.GetEmployee.descriptor, onEventLoop: true) {
+        try await directory.getEmployeeReply(request: $0, context: $1)
       },
       .protobuf(Directory.CreateEmployee.descriptor, onEventLoop: true) {
         try await directory.createEmployee(request: $0, context: $1)
@@ -30,7 +30,7 @@ extension UnaryFastPath {
       .protobuf(Directory.DeleteEmployee.descriptor, onEventLoop: true) {
         try await directory.deleteEmployee(request: $0, context: $1)
       },
-      .employeePage(Directory.ListEmployees.descriptor) {
+      .direct(Directory.ListEmployees.descriptor, onEventLoop: false) {
         try await directory.listEmployeesPage(request: $0, context: $1)
       },
       .protobuf(Directory.BatchGetEmployees.descriptor, onEventLoop: false) {
@@ -95,13 +95,14 @@ extension UnaryFastPath {
 }
 
 extension UnaryFastPath.Method {
-  /// `ListEmployees`, whose reply's binary form is written straight from the store's
-  /// employees (`EmployeePageReply.binary()`); JSON takes the protobuf message.
-  static func employeePage(
+  /// A method whose reply's binary form is written straight from what the store read
+  /// (`DirectReply.binary()`: `GetEmployee`, `ListEmployees`); JSON takes the protobuf message.
+  static func direct<Input: SwiftProtobuf.Message, Output: DirectReply>(
     _ descriptor: MethodDescriptor,
-    _ handler: @escaping @Sendable (Roster_V1_ListEmployeesRequest, ServerContext) async throws -> EmployeePageReply
+    onEventLoop: Bool,
+    _ handler: @escaping @Sendable (Input, ServerContext) async throws -> Output
   ) -> UnaryFastPath.Method {
-    UnaryFastPath.Method(descriptor: descriptor, onEventLoop: false) { bytes, format, metadata, context, interceptors in
+    UnaryFastPath.Method(descriptor: descriptor, onEventLoop: onEventLoop) { bytes, format, metadata, context, interceptors in
       await UnaryFastPath.execute(
         message: bytes.map(BufferBytes.init),
         format: format,
@@ -113,7 +114,7 @@ extension UnaryFastPath.Method {
         switch format {
         case .binary:
           let bytes = reply.binary()
-          // Debug builds (every test) check each page against SwiftProtobuf's bytes.
+          // Debug builds (every test) check each reply against SwiftProtobuf's bytes.
           assert(bytes == (try? reply.message.serializedBytes() as [UInt8]), "EmployeeWire differs from SwiftProtobuf")
           return ByteBuffer(bytes: bytes)
         case .json: return try UnaryFastPath.serialize(reply.message, format: .json)

@@ -4,6 +4,7 @@ public import Logging
 public import RosterProto
 internal import RosterDomain
 public import RosterStore
+public import SwiftProtobuf
 
 /// `roster.v1.Directory`: employees, pages, search, writes and the change feed.
 ///
@@ -77,11 +78,7 @@ extension DirectoryService: Roster_V1_Directory.SimpleServiceProtocol {
     request: Roster_V1_GetEmployeeRequest,
     context: ServerContext
   ) async throws -> Roster_V1_Employee {
-    let guid = try DirectoryRequests.guid(request.guid)
-    let mask = try EmployeeReadMask(request.hasReadMask ? request.readMask : nil)
-    return try await withStatusMapping("GetEmployee", logger: self.logger) {
-      Roster_V1_Employee(try await self.store.employee(guid: guid, fields: mask.fields), mask: mask)
-    }
+    try await self.getEmployeeReply(request: request, context: context).message
   }
 
   /// Up to 1,000 employees by guid, in request order, all or nothing.
@@ -371,6 +368,19 @@ extension DirectoryService: Roster_V1_Directory.SimpleServiceProtocol {
 }
 
 extension DirectoryService {
+  /// `getEmployee`, with the employee as the store read it: the fast path writes its binary
+  /// form straight from it (`EmployeeReply.binary()`), the other paths take `message`.
+  public func getEmployeeReply(
+    request: Roster_V1_GetEmployeeRequest,
+    context: ServerContext
+  ) async throws -> EmployeeReply {
+    let guid = try DirectoryRequests.guid(request.guid)
+    let mask = try EmployeeReadMask(request.hasReadMask ? request.readMask : nil)
+    return try await withStatusMapping("GetEmployee", logger: self.logger) {
+      EmployeeReply(employee: try await self.store.employee(guid: guid, fields: mask.fields), mask: mask)
+    }
+  }
+
   /// `listEmployees`, with the page as the store read it: the fast path writes its binary
   /// form straight from the employees (`EmployeePageReply.binary()`), the other paths take
   /// `message`.
@@ -386,14 +396,33 @@ extension DirectoryService {
   }
 }
 
+/// A reply the fast path writes in protobuf's binary form straight from what the store read
+/// (`EmployeeWire`), without building `message` first; the other paths take `message`.
+public protocol DirectReply: Sendable {
+  associatedtype Message: SwiftProtobuf.Message
+  /// The reply as a protobuf message (grpc-swift's path, JSON).
+  var message: Message { get }
+  /// `message`'s protobuf binary form.
+  func binary() -> [UInt8]
+}
+
+/// A `GetEmployee` reply as read: the store's employee and the read mask.
+public struct EmployeeReply: DirectReply {
+  let employee: Employee
+  let mask: EmployeeReadMask
+
+  public var message: Roster_V1_Employee { Roster_V1_Employee(self.employee, mask: self.mask) }
+
+  public func binary() -> [UInt8] { EmployeeWire.employee(self.employee, mask: self.mask) }
+}
+
 /// A `ListEmployeesResponse` as read: the store's employees, the read mask and the next
 /// token, turned into protobuf only when written.
-public struct EmployeePageReply: Sendable {
+public struct EmployeePageReply: DirectReply {
   let employees: [Employee]
   let mask: EmployeeReadMask
   let nextPageToken: String
 
-  /// The reply as a protobuf message (grpc-swift's path, JSON).
   public var message: Roster_V1_ListEmployeesResponse {
     .with {
       $0.employees = self.employees.map { Roster_V1_Employee($0, mask: self.mask) }
@@ -401,7 +430,6 @@ public struct EmployeePageReply: Sendable {
     }
   }
 
-  /// `message`'s protobuf binary form, written straight from the employees (`EmployeeWire`).
   public func binary() -> [UInt8] {
     EmployeeWire.page(self.employees, mask: self.mask, nextPageToken: self.nextPageToken)
   }

@@ -1,8 +1,8 @@
 internal import RosterDomain
 
-/// The protobuf binary form of a page of employees (`ListEmployeesResponse`, `EmployeePage`:
-/// `repeated Employee employees = 1; string next_page_token = 2;`), written straight from the
-/// store's employees.
+/// The protobuf binary form of an employee, and of a page of employees (`ListEmployeesResponse`,
+/// `EmployeePage`: `repeated Employee employees = 1; string next_page_token = 2;`), written
+/// straight from the store's employees.
 ///
 /// The same bytes as `Roster_V1_ListEmployeesResponse` built with `Roster_V1_Employee(_:mask:)`
 /// and serialized by SwiftProtobuf (`EmployeeWireTests` compares them), without the 50
@@ -33,6 +33,14 @@ enum EmployeeWire {
       Self.append(employee, mask, to: &bytes)
     }
     if !nextPageToken.isEmpty { Self.appendString(2, nextPageToken, to: &bytes) }
+    return bytes
+  }
+
+  /// One employee's bytes (`Employee`, as `GetEmployee` answers), with the fields `mask` selects.
+  static func employee(_ employee: Employee, mask: EmployeeReadMask) -> [UInt8] {
+    var bytes: [UInt8] = []
+    bytes.reserveCapacity(Self.size(employee, mask))
+    Self.append(employee, mask, to: &bytes)
     return bytes
   }
 

@@ -7,7 +7,7 @@ import Testing
 
 /// `EmployeeWire` writes a page's protobuf bytes straight from the store's employees: they must
 /// be the bytes SwiftProtobuf writes for the same page built as messages, for every mask.
-@Suite("Employee pages written straight to protobuf", .timeLimit(.minutes(2)))
+@Suite("Employees and pages written straight to protobuf", .timeLimit(.minutes(2)))
 struct EmployeeWireTests {
   @Test("the same bytes as SwiftProtobuf, for random employees, masks and tokens")
   func sameBytes() throws {
@@ -22,6 +22,10 @@ struct EmployeeWireTests {
       let written = reply.binary()
       #expect(written == expected, "round \(round): \(mask)")
       #expect(try Roster_V1_ListEmployeesResponse(serializedBytes: written) == reply.message)
+      for employee in employees {
+        let one = EmployeeReply(employee: employee, mask: mask)
+        #expect(one.binary() == (try one.message.serializedBytes() as [UInt8]), "round \(round): \(mask)")
+      }
     }
   }
 
@@ -43,6 +47,10 @@ struct EmployeeWireTests {
     for employees in [[], [employee], [employee, other], [Employee()]] {
       let reply = EmployeePageReply(employees: employees, mask: .all, nextPageToken: "")
       #expect(reply.binary() == (try reply.message.serializedBytes() as [UInt8]))
+      for employee in employees {
+        let one = EmployeeReply(employee: employee, mask: .all)
+        #expect(one.binary() == (try one.message.serializedBytes() as [UInt8]))
+      }
     }
   }
 
