@@ -2,8 +2,6 @@ internal import GRPCCore
 internal import NIOCore
 internal import RosterProto
 internal import RosterServices
-internal import RosterTransport
-internal import SwiftProtobuf
 
 extension UnaryFastPath {
   /// Roster's unary methods. Point reads and writes run on their connection's event loop; pages,
@@ -94,32 +92,3 @@ extension UnaryFastPath {
   }
 }
 
-extension UnaryFastPath.Method {
-  /// A method whose reply's binary form is written straight from what the store read
-  /// (`DirectReply.binary()`: `GetEmployee`, `ListEmployees`); JSON takes the protobuf message.
-  static func direct<Input: SwiftProtobuf.Message, Output: DirectReply>(
-    _ descriptor: MethodDescriptor,
-    onEventLoop: Bool,
-    _ handler: @escaping @Sendable (Input, ServerContext) async throws -> Output
-  ) -> UnaryFastPath.Method {
-    UnaryFastPath.Method(descriptor: descriptor, onEventLoop: onEventLoop) { bytes, format, metadata, context, interceptors in
-      await UnaryFastPath.execute(
-        message: bytes.map(BufferBytes.init),
-        format: format,
-        metadata: metadata,
-        context: context,
-        interceptors: interceptors,
-        handler: handler
-      ) { reply, format in
-        switch format {
-        case .binary:
-          let bytes = reply.binary()
-          // Debug builds (every test) check each reply against SwiftProtobuf's bytes.
-          assert(bytes == (try? reply.message.serializedBytes() as [UInt8]), "EmployeeWire differs from SwiftProtobuf")
-          return ByteBuffer(bytes: bytes)
-        case .json: return try UnaryFastPath.serialize(reply.message, format: .json)
-        }
-      }
-    }
-  }
-}

@@ -42,6 +42,35 @@ struct UnaryFastPath: Sendable {
       onEventLoop: Bool,
       _ handler: @escaping @Sendable (Input, ServerContext) async throws -> Output
     ) -> Method {
+      .serializing(descriptor, onEventLoop: onEventLoop, handler, with: UnaryFastPath.serialize)
+    }
+
+    /// A method whose reply's binary form is written straight from what the store read
+    /// (`DirectReply.binary()`: `GetEmployee`, `ListEmployees`); JSON takes the protobuf message.
+    static func direct<Input: SwiftProtobuf.Message, Output: DirectReply>(
+      _ descriptor: MethodDescriptor,
+      onEventLoop: Bool,
+      _ handler: @escaping @Sendable (Input, ServerContext) async throws -> Output
+    ) -> Method {
+      .serializing(descriptor, onEventLoop: onEventLoop, handler) { reply, format in
+        switch format {
+        case .binary:
+          let bytes = reply.binary()
+          // Debug builds (every test) check each reply against SwiftProtobuf's bytes.
+          assert(bytes == (try? reply.message.serializedBytes() as [UInt8]), "EmployeeWire differs from SwiftProtobuf")
+          return ByteBuffer(bytes: bytes)
+        case .json: return try UnaryFastPath.serialize(reply.message, format: .json)
+        }
+      }
+    }
+
+    /// A method whose handler's reply `serialize` writes in the call's wire format.
+    private static func serializing<Input: SwiftProtobuf.Message, Output: Sendable>(
+      _ descriptor: MethodDescriptor,
+      onEventLoop: Bool,
+      _ handler: @escaping @Sendable (Input, ServerContext) async throws -> Output,
+      with serialize: @escaping @Sendable (Output, WireFormat) throws -> ByteBuffer
+    ) -> Method {
       Method(descriptor: descriptor, onEventLoop: onEventLoop) { bytes, format, metadata, context, interceptors in
         await UnaryFastPath.execute(
           message: bytes.map(BufferBytes.init),
@@ -50,7 +79,7 @@ struct UnaryFastPath: Sendable {
           context: context,
           interceptors: interceptors,
           handler: handler,
-          serialize: UnaryFastPath.serialize
+          serialize: serialize
         )
       }
     }
