@@ -19,7 +19,17 @@ final class WriteQueue: Sendable {
     /// nothing before it throws an error of its own (a `StoreError`); a failed statement
     /// aborts the batch's transaction, and the batch runs again without that write.
     let savepoint: Bool
+    /// An update the batch may run in one statement with the updates beside it
+    /// (`EmployeeUpdates`); nil for every other write.
+    let update: Update?
     let queued = ContinuousClock.now
+  }
+
+  /// An update's statement, and how the write ends given the row it read as it was (nil: no
+  /// such employee) and the time it was written at. Its job's `run` does the same alone.
+  struct Update: Sendable {
+    let statement: EmployeeUpdate
+    let finish: @Sendable (WriteTransaction, PostgresRandomAccessRow?, Int64) async -> Outcome
   }
 
   /// The same metrics as SQLite's writer.
@@ -45,6 +55,9 @@ final class WriteQueue: Sendable {
   }
 
   private let state = Mutex(State())
+  /// Updates written in a statement shared with others (`EmployeeUpdates`), for tests and
+  /// diagnostics.
+  let jointUpdates = Atomic<Int>(0)
   private let signal: AsyncStream<Void>
   private let wake: AsyncStream<Void>.Continuation
   let maximumBatch: Int
@@ -65,23 +78,48 @@ final class WriteQueue: Sendable {
     savepoint: Bool = true,
     _ body: @escaping @Sendable (WriteTransaction) async throws -> T
   ) async throws -> T {
-    try await withCheckedThrowingContinuation { (checked: CheckedContinuation<T, any Error>) in
-      // Answered once: by the batch, or by its timeout (`commit`), whichever comes first.
-      let continuation = AnswerOnce(checked)
-      let job = Job(
+    try await self.enqueue { continuation in
+      Job(
+        run: { transaction in await Self.outcome(continuation) { try await body(transaction) } },
+        fail: { error in continuation.resume(throwing: error) },
+        savepoint: savepoint,
+        update: nil
+      )
+    }
+  }
+
+  /// Queues `statement`, an update without a savepoint, and returns what `finish` makes of the
+  /// row it read once its transaction has committed. A batch runs the updates of different
+  /// employees that are next to each other in one statement (`EmployeeUpdates`).
+  func submitUpdate<T: Sendable>(
+    _ statement: EmployeeUpdate,
+    _ finish: @escaping @Sendable (WriteTransaction, PostgresRandomAccessRow?, Int64) throws -> T
+  ) async throws -> T {
+    try await self.enqueue { continuation in
+      let update = Update(statement: statement) { transaction, row, now in
+        await Self.outcome(continuation) { try finish(transaction, row, now) }
+      }
+      return Job(
         run: { transaction in
-          do {
-            let value = try await body(transaction)
-            return Outcome(error: nil) { error in
-              if let error { continuation.resume(throwing: error) } else { continuation.resume(returning: value) }
-            }
-          } catch {
-            return Outcome(error: error) { _ in continuation.resume(throwing: error) }
+          await Self.outcome(continuation) {
+            var statement = statement
+            statement.now = PostgresStore.nowMillis()
+            return try finish(transaction, try await transaction.row(statement), statement.now)
           }
         },
         fail: { error in continuation.resume(throwing: error) },
-        savepoint: savepoint
+        savepoint: false,
+        update: update
       )
+    }
+  }
+
+  /// Queues the job `make` builds around the caller's continuation, and waits for its answer.
+  private func enqueue<T: Sendable>(_ make: (AnswerOnce<T>) -> Job) async throws -> T {
+    try await withCheckedThrowingContinuation { (checked: CheckedContinuation<T, any Error>) in
+      // Answered once: by the batch, or by its timeout (`commit`), whichever comes first.
+      let continuation = AnswerOnce(checked)
+      let job = make(continuation)
       let accepted = self.state.withLock { state -> Bool in
         if state.closed { return false }
         state.jobs.append(job)
@@ -92,6 +130,18 @@ final class WriteQueue: Sendable {
       } else {
         continuation.resume(throwing: Self.closedError)
       }
+    }
+  }
+
+  /// How a write went: `body`'s value, answered once the commit is known, or its error.
+  private static func outcome<T: Sendable>(_ continuation: AnswerOnce<T>, _ body: () async throws -> T) async -> Outcome {
+    do {
+      let value = try await body()
+      return Outcome(error: nil) { error in
+        if let error { continuation.resume(throwing: error) } else { continuation.resume(returning: value) }
+      }
+    } catch {
+      return Outcome(error: error) { _ in continuation.resume(throwing: error) }
     }
   }
 
@@ -168,7 +218,7 @@ final class WriteQueue: Sendable {
     "PostgreSQL stopped answering during the write, which may or may not have been applied; read before retrying"
   )
 
-  private func attempt(_ batch: [Job], _ store: PostgresStore) async {
+  private func attempt(_ batch: [Job], _ store: PostgresStore, together: Bool = true) async {
     var batch = batch
     var outcomes: [Outcome] = []
     /// A write without a savepoint whose statement failed: the transaction is aborted.
@@ -176,6 +226,9 @@ final class WriteQueue: Sendable {
       let index: Int
       let error: any Error
     }
+    /// The statement of several updates failed: the batch runs again, each write alone, so
+    /// the one that failed answers with its error.
+    struct TogetherFailed: Error {}
     do {
       try await store.transaction { transaction in
         outcomes = []
@@ -185,10 +238,33 @@ final class WriteQueue: Sendable {
         // replicas' writes fell from 592 to 24 calls/s. Taken first, batches on different
         // replicas take turns instead, and still commit many writes each.
         _ = try await transaction.row(ChangeLogLock())
+        var pending: ArraySlice<Job> = []
+        var rows: [String: PostgresRandomAccessRow] = [:]
+        var now: Int64 = 0
         for (index, job) in batch.enumerated() {
+          if together, pending.isEmpty, let next = Self.updatesTogether(batch, from: index) {
+            // The updates of different employees from here on: one statement.
+            now = PostgresStore.nowMillis()
+            let statement = EmployeeUpdates(updates: next.map { $0.update!.statement }, now: now)
+            do {
+              rows = [:]
+              for row in try await transaction.rows(statement) { rows[try row[1].decode(String.self)] = row }
+            } catch {
+              if PostgresStore.isRetryable(error) { throw error }
+              throw TogetherFailed()
+            }
+            pending = next
+            self.jointUpdates.add(next.count, ordering: .relaxed)
+          }
           if job.savepoint { try await transaction.execute("SAVEPOINT write") }
           let kept = transaction.changes.count
-          let outcome = await job.run(transaction)
+          let outcome: Outcome
+          if let update = job.update, !pending.isEmpty {
+            pending.removeFirst()
+            outcome = await update.finish(transaction, rows[update.statement.guid], now)
+          } else {
+            outcome = await job.run(transaction)
+          }
           // The victim of a deadlock: the whole batch goes back and runs again (the locks its
           // earlier writes hold are what the other transaction waits for).
           if let error = outcome.error, PostgresStore.isRetryable(error) { throw error }
@@ -206,18 +282,34 @@ final class WriteQueue: Sendable {
       }
       Self.commits.increment()
       for outcome in outcomes { outcome.answer(nil) }
+    } catch is TogetherFailed {
+      await self.attempt(batch, store, together: false)
     } catch let aborted as Aborted {
       // Nothing in the batch happened: the failed write answers with its error, the others
       // run again without it.
       batch[aborted.index].fail(PostgresStore.mapped(aborted.error))
       batch.remove(at: aborted.index)
-      if !batch.isEmpty { await self.attempt(batch, store) }
+      if !batch.isEmpty { await self.attempt(batch, store, together: together) }
     } catch {
       // The batch did not commit: nothing in it happened.
       let error = PostgresStore.mapped(error)
       for outcome in outcomes { outcome.answer(error) }
       for job in batch.dropFirst(outcomes.count) { job.fail(error) }
     }
+  }
+}
+
+extension WriteQueue {
+  /// The updates from `index` on that one `EmployeeUpdates` statement can run: next to each
+  /// other, each of a different employee (a second update of one employee waits for the next
+  /// statement, so it sees the first); nil for fewer than two.
+  static func updatesTogether(_ batch: [Job], from index: Int) -> ArraySlice<Job>? {
+    var guids: Set<String> = []
+    var end = index
+    while end < batch.count, let update = batch[end].update, guids.insert(update.statement.guid).inserted {
+      end += 1
+    }
+    return end - index >= 2 ? batch[index..<end] : nil
   }
 }
 

@@ -42,6 +42,16 @@ final class WriteTransaction: @unchecked Sendable {
     try await self.connection.query(query, logger: self.logger).collect()
   }
 
+  /// Runs a prepared statement and returns its rows.
+  func rows<Statement: PostgresPreparedStatement>(_ statement: Statement) async throws -> [Statement.Row] {
+    try self.connection.checkOpen()
+    var rows: [Statement.Row] = []
+    for try await row in try await self.connection.execute(statement, logger: self.logger) {
+      rows.append(row)
+    }
+    return rows
+  }
+
   /// Runs a prepared statement and returns its first row, if any.
   func row<Statement: PostgresPreparedStatement>(_ statement: Statement) async throws -> Statement.Row? {
     try self.connection.checkOpen()
