@@ -65,4 +65,47 @@ struct JointUpdateTests {
       #expect(joint > 0, "no batch wrote its updates together")
     }
   }
+
+  @Test("an update PostgreSQL refuses fails alone; the updates written beside it land")
+  func oneRefused() async throws {
+    let configuration = try PostgresTesting.configuration()
+    try await PostgresTesting.withStore(configuration) { store in
+      try await PointReadTests.insertEmployees(60, configuration)
+      // Past the service's validation, straight to the writer: a negative number of vacation
+      // days, which the table's CHECK refuses, in the middle of many good updates.
+      let outcomes = try await withThrowingTaskGroup(of: (Int, Bool).self) { group in
+        for index in 1...60 {
+          group.addTask {
+            let changes = {
+              var changes = EmployeeChanges()
+              changes.vacationDays = index == 30 ? -1 : 100 + index
+              return changes
+            }()
+            let update = try #require(EmployeeUpdate(guid: "guid-\(index)", changes: changes))
+            do {
+              _ = try await store.writes.submitUpdate(update) { transaction, row, now in
+                try PostgresStore.updated(row, guid: "guid-\(index)", changes: changes, now: now, context: WriteContext(author: "test"), in: transaction)
+              }
+              return (index, true)
+            } catch {
+              return (index, false)
+            }
+          }
+        }
+        var outcomes: [Int: Bool] = [:]
+        for try await (index, ok) in group { outcomes[index] = ok }
+        return outcomes
+      }
+      for index in 1...60 {
+        let stored = try await store.employee(guid: "guid-\(index)", fields: .all)
+        if index == 30 {
+          #expect(outcomes[index] == false)
+          #expect(stored.vacationDays == 0, "the refused update changed its row")
+        } else {
+          #expect(outcomes[index] == true, "update \(index)")
+          #expect(stored.vacationDays == 100 + index, "update \(index)")
+        }
+      }
+    }
+  }
 }
