@@ -7,23 +7,29 @@ internal import RosterDomain
 /// leaves out as they were. A statement of its own text per update cost PostgreSQL a parse and
 /// a plan each time.
 struct EmployeeUpdate: RowStatement {
-  /// The fields it sets, each a bit of `$2`, in this order.
-  static let settable: [EmployeeField] = [.email, .phone, .address, .about, .active, .startDate, .vacationDays]
+  /// The fields it sets and their columns, each a bit of the mask, in this order (the order
+  /// `EmployeeInsert.appendContactAndTerms` binds them in).
+  static let settable: [(field: EmployeeField, column: String)] = [
+    (.email, "email"), (.phone, "phone"), (.address, "address"), (.about, "about"),
+    (.active, "active"), (.startDate, "start_date"), (.vacationDays, "vacation_days"),
+  ]
   static let sql = """
     WITH old AS (\(PostgresEmployeeSQL.select(.allButThumbnail)) WHERE e.guid = $1 FOR UPDATE OF e),
     changed AS (
-      UPDATE employees SET
-        email = CASE WHEN $2::int4 & 1 <> 0 THEN $3 ELSE employees.email END,
-        phone = CASE WHEN $2::int4 & 2 <> 0 THEN $4 ELSE employees.phone END,
-        address = CASE WHEN $2::int4 & 4 <> 0 THEN $5 ELSE employees.address END,
-        about = CASE WHEN $2::int4 & 8 <> 0 THEN $6 ELSE employees.about END,
-        active = CASE WHEN $2::int4 & 16 <> 0 THEN $7 ELSE employees.active END,
-        start_date = CASE WHEN $2::int4 & 32 <> 0 THEN $8 ELSE employees.start_date END,
-        vacation_days = CASE WHEN $2::int4 & 64 <> 0 THEN $9 ELSE employees.vacation_days END,
-        update_time = $10
+      UPDATE employees SET \(Self.assignments(mask: "$2::int4") { index, _ in "$\(index + 3)" }), update_time = $10
       FROM old WHERE employees.id = old.id)
     SELECT * FROM old
     """
+
+  /// `column = CASE WHEN mask & bit <> 0 THEN value ELSE column END` for each settable column,
+  /// `value(index, column)` giving the new value's expression.
+  static func assignments(mask: String, value: (Int, String) -> String) -> String {
+    Self.settable.enumerated().map { index, settable in
+      let column = settable.column
+      return "\(column) = CASE WHEN \(mask) & \(1 << index) <> 0 THEN \(value(index, column)) ELSE employees.\(column) END"
+    }.joined(separator: ", ")
+  }
+
   var guid: String
   var mask: Int32
   var values: Employee
@@ -33,7 +39,7 @@ struct EmployeeUpdate: RowStatement {
   init?(guid: String, changes: EmployeeChanges) {
     var mask: Int32 = 0
     for field in changes.fields {
-      guard let bit = Self.settable.firstIndex(of: field) else { return nil }
+      guard let bit = Self.settable.firstIndex(where: { $0.field == field }) else { return nil }
       mask |= 1 << bit
     }
     self.guid = guid
@@ -64,15 +70,7 @@ struct EmployeeUpdates: RowStatement {
         AS i(guid, mask, email, phone, address, about, active, start_date, vacation_days)),
     old AS (\(PostgresEmployeeSQL.select(.allButThumbnail)) JOIN input i ON i.guid = e.guid FOR UPDATE OF e),
     changed AS (
-      UPDATE employees SET
-        email = CASE WHEN i.mask & 1 <> 0 THEN i.email ELSE employees.email END,
-        phone = CASE WHEN i.mask & 2 <> 0 THEN i.phone ELSE employees.phone END,
-        address = CASE WHEN i.mask & 4 <> 0 THEN i.address ELSE employees.address END,
-        about = CASE WHEN i.mask & 8 <> 0 THEN i.about ELSE employees.about END,
-        active = CASE WHEN i.mask & 16 <> 0 THEN i.active ELSE employees.active END,
-        start_date = CASE WHEN i.mask & 32 <> 0 THEN i.start_date ELSE employees.start_date END,
-        vacation_days = CASE WHEN i.mask & 64 <> 0 THEN i.vacation_days ELSE employees.vacation_days END,
-        update_time = $10
+      UPDATE employees SET \(EmployeeUpdate.assignments(mask: "i.mask") { _, column in "i.\(column)" }), update_time = $10
       FROM old JOIN input i ON i.guid = old.guid WHERE employees.id = old.id)
     SELECT * FROM old
     """

@@ -106,8 +106,7 @@ struct HeavyRead: Sendable {
   let logger: Logger
 
   func rows(_ query: PostgresQuery) async throws -> [PostgresRandomAccessRow] {
-    try self.connection.checkOpen()
-    return try await self.connection.query(query, logger: self.logger).collect().map { $0.makeRandomAccess() }
+    try await self.connection.rows(query, logger: self.logger)
   }
 
   func row(_ query: PostgresQuery) async throws -> PostgresRandomAccessRow? {

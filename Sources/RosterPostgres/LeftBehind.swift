@@ -1,3 +1,4 @@
+internal import Logging
 internal import PostgresNIO
 internal import RosterDomain
 internal import Synchronization
@@ -107,6 +108,12 @@ extension PostgresConnection {
   /// answered.
   func checkOpen() throws {
     if self.isClosed { throw PostgresStore.unreachable }
+  }
+
+  /// One statement's rows, read by column index, never sent on a closed connection.
+  func rows(_ query: PostgresQuery, logger: Logger) async throws -> [PostgresRandomAccessRow] {
+    try self.checkOpen()
+    return try await self.query(query, logger: logger).collect().map { $0.makeRandomAccess() }
   }
 }
 

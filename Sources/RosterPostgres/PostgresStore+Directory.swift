@@ -1,6 +1,5 @@
 public import RosterDomain
 internal import PostgresNIO
-internal import RosterStore
 
 extension PostgresStore {
   // MARK: Reads
@@ -111,14 +110,8 @@ extension PostgresStore {
     // savepoint needed, as nothing has changed when the employee is missing. The writer runs
     // the prepared ones beside each other in a batch as one statement (`EmployeeUpdates`).
     if let prepared = EmployeeUpdate(guid: guid, changes: changes) {
-      do {
-        return try await StoreTracing.withSpan("postgres.write") {
-          try await self.writes.submitUpdate(prepared) { transaction, row, now in
-            try Self.updated(row, guid: guid, changes: changes, now: now, context: context, in: transaction)
-          }
-        }
-      } catch {
-        throw Self.mapped(error)
+      return try await self.submitUpdate(prepared) { transaction, row, now in
+        try Self.updated(row, guid: guid, changes: changes, now: now, context: context, in: transaction)
       }
     }
     return try await self.submit(savepoint: false) { transaction in

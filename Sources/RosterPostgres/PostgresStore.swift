@@ -239,9 +239,7 @@ public final class PostgresStore: StoreBackend, PictureCatalog {
 
   /// Runs one statement on a pooled connection and returns its rows.
   func rows(_ query: PostgresQuery) async throws -> [PostgresRandomAccessRow] {
-    try await self.read { connection in
-      try await connection.query(query, logger: self.logger).collect().map { $0.makeRandomAccess() }
-    }
+    try await self.read { connection in try await connection.rows(query, logger: self.logger) }
   }
 
   /// Runs `body` on a pooled connection, as a read's span: a stuck statement stops soon after
@@ -322,11 +320,23 @@ public final class PostgresStore: StoreBackend, PictureCatalog {
     savepoint: Bool = true,
     _ body: @escaping @Sendable (WriteTransaction) async throws -> T
   ) async throws -> T {
+    try await self.write { try await self.writes.submit(savepoint: savepoint, body) }
+  }
+
+  /// An update through the group-commit writer (`WriteQueue.submitUpdate`): `finish` makes the
+  /// answer of the row it read as it was (nil: no such employee), in the update's transaction.
+  func submitUpdate<T: Sendable>(
+    _ statement: EmployeeUpdate,
+    _ finish: @escaping @Sendable (WriteTransaction, PostgresRandomAccessRow?, Int64) throws -> T
+  ) async throws -> T {
+    try await self.write { try await self.writes.submitUpdate(statement, finish) }
+  }
+
+  /// A write through the writer, as a span that covers the wait for it, the write and the
+  /// shared commit; errors as the services should see them.
+  private func write<T: Sendable>(_ body: () async throws -> T) async throws -> T {
     do {
-      // The span covers the wait for the group-commit writer, the write and the shared commit.
-      return try await StoreTracing.withSpan("postgres.write") {
-        try await self.writes.submit(savepoint: savepoint, body)
-      }
+      return try await StoreTracing.withSpan("postgres.write") { try await body() }
     } catch {
       throw Self.mapped(error)
     }

@@ -29,8 +29,7 @@ final class WriteTransaction: @unchecked Sendable {
   /// Runs one statement and returns its rows.
   @discardableResult
   func rows(_ query: PostgresQuery) async throws -> [PostgresRandomAccessRow] {
-    try self.connection.checkOpen()
-    return try await self.connection.query(query, logger: self.logger).collect().map { $0.makeRandomAccess() }
+    try await self.connection.rows(query, logger: self.logger)
   }
 
   func row(_ query: PostgresQuery) async throws -> PostgresRandomAccessRow? {
@@ -38,8 +37,7 @@ final class WriteTransaction: @unchecked Sendable {
   }
 
   func execute(_ query: PostgresQuery) async throws {
-    try self.connection.checkOpen()
-    try await self.connection.query(query, logger: self.logger).collect()
+    try await self.rows(query)
   }
 
   /// Runs a prepared statement and returns its rows.
@@ -54,13 +52,7 @@ final class WriteTransaction: @unchecked Sendable {
 
   /// Runs a prepared statement and returns its first row, if any.
   func row<Statement: PostgresPreparedStatement>(_ statement: Statement) async throws -> Statement.Row? {
-    try self.connection.checkOpen()
-    var first: Statement.Row?
-    // Read to the end, so nothing is pending on the connection.
-    for try await row in try await self.connection.execute(statement, logger: self.logger) where first == nil {
-      first = row
-    }
-    return first
+    try await self.rows(statement).first
   }
 
   /// Records a change, numbered when the transaction commits.
