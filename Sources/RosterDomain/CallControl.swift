@@ -47,11 +47,20 @@ public final class CallControl: Sendable {
     for hook in hooks { hook() }
   }
 
-  /// Throws when the call `control` serves is already over: `callCancelled` when it was
-  /// cancelled, `deadlinePassed` when its deadline has passed; nothing for no control.
+  /// What work stopped for this call tells its caller: `deadlinePassed` once the deadline has
+  /// passed, whether its timer or the work's own check saw it first, else `callCancelled`.
+  /// (A transport's timer for `grpc-timeout` cancels the call as a departing client does; the
+  /// deadline counts from the call's arrival, so the timer never fires before it.)
+  package var stopError: StoreError {
+    if let deadline = self.deadline, ContinuousClock.now >= deadline { return .deadlinePassed }
+    return .callCancelled
+  }
+
+  /// Throws when the call `control` serves is already over: `stopError` when it was
+  /// cancelled or its deadline has passed; nothing for no control.
   package static func check(_ control: CallControl?) throws {
     guard let control else { return }
-    if control.isCancelled { throw StoreError.callCancelled }
+    if control.isCancelled { throw control.stopError }
     if let deadline = control.deadline, ContinuousClock.now >= deadline { throw StoreError.deadlinePassed }
   }
 

@@ -47,11 +47,10 @@ enum LeftBehind {
     }
   }
 
-  /// What a caller stopped this way is told: `deadlinePassed` when its call's deadline has
-  /// passed, else `callCancelled`.
+  /// What a caller stopped this way is told: `deadlinePassed` when its call's deadline ended
+  /// it, else `callCancelled` (`CallControl.stopError`).
   static func reason(_ control: CallControl?) -> StoreError {
-    if let deadline = control?.deadline, ContinuousClock.now >= deadline { return .deadlinePassed }
-    return .callCancelled
+    control?.stopError ?? .callCancelled
   }
 
   /// The timer of one piece of work, started when its caller is cancelled.

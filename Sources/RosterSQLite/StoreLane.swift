@@ -309,7 +309,7 @@ final class LaneJob: @unchecked Sendable {
     }
     guard let fail else { return }
     self.lane?.remove(self)
-    fail(StoreError.callCancelled)
+    fail(self.control?.stopError ?? StoreError.callCancelled)
   }
 
   /// Marks the job running; false when it was cancelled while it waited, or its call ended.
@@ -341,7 +341,7 @@ final class LaneJob: @unchecked Sendable {
   /// one read of the monotonic clock. Records why.
   var shouldStop: Bool {
     if self.cancelled.load(ordering: .relaxed) || self.control?.isCancelled == true {
-      self.stopReason = .cancelled
+      self.stopReason = self.control?.stopError.code == .deadlineExceeded ? .deadline : .cancelled
       return true
     }
     if let deadline = self.runDeadline, ContinuousClock.now >= deadline {

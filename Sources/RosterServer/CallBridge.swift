@@ -23,12 +23,12 @@ final class CallBridge: ServerTransport, Sendable {
   /// One accepted call, to cancel when its client goes away.
   final class BridgedCall: Sendable {
     fileprivate let handle = CallCancellation<ServerContext.RPCCancellationHandle>()
-    fileprivate let task = CallCancellation<Task<Void, Never>>()
+    fileprivate let task = CallTask(arrived: .now)
 
     /// Cancels the call: its handler sees the RPC cancelled, and its task is cancelled.
     func cancel() {
       self.handle.cancel()
-      self.task.cancel()
+      self.task.cancelCallTask()
     }
   }
 
@@ -74,7 +74,7 @@ final class CallBridge: ServerTransport, Sendable {
               await streamHandler(accepted.stream, context)
             }
           }
-          accepted.call.task.attach(task)
+          accepted.call.task.task.attach(task)
           await withTaskCancellationHandler {
             await task.value
           } onCancel: {

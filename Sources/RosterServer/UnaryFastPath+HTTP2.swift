@@ -87,8 +87,9 @@ extension UnaryFastPath {
     finish: @escaping @Sendable (UnaryOutcome) -> Void
   ) -> LaunchedCall {
     let cancellation = CallCancellation<ServerContext.RPCCancellationHandle>()
-    // The call's own task, which the server's default deadline cancels (`CallTaskCancelling`).
-    let callTask = CallCancellation<Task<Void, Never>>()
+    // The call's own task, which the server's default deadline cancels (`CallTaskCancelling`);
+    // its arrival, read before the timer below starts (`CallArrival`).
+    let callTask = CallTask(arrived: .now)
     var timer: Scheduled<Void>?
     if let timeout = headers.first(name: "grpc-timeout").flatMap(CallControlInterceptor.timeout) {
       timer = loop.scheduleTask(in: TimeAmount(timeout)) { cancellation.cancel() }
@@ -114,9 +115,9 @@ extension UnaryFastPath {
       }
     }
     if method.onEventLoop {
-      callTask.attach(Task(executorPreference: executor.executor(for: loop), operation: body))
+      callTask.task.attach(Task(executorPreference: executor.executor(for: loop), operation: body))
     } else {
-      callTask.attach(Task(operation: body))
+      callTask.task.attach(Task(operation: body))
     }
     return LaunchedCall(cancellation: cancellation, timer: timer)
   }
@@ -178,11 +179,18 @@ final class CallCancellation<Handle: CancellableHandle>: Sendable {
   }
 }
 
-extension CallCancellation: ServerContext.TransportSpecific, CallTaskCancelling where Handle == Task<Void, Never> {
+/// A call that runs in a task of its own (the fast path's, the Connect bridge's), as its
+/// `ServerContext.transportSpecific`: its task, to cancel, and when it arrived.
+struct CallTask: CallTaskCancelling, CallArrival {
+  let task = CallCancellation<Task<Void, Never>>()
+  let arrived: ContinuousClock.Instant
+
   func cancelCallTask() {
-    self.cancel()
+    self.task.cancel()
   }
 }
+
+extension RosterHTTP2Transport.Arrival: CallArrival {}
 
 extension UnaryFastPath {
   /// Whether a call's request headers are what gRPC clients send for a call the fast path

@@ -110,7 +110,7 @@ public struct CallControlInterceptor: UnaryServerInterceptor {
     of metadata: Metadata,
     context: ServerContext
   ) throws -> (limit: Duration?, end: ContinuousClock.Instant?) {
-    let now = ContinuousClock.now
+    let now = (context.transportSpecific as? any CallArrival)?.arrived ?? ContinuousClock.now
     let clientTimeout = try metadata.firstString("grpc-timeout").map { try Self.parseTimeout($0).get() }
     let useDefault = clientTimeout == nil && !Self.exempt.contains(context.descriptor)
     let limit = useDefault ? self.deadline : nil
@@ -241,6 +241,16 @@ public struct CallControlInterceptor: UnaryServerInterceptor {
 public protocol CallTaskCancelling: ServerContext.TransportSpecific {
   /// Cancels the task that runs the call: the interceptors, the handler and the response.
   func cancelCallTask()
+}
+
+/// What a transport puts in `ServerContext.transportSpecific` to say when a call arrived, before
+/// any timer for its `grpc-timeout` started (grpc-swift's executor's, or the fast path's).
+/// `CallControlInterceptor` counts the call's deadline from then, so that timer never fires
+/// before the deadline the store checks, and the call it ends answers `DEADLINE_EXCEEDED`.
+/// Without it the deadline counts from the interceptor, a little after such a timer started.
+public protocol CallArrival: ServerContext.TransportSpecific {
+  /// When the call arrived.
+  var arrived: ContinuousClock.Instant { get }
 }
 
 /// A one-shot signal from the reaper to a call: `wait` returns once `fire` was called, or when

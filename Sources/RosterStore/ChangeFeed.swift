@@ -63,14 +63,16 @@ package final class ChangeFeed: Sendable {
       return state.nextID
     }
     let control = CallControl.current
-    let hook = control?.addCancellationHook { self.end(id, throwing: StoreError.callCancelled) }
+    let hook = control?.addCancellationHook { [control] in
+      self.end(id, throwing: control?.stopError ?? StoreError.callCancelled)
+    }
     defer { control?.removeCancellationHook(hook) }
     return try await withTaskCancellationHandler {
       try await withCheckedThrowingContinuation { continuation in
         let outcome = self.state.withLock { state -> Result<Int64, any Error>? in
           if state.closed { return .failure(Self.closedError) }
           if Task.isCancelled { return .failure(CancellationError()) }
-          if control?.isCancelled == true { return .failure(StoreError.callCancelled) }
+          if let control, control.isCancelled { return .failure(control.stopError) }
           if state.latest > sequence { return .success(state.latest) }
           state.waiters[id] = continuation
           return nil

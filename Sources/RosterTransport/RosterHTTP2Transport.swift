@@ -228,7 +228,8 @@ package final class RosterHTTP2Transport: ServerTransport {
             codec: NIOLoopBound(codec, eventLoop: stream.eventLoop),
             descriptor: descriptor.futureResult,
             remotePeer: remotePeer,
-            localPeer: localPeer
+            localPeer: localPeer,
+            arrived: .now
           )
         )
       }
@@ -243,6 +244,14 @@ package final class RosterHTTP2Transport: ServerTransport {
     let descriptor: EventLoopFuture<MethodDescriptor>
     let remotePeer: String
     let localPeer: String
+    let arrived: ContinuousClock.Instant
+  }
+
+  /// When a call's stream opened, as its `ServerContext.transportSpecific`: before grpc-swift's
+  /// executor started the timer for its `grpc-timeout`, so a deadline counted from it never
+  /// passes after that timer fires.
+  public struct Arrival: ServerContext.TransportSpecific {
+    public let arrived: ContinuousClock.Instant
   }
 
   /// Runs one stream's call through `GRPCServer` (`handler`), as grpc-swift's transport does.
@@ -260,12 +269,13 @@ package final class RosterHTTP2Transport: ServerTransport {
           inbound: RPCAsyncSequence(wrapping: inbound),
           outbound: RPCWriter.Closable(wrapping: StreamOutbound(writer: outbound, channel: stream.channel.channel))
         )
-        let context = ServerContext(
+        var context = ServerContext(
           descriptor: descriptor,
           remotePeer: stream.remotePeer,
           localPeer: stream.localPeer,
           cancellation: handle
         )
+        context.transportSpecific = Arrival(arrived: stream.arrived)
         await handler(rpc, context)
       }
       // Wait for the status to reach the stream before `executeThenClose` closes it.

@@ -73,15 +73,15 @@ struct ServerThreadsTests {
   func cancellingTheCallsTask() async {
     // The deadline may pass before the call's task is attached: the signal is kept, and
     // applied when it is.
-    let early = CallCancellation<Task<Void, Never>>()
+    let early = CallTask(arrived: .now)
     early.cancelCallTask()
     let first = Task { _ = try? await Task.sleep(for: .seconds(60)) }
-    early.attach(first)
+    early.task.attach(first)
     #expect(first.isCancelled)
 
-    let late = CallCancellation<Task<Void, Never>>()
+    let late = CallTask(arrived: .now)
     let second = Task { _ = try? await Task.sleep(for: .seconds(60)) }
-    late.attach(second)
+    late.task.attach(second)
     #expect(!second.isCancelled)
     late.cancelCallTask()
     #expect(second.isCancelled)

@@ -145,4 +145,34 @@ struct LaneTests {
       #expect(store.laneStatistics.heavy.completed == 0)
     }
   }
+
+  @Test("a call cancelled once its deadline has passed is DEADLINE_EXCEEDED, waiting or checked")
+  func cancelledAfterTheDeadline() async throws {
+    // gRPC's timer for a client's grpc-timeout cancels the call as a departing client does;
+    // the work it stops must still say the deadline ended it (CI once saw CANCELLED).
+    let configure: (inout StoreConfiguration) -> Void = {
+      $0.heavyLane.width = 1
+      $0.heavyLane.budget = nil
+    }
+    try await withTemporaryStore(configure: configure) { store async throws in
+      let running = Task { try await Self.runEndless(store) }
+      while store.laneStatistics.heavy.running < 1 { try await Task.sleep(for: .milliseconds(5)) }
+      // Queued behind the endless statement: nothing but the cancellation ends its wait.
+      let control = CallControl(deadline: .now + .milliseconds(50))
+      let waiting = Task {
+        try await CallControl.$current.withValue(control) { try await Self.runEndless(store) }
+      }
+      while store.laneStatistics.heavy.queued < 1 { try await Task.sleep(for: .milliseconds(5)) }
+      try await Task.sleep(until: control.deadline! + .milliseconds(10))
+      control.cancel()
+      await Self.expectStoreError(.deadlineExceeded, mentioning: "deadline") { try await waiting.value }
+      #expect(throws: StoreError.deadlinePassed) { try CallControl.check(control) }
+      // Cancelled before its deadline, it is CANCELLED.
+      let early = CallControl(deadline: .now + .seconds(60))
+      early.cancel()
+      #expect(throws: StoreError.callCancelled) { try CallControl.check(early) }
+      running.cancel()
+      _ = try? await running.value
+    }
+  }
 }

@@ -142,6 +142,48 @@ struct CallLimitTests {
     #expect(error.message.contains("default of"), "\(error.message)")
   }
 
+  /// When a call arrived, as Roster's transports tell it.
+  struct Arrived: CallArrival {
+    let arrived: ContinuousClock.Instant
+  }
+
+  @Test("a client's grpc-timeout counts from the call's arrival, when the transport tells it")
+  func deadlineFromArrival() async throws {
+    // gRPC's timer for the timeout starts when the call arrives; a deadline counted from the
+    // interceptor's own clock passed after that timer fired, so the store said CANCELLED.
+    let interceptor = CallControlInterceptor(deadline: nil)
+    let arrived = ContinuousClock.now - .seconds(1)
+    let cases: [((any CallArrival)?, ContinuousClock.Instant?)] = [
+      (Arrived(arrived: arrived), arrived + .seconds(5)),
+      (nil, nil),
+    ]
+    for (transport, expected) in cases {
+      var context = ServerContext(
+        descriptor: Roster_V1_Directory.Method.CountEmployees.descriptor,
+        remotePeer: "test",
+        localPeer: "test",
+        cancellation: ServerContext.RPCCancellationHandle()
+      )
+      context.transportSpecific = transport
+      let before = ContinuousClock.now
+      let seen = Mutex<ContinuousClock.Instant?>(nil)
+      let response: StreamingServerResponse<Int> = try await interceptor.intercept(
+        request: StreamingServerRequest(single: ServerRequest(metadata: ["grpc-timeout": "5S"], message: 0)),
+        context: context
+      ) { _, _ in
+        seen.withLock { $0 = CallControl.current?.deadline }
+        return StreamingServerResponse(single: ServerResponse(message: 0))
+      }
+      _ = try response.accepted.get()
+      let deadline = try #require(seen.withLock { $0 })
+      if let expected {
+        #expect(deadline == expected)
+      } else {
+        #expect(deadline >= before + .seconds(5))
+      }
+    }
+  }
+
   /// A transport's hold on the task that runs a call, as Roster's unary fast path gives it.
   final class CallTask: CallTaskCancelling {
     let task = Mutex<Task<Void, Never>?>(nil)
