@@ -329,6 +329,7 @@ let package = Package(
     .testTarget(
       name: "RosterServicesTests",
       dependencies: [
+        .product(name: "CoreMetrics", package: "swift-metrics"),
         "RosterDomain",
         "RosterStore",
         "RosterSQLite",

@@ -26,11 +26,17 @@ public final class StreamLimitInterceptor: UnaryServerInterceptor, Sendable {
     var total = 0
   }
   private let open = Mutex(Slots())
-  private static let inUse = Gauge(label: "roster_stream_slots_in_use")
+  private let inUse: Gauge
 
   /// Allows `maximumPerClient` open streams per client.
-  public init(maximumPerClient: Int) {
+  public convenience init(maximumPerClient: Int) {
+    self.init(maximumPerClient: maximumPerClient, inUse: Gauge(label: "roster_stream_slots_in_use"))
+  }
+
+  /// As `init(maximumPerClient:)`, showing the slots held on `inUse`.
+  init(maximumPerClient: Int, inUse: Gauge) {
     self.maximum = maximumPerClient
+    self.inUse = inUse
   }
 
   /// Slots held now, over all clients.
@@ -66,30 +72,31 @@ public final class StreamLimitInterceptor: UnaryServerInterceptor, Sendable {
   /// the client, for `release`.
   private func admit(_ context: ServerContext) throws -> String {
     let client = Principal.current.map { "principal:\($0)" } ?? Self.address(of: context.remotePeer)
-    let admitted = self.open.withLock { open -> Int? in
-      guard open.byClient[client, default: 0] < self.maximum else { return nil }
+    let admitted = self.open.withLock { open -> Bool in
+      guard open.byClient[client, default: 0] < self.maximum else { return false }
       open.byClient[client, default: 0] += 1
       open.total += 1
-      return open.total
+      self.inUse.record(open.total)
+      return true
     }
-    guard let total = admitted else {
+    guard admitted else {
       throw RPCError(
         code: .resourceExhausted,
         message: "at most \(self.maximum) open StreamEmployees and WatchChanges streams per client; close one first"
       )
     }
-    Self.inUse.record(total)
     return client
   }
 
   private func release(_ client: String) {
-    let total = self.open.withLock { open in
+    self.open.withLock { open in
       open.byClient[client, default: 1] -= 1
       if open.byClient[client]! <= 0 { open.byClient[client] = nil }
       open.total -= 1
-      return open.total
+      // Under the lock: recorded after it, a release's total and an admission's could reach
+      // the gauge in the other order, and it would show slots held that are free.
+      self.inUse.record(open.total)
     }
-    Self.inUse.record(total)
   }
 
   /// The peer without its port: `ipv4:127.0.0.1:5555` → `ipv4:127.0.0.1`.

@@ -1,4 +1,7 @@
+import CoreMetrics
 import GRPCCore
+import Dispatch
+import Foundation
 import RosterProto
 @testable import RosterServices
 import Testing
@@ -67,6 +70,70 @@ struct StreamLimitTests {
     #expect(limit.slotsInUse == 1)
     withExtendedLifetime((ran, other)) {}
   }
+
+  @Test("the slots-in-use gauge shows the slots held, whichever thread records first")
+  func gaugeFollowsTheSlots() async throws {
+    // An admission whose thread is held up before it records its total, while a release
+    // records the total after it: recorded outside the lock, the gauge ended on the stale
+    // admission's total (the abuse suite saw 31 slots "held" on an idle server).
+    let recorder = HeldRecorder()
+    let limit = StreamLimitInterceptor(
+      maximumPerClient: 10,
+      inUse: Gauge(label: "roster_stream_slots_in_use", dimensions: [], aggregate: false, handler: recorder)
+    )
+    let first = try await Self.open(limit, principal: nil)
+    recorder.holdNext()
+    let admission = Task.detached { try await Self.open(limit, principal: nil) }
+    recorder.waitUntilHeld()
+    let release = Task.detached {
+      guard case .success(let contents) = first.accepted else { return }
+      _ = try? await contents.producer(RPCWriter(wrapping: DiscardingWriter<Int>()))
+    }
+    // Not a bound on anything: a release that can record meanwhile (the fault) has done so
+    // by then; a correct one waits for the admission, however long this takes.
+    DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(100)) { recorder.letGo() }
+    let second = try await admission.value
+    await release.value
+    #expect(limit.slotsInUse == 1)
+    #expect(recorder.last == 1, "the gauge shows \(recorder.last) slots held, not 1")
+    withExtendedLifetime(second) {}
+  }
+}
+
+/// A gauge's recorder that can hold up the next thread that records, until let go.
+final class HeldRecorder: RecorderHandler, @unchecked Sendable {
+  private let lock = NSCondition()
+  private var holding = false
+  private var held = false
+  private var values: [Int64] = []
+
+  var last: Int64? { self.lock.withLock { self.values.last } }
+
+  func holdNext() { self.lock.withLock { self.holding = true } }
+
+  func waitUntilHeld() {
+    self.lock.withLock { while !self.held { self.lock.wait() } }
+  }
+
+  func letGo() {
+    self.lock.withLock {
+      self.holding = false
+      self.lock.broadcast()
+    }
+  }
+
+  func record(_ value: Int64) {
+    self.lock.withLock {
+      if self.holding {
+        self.held = true
+        self.lock.broadcast()
+        while self.holding { self.lock.wait() }
+      }
+      self.values.append(value)
+    }
+  }
+
+  func record(_ value: Double) { self.record(Int64(value)) }
 }
 
 /// A writer that keeps nothing.
