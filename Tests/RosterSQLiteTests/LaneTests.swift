@@ -157,13 +157,18 @@ struct LaneTests {
     try await withTemporaryStore(configure: configure) { store async throws in
       let running = Task { try await Self.runEndless(store) }
       while store.laneStatistics.heavy.running < 1 { try await Task.sleep(for: .milliseconds(5)) }
-      // Queued behind the endless statement: nothing but the cancellation ends its wait.
-      let control = CallControl(deadline: .now + .milliseconds(50))
+      // Queued behind the endless statement: nothing but the cancellation ends its wait. (On a
+      // machine so busy that the deadline passes before the job is queued, the lane refuses it
+      // as past its deadline: the same answer.)
+      let deadline = ContinuousClock.now + .seconds(1)
+      let control = CallControl(deadline: deadline)
       let waiting = Task {
         try await CallControl.$current.withValue(control) { try await Self.runEndless(store) }
       }
-      while store.laneStatistics.heavy.queued < 1 { try await Task.sleep(for: .milliseconds(5)) }
-      try await Task.sleep(until: control.deadline! + .milliseconds(10))
+      while store.laneStatistics.heavy.queued < 1, ContinuousClock.now < deadline {
+        try await Task.sleep(for: .milliseconds(5))
+      }
+      try await Task.sleep(until: deadline + .milliseconds(10))
       control.cancel()
       await Self.expectStoreError(.deadlineExceeded, mentioning: "deadline") { try await waiting.value }
       #expect(throws: StoreError.deadlinePassed) { try CallControl.check(control) }

@@ -84,7 +84,7 @@ struct StreamLimitTests {
     let first = try await Self.open(limit, principal: nil)
     recorder.holdNext()
     let admission = Task.detached { try await Self.open(limit, principal: nil) }
-    recorder.waitUntilHeld()
+    while !recorder.isHeld { try await Task.sleep(for: .milliseconds(5)) }
     let release = Task.detached {
       guard case .success(let contents) = first.accepted else { return }
       _ = try? await contents.producer(RPCWriter(wrapping: DiscardingWriter<Int>()))
@@ -111,9 +111,7 @@ final class HeldRecorder: RecorderHandler, @unchecked Sendable {
 
   func holdNext() { self.lock.withLock { self.holding = true } }
 
-  func waitUntilHeld() {
-    self.lock.withLock { while !self.held { self.lock.wait() } }
-  }
+  var isHeld: Bool { self.lock.withLock { self.held } }
 
   func letGo() {
     self.lock.withLock {
@@ -126,7 +124,6 @@ final class HeldRecorder: RecorderHandler, @unchecked Sendable {
     self.lock.withLock {
       if self.holding {
         self.held = true
-        self.lock.broadcast()
         while self.holding { self.lock.wait() }
       }
       self.values.append(value)
