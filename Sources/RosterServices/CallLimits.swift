@@ -110,11 +110,14 @@ public struct CallControlInterceptor: UnaryServerInterceptor {
     of metadata: Metadata,
     context: ServerContext
   ) throws -> (limit: Duration?, end: ContinuousClock.Instant?) {
-    let now = (context.transportSpecific as? any CallArrival)?.arrived ?? ContinuousClock.now
-    let clientTimeout = try metadata.firstString("grpc-timeout").map { try Self.parseTimeout($0).get() }
-    let useDefault = clientTimeout == nil && !Self.exempt.contains(context.descriptor)
-    let limit = useDefault ? self.deadline : nil
-    return (limit, clientTimeout.map { now + $0 } ?? limit.map { now + $0 })
+    if let clientTimeout = try metadata.firstString("grpc-timeout").map({ try Self.parseTimeout($0).get() }) {
+      // From the call's arrival, when the transport tells it: the transport's timer for it
+      // started then (the cast only for calls that bring a timeout).
+      let arrived = (context.transportSpecific as? any CallArrival)?.arrived ?? ContinuousClock.now
+      return (nil, arrived + clientTimeout)
+    }
+    let limit = Self.exempt.contains(context.descriptor) ? nil : self.deadline
+    return (limit, limit.map { ContinuousClock.now + $0 })
   }
 
   /// Runs `body` as a child task that the reaper cancels at `end`; a body cancelled that way
