@@ -118,12 +118,7 @@ struct CallLimitTests {
     // grpc-swift's unary adapters carry a handler's error in the response; the store's own
     // check of the deadline ("the call's deadline passed") can come before the reaper's tick.
     let interceptor = CallControlInterceptor(deadline: .milliseconds(100))
-    let context = ServerContext(
-      descriptor: Roster_V1_Directory.Method.CountEmployees.descriptor,
-      remotePeer: "test",
-      localPeer: "test",
-      cancellation: ServerContext.RPCCancellationHandle()
-    )
+    let context = Self.context(nil)
     let response: StreamingServerResponse<Int> = try await interceptor.intercept(
       request: StreamingServerRequest(single: ServerRequest(metadata: [:], message: 0)),
       context: context
@@ -142,6 +137,18 @@ struct CallLimitTests {
     #expect(error.message.contains("default of"), "\(error.message)")
   }
 
+  /// A `CountEmployees` call's context, with `transport` as its transport's part.
+  static func context(_ transport: (any ServerContext.TransportSpecific)?) -> ServerContext {
+    var context = ServerContext(
+      descriptor: Roster_V1_Directory.Method.CountEmployees.descriptor,
+      remotePeer: "test",
+      localPeer: "test",
+      cancellation: ServerContext.RPCCancellationHandle()
+    )
+    context.transportSpecific = transport
+    return context
+  }
+
   /// When a call arrived, as Roster's transports tell it.
   struct Arrived: CallArrival {
     let arrived: ContinuousClock.Instant
@@ -158,13 +165,7 @@ struct CallLimitTests {
       (nil, nil),
     ]
     for (transport, expected) in cases {
-      var context = ServerContext(
-        descriptor: Roster_V1_Directory.Method.CountEmployees.descriptor,
-        remotePeer: "test",
-        localPeer: "test",
-        cancellation: ServerContext.RPCCancellationHandle()
-      )
-      context.transportSpecific = transport
+      let context = Self.context(transport)
       let before = ContinuousClock.now
       let seen = Mutex<ContinuousClock.Instant?>(nil)
       let response: StreamingServerResponse<Int> = try await interceptor.intercept(
@@ -211,13 +212,7 @@ struct CallLimitTests {
     probe: CallProbe
   ) async {
     let caller = withUnsafeCurrentTask { $0?.hashValue }
-    var context = ServerContext(
-      descriptor: Roster_V1_Directory.Method.CountEmployees.descriptor,
-      remotePeer: "test",
-      localPeer: "test",
-      cancellation: ServerContext.RPCCancellationHandle()
-    )
-    context.transportSpecific = callTask
+    let context = Self.context(callTask)
     do {
       let response: StreamingServerResponse<Int> = try await interceptor.intercept(
         request: StreamingServerRequest(single: ServerRequest(metadata: [:], message: 0)),
