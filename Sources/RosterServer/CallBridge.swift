@@ -23,12 +23,12 @@ final class CallBridge: ServerTransport, Sendable {
   /// One accepted call, to cancel when its client goes away.
   final class BridgedCall: Sendable {
     fileprivate let handle = CallCancellation<ServerContext.RPCCancellationHandle>()
-    fileprivate let task = CallTask(arrived: .now)
+    fileprivate let callTask = CallTask(arrived: .now)
 
     /// Cancels the call: its handler sees the RPC cancelled, and its task is cancelled.
     func cancel() {
       self.handle.cancel()
-      self.task.cancelCallTask()
+      self.callTask.cancelCallTask()
     }
   }
 
@@ -70,11 +70,11 @@ final class CallBridge: ServerTransport, Sendable {
                 localPeer: accepted.peers.local,
                 cancellation: handle
               )
-              context.transportSpecific = accepted.call.task
+              context.transportSpecific = accepted.call.callTask
               await streamHandler(accepted.stream, context)
             }
           }
-          accepted.call.task.task.attach(task)
+          accepted.call.callTask.task.attach(task)
           await withTaskCancellationHandler {
             await task.value
           } onCancel: {
