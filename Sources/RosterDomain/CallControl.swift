@@ -52,16 +52,25 @@ public final class CallControl: Sendable {
   /// (A transport's timer for `grpc-timeout` cancels the call as a departing client does; the
   /// deadline counts from the call's arrival, so the timer never fires before it.)
   package var stopError: StoreError {
-    if let deadline = self.deadline, ContinuousClock.now >= deadline { return .deadlinePassed }
-    return .callCancelled
+    self.deadlineHasPassed ? .deadlinePassed : .callCancelled
+  }
+
+  /// `stopError` of `control`; `callCancelled` for work without one (its task was cancelled).
+  package static func stopError(_ control: CallControl?) -> StoreError {
+    control?.stopError ?? .callCancelled
+  }
+
+  /// Whether the call has a deadline and it has passed.
+  package var deadlineHasPassed: Bool {
+    guard let deadline = self.deadline else { return false }
+    return ContinuousClock.now >= deadline
   }
 
   /// Throws when the call `control` serves is already over: `stopError` when it was
   /// cancelled or its deadline has passed; nothing for no control.
   package static func check(_ control: CallControl?) throws {
     guard let control else { return }
-    if control.isCancelled { throw control.stopError }
-    if let deadline = control.deadline, ContinuousClock.now >= deadline { throw StoreError.deadlinePassed }
+    if control.isCancelled || control.deadlineHasPassed { throw control.stopError }
   }
 
   /// Runs `hook` when the call is cancelled (at once if it already is) until the returned id

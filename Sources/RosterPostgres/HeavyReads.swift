@@ -143,7 +143,7 @@ extension PostgresStore {
         }
       }
     } catch {
-      if Task.isCancelled || control?.isCancelled == true { throw LeftBehind.reason(control) }
+      if Task.isCancelled || control?.isCancelled == true { throw CallControl.stopError(control) }
       if Self.sqlState(error) == "57014", let deadline = control?.deadline, ContinuousClock.now >= deadline {
         throw StoreError.deadlinePassed
       }

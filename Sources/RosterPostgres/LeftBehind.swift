@@ -42,15 +42,9 @@ enum LeftBehind {
         watch.cancelled()
       }
     } catch {
-      if watch.closed { throw Self.reason(control) }
+      if watch.closed { throw CallControl.stopError(control) }
       throw error
     }
-  }
-
-  /// What a caller stopped this way is told: `deadlinePassed` when its call's deadline ended
-  /// it, else `callCancelled` (`CallControl.stopError`).
-  static func reason(_ control: CallControl?) -> StoreError {
-    control?.stopError ?? .callCancelled
   }
 
   /// The timer of one piece of work, started when its caller is cancelled.

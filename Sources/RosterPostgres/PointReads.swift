@@ -86,7 +86,7 @@ final class PointReads: Sendable {
       left: @escaping @Sendable () -> Void = {}
     ) async -> Turn {
       let cancelled: @Sendable () -> Void = {
-        if self.tell(.answered(.failure(LeftBehind.reason(control)))) { left() }
+        if self.tell(.answered(.failure(CallControl.stopError(control)))) { left() }
       }
       let hook = control?.addCancellationHook(cancelled)
       defer { control?.removeCancellationHook(hook) }

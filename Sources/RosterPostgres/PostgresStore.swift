@@ -344,12 +344,12 @@ public final class PostgresStore: StoreBackend, PictureCatalog {
 
   static let unreachable = StoreError(.unavailable, "the database cannot be reached; try again")
 
-  /// `mapped(error)`, or the call's cancellation (`LeftBehind.reason`) when the task or its call
+  /// `mapped(error)`, or the call's cancellation (`CallControl.stopError`) when the task or its call
   /// was cancelled: the pool then answers with an error of its own (`CancellationError`, or
   /// its `requestCancelled`), which a client should see as the cancellation it is.
   static func mappedOrCancelled(_ error: any Error) -> any Error {
     let control = CallControl.current
-    if Task.isCancelled || control?.isCancelled == true { return LeftBehind.reason(control) }
+    if Task.isCancelled || control?.isCancelled == true { return CallControl.stopError(control) }
     return Self.mapped(error)
   }
 

@@ -208,7 +208,7 @@ public struct SQLiteStore: Sendable {
   /// Runs `body` with SQLite's progress handler polling `job.shouldStop`, so a long statement
   /// stops within microseconds of its call's end.
   static func interruptible<T>(_ db: Database, _ job: LaneJob, _ body: () throws -> T) throws -> T {
-    if job.shouldStop { try job.translating { throw StoreError.callCancelled } }
+    if job.shouldStop, let error = job.stopError { throw error }
     let connection = db.sqliteConnection
     sqlite3_progress_handler(
       connection,

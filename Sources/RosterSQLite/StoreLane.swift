@@ -309,7 +309,7 @@ final class LaneJob: @unchecked Sendable {
     }
     guard let fail else { return }
     self.lane?.remove(self)
-    fail(self.control?.stopError ?? StoreError.callCancelled)
+    fail(CallControl.stopError(self.control))
   }
 
   /// Marks the job running; false when it was cancelled while it waited, or its call ended.
@@ -341,7 +341,7 @@ final class LaneJob: @unchecked Sendable {
   /// one read of the monotonic clock. Records why.
   var shouldStop: Bool {
     if self.cancelled.load(ordering: .relaxed) || self.control?.isCancelled == true {
-      self.stopReason = self.control?.stopError.code == .deadlineExceeded ? .deadline : .cancelled
+      self.stopReason = self.control?.deadlineHasPassed == true ? .deadline : .cancelled
       return true
     }
     if let deadline = self.runDeadline, ContinuousClock.now >= deadline {
@@ -351,17 +351,22 @@ final class LaneJob: @unchecked Sendable {
     return false
   }
 
+  /// What the job's caller is told when it stopped; nil while it has not.
+  var stopError: StoreError? {
+    switch self.stopReason {
+    case .cancelled: StoreError.callCancelled
+    case .deadline: StoreError.deadlinePassed
+    case .budget: StoreError.budgetSpent
+    case nil: nil
+    }
+  }
+
   /// Runs `body`; if the job was stopped, turns whatever it threw into the reason's error.
   func translating<T>(_ body: () throws -> T) throws -> T {
     do {
       return try body()
     } catch {
-      switch self.stopReason {
-      case .cancelled: throw StoreError.callCancelled
-      case .deadline: throw StoreError.deadlinePassed
-      case .budget: throw StoreError.budgetSpent
-      case nil: throw error
-      }
+      throw self.stopError ?? error
     }
   }
 }
