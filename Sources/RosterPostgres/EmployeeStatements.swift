@@ -130,3 +130,38 @@ struct EmployeeInsert: RowStatement {
     bindings.append(Int32(clamping: employee.vacationDays))
   }
 }
+
+/// Several new employees as one statement, for the writer's batches (`WriteQueue`), as
+/// `EmployeeUpdates` is for updates: each element of the arrays is one employee, each of a
+/// different guid; the ids of the rows written come back with their guids, and a guid already
+/// taken gets no row, as `EmployeeInsert`'s does.
+struct EmployeeInserts: RowStatement {
+  static let sql = """
+    INSERT INTO employees (guid, name, name_folded, department, email, phone, address, about,
+      active, start_date, vacation_days, update_time)
+    SELECT i.*, $12 FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[],
+      $6::text[], $7::text[], $8::text[], $9::bool[], $10::text[], $11::int4[]) AS i
+    ON CONFLICT (guid) DO NOTHING
+    RETURNING id, guid
+    """
+  /// The new employees, each of a different guid.
+  var employees: [Employee]
+  var now: Int64
+
+  func makeBindings() throws -> PostgresBindings {
+    var bindings = PostgresBindings(capacity: 12)
+    bindings.append(self.employees.map(\.guid))
+    bindings.append(self.employees.map(\.name))
+    bindings.append(self.employees.map { TextFolding.fold($0.name) })
+    bindings.append(self.employees.map(\.department))
+    bindings.append(self.employees.map(\.email))
+    bindings.append(self.employees.map(\.phone))
+    bindings.append(self.employees.map(\.address))
+    bindings.append(self.employees.map(\.about))
+    bindings.append(self.employees.map(\.active))
+    bindings.append(self.employees.map(\.startDate))
+    bindings.append(self.employees.map { Int32(clamping: $0.vacationDays) })
+    bindings.append(self.now)
+    return bindings
+  }
+}

@@ -89,10 +89,10 @@ extension PostgresStore {
   /// Inserts a new employee.
   public func createEmployee(_ employee: Employee, context: WriteContext) async throws -> Employee {
     let employee = try EmployeeValidation.validated(employee)
-    // One INSERT that does nothing when the guid is taken: no savepoint needed.
-    return try await self.submit(savepoint: false) { transaction in
-      let now = Self.nowMillis()
-      guard let id = try await Self.insert(employee, now: now, in: transaction) else {
+    // One INSERT that does nothing when the guid is taken: no savepoint needed. The writer
+    // runs the creates beside each other in a batch as one statement (`EmployeeInserts`).
+    return try await self.submitInsert(employee) { transaction, id, now in
+      guard let id else {
         throw StoreError(.alreadyExists, "an employee with guid '\(employee.guid)' already exists")
       }
       transaction.record(.employee, guid: employee.guid, kind: .inserted, context: context, timeMillis: now)

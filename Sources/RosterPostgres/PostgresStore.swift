@@ -332,6 +332,15 @@ public final class PostgresStore: StoreBackend, PictureCatalog {
     try await self.write { try await self.writes.submitUpdate(statement, finish) }
   }
 
+  /// A create through the group-commit writer (`WriteQueue.submitInsert`): `finish` makes the
+  /// answer of the new row's id (nil: the guid is taken), in the create's transaction.
+  func submitInsert<T: Sendable>(
+    _ employee: Employee,
+    _ finish: @escaping @Sendable (WriteTransaction, Int64?, Int64) throws -> T
+  ) async throws -> T {
+    try await self.write { try await self.writes.submitInsert(employee, finish) }
+  }
+
   /// A write through the writer, as a span that covers the wait for it, the write and the
   /// shared commit; errors as the services should see them.
   private func write<T: Sendable>(_ body: () async throws -> T) async throws -> T {

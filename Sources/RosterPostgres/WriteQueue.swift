@@ -19,17 +19,29 @@ final class WriteQueue: Sendable {
     /// nothing before it throws an error of its own (a `StoreError`); a failed statement
     /// aborts the batch's transaction, and the batch runs again without that write.
     let savepoint: Bool
-    /// An update the batch may run in one statement with the updates beside it
-    /// (`EmployeeUpdates`); nil for every other write.
-    let update: Update?
+    /// A write the batch may run in one statement with the writes of its kind beside it;
+    /// nil for every other write.
+    let joint: Joint?
     let queued = ContinuousClock.now
   }
 
-  /// An update's statement, and how the write ends given the row it read as it was (nil: no
-  /// such employee) and the time it was written at. Its job's `run` does the same alone.
-  struct Update: Sendable {
-    let statement: EmployeeUpdate
-    let finish: @Sendable (WriteTransaction, PostgresRandomAccessRow?, Int64) async -> Outcome
+  /// A write a batch runs in one statement with the others of its kind next to it, and how it
+  /// ends given what that statement gave it and the time it was written at. Its job's `run`
+  /// does the same alone.
+  enum Joint: Sendable {
+    /// An update (`EmployeeUpdates`), ended given the row it read as it was (nil: no such
+    /// employee).
+    case update(EmployeeUpdate, finish: @Sendable (WriteTransaction, PostgresRandomAccessRow?, Int64) async -> Outcome)
+    /// A new employee (`EmployeeInserts`), ended given its row's id (nil: the guid is taken).
+    case insert(Employee, finish: @Sendable (WriteTransaction, Int64?, Int64) async -> Outcome)
+
+    /// The employee it writes.
+    var guid: String {
+      switch self {
+      case .update(let statement, _): statement.guid
+      case .insert(let employee, _): employee.guid
+      }
+    }
   }
 
   /// The same metrics as SQLite's writer.
@@ -55,9 +67,9 @@ final class WriteQueue: Sendable {
   }
 
   private let state = Mutex(State())
-  /// Updates written in a statement shared with others (`EmployeeUpdates`), for tests and
-  /// diagnostics.
-  let jointUpdates = Atomic<Int>(0)
+  /// Updates and creates written in a statement shared with others (`EmployeeUpdates`,
+  /// `EmployeeInserts`), for tests and diagnostics.
+  let jointWrites = Atomic<Int>(0)
   private let signal: AsyncStream<Void>
   private let wake: AsyncStream<Void>.Continuation
   let maximumBatch: Int
@@ -83,20 +95,21 @@ final class WriteQueue: Sendable {
         run: { transaction in await Self.outcome(continuation) { try await body(transaction) } },
         fail: { error in continuation.resume(throwing: error) },
         savepoint: savepoint,
-        update: nil
+        joint: nil
       )
     }
   }
 
   /// Queues `statement`, an update without a savepoint, and returns what `finish` makes of the
-  /// row it read once its transaction has committed. A batch runs the updates of different
-  /// employees that are next to each other in one statement (`EmployeeUpdates`).
+  /// row it read once its transaction has committed. A batch runs the updates and creates of
+  /// different employees that are next to each other in one statement of each kind
+  /// (`EmployeeUpdates`, `EmployeeInserts`).
   func submitUpdate<T: Sendable>(
     _ statement: EmployeeUpdate,
     _ finish: @escaping @Sendable (WriteTransaction, PostgresRandomAccessRow?, Int64) throws -> T
   ) async throws -> T {
     try await self.enqueue { continuation in
-      let update = Update(statement: statement) { transaction, row, now in
+      let end: @Sendable (WriteTransaction, PostgresRandomAccessRow?, Int64) async -> Outcome = { transaction, row, now in
         await Self.outcome(continuation) { try finish(transaction, row, now) }
       }
       return Job(
@@ -109,7 +122,32 @@ final class WriteQueue: Sendable {
         },
         fail: { error in continuation.resume(throwing: error) },
         savepoint: false,
-        update: update
+        joint: .update(statement, finish: end)
+      )
+    }
+  }
+
+  /// Queues `employee`'s insert, without a savepoint, and returns what `finish` makes of its
+  /// row's id (nil: the guid is taken) once its transaction has committed; written together
+  /// with the creates and updates beside it, as `submitUpdate`'s updates are.
+  func submitInsert<T: Sendable>(
+    _ employee: Employee,
+    _ finish: @escaping @Sendable (WriteTransaction, Int64?, Int64) throws -> T
+  ) async throws -> T {
+    try await self.enqueue { continuation in
+      let end: @Sendable (WriteTransaction, Int64?, Int64) async -> Outcome = { transaction, id, now in
+        await Self.outcome(continuation) { try finish(transaction, id, now) }
+      }
+      return Job(
+        run: { transaction in
+          await Self.outcome(continuation) {
+            let now = PostgresStore.nowMillis()
+            return try finish(transaction, try await PostgresStore.insert(employee, now: now, in: transaction), now)
+          }
+        },
+        fail: { error in continuation.resume(throwing: error) },
+        savepoint: false,
+        joint: .insert(employee, finish: end)
       )
     }
   }
@@ -226,8 +264,8 @@ final class WriteQueue: Sendable {
       let index: Int
       let error: any Error
     }
-    /// The statement of several updates failed: the batch runs again, each write alone, so
-    /// the one that failed answers with its error.
+    /// A statement of several writes failed: the batch runs again, each write alone, so the
+    /// one that failed answers with its error.
     struct TogetherFailed: Error {}
     do {
       try await store.transaction { transaction in
@@ -239,29 +277,31 @@ final class WriteQueue: Sendable {
         // replicas take turns instead, and still commit many writes each.
         _ = try await transaction.row(ChangeLogLock())
         var pending: ArraySlice<Job> = []
-        var rows: [String: PostgresRandomAccessRow] = [:]
+        var written = Written()
         var now: Int64 = 0
         for (index, job) in batch.enumerated() {
-          if together, pending.isEmpty, let next = Self.updatesTogether(batch, from: index) {
-            // The updates of different employees from here on: one statement.
+          if together, pending.isEmpty, let next = Self.writesTogether(batch, from: index) {
+            // The updates and creates of different employees from here on: one statement of
+            // each kind.
             now = PostgresStore.nowMillis()
-            let statement = EmployeeUpdates(updates: next.map { $0.update!.statement }, now: now)
             do {
-              rows = [:]
-              for row in try await transaction.rows(statement) { rows[try row[1].decode(String.self)] = row }
+              written = try await Self.write(next, now: now, in: transaction)
             } catch {
               if PostgresStore.isRetryable(error) { throw error }
               throw TogetherFailed()
             }
             pending = next
-            self.jointUpdates.add(next.count, ordering: .relaxed)
+            self.jointWrites.add(next.count, ordering: .relaxed)
           }
           if job.savepoint { try await transaction.execute("SAVEPOINT write") }
           let kept = transaction.changes.count
           let outcome: Outcome
-          if let update = job.update, !pending.isEmpty {
+          if let joint = job.joint, !pending.isEmpty {
             pending.removeFirst()
-            outcome = await update.finish(transaction, rows[update.statement.guid], now)
+            switch joint {
+            case .update(let statement, let finish): outcome = await finish(transaction, written.rows[statement.guid], now)
+            case .insert(let employee, let finish): outcome = await finish(transaction, written.ids[employee.guid], now)
+            }
           } else {
             outcome = await job.run(transaction)
           }
@@ -300,16 +340,49 @@ final class WriteQueue: Sendable {
 }
 
 extension WriteQueue {
-  /// The updates from `index` on that one `EmployeeUpdates` statement can run: next to each
-  /// other, each of a different employee (a second update of one employee waits for the next
-  /// statement, so it sees the first); nil for fewer than two.
-  static func updatesTogether(_ batch: [Job], from index: Int) -> ArraySlice<Job>? {
+  /// The updates and creates from `index` on that one statement of each kind can run: next to
+  /// each other, each of a different employee (a second write of one employee waits for the
+  /// next statements, so it sees the first); nil for fewer than two.
+  static func writesTogether(_ batch: [Job], from index: Int) -> ArraySlice<Job>? {
     var guids: Set<String> = []
     var end = index
-    while end < batch.count, let update = batch[end].update, guids.insert(update.statement.guid).inserted {
+    while end < batch.count, let joint = batch[end].joint, guids.insert(joint.guid).inserted {
       end += 1
     }
     return end - index >= 2 ? batch[index..<end] : nil
+  }
+
+  /// What the statements of a run of joint writes gave back: the rows the updates read as they
+  /// were, and the ids of the employees created, by guid.
+  struct Written {
+    var rows: [String: PostgresRandomAccessRow] = [:]
+    var ids: [String: Int64] = [:]
+  }
+
+  /// Writes `run` (`writesTogether`): its creates in one statement, then its updates in
+  /// another. Each writes different employees, so the order between the two changes nothing.
+  static func write(_ run: ArraySlice<Job>, now: Int64, in transaction: WriteTransaction) async throws -> Written {
+    var updates: [EmployeeUpdate] = []
+    var employees: [Employee] = []
+    for job in run {
+      switch job.joint {
+      case .update(let statement, _): updates.append(statement)
+      case .insert(let employee, _): employees.append(employee)
+      case nil: break
+      }
+    }
+    var written = Written()
+    if !employees.isEmpty {
+      for row in try await transaction.rows(EmployeeInserts(employees: employees, now: now)) {
+        written.ids[try row[1].decode(String.self)] = try row[0].decode(Int64.self)
+      }
+    }
+    if !updates.isEmpty {
+      for row in try await transaction.rows(EmployeeUpdates(updates: updates, now: now)) {
+        written.rows[try row[1].decode(String.self)] = row
+      }
+    }
+    return written
   }
 }
 

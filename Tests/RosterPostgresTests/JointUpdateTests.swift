@@ -4,11 +4,11 @@ import RosterDomain
 import Testing
 import TestSupport
 
-/// The writer runs the prepared updates of a batch that are next to each other, each of a
-/// different employee, as one statement (`EmployeeUpdates`): each update still gets its own
-/// answer, found or not, and its own change in the log, and two updates of one employee both
-/// land.
-@Suite("PostgreSQL updates written together", .timeLimit(.minutes(5)), .enabled(if: PostgresTesting.enabled))
+/// The writer runs the prepared updates and the creates of a batch that are next to each other,
+/// each of a different employee, as one statement of each kind (`EmployeeUpdates`,
+/// `EmployeeInserts`): each write still gets its own answer, found or not, taken or not, and
+/// its own change in the log, and two updates of one employee both land.
+@Suite("PostgreSQL updates and creates written together", .timeLimit(.minutes(5)), .enabled(if: PostgresTesting.enabled))
 struct JointUpdateTests {
   @Test("300 concurrent updates: two of different fields for each of 100 employees, two for each of 50 unknown guids")
   func concurrentUpdates() async throws {
@@ -61,7 +61,7 @@ struct JointUpdateTests {
         let mine = changes.filter { $0.guid == "guid-\(index)" }
         #expect(mine.count == 2 && mine.contains { $0.fields == ["email"] }, "guid-\(index): \(mine.map(\.fields))")
       }
-      let joint = store.writes.jointUpdates.load(ordering: .relaxed)
+      let joint = store.writes.jointWrites.load(ordering: .relaxed)
       #expect(joint > 0, "no batch wrote its updates together")
     }
   }
@@ -108,4 +108,114 @@ struct JointUpdateTests {
       }
     }
   }
+
+  @Test("110 concurrent creates, 10 of guids already taken: each its own answer, row and change")
+  func concurrentCreates() async throws {
+    let configuration = try PostgresTesting.configuration()
+    try await PostgresTesting.withStore(configuration) { store in
+      let context = WriteContext(author: "test")
+      let taken = (0..<10).map { _ in UUID().uuidString.lowercased() }
+      for guid in taken {
+        _ = try await store.createEmployee(makeEmployee(name: "First", guid: guid), context: context)
+      }
+      let before = try await store.changes(after: 0, limit: 1_000).last?.sequence ?? 0
+      let jointBefore = store.writes.jointWrites.load(ordering: .relaxed)
+      let fresh = (0..<100).map { _ in UUID().uuidString.lowercased() }
+      let answers = try await withThrowingTaskGroup(of: (String, String).self) { group in
+        for (index, guid) in (fresh + taken).enumerated() {
+          group.addTask {
+            let employee = makeEmployee(name: "New \(index)", department: "Dept \(index % 3)", guid: guid)
+            do {
+              let created = try await store.createEmployee(employee, context: context)
+              return (guid, "created \(created.id > 0) \(created.name)")
+            } catch let error as StoreError where error.code == .alreadyExists {
+              return (guid, "taken")
+            }
+          }
+        }
+        var answers: [String: String] = [:]
+        for try await (guid, answer) in group { answers[guid] = answer }
+        return answers
+      }
+      var ids: Set<Int64> = []
+      for (index, guid) in fresh.enumerated() {
+        #expect(answers[guid] == "created true New \(index)", "\(guid)")
+        let stored = try await store.employee(guid: guid, fields: .all)
+        #expect(stored.name == "New \(index)" && stored.department == "Dept \(index % 3)", "\(guid)")
+        ids.insert(stored.id)
+      }
+      #expect(ids.count == fresh.count, "two creates got one id")
+      for guid in taken {
+        #expect(answers[guid] == "taken", "\(guid)")
+        #expect(try await store.employee(guid: guid, fields: .all).name == "First", "a refused create changed \(guid)")
+      }
+      // One change per employee created; none for the guids already taken.
+      let changes = try await store.changes(after: before, limit: 1_000)
+      #expect(changes.count == fresh.count)
+      #expect(Set(changes.map(\.guid)) == Set(fresh) && changes.allSatisfy { $0.kind == .inserted })
+      let joint = store.writes.jointWrites.load(ordering: .relaxed) - jointBefore
+      #expect(joint > 0, "no batch wrote its creates together")
+    }
+  }
+
+  @Test("a create PostgreSQL refuses fails alone; the creates and updates written beside it land")
+  func oneCreateRefused() async throws {
+    let configuration = try PostgresTesting.configuration()
+    try await PostgresTesting.withStore(configuration) { store in
+      try await PointReadTests.insertEmployees(30, configuration)
+      let context = WriteContext(author: "test")
+      // Past the service's validation, straight to the writer: a negative number of vacation
+      // days, which the table's CHECK refuses, among good creates and updates.
+      let outcomes = try await withThrowingTaskGroup(of: (Int, Bool).self) { group in
+        for index in 1...60 {
+          group.addTask {
+            do {
+              if index % 2 == 0 {
+                let changes = {
+                  var changes = EmployeeChanges()
+                  changes.vacationDays = 100 + index
+                  return changes
+                }()
+                let update = try #require(EmployeeUpdate(guid: "guid-\(index / 2)", changes: changes))
+                _ = try await store.writes.submitUpdate(update) { transaction, row, now in
+                  try PostgresStore.updated(row, guid: "guid-\(index / 2)", changes: changes, now: now, context: context, in: transaction)
+                }
+              } else {
+                let employee = {
+                  var employee = makeEmployee(name: "New \(index)", guid: "new-\(index)")
+                  employee.vacationDays = index == 31 ? -1 : index
+                  return employee
+                }()
+                _ = try await store.writes.submitInsert(employee) { transaction, id, now in
+                  guard id != nil else { throw StoreError(.alreadyExists, "taken") }
+                  transaction.record(.employee, guid: employee.guid, kind: .inserted, context: context, timeMillis: now)
+                }
+              }
+              return (index, true)
+            } catch {
+              return (index, false)
+            }
+          }
+        }
+        var outcomes: [Int: Bool] = [:]
+        for try await (index, ok) in group { outcomes[index] = ok }
+        return outcomes
+      }
+      for index in 1...60 {
+        if index == 31 {
+          #expect(outcomes[index] == false)
+          await #expect(throws: StoreError.self, "the refused create wrote its row") {
+            try await store.employee(guid: "new-31", fields: .all)
+          }
+        } else if index % 2 == 0 {
+          #expect(outcomes[index] == true, "update \(index)")
+          #expect(try await store.employee(guid: "guid-\(index / 2)", fields: .all).vacationDays == 100 + index)
+        } else {
+          #expect(outcomes[index] == true, "create \(index)")
+          #expect(try await store.employee(guid: "new-\(index)", fields: .all).vacationDays == index)
+        }
+      }
+    }
+  }
+
 }
