@@ -14,7 +14,7 @@ import TestSupport
 /// default) with `ROSTER_ROBUST_SALES` demo sales each (20), so one heavy call (a MEDIAN over
 /// every sale, grouped by year, on a server whose median pages have no sales budget:
 /// `--median-rows-per-page 0`) takes seconds in a debug build.
-@Suite("Robust under load, end to end", .serialized, .timeLimit(.minutes(10)))
+@Suite("Robust under load, end to end", .serialized, .timeLimit(.minutes(10)), .removingTheDatabase)
 struct RobustnessTests {
   static let employees = Int(ProcessInfo.processInfo.environment["ROSTER_ROBUST_EMPLOYEES"] ?? "") ?? 100_000
   static let salesPerEmployee = Int(ProcessInfo.processInfo.environment["ROSTER_ROBUST_SALES"] ?? "") ?? 20
@@ -28,6 +28,7 @@ struct RobustnessTests {
   /// The seeded database, made once (by `roster serve`'s own seeding) and shared by the tests.
   static let database = Task<String, any Error> {
     let directory = try makeTemporaryDirectory()
+    Self.directory.withLock { $0 = directory }
     let path = directory + "/robust.sqlite"
     let seeding = try await RosterProcess.serve(
       arguments: [
@@ -39,6 +40,10 @@ struct RobustnessTests {
     seeding.terminate()
     return path
   }
+
+  /// The database's directory once it is made: the suite removes it when it ends (hundreds of
+  /// megabytes a run, left behind in the temporary directory before).
+  static let directory = Mutex<String?>(nil)
 
   static func withServer<T: Sendable>(
     _ arguments: [String] = [],
@@ -300,4 +305,24 @@ final class Tally: Sendable {
   func add() -> Int { self.value.withLock { $0 += 1; return $0 } }
 
   var count: Int { self.value.withLock { $0 } }
+}
+
+/// Removes `RobustnessTests`' database once the suite has run, passed or failed.
+struct RemovingTheDatabase: SuiteTrait, TestScoping {
+  func provideScope(
+    for test: Test,
+    testCase: Test.Case?,
+    performing function: @concurrent @Sendable () async throws -> Void
+  ) async throws {
+    defer {
+      if let directory = RobustnessTests.directory.withLock({ $0 }) {
+        try? FileManager.default.removeItem(atPath: directory)
+      }
+    }
+    try await function()
+  }
+}
+
+extension Trait where Self == RemovingTheDatabase {
+  static var removingTheDatabase: Self { Self() }
 }
