@@ -9,8 +9,13 @@ public struct PostgresConfiguration: Sendable {
   /// The schema holding Roster's tables; several deployments (or tests) can share a database
   /// with a schema each.
   public var schema: String = "roster"
-  /// Connections to the server, at most; reads and the writer share them.
+  /// Connections to the server; reads and the writer share them. The pool opens them all at
+  /// start and keeps them (`PostgresStore.open`).
   public var maximumConnections: Int = 16
+  /// How often every pooled connection runs a trivial statement while the store runs
+  /// (`PostgresStore.keepAlive`), so an idle connection keeps its place in firewalls and
+  /// NATs, and one that died is found and replaced before a call needs it.
+  public var keepAliveInterval: Duration = .seconds(30)
   /// The most writes that share one transaction (group commit).
   public var maximumWriteBatch: Int = 256
   /// Point reads (`GetEmployee`) that run at once, each one statement for every read that
