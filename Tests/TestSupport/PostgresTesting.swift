@@ -19,6 +19,16 @@ public enum PostgresTesting {
     return logger
   }()
 
+  /// Where the tests' stores stage uploads: a directory of this test process, removed when it
+  /// exits. A store that is opened and never run (`run()` removes its own) left an empty
+  /// directory in the system's `roster-uploads` at each test run before.
+  public static let scratchDirectory: String = {
+    let path = FileManager.default.temporaryDirectory
+      .appendingPathComponent("roster-test-uploads-\(ProcessInfo.processInfo.processIdentifier)").path
+    atexit { try? FileManager.default.removeItem(atPath: PostgresTesting.scratchDirectory) }
+    return path
+  }()
+
   /// A configuration for a new, empty schema.
   public static func configuration(schema: String = "t_" + UUID().uuidString.prefix(8).lowercased()) throws -> PostgresConfiguration {
     guard let url else {
@@ -29,6 +39,7 @@ public enum PostgresTesting {
     configuration.maintenanceInterval = .seconds(3600)
     // Many stores at once in the parallel test run: a few connections each.
     configuration.maximumConnections = 4
+    configuration.scratchDirectory = Self.scratchDirectory
     return configuration
   }
 
