@@ -73,28 +73,8 @@ struct JointUpdateTests {
       try await PointReadTests.insertEmployees(60, configuration)
       // Past the service's validation, straight to the writer: a negative number of vacation
       // days, which the table's CHECK refuses, in the middle of many good updates.
-      let outcomes = try await withThrowingTaskGroup(of: (Int, Bool).self) { group in
-        for index in 1...60 {
-          group.addTask {
-            let changes = {
-              var changes = EmployeeChanges()
-              changes.vacationDays = index == 30 ? -1 : 100 + index
-              return changes
-            }()
-            let update = try #require(EmployeeUpdate(guid: "guid-\(index)", changes: changes))
-            do {
-              _ = try await store.writes.submitUpdate(update) { transaction, row, now in
-                try PostgresStore.updated(row, guid: "guid-\(index)", changes: changes, now: now, context: WriteContext(author: "test"), in: transaction)
-              }
-              return (index, true)
-            } catch {
-              return (index, false)
-            }
-          }
-        }
-        var outcomes: [Int: Bool] = [:]
-        for try await (index, ok) in group { outcomes[index] = ok }
-        return outcomes
+      let outcomes = await Self.outcomes(1...60) { index in
+        try await Self.updateVacation(store, guid: "guid-\(index)", to: index == 30 ? -1 : 100 + index)
       }
       for index in 1...60 {
         let stored = try await store.employee(guid: "guid-\(index)", fields: .all)
@@ -163,43 +143,22 @@ struct JointUpdateTests {
     let configuration = try PostgresTesting.configuration()
     try await PostgresTesting.withStore(configuration) { store in
       try await PointReadTests.insertEmployees(30, configuration)
-      let context = WriteContext(author: "test")
       // Past the service's validation, straight to the writer: a negative number of vacation
       // days, which the table's CHECK refuses, among good creates and updates.
-      let outcomes = try await withThrowingTaskGroup(of: (Int, Bool).self) { group in
-        for index in 1...60 {
-          group.addTask {
-            do {
-              if index % 2 == 0 {
-                let changes = {
-                  var changes = EmployeeChanges()
-                  changes.vacationDays = 100 + index
-                  return changes
-                }()
-                let update = try #require(EmployeeUpdate(guid: "guid-\(index / 2)", changes: changes))
-                _ = try await store.writes.submitUpdate(update) { transaction, row, now in
-                  try PostgresStore.updated(row, guid: "guid-\(index / 2)", changes: changes, now: now, context: context, in: transaction)
-                }
-              } else {
-                let employee = {
-                  var employee = makeEmployee(name: "New \(index)", guid: "new-\(index)")
-                  employee.vacationDays = index == 31 ? -1 : index
-                  return employee
-                }()
-                _ = try await store.writes.submitInsert(employee) { transaction, id, now in
-                  guard id != nil else { throw StoreError(.alreadyExists, "taken") }
-                  transaction.record(.employee, guid: employee.guid, kind: .inserted, context: context, timeMillis: now)
-                }
-              }
-              return (index, true)
-            } catch {
-              return (index, false)
-            }
-          }
+      let outcomes = await Self.outcomes(1...60) { index in
+        if index % 2 == 0 {
+          try await Self.updateVacation(store, guid: "guid-\(index / 2)", to: 100 + index)
+          return
         }
-        var outcomes: [Int: Bool] = [:]
-        for try await (index, ok) in group { outcomes[index] = ok }
-        return outcomes
+        let employee = {
+          var employee = makeEmployee(name: "New \(index)", guid: "new-\(index)")
+          employee.vacationDays = index == 31 ? -1 : index
+          return employee
+        }()
+        try await store.writes.submitInsert(employee) { transaction, id, now in
+          guard id != nil else { throw StoreError(.alreadyExists, "taken") }
+          transaction.record(.employee, guid: employee.guid, kind: .inserted, context: WriteContext(author: "test"), timeMillis: now)
+        }
       }
       for index in 1...60 {
         if index == 31 {
@@ -215,6 +174,30 @@ struct JointUpdateTests {
           #expect(try await store.employee(guid: "new-\(index)", fields: .all).vacationDays == index)
         }
       }
+    }
+  }
+
+
+  /// Runs `write` for each of `indices` at once; which of them succeeded.
+  static func outcomes(_ indices: ClosedRange<Int>, _ write: @escaping @Sendable (Int) async throws -> Void) async -> [Int: Bool] {
+    await withTaskGroup(of: (Int, Bool).self) { group in
+      for index in indices {
+        group.addTask { ((try? await write(index)) != nil) ? (index, true) : (index, false) }
+      }
+      var outcomes: [Int: Bool] = [:]
+      for await (index, ok) in group { outcomes[index] = ok }
+      return outcomes
+    }
+  }
+
+  /// Sets `guid`'s vacation days straight through the writer (`submitUpdate`), past the
+  /// service's validation: a negative number reaches the table's CHECK.
+  static func updateVacation(_ store: PostgresStore, guid: String, to days: Int) async throws {
+    var changes = EmployeeChanges()
+    changes.vacationDays = days
+    let update = try #require(EmployeeUpdate(guid: guid, changes: changes))
+    _ = try await store.writes.submitUpdate(update) { [changes] transaction, row, now in
+      try PostgresStore.updated(row, guid: guid, changes: changes, now: now, context: WriteContext(author: "test"), in: transaction)
     }
   }
 
