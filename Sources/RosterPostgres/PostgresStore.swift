@@ -72,7 +72,8 @@ public final class PostgresStore: StoreBackend, PictureCatalog {
     // pool starts an idle timer (above the minimum) and a keep-alive timer each time a
     // connection comes back, and cancels them at its next lease, a task and a wake-up of
     // dispatch's timer thread per statement. Measured pinned on a replica serving
-    // GetEmployee: 74 to 64 µs of CPU a call (docs/performance.md, "The pool's timers").
+    // GetEmployee: 62-67 to 57-62 µs of CPU a call, with a wider p99 not yet explained
+    // (docs/performance.md, "The pool's timers").
     options.minimumConnections = configuration.maximumConnections
     options.keepAliveBehavior = nil
     options.additionalStartupParameters = Self.sessionParameters(configuration)
