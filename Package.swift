@@ -383,6 +383,7 @@ let package = Package(
         "RosterDomain",
         "RosterStore",
         "RosterSQLite",
+        "RosterPostgres",
         "RosterSeed",
         "RosterProto",
         "TestSupport",

@@ -11,7 +11,7 @@ public struct PostgresConfiguration: Sendable {
   public var schema: String = "roster"
   /// Connections to the server; reads and the writer share them. The pool opens them all at
   /// start and keeps them (`PostgresStore.open`).
-  public var maximumConnections: Int = 16
+  public var maximumConnections: Int = Self.defaultMaximumConnections
   /// How often every pooled connection runs a trivial statement while the store runs
   /// (`PostgresStore.keepAlive`), so an idle connection keeps its place in firewalls and
   /// NATs, and one that died is found and replaced before a call needs it.
@@ -19,8 +19,12 @@ public struct PostgresConfiguration: Sendable {
   /// The most writes that share one transaction (group commit).
   public var maximumWriteBatch: Int = 256
   /// Point reads (`GetEmployee`) that run at once, each one statement for every read that
-  /// waited for it (`PointReads`).
-  public var pointReads: Int = 4
+  /// waited for it (`PointReads`). Fewer statements carry more reads each, and each statement
+  /// costs the replica the same whatever it carries (TLS, postgres-nio, a round trip); more
+  /// let a database with idle cores answer a moderate load sooner. 2 gave the most calls per
+  /// second at 64 in flight and lost nothing at 4 (docs/performance.md, "Point reads two at a
+  /// time").
+  public var pointReads: Int = Self.defaultPointReads
   /// Rows per transaction of a bulk upsert.
   public var bulkChunkRows: Int = 2_000
   /// The longest one query may run before the server stops it; nil for no limit.
@@ -48,6 +52,11 @@ public struct PostgresConfiguration: Sendable {
   /// Where uploads in progress are staged (local to this replica).
   public var scratchDirectory: String = FileManager.default.temporaryDirectory
     .appendingPathComponent("roster-uploads").path
+
+  /// `maximumConnections` unless set: `roster serve --postgres-connections` shows it.
+  public static let defaultMaximumConnections = 16
+  /// `pointReads` unless set: `roster serve --postgres-point-reads` shows it.
+  public static let defaultPointReads = 2
 
   /// A configuration for the server at `url`.
   public init(url: PostgresURL) {

@@ -66,6 +66,7 @@ extension Serve {
       var postgres = PostgresConfiguration(url: try PostgresURL(url))
       postgres.schema = self.postgresSchema
       postgres.maximumConnections = self.postgresConnections
+      postgres.pointReads = self.postgresPointReads
       postgres.pictures = config.store.pictures
       postgres.bulkChunkRows = self.bulkChunkRows
       postgres.maximumWriteBatch = self.maxWriteBatch

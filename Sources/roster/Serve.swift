@@ -110,7 +110,10 @@ struct Serve: AsyncParsableCommand {
   var postgresSchema: String = "roster"
 
   @Option(help: "Connections to PostgreSQL, at most (with --postgres).")
-  var postgresConnections: Int = 16
+  var postgresConnections: Int = PostgresConfiguration.defaultMaximumConnections
+
+  @Option(help: "GetEmployee statements in flight at once (with --postgres); the reads that arrive meanwhile share the next one. More suit a database with cores to spare and a longer round trip.")
+  var postgresPointReads: Int = PostgresConfiguration.defaultPointReads
 
   @Option(help: "Demo employees to create when the database is new; 0 for an empty directory.")
   var seedEmployees: Int = Self.defaults.seedEmployees
@@ -250,6 +253,9 @@ struct Serve: AsyncParsableCommand {
     }
     guard (0...19).contains(self.bulkNiceness) else {
       throw ValidationError("--bulk-niceness must be 0 to 19")
+    }
+    guard self.postgresConnections >= 1, (1...self.postgresConnections).contains(self.postgresPointReads) else {
+      throw ValidationError("--postgres-connections must be at least 1, and --postgres-point-reads 1 to that")
     }
     guard self.maxWriteBatch >= 1 else {
       throw ValidationError("--max-write-batch must be at least 1")

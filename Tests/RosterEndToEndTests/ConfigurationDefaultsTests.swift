@@ -1,4 +1,5 @@
 import Foundation
+import RosterPostgres
 import RosterServer
 import RosterSQLite
 import Testing
@@ -96,6 +97,21 @@ struct ConfigurationDefaultsTests {
       }
     }
     return documented
+  }
+
+  @Test("--postgres-connections and --postgres-point-reads reach the PostgreSQL configuration, and a width outside 1 to the connections is refused")
+  func postgresWidths() throws {
+    let url = ["--postgres", "postgres://roster@db.example/roster"]
+    let defaults = try #require(try Serve.parse(url).serverConfig().postgres)
+    #expect(defaults.maximumConnections == PostgresConfiguration.defaultMaximumConnections)
+    #expect(defaults.pointReads == PostgresConfiguration.defaultPointReads)
+    let set = try #require(
+      try Serve.parse(url + ["--postgres-connections", "8", "--postgres-point-reads", "3"]).serverConfig().postgres
+    )
+    #expect(set.maximumConnections == 8 && set.pointReads == 3)
+    for refused in [["--postgres-point-reads", "0"], ["--postgres-connections", "4", "--postgres-point-reads", "5"], ["--postgres-connections", "0"]] {
+      #expect(throws: (any Error).self, "\(refused)") { try Serve.parse(url + refused) }
+    }
   }
 
   @Test("ROSTER_COMPARE sets each comparison setting, changes nothing when unset, and refuses an unknown one by name")
