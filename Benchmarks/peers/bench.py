@@ -23,21 +23,24 @@ from servers import CLK_TCK, DB, LABEL, ROSTER, WORK, Server, stop_on_sigterm
 GET = "/roster.v1.Directory/GetEmployee"
 HC = "/grpc.health.v1.Health/Check"
 LIST = "/roster.v1.Directory/ListEmployees"
+STREAM = "/roster.v1.Directory/StreamEmployees"
 PLANS = {
     "full": {
         "rounds": 3,
         # (key, path, connections, streams per connection, requests)
         "scenarios": [("get_16x16", GET, 16, 16, 40000), ("hc_16x16", HC, 16, 16, 40000),
                       ("get_1x1", GET, 1, 1, 10000), ("hc_1x1", HC, 1, 1, 10000),
-                      ("list_16x16", LIST, 16, 16, 10000)],
-        "warmup": [(GET, 16, 16, 5000), (HC, 16, 16, 5000), (GET, 1, 1, 500), (LIST, 16, 16, 1000)],
+                      ("list_16x16", LIST, 16, 16, 10000), ("stream_1x1", STREAM, 1, 1, 6)],
+        "warmup": [(GET, 16, 16, 5000), (HC, 16, 16, 5000), (GET, 1, 1, 500), (LIST, 16, 16, 1000),
+                   (STREAM, 1, 1, 1)],
     },
     "quick": {
         "rounds": 1,
         "scenarios": [("get_16x16", GET, 16, 16, 10000), ("hc_16x16", HC, 16, 16, 10000),
                       ("get_1x1", GET, 1, 1, 1000), ("hc_1x1", HC, 1, 1, 1000),
-                      ("list_16x16", LIST, 16, 16, 2000)],
-        "warmup": [(GET, 16, 16, 2000), (HC, 16, 16, 2000), (GET, 1, 1, 200), (LIST, 16, 16, 200)],
+                      ("list_16x16", LIST, 16, 16, 2000), ("stream_1x1", STREAM, 1, 1, 2)],
+        "warmup": [(GET, 16, 16, 2000), (HC, 16, 16, 2000), (GET, 1, 1, 200), (LIST, 16, 16, 200),
+                   (STREAM, 1, 1, 1)],
     },
 }
 SERVERS = ("roster", "go", "cpp")
@@ -169,7 +172,9 @@ def prepare_bodies(guid):
     os.makedirs(d, exist_ok=True)
     return {GET: body(os.path.join(d, "get.bin"), directory_pb2.GetEmployeeRequest(guid=guid)),
             HC: body(os.path.join(d, "hc.bin"), health_pb2.HealthCheckRequest()),
-            LIST: body(os.path.join(d, "list.bin"), directory_pb2.ListEmployeesRequest(page_size=50))}
+            LIST: body(os.path.join(d, "list.bin"), directory_pb2.ListEmployeesRequest(page_size=50)),
+            # The whole listing, pages of 50.
+            STREAM: body(os.path.join(d, "stream.bin"), directory_pb2.ListEmployeesRequest(page_size=50))}
 
 
 def middle_guid():
@@ -275,6 +280,9 @@ def summarize(res):
             "health_cpu_us_per_req_16x16": med(lambda r: r["runs"]["hc_16x16"]["cpu_us_per_req"]),
             "list_qps_16x16": med(lambda r: r["runs"]["list_16x16"]["qps"]) if all("list_16x16" in r["runs"] for r in rs) else 0,
             "list_cpu_us_per_req_16x16": med(lambda r: r["runs"]["list_16x16"]["cpu_us_per_req"]) if all("list_16x16" in r["runs"] for r in rs) else 0,
+            # One StreamEmployees call streams the whole listing: seconds and CPU ms per stream.
+            "stream_s_1x1": med(lambda r: r["runs"]["stream_1x1"]["mean_us"] / 1e6) if all("stream_1x1" in r["runs"] for r in rs) else 0,
+            "stream_cpu_ms_1x1": med(lambda r: r["runs"]["stream_1x1"]["cpu_us_per_req"] / 1000) if all("stream_1x1" in r["runs"] for r in rs) else 0,
             "rss_startup_mib": med(lambda r: r["mem_startup"]["VmRSS"] / 1024),
             "rss_after_load_mib": med(lambda r: r["mem_after_load"]["VmRSS"] / 1024),
             "threads_under_load": med(lambda r: r["runs"]["get_16x16"]["mem"]["Threads"]),
@@ -316,14 +324,16 @@ def table(res):
     head += "; medians" if rounds > 1 else ""
     lines = [head, "",
              "| server | GetEmployee QPS 16×16 | Health QPS 16×16 | GetEmployee mean µs 1×1 | Health mean µs 1×1 "
-             "| CPU µs/req GetEmployee | CPU µs/req Health | RSS after load MiB | ListEmployees (50) QPS 16×16 | CPU µs/req ListEmployees |",
-             "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|"]
+             "| CPU µs/req GetEmployee | CPU µs/req Health | RSS after load MiB | ListEmployees (50) QPS 16×16 | CPU µs/req ListEmployees "
+             "| StreamEmployees s 1×1 | CPU ms per StreamEmployees |",
+             "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|"]
     for n, s in summary.items():
         lines.append(f"| {LABEL[n]} | {s['get_qps_16x16']:,.0f} | {s['health_qps_16x16']:,.0f} | "
                      f"{s['get_mean_us_1x1']:,.0f} | {s['health_mean_us_1x1']:,.0f} | "
                      f"{s['get_cpu_us_per_req_16x16']:.1f} | {s['health_cpu_us_per_req_16x16']:.1f} | "
                      f"{s['rss_after_load_mib']:.1f} | {s.get('list_qps_16x16', 0):,.0f} | "
-                     f"{s.get('list_cpu_us_per_req_16x16', 0):.1f} |")
+                     f"{s.get('list_cpu_us_per_req_16x16', 0):.1f} | {s.get('stream_s_1x1', 0):.3f} | "
+                     f"{s.get('stream_cpu_ms_1x1', 0):,.0f} |")
     if ratios:
         lines += ["", "| ratio | GetEmployee QPS 16×16 | CPU µs/req GetEmployee |", "|---|--:|--:|"]
         for p in ("go", "cpp"):
@@ -334,7 +344,8 @@ def table(res):
     lines += ["",
               f"16×16: 16 connections × 16 streams, {sc.get('get_16x16', 0):,} requests; 1×1: one connection, "
               f"one stream, {sc.get('get_1x1', 0):,} requests. CPU µs/req: the server's utime+stime ÷ requests "
-              "at 16×16. RSS: VmRSS 3 s after the last run."]
+              "at 16×16. StreamEmployees: the whole listing in pages of 50, one stream at a time, "
+              f"{sc.get('stream_1x1', 0)} streams. RSS: VmRSS 3 s after the last run."]
     quiet = res.get("quiet") or {}
     if quiet.get("gave_up_before"):
         busy = quiet["busy_runs"]

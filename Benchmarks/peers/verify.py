@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Checks that the grpc-go and C++ peers answer GetEmployee, ListEmployees and Health.Check like
-Roster.
+"""Checks that the grpc-go and C++ peers answer GetEmployee, ListEmployees, StreamEmployees and
+Health.Check like Roster.
 
     python3 Benchmarks/peers/verify.py      # from the Roster project root, after build.sh
 
@@ -9,7 +9,9 @@ serialize to the same bytes as Roster's (deterministic serialization); an upper-
 unknown one, a malformed one and an empty one must end with the same status code; the first
 three pages of 50 of the default ListEmployees listing (each page_token from the page before),
 a page of 7, a page of the default size and a page after a bad token must give the same bytes
-or status; and Health.Check must give the same answer. Exits 1 on any difference.
+or status; StreamEmployees must stream the whole listing in pages of 50, and its first three
+pages of 7, with the same bytes; and Health.Check must give the same answer. Exits 1 on any
+difference.
 """
 import sqlite3, sys
 
@@ -64,6 +66,19 @@ def answers(name, probe_list):
                 try:
                     resp = d.ListEmployees(request, timeout=10)
                     out[label] = ("OK", resp.SerializeToString(deterministic=True), resp)
+                except grpc.RpcError as err:
+                    out[label] = (err.code().name, b"", None)
+            # The whole listing streamed, pages of 50, and the first 3 pages of 7: every page's
+            # bytes, in order, and the status the stream ends with.
+            for label, request, limit in (("stream of 50s", directory_pb2.ListEmployeesRequest(page_size=50), None),
+                                          ("stream of 7s", directory_pb2.ListEmployeesRequest(page_size=7), 3)):
+                pages = []
+                try:
+                    for page in d.StreamEmployees(request, timeout=120):
+                        pages.append(page.SerializeToString(deterministic=True))
+                        if limit and len(pages) == limit:
+                            break
+                    out[label] = ("OK", b"".join(len(p).to_bytes(4, "big") + p for p in pages), None)
                 except grpc.RpcError as err:
                     out[label] = (err.code().name, b"", None)
         finally:

@@ -125,6 +125,57 @@ public struct EmployeePage: Sendable {
   }
 }
 
+/// Splits one keyset read of up to `limit × count + 1` rows into up to `count` consecutive
+/// pages of `limit`, each with the cursor of its last row when a row follows it: what
+/// `count` reads of `limit + 1` rows would give, from one statement.
+///
+/// ```swift
+/// var pages = EmployeePages(limit: 50, count: 4)
+/// while let row = try rows.next(), pages.takes() {
+///   pages.append(decode(row), keys: sortKeys(row))
+/// }
+/// return pages.result
+/// ```
+public struct EmployeePages: Sendable {
+  public let limit: Int
+  public let count: Int
+  private var full: [EmployeePage] = []
+  private var current: [Employee] = []
+  private var lastKeys: [String] = []
+
+  public init(limit: Int, count: Int) {
+    precondition(limit > 0 && count > 0)
+    self.limit = limit
+    self.count = count
+    self.current.reserveCapacity(limit)
+  }
+
+  /// Called for each row before it is decoded: closes the current page when it is full (the
+  /// row tells that more follow it), and says whether the row belongs to the pages; false
+  /// once `count` pages are full, for the row past them, which ends the read.
+  public mutating func takes() -> Bool {
+    guard self.current.count == self.limit else { return true }
+    let last = self.current[self.current.count - 1]
+    self.full.append(EmployeePage(employees: self.current, next: EmployeeCursor(keys: self.lastKeys, id: last.id)))
+    self.current = []
+    self.current.reserveCapacity(self.limit)
+    return self.full.count < self.count
+  }
+
+  /// The next row, with its sort key values.
+  public mutating func append(_ employee: Employee, keys: [String]) {
+    self.current.append(employee)
+    self.lastKeys = keys
+  }
+
+  /// The pages read: at least one (empty when nothing matched); the last one's `next` is nil
+  /// when the read found no row after it.
+  public var result: [EmployeePage] {
+    if self.current.isEmpty && !self.full.isEmpty { return self.full }
+    return self.full + [EmployeePage(employees: self.current, next: nil)]
+  }
+}
+
 extension EmployeeFields {
   /// The fields a write can change: what `EmployeeField.editable` reads.
   public static let editable: EmployeeFields = EmployeeField.editable.reduce(into: []) { $0.insert($1.reads) }

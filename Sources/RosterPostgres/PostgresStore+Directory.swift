@@ -46,35 +46,35 @@ extension PostgresStore {
     }
   }
 
-  /// One keyset page of employees strictly after `cursor`.
-  public func employeePage(
+  /// Consecutive keyset pages of employees strictly after `cursor`, from one statement.
+  public func employeePages(
     fields: EmployeeFields,
     filter: EmployeeFilter,
     order: EmployeeOrder,
     after cursor: EmployeeCursor?,
-    limit: Int
-  ) async throws -> EmployeePage {
-    precondition(limit > 0 && limit <= StoreLimits.maximumPageSize)
+    limit: Int,
+    count: Int
+  ) async throws -> [EmployeePage] {
+    precondition(limit > 0 && count > 0 && limit * count <= StoreLimits.maximumPageSize)
     if let cursor, cursor.keys.count != PostgresEmployeeSQL.sortKeys(order).count {
       throw StoreError(.invalidArgument, "the cursor does not belong to this order")
     }
-    let query = PostgresEmployeeSQL.page(fields: fields, filter: filter, order: order, after: cursor, limit: limit + 1)
-    var employees: [Employee] = []
-    employees.reserveCapacity(limit)
-    var next: EmployeeCursor?
-    var lastKeys: [String] = []
+    let query = PostgresEmployeeSQL.page(
+      fields: fields,
+      filter: filter,
+      order: order,
+      after: cursor,
+      limit: limit * count + 1
+    )
+    var pages = EmployeePages(limit: limit, count: count)
     // A name search's cost grows with its matches: a heavy read.
     let rows = filter.nameContains == nil ? try await self.rows(query) : try await self.heavy { try await $0.rows(query) }
     for row in rows {
-      if employees.count == limit {
-        next = EmployeeCursor(keys: lastKeys, id: employees[employees.count - 1].id)
-        break
-      }
+      guard pages.takes() else { break }
       let (employee, keyIndex) = try PostgresEmployeeSQL.decode(row, fields)
-      lastKeys = try (keyIndex..<row.count).map { try row[$0].decode(String.self) }
-      employees.append(employee)
+      pages.append(employee, keys: try (keyIndex..<row.count).map { try row[$0].decode(String.self) })
     }
-    return EmployeePage(employees: employees, next: next)
+    return pages.result
   }
 
   /// How many employees match `filter`, counted by the server, as a heavy read: a count

@@ -41,16 +41,18 @@ extension SQLiteStore {
     }
   }
 
-  /// One keyset page of employees strictly after `cursor`: in the interactive lane, or the
-  /// heavy one when a name filter has many distinct names to test (`fewNames`).
-  public func employeePage(
+  /// Consecutive keyset pages of employees strictly after `cursor`, from one statement: in the
+  /// interactive lane, or the heavy one when a name filter has many distinct names to test
+  /// (`fewNames`).
+  public func employeePages(
     fields: EmployeeFields,
     filter: EmployeeFilter,
     order: EmployeeOrder,
     after cursor: EmployeeCursor?,
-    limit: Int
-  ) async throws -> EmployeePage {
-    precondition(limit > 0 && limit <= StoreLimits.maximumPageSize)
+    limit: Int,
+    count: Int
+  ) async throws -> [EmployeePage] {
+    precondition(limit > 0 && count > 0 && limit * count <= StoreLimits.maximumPageSize)
     if let cursor, cursor.keys.count != EmployeeSQL.sortKeys(order).count {
       throw StoreError(.invalidArgument, "the cursor does not belong to this order")
     }
@@ -70,26 +72,17 @@ extension SQLiteStore {
         filter: filter,
         order: order,
         after: cursor,
-        limit: limit + 1,
+        limit: limit * count + 1,
         few: try Self.fewNameMatches(db, filter: filter, order: order)
       )
       let statement = try db.cachedStatement(sql: query.sql)
-      var employees: [Employee] = []
-      employees.reserveCapacity(limit)
-      var next: EmployeeCursor?
-      var lastKeys: [String] = []
+      var pages = EmployeePages(limit: limit, count: count)
       let rows = try Row.fetchCursor(statement, arguments: query.arguments)
-      while let row = try rows.next() {
-        if employees.count == limit {
-          let last = employees[employees.count - 1]
-          next = EmployeeCursor(keys: lastKeys, id: last.id)
-          break
-        }
+      while let row = try rows.next(), pages.takes() {
         let (employee, keyIndex) = try EmployeeSQL.decode(row, fields)
-        lastKeys = (keyIndex..<row.count).map { row[$0] as String }
-        employees.append(employee)
+        pages.append(employee, keys: (keyIndex..<row.count).map { row[$0] as String })
       }
-      return EmployeePage(employees: employees, next: next)
+      return pages.result
     }
   }
 

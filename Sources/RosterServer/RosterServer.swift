@@ -191,6 +191,8 @@ func buildServiceSet(
   let analytics = AnalyticsService(store: store, logger: logger)
   let services: [any RegistrableRPCService] = [
     directory,
+    // After `directory`: its StreamEmployees registration replaces the generated one.
+    directory.pageStreams,
     pictures,
     analytics,
     health,

@@ -11,8 +11,8 @@ public import RosterStore
 /// let server = GRPCServer(transport: transport, services: [DirectoryService(store: store)])
 /// ```
 public struct DirectoryService: Sendable {
-  private let store: any DirectoryStore & ChangeFeedStore
-  private let logger: Logger
+  let store: any DirectoryStore & ChangeFeedStore
+  let logger: Logger
 
   /// Creates the service over a shared store.
   public init(store: any DirectoryStore & ChangeFeedStore, logger: Logger = Logger(label: "roster.directory")) {
@@ -36,37 +36,15 @@ extension DirectoryService: Roster_V1_Directory.SimpleServiceProtocol {
   /// Rows `StreamEmployees` has read from the store, over all calls.
   static let streamedRows = Counter(label: "roster_streamed_rows_total")
 
-  /// Streams every matching employee, a page per message, as fast as the client reads.
-  ///
-  /// No read transaction is held between pages, so a slow reader never pins the WAL.
-  /// Statuses: as `ListEmployees`, plus `CANCELLED` when the client goes away.
-
+  /// Streams every matching employee, a page per message, as fast as the client reads
+  /// (`streamPages`). gRPC's streams take `pageStreams`, which writes the same pages without
+  /// building messages; this serves the Connect protocol and gRPC-Web.
   public func streamEmployees(
     request: Roster_V1_ListEmployeesRequest,
     response: RPCWriter<Roster_V1_EmployeePage>,
     context: ServerContext
   ) async throws {
-    let listing = try DirectoryRequests.listing(request)
-    try await withStatusMapping("StreamEmployees", logger: self.logger) {
-      // The store reads the next page while this one is encoded and sent: the read runs on
-      // the store's reader thread and the encoding here, so a stream keeps both busy. One
-      // read at a time per stream, as before.
-      var page = try await self.readPage(listing, after: listing.cursor)
-      while !page.employees.isEmpty {
-        try Task.checkCancellation()
-        let next = page.next
-        async let ahead = self.readPage(listing, following: next)
-        Self.streamedRows.increment(by: page.employees.count)
-        try await response.write(
-          .with {
-            $0.employees = page.employees.map { Roster_V1_Employee($0, mask: listing.mask) }
-            $0.nextPageToken = listing.token(after: next)
-          }
-        )
-        guard let following = try await ahead else { break }
-        page = following
-      }
-    }
+    try await self.streamPages(request) { try await response.write($0.message) }
   }
 
   /// One employee by guid.
@@ -353,16 +331,6 @@ extension DirectoryService: Roster_V1_Directory.SimpleServiceProtocol {
       after: cursor,
       limit: listing.pageSize
     )
-  }
-
-  /// The page after `cursor`, the end of a page; nil when there is none (the page was the
-  /// last).
-  private func readPage(
-    _ listing: DirectoryRequests.Listing,
-    following cursor: EmployeeCursor?
-  ) async throws -> EmployeePage? {
-    guard let cursor else { return nil }
-    return try await self.readPage(listing, after: cursor)
   }
 }
 

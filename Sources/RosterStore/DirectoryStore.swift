@@ -14,15 +14,19 @@ public protocol DirectoryStore: Sendable {
   /// naming the first unknown guid.
   func employees(guids: [String], fields: EmployeeFields) async throws -> [Employee]
 
-  /// One keyset page strictly after `cursor` in `order`, at most `limit` employees, with the
-  /// cursor of its last row when more may follow.
-  func employeePage(
+  /// Up to `count` consecutive keyset pages strictly after `cursor` in `order`, each of at most
+  /// `limit` employees with the cursor of its last row when more may follow, from one read:
+  /// the pages `count` calls of `employeePage` would give, each after the one before, ending
+  /// with the last page of the listing. At least one page (empty when nothing matches);
+  /// `limit × count` is at most `StoreLimits.maximumPageSize`.
+  func employeePages(
     fields: EmployeeFields,
     filter: EmployeeFilter,
     order: EmployeeOrder,
     after cursor: EmployeeCursor?,
-    limit: Int
-  ) async throws -> EmployeePage
+    limit: Int,
+    count: Int
+  ) async throws -> [EmployeePage]
 
   /// How many employees match `filter`.
   func countEmployees(filter: EmployeeFilter) async throws -> Int64
@@ -56,6 +60,18 @@ public protocol DirectoryStore: Sendable {
 }
 
 extension DirectoryStore {
+  /// One keyset page strictly after `cursor` in `order`, at most `limit` employees, with the
+  /// cursor of its last row when more may follow.
+  public func employeePage(
+    fields: EmployeeFields,
+    filter: EmployeeFilter,
+    order: EmployeeOrder,
+    after cursor: EmployeeCursor?,
+    limit: Int
+  ) async throws -> EmployeePage {
+    try await self.employeePages(fields: fields, filter: filter, order: order, after: cursor, limit: limit, count: 1)[0]
+  }
+
   /// Imports complete employees, merged by guid, held in memory: a thin wrapper over
   /// `upsertEmployees` for tests and small loads (`DirectoryLoader` streams large ones).
   public func importEmployees(

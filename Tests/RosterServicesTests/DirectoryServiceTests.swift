@@ -2,7 +2,9 @@ import GRPCCore
 import GRPCInProcessTransport
 import RosterProto
 import RosterDomain
+import RosterServices
 import SwiftProtobuf
+import Synchronization
 import Testing
 import TestSupport
 
@@ -144,6 +146,40 @@ struct DirectoryServiceTests {
           return guids
         }
         #expect(resumed == Array(everyone.dropFirst(100)))
+      }
+    }
+  }
+
+  @Test("StreamEmployees over gRPC writes each page straight from the store's employees, in ListEmployees' bytes", arguments: TestBackend.available)
+  func streamWrittenDirect(_ backend: TestBackend) async throws {
+    try await withTemporaryStore(on: backend, employees: 130) { store async throws in
+      try await withInProcessClient(store: store) { client async throws in
+        let directory = Roster_V1_Directory.Client(wrapping: client)
+        for mask in [[], ["name", "update_time", "thumbnail"]] {
+          let request = Roster_V1_ListEmployeesRequest.with {
+            $0.pageSize = 50
+            $0.readMask = .with { $0.paths = mask }
+          }
+          let written = DirectoryPageStreams.pagesWritten.load(ordering: .relaxed)
+          let streamed = try await directory.streamEmployees(request) { response in
+            var pages: [[UInt8]] = []
+            for try await page in response.messages { pages.append(try page.serializedBytes()) }
+            return pages
+          }
+          #expect(DirectoryPageStreams.pagesWritten.load(ordering: .relaxed) - written >= 3, "mask \(mask)")
+          // The same pages through ListEmployees, one call each (grpc-swift's path: messages).
+          var listed: [[UInt8]] = []
+          var token = ""
+          repeat {
+            var page = request
+            page.pageToken = token
+            let response = try await directory.listEmployees(page)
+            listed.append(try response.serializedBytes())
+            token = response.nextPageToken
+          } while !token.isEmpty
+          #expect(streamed.count == 3)
+          #expect(streamed == listed, "mask \(mask)")
+        }
       }
     }
   }

@@ -76,6 +76,15 @@ extension StoreContract {
           }
         }
         try Self.require(keys == keys.sorted(), "\(order) is not in order: \(keys)")
+        // Several pages from one read are the pages one read each gives, cursors included.
+        let single = try await Self.pages(store, order: order, size: size, count: 1)
+        for count in [2, 3, 7] {
+          let together = try await Self.pages(store, order: order, size: size, count: count)
+          try Self.require(together == single, "\(order): pages of \(size) read \(count) at once differ from one at a time")
+        }
+        let searched = try await Self.pages(store, order: order, filter: EmployeeFilter(nameContains: "a"), size: size, count: 3)
+        let searchedSingly = try await Self.pages(store, order: order, filter: EmployeeFilter(nameContains: "a"), size: size, count: 1)
+        try Self.require(searched == searchedSingly, "\(order): a name search's pages read 3 at once differ")
       }
     }
   }

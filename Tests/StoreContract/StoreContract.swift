@@ -143,6 +143,34 @@ extension StoreContract {
     "Anita Borg", "Jean Sammet",
   ]
 
+  /// The pages of a listing, `count` at a time (`employeePages`), as guids and cursors.
+  static func pages(
+    _ store: Store,
+    order: EmployeeOrder,
+    filter: EmployeeFilter = EmployeeFilter(),
+    size: Int,
+    count: Int
+  ) async throws -> [PageShape] {
+    var shapes: [PageShape] = []
+    var cursor: EmployeeCursor?
+    repeat {
+      let pages = try await store.employeePages(fields: .all, filter: filter, order: order, after: cursor, limit: size, count: count)
+      try Self.require(!pages.isEmpty && pages.count <= count, "\(count) pages at once gave \(pages.count)")
+      for (index, page) in pages.enumerated() {
+        try Self.require(index == pages.count - 1 || page.next != nil, "a page before the last of a read said none follow")
+        shapes.append(PageShape(guids: page.employees.map(\.guid), next: page.next))
+      }
+      cursor = pages[pages.count - 1].next
+    } while cursor != nil
+    return shapes
+  }
+
+  /// A page's employees and cursor.
+  struct PageShape: Equatable {
+    var guids: [String]
+    var next: EmployeeCursor?
+  }
+
   /// Every employee, walked in pages of `size` in `order`.
   static func walk(
     _ store: Store,
