@@ -22,14 +22,16 @@ public struct EmployeeReply: DirectReply {
   public func binary() -> [UInt8] { EmployeeWire.employee(self.employee, mask: self.mask) }
 }
 
-/// A `ListEmployeesResponse` as read: the store's employees, the read mask and the next
-/// token, turned into protobuf only when written.
-public struct EmployeePageReply: DirectReply {
+/// A page of employees as read: the store's employees, the read mask and the next token,
+/// turned into protobuf only when written. `ListEmployees` replies with a
+/// `ListEmployeesResponse`, and each `StreamEmployees` message is an `EmployeePage`: the same
+/// fields with the same numbers, so the same bytes.
+public struct EmployeePageReply<Message: EmployeePageMessage>: DirectReply {
   let employees: [Employee]
   let mask: EmployeeReadMask
   let nextPageToken: String
 
-  public var message: Roster_V1_ListEmployeesResponse {
+  public var message: Message {
     .with {
       $0.employees = self.employees.map { Roster_V1_Employee($0, mask: self.mask) }
       $0.nextPageToken = self.nextPageToken
@@ -40,3 +42,12 @@ public struct EmployeePageReply: DirectReply {
     EmployeeWire.page(self.employees, mask: self.mask, nextPageToken: self.nextPageToken)
   }
 }
+
+/// A protobuf message of a page of employees: `employees = 1`, `next_page_token = 2`.
+public protocol EmployeePageMessage: SwiftProtobuf.Message {
+  var employees: [Roster_V1_Employee] { get set }
+  var nextPageToken: String { get set }
+}
+
+extension Roster_V1_ListEmployeesResponse: EmployeePageMessage {}
+extension Roster_V1_EmployeePage: EmployeePageMessage {}

@@ -32,7 +32,7 @@ public struct DirectoryPageStreams: RegistrableRPCService {
     router.registerHandler(
       forMethod: Roster_V1_Directory.Method.StreamEmployees.descriptor,
       deserializer: ProtobufDeserializer<Roster_V1_ListEmployeesRequest>(),
-      serializer: DirectReplySerializer<EmployeeStreamPage>(),
+      serializer: DirectReplySerializer<EmployeePageReply<Roster_V1_EmployeePage>>(),
       handler: { request, context in
         // As the generated glue: exactly one request message, then the pages.
         let request = try await ServerRequest(stream: request)
@@ -56,7 +56,7 @@ extension DirectoryService {
   /// Statuses: as `ListEmployees`, plus `CANCELLED` when the client goes away.
   func streamPages(
     _ request: Roster_V1_ListEmployeesRequest,
-    write: (EmployeeStreamPage) async throws -> Void
+    write: (EmployeePageReply<Roster_V1_EmployeePage>) async throws -> Void
   ) async throws {
     let listing = try DirectoryRequests.listing(request)
     try await withStatusMapping("StreamEmployees", logger: self.logger) {
@@ -72,7 +72,7 @@ extension DirectoryService {
           try Task.checkCancellation()
           Self.streamedRows.increment(by: page.employees.count)
           try await write(
-            EmployeeStreamPage(
+            EmployeePageReply(
               employees: page.employees,
               mask: listing.mask,
               nextPageToken: listing.token(after: page.next)
@@ -119,26 +119,6 @@ extension DirectoryService {
       limit: listing.pageSize,
       count: count
     )
-  }
-}
-
-/// One `StreamEmployees` page as read: the store's employees, the read mask and the token
-/// that resumes after it.
-public struct EmployeeStreamPage: DirectReply {
-  let employees: [Employee]
-  let mask: EmployeeReadMask
-  let nextPageToken: String
-
-  public var message: Roster_V1_EmployeePage {
-    .with {
-      $0.employees = self.employees.map { Roster_V1_Employee($0, mask: self.mask) }
-      $0.nextPageToken = self.nextPageToken
-    }
-  }
-
-  /// `EmployeePage` has `ListEmployeesResponse`'s fields and numbers, so the same bytes.
-  public func binary() -> [UInt8] {
-    EmployeeWire.page(self.employees, mask: self.mask, nextPageToken: self.nextPageToken)
   }
 }
 

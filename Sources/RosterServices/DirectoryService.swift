@@ -354,7 +354,7 @@ extension DirectoryService {
   public func listEmployeesPage(
     request: Roster_V1_ListEmployeesRequest,
     context: ServerContext
-  ) async throws -> EmployeePageReply {
+  ) async throws -> EmployeePageReply<Roster_V1_ListEmployeesResponse> {
     let listing = try DirectoryRequests.listing(request)
     return try await withStatusMapping("ListEmployees", logger: self.logger) {
       let page = try await self.readPage(listing, after: listing.cursor)

@@ -17,11 +17,14 @@ struct EmployeeWireTests {
       let employees = (0..<count).map { _ in Self.employee(&random) }
       let mask = round == 0 ? EmployeeReadMask.all : Self.mask(&random)
       let token = random.next() % 3 == 0 ? "" : String(repeating: "t", count: Int(random.next() % 200))
-      let reply = EmployeePageReply(employees: employees, mask: mask, nextPageToken: token)
+      let reply = EmployeePageReply<Roster_V1_ListEmployeesResponse>(employees: employees, mask: mask, nextPageToken: token)
       let expected: [UInt8] = try reply.message.serializedBytes()
       let written = reply.binary()
       #expect(written == expected, "round \(round): \(mask)")
       #expect(try Roster_V1_ListEmployeesResponse(serializedBytes: written) == reply.message)
+      // A StreamEmployees message: the same fields and numbers, the same bytes.
+      let streamed = EmployeePageReply<Roster_V1_EmployeePage>(employees: employees, mask: mask, nextPageToken: token)
+      #expect(streamed.binary() == (try streamed.message.serializedBytes() as [UInt8]), "round \(round): \(mask)")
       for employee in employees {
         let one = EmployeeReply(employee: employee, mask: mask)
         #expect(one.binary() == (try one.message.serializedBytes() as [UInt8]), "round \(round): \(mask)")
@@ -45,7 +48,7 @@ struct EmployeeWireTests {
     other.thumbnail = [0xFF, 0xD8, 0x00]
     other.updateTimeMillis = 1_700_000_000_123
     for employees in [[], [employee], [employee, other], [Employee()]] {
-      let reply = EmployeePageReply(employees: employees, mask: .all, nextPageToken: "")
+      let reply = EmployeePageReply<Roster_V1_ListEmployeesResponse>(employees: employees, mask: .all, nextPageToken: "")
       #expect(reply.binary() == (try reply.message.serializedBytes() as [UInt8]))
       for employee in employees {
         let one = EmployeeReply(employee: employee, mask: .all)
