@@ -106,6 +106,7 @@ extension DirectoryService {
     return try await self.readPages(listing, after: cursor, count: count)
   }
 
+  /// Up to `count` pages of the listing after `cursor` (its start for nil), from one read.
   func readPages(
     _ listing: DirectoryRequests.Listing,
     after cursor: EmployeeCursor?,
