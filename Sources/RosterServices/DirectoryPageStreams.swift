@@ -37,7 +37,7 @@ public struct DirectoryPageStreams: RegistrableRPCService {
         // As the generated glue: exactly one request message, then the pages.
         let request = try await ServerRequest(stream: request)
         return StreamingServerResponse(metadata: [:]) { writer in
-          try await directory.streamPages(request.message) { try await writer.write($0) }
+          try await directory.streamPages(request.message) { try await writer.write(contentsOf: $0) }
           return [:]
         }
       }
@@ -50,13 +50,14 @@ extension DirectoryService {
   /// this service.
   public var pageStreams: DirectoryPageStreams { DirectoryPageStreams(directory: self) }
 
-  /// Every employee the request matches, a page at a time, each handed to `write` as read.
+  /// Every employee the request matches, a page a message, handed to `write` as read: the
+  /// pages of one read together, so they cross to the event loop in one hop.
   ///
   /// No read transaction is held between pages, so a slow reader never pins the WAL.
   /// Statuses: as `ListEmployees`, plus `CANCELLED` when the client goes away.
   func streamPages(
     _ request: Roster_V1_ListEmployeesRequest,
-    write: (EmployeePageReply<Roster_V1_EmployeePage>) async throws -> Void
+    write: ([EmployeePageReply<Roster_V1_EmployeePage>]) async throws -> Void
   ) async throws {
     let listing = try DirectoryRequests.listing(request)
     try await withStatusMapping("StreamEmployees", logger: self.logger) {
@@ -66,19 +67,18 @@ extension DirectoryService {
       let count = Self.pagesPerRead(listing.pageSize)
       var pages = try await self.readPages(listing, after: listing.cursor, count: count)
       while let first = pages.first, !first.employees.isEmpty {
+        try Task.checkCancellation()
         let next = pages[pages.count - 1].next
         async let ahead = self.readPages(listing, following: next, count: count)
-        for page in pages where !page.employees.isEmpty {
-          try Task.checkCancellation()
-          Self.streamedRows.increment(by: page.employees.count)
-          try await write(
-            EmployeePageReply(
-              employees: page.employees,
-              mask: listing.mask,
-              nextPageToken: listing.token(after: page.next)
-            )
+        let replies = pages.filter { !$0.employees.isEmpty }.map { page in
+          EmployeePageReply<Roster_V1_EmployeePage>(
+            employees: page.employees,
+            mask: listing.mask,
+            nextPageToken: listing.token(after: page.next)
           )
         }
+        Self.streamedRows.increment(by: replies.reduce(0) { $0 + $1.employees.count })
+        try await write(replies)
         pages = try await ahead
       }
     }

@@ -44,7 +44,7 @@ extension DirectoryService: Roster_V1_Directory.SimpleServiceProtocol {
     response: RPCWriter<Roster_V1_EmployeePage>,
     context: ServerContext
   ) async throws {
-    try await self.streamPages(request) { try await response.write($0.message) }
+    try await self.streamPages(request) { try await response.write(contentsOf: $0.map(\.message)) }
   }
 
   /// One employee by guid.
