@@ -11,7 +11,7 @@ internal import RosterDomain
 /// retains its String, and the conversion copies every String into a message's storage. A
 /// profile of `ListEmployees` put the conversion and the encoding at 23% of the server's samples
 /// (docs/performance.md). Here each employee is sized once and written once, into one buffer of
-/// the exact size.
+/// the exact size (`Writer`).
 enum EmployeeWire {
   /// The page's bytes: each employee with the fields `mask` selects, as
   /// `Roster_V1_Employee(_:mask:)` sets them, then the token when it is not empty.
@@ -25,23 +25,30 @@ enum EmployeeWire {
       total += 1 + Self.varintSize(UInt64(size)) + size
     }
     if !nextPageToken.isEmpty { total += Self.stringSize(nextPageToken) }
-    var bytes: [UInt8] = []
-    bytes.reserveCapacity(total)
-    for (employee, size) in zip(employees, sizes) {
-      bytes.append(0x0A)  // field 1, length-delimited
-      Self.appendVarint(UInt64(size), to: &bytes)
-      Self.append(employee, mask, to: &bytes)
+    return Self.written(size: total) { writer in
+      for (employee, size) in zip(employees, sizes) {
+        writer.byte(0x0A)  // field 1, length-delimited
+        writer.varint(UInt64(size))
+        Self.append(employee, mask, to: &writer)
+      }
+      if !nextPageToken.isEmpty { writer.string(2, nextPageToken) }
     }
-    if !nextPageToken.isEmpty { Self.appendString(2, nextPageToken, to: &bytes) }
-    return bytes
   }
 
   /// One employee's bytes (`Employee`, as `GetEmployee` answers), with the fields `mask` selects.
   static func employee(_ employee: Employee, mask: EmployeeReadMask) -> [UInt8] {
-    var bytes: [UInt8] = []
-    bytes.reserveCapacity(Self.size(employee, mask))
-    Self.append(employee, mask, to: &bytes)
-    return bytes
+    Self.written(size: Self.size(employee, mask)) { writer in Self.append(employee, mask, to: &writer) }
+  }
+
+  /// An array of exactly `size` bytes, which `write` fills.
+  private static func written(size: Int, _ write: (inout Writer) -> Void) -> [UInt8] {
+    guard size > 0 else { return [] }
+    return [UInt8](unsafeUninitializedCapacity: size) { buffer, initialized in
+      var writer = Writer(base: buffer.baseAddress!, capacity: size)
+      write(&writer)
+      precondition(writer.count == size, "EmployeeWire sized \(size) bytes and wrote \(writer.count)")
+      initialized = writer.count
+    }
   }
 
   // MARK: One employee
@@ -76,49 +83,49 @@ enum EmployeeWire {
     return size
   }
 
-  private static func append(_ employee: Employee, _ mask: EmployeeReadMask, to bytes: inout [UInt8]) {
+  private static func append(_ employee: Employee, _ mask: EmployeeReadMask, to writer: inout Writer) {
     let fields = mask.fields
-    if fields.contains(.guid), !employee.guid.isEmpty { Self.appendString(1, employee.guid, to: &bytes) }
-    if fields.contains(.name) { Self.appendString(2, employee.name, to: &bytes) }
-    if fields.contains(.department) { Self.appendString(3, employee.department, to: &bytes) }
-    if fields.contains(.email) { Self.appendString(4, employee.email, to: &bytes) }
-    if fields.contains(.phone) { Self.appendString(5, employee.phone, to: &bytes) }
-    if fields.contains(.address) { Self.appendString(6, employee.address, to: &bytes) }
-    if fields.contains(.about) { Self.appendString(7, employee.about, to: &bytes) }
+    if fields.contains(.guid), !employee.guid.isEmpty { writer.string(1, employee.guid) }
+    if fields.contains(.name) { writer.string(2, employee.name) }
+    if fields.contains(.department) { writer.string(3, employee.department) }
+    if fields.contains(.email) { writer.string(4, employee.email) }
+    if fields.contains(.phone) { writer.string(5, employee.phone) }
+    if fields.contains(.address) { writer.string(6, employee.address) }
+    if fields.contains(.about) { writer.string(7, employee.about) }
     if fields.contains(.active) {
-      bytes.append(8 << 3)
-      bytes.append(employee.active ? 1 : 0)
+      writer.byte(8 << 3)
+      writer.byte(employee.active ? 1 : 0)
     }
-    if fields.contains(.startDate) { Self.appendString(9, employee.startDate, to: &bytes) }
+    if fields.contains(.startDate) { writer.string(9, employee.startDate) }
     if fields.contains(.vacationDays) {
-      bytes.append(10 << 3)
-      Self.appendVarint(Self.int32Bits(employee.vacationDays), to: &bytes)
+      writer.byte(10 << 3)
+      writer.varint(Self.int32Bits(employee.vacationDays))
     }
     if fields.contains(.thumbnail), let thumbnail = employee.thumbnail, !thumbnail.isEmpty {
-      bytes.append(11 << 3 | 2)
-      Self.appendVarint(UInt64(thumbnail.count), to: &bytes)
-      bytes.append(contentsOf: thumbnail)
+      writer.byte(11 << 3 | 2)
+      writer.varint(UInt64(thumbnail.count))
+      thumbnail.withUnsafeBufferPointer { writer.bytes($0) }
     }
     if mask.hasPicture, employee.pictureEtag != nil {
-      bytes.append(12 << 3)
-      bytes.append(1)
+      writer.byte(12 << 3)
+      writer.byte(1)
     }
-    if mask.pictureEtag, let etag = employee.pictureEtag, !etag.isEmpty { Self.appendString(13, etag, to: &bytes) }
+    if mask.pictureEtag, let etag = employee.pictureEtag, !etag.isEmpty { writer.string(13, etag) }
     if fields.contains(.salesCount), employee.salesCount != 0 {
-      bytes.append(14 << 3)
-      Self.appendVarint(UInt64(bitPattern: employee.salesCount), to: &bytes)
+      writer.byte(14 << 3)
+      writer.varint(UInt64(bitPattern: employee.salesCount))
     }
     if fields.contains(.updateTime) {
-      bytes.append(15 << 3 | 2)
-      Self.appendVarint(UInt64(Self.timestampSize(employee.updateTimeMillis)), to: &bytes)
+      writer.byte(15 << 3 | 2)
+      writer.varint(UInt64(Self.timestampSize(employee.updateTimeMillis)))
       let (seconds, nanos) = Self.timestamp(employee.updateTimeMillis)
       if seconds != 0 {
-        bytes.append(1 << 3)
-        Self.appendVarint(UInt64(bitPattern: seconds), to: &bytes)
+        writer.byte(1 << 3)
+        writer.varint(UInt64(bitPattern: seconds))
       }
       if nanos != 0 {
-        bytes.append(2 << 3)
-        Self.appendVarint(UInt64(bitPattern: Int64(nanos)), to: &bytes)
+        writer.byte(2 << 3)
+        writer.varint(UInt64(bitPattern: Int64(nanos)))
       }
     }
   }
@@ -150,26 +157,58 @@ enum EmployeeWire {
     return 1 + Self.varintSize(UInt64(count)) + count
   }
 
-  private static func appendString(_ field: UInt8, _ value: String, to bytes: inout [UInt8]) {
-    bytes.append(field << 3 | 2)
-    var value = value
-    value.withUTF8 { utf8 in
-      Self.appendVarint(UInt64(utf8.count), to: &bytes)
-      bytes.append(contentsOf: utf8)
-    }
-  }
-
   private static func varintSize(_ value: UInt64) -> Int {
     // 1 byte per 7 bits, at least one.
     (64 - (value | 1).leadingZeroBitCount + 6) / 7
   }
 
-  private static func appendVarint(_ value: UInt64, to bytes: inout [UInt8]) {
-    var value = value
-    while value >= 0x80 {
-      bytes.append(UInt8(truncatingIfNeeded: value) | 0x80)
-      value >>= 7
+}
+
+extension EmployeeWire {
+  /// Writes into a buffer of the size `EmployeeWire` computed first: one store per byte and one
+  /// copy per string, where `[UInt8].append` checked the array's uniqueness and capacity each
+  /// time. Every write is checked against the capacity, so a size computed too small traps
+  /// rather than writing past the buffer.
+  struct Writer {
+    let base: UnsafeMutablePointer<UInt8>
+    let capacity: Int
+    private(set) var count = 0
+
+    init(base: UnsafeMutablePointer<UInt8>, capacity: Int) {
+      self.base = base
+      self.capacity = capacity
     }
-    bytes.append(UInt8(value))
+
+    mutating func byte(_ value: UInt8) {
+      precondition(self.count < self.capacity, "EmployeeWire wrote past the size it computed")
+      self.base[self.count] = value
+      self.count += 1
+    }
+
+    mutating func varint(_ value: UInt64) {
+      var value = value
+      while value >= 0x80 {
+        self.byte(UInt8(truncatingIfNeeded: value) | 0x80)
+        value >>= 7
+      }
+      self.byte(UInt8(value))
+    }
+
+    mutating func bytes(_ source: UnsafeBufferPointer<UInt8>) {
+      guard let start = source.baseAddress, !source.isEmpty else { return }
+      precondition(source.count <= self.capacity - self.count, "EmployeeWire wrote past the size it computed")
+      (self.base + self.count).initialize(from: start, count: source.count)
+      self.count += source.count
+    }
+
+    /// A string field's tag, length and UTF-8 bytes.
+    mutating func string(_ field: UInt8, _ value: String) {
+      self.byte(field << 3 | 2)
+      var value = value
+      value.withUTF8 { utf8 in
+        self.varint(UInt64(utf8.count))
+        self.bytes(utf8)
+      }
+    }
   }
 }
