@@ -1,6 +1,7 @@
 internal import RosterDomain
 internal import RosterStore
 internal import GRDB
+internal import GRDBSQLite
 internal import Synchronization
 
 /// Builds the SQL of every employee read from a field set, a filter and an order.
@@ -23,38 +24,58 @@ enum EmployeeSQL {
 
   private static let pointReads = Mutex<[EmployeeFields: String]>([:])
 
-  /// Reads a row produced by `select(fields)`, returning the employee and the index of the
-  /// first sort-key column.
-  static func decode(_ row: Row, _ fields: EmployeeFields) throws -> (Employee, Int) {
+  /// Reads the row `statement` is on (a cursor's current row over `select(fields)`), returning
+  /// the employee and the index of the first sort-key column.
+  ///
+  /// Read with SQLite's C API, not through `Row`: each text column is copied once into its
+  /// String with the length SQLite gives (GRDB's `String(cString:)` measured its length first
+  /// and checked each column's type for NULL), and only the columns that can be NULL
+  /// (`picture_etag`, and the thumbnail through its LEFT JOIN) are checked for it.
+  static func decode(_ statement: SQLiteStatement, _ fields: EmployeeFields) -> (Employee, Int) {
     var employee = Employee()
-    employee.id = row[0]
-    var index = 1
-    func next<T: DatabaseValueConvertible & StatementColumnConvertible>() -> T {
+    employee.id = sqlite3_column_int64(statement, 0)
+    var index: CInt = 1
+    func text() -> String {
       defer { index += 1 }
-      return row[index]
+      return Self.text(statement, index)
     }
-    if fields.contains(.guid) { employee.guid = next() }
-    if fields.contains(.name) { employee.name = next() }
-    if fields.contains(.department) { employee.department = next() }
-    if fields.contains(.email) { employee.email = next() }
-    if fields.contains(.phone) { employee.phone = next() }
-    if fields.contains(.address) { employee.address = next() }
-    if fields.contains(.about) { employee.about = next() }
-    if fields.contains(.active) { employee.active = next() }
-    if fields.contains(.startDate) { employee.startDate = next() }
-    if fields.contains(.vacationDays) { employee.vacationDays = next() }
+    func integer() -> Int64 {
+      defer { index += 1 }
+      return sqlite3_column_int64(statement, index)
+    }
+    if fields.contains(.guid) { employee.guid = text() }
+    if fields.contains(.name) { employee.name = text() }
+    if fields.contains(.department) { employee.department = text() }
+    if fields.contains(.email) { employee.email = text() }
+    if fields.contains(.phone) { employee.phone = text() }
+    if fields.contains(.address) { employee.address = text() }
+    if fields.contains(.about) { employee.about = text() }
+    if fields.contains(.active) { employee.active = integer() != 0 }
+    if fields.contains(.startDate) { employee.startDate = text() }
+    if fields.contains(.vacationDays) { employee.vacationDays = Int(integer()) }
     if fields.contains(.pictureEtag) {
-      employee.pictureEtag = row[index]
+      employee.pictureEtag = sqlite3_column_type(statement, index) == SQLITE_NULL ? nil : Self.text(statement, index)
       index += 1
     }
-    if fields.contains(.salesCount) { employee.salesCount = next() }
-    if fields.contains(.updateTime) { employee.updateTimeMillis = next() }
+    if fields.contains(.salesCount) { employee.salesCount = integer() }
+    if fields.contains(.updateTime) { employee.updateTimeMillis = integer() }
     if fields.contains(.thumbnail) {
-      let data: [UInt8]? = try row.withUnsafeData(atIndex: index) { data in data.map { [UInt8]($0) } }
-      employee.thumbnail = data
+      if sqlite3_column_type(statement, index) != SQLITE_NULL {
+        // A zero-length blob has no pointer: an empty thumbnail.
+        let bytes = sqlite3_column_blob(statement, index)
+        let count = Int(sqlite3_column_bytes(statement, index))
+        employee.thumbnail = bytes.map { [UInt8](UnsafeRawBufferPointer(start: $0, count: count)) } ?? []
+      }
       index += 1
     }
-    return (employee, index)
+    return (employee, Int(index))
+  }
+
+  /// The text column `index` of the row `statement` is on ("" for NULL).
+  static func text(_ statement: SQLiteStatement, _ index: CInt) -> String {
+    guard let bytes = sqlite3_column_text(statement, index) else { return "" }
+    let count = Int(sqlite3_column_bytes(statement, index))
+    return String(decoding: UnsafeBufferPointer(start: bytes, count: count), as: UTF8.self)
   }
 
   /// The columns that order a listing, most significant first (the row id comes last).

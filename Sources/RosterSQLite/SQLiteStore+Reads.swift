@@ -78,9 +78,10 @@ extension SQLiteStore {
       let statement = try db.cachedStatement(sql: query.sql)
       var pages = EmployeePages(limit: limit, count: count)
       let rows = try Row.fetchCursor(statement, arguments: query.arguments)
+      let columns = statement.sqliteStatement
       while let row = try rows.next(), pages.takes() {
-        let (employee, keyIndex) = try EmployeeSQL.decode(row, fields)
-        pages.append(employee, keys: (keyIndex..<row.count).map { row[$0] as String })
+        let (employee, keyIndex) = EmployeeSQL.decode(columns, fields)
+        pages.append(employee, keys: (keyIndex..<row.count).map { EmployeeSQL.text(columns, CInt($0)) })
       }
       return pages.result
     }
@@ -126,7 +127,10 @@ extension SQLiteStore {
     fields: EmployeeFields
   ) throws -> Employee? {
     let statement = try db.cachedStatement(sql: EmployeeSQL.pointRead(fields))
-    guard let row = try Row.fetchOne(statement, arguments: [guid]) else { return nil }
-    return try EmployeeSQL.decode(row, fields).0
+    // The row is read where the cursor stands (`EmployeeSQL.decode`), not copied into a `Row`;
+    // the cursor resets the statement when it goes, so it is kept until then.
+    let rows = try Row.fetchCursor(statement, arguments: [guid])
+    guard try rows.next() != nil else { return nil }
+    return withExtendedLifetime(rows) { EmployeeSQL.decode(statement.sqliteStatement, fields).0 }
   }
 }

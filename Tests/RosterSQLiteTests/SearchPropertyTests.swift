@@ -139,14 +139,22 @@ struct SearchPropertyTests {
       let query = EmployeeSQL.page(
         fields: [.guid], filter: filter, order: order, after: cursor, limit: 6, few: few
       )
-      let rows = try store.read { db in try Row.fetchAll(db, sql: query.sql, arguments: query.arguments) }
-      cursor = nil
-      for row in rows.prefix(5) {
-        let (employee, keyIndex) = try EmployeeSQL.decode(row, [.guid])
-        guids.append(employee.guid)
-        cursor = EmployeeCursor(keys: (keyIndex..<row.count).map { row[$0] as String }, id: employee.id)
+      let page = try store.read { db -> [(guid: String, after: EmployeeCursor)] in
+        let statement = try db.makeStatement(sql: query.sql)
+        let rows = try Row.fetchCursor(statement, arguments: query.arguments)
+        var page: [(guid: String, after: EmployeeCursor)] = []
+        while let row = try rows.next() {
+          let (employee, keyIndex) = EmployeeSQL.decode(statement.sqliteStatement, [.guid])
+          page.append((employee.guid, EmployeeCursor(keys: (keyIndex..<row.count).map { row[$0] as String }, id: employee.id)))
+        }
+        return page
       }
-      if rows.count <= 5 { cursor = nil }
+      cursor = nil
+      for row in page.prefix(5) {
+        guids.append(row.guid)
+        cursor = row.after
+      }
+      if page.count <= 5 { cursor = nil }
     } while cursor != nil
     return guids
   }
