@@ -205,18 +205,16 @@ final class ConnectionFastCalls: ChannelInboundHandler, @unchecked Sendable {
   }
 
   func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
-    // A flow-control event goes on to the multiplexer for the connection's own window, which it
-    // manages, and for the streams it was told of; one of this handler's calls stays here. One
-    // comparison of the event's type first: these are most of the events, several per call.
-    if type(of: event) == NIOHTTP2WindowUpdatedEvent.self {
-      let updated = event as! NIOHTTP2WindowUpdatedEvent
+    // Told apart by their types, not by a failed cast for each case (`ConnectionEvent`).
+    switch ConnectionEvent(event) {
+    case .windowUpdated(let updated):
+      // A flow-control event goes on to the multiplexer for the connection's own window, which
+      // it manages, and for the streams it was told of; one of this handler's calls stays here.
       if updated.streamID == .rootStream || self.multiplexed.contains(updated.streamID) {
         context.fireUserInboundEventTriggered(event)
       }
       return
-    }
-    switch event {
-    case let created as NIOHTTP2StreamCreatedEvent:
+    case .streamCreated(let created):
       switch self.calls[created.streamID] {
       case .reading(var reading)?:
         reading.created = created
@@ -227,7 +225,7 @@ final class ConnectionFastCalls: ChannelInboundHandler, @unchecked Sendable {
       case nil:
         self.multiplexed.insert(created.streamID)
       }
-    case let closed as StreamClosedEvent:
+    case .streamClosed(let closed):
       // Ended, reset by the client, or by the connection's own error handling: the call is
       // over. A stream of this handler's never reached the multiplexer: its end stays here.
       switch self.calls.removeValue(forKey: closed.streamID) {
@@ -243,13 +241,13 @@ final class ConnectionFastCalls: ChannelInboundHandler, @unchecked Sendable {
         // A fast call that has answered: its stream is gone from `calls` already.
         guard self.multiplexed.remove(closed.streamID) != nil else { return }
       }
-    case is ChannelShouldQuiesceEvent:
+    case .quiesce:
       // As grpc-swift's stream handler: a server shutting down cancels the calls it runs; each
       // still answers with the status its cancellation gives.
       for case .running(let launched) in self.calls.values {
         launched.cancellation.cancel()
       }
-    default:
+    case .other:
       ()
     }
     context.fireUserInboundEventTriggered(event)

@@ -1,0 +1,30 @@
+package import NIOCore
+package import NIOHTTP2
+
+/// The events of an HTTP/2 connection that Roster's connection handlers act on
+/// (`ConnectionManager`, the server's `ConnectionFastCalls`), told apart by comparing the
+/// event's type: a failed `as?` cast of an `Any` costs a few hundred instructions, and a call
+/// brings several events (callgrind put these handlers' casts at 1% of a `GetEmployee`).
+package enum ConnectionEvent {
+  case windowUpdated(NIOHTTP2WindowUpdatedEvent)
+  case streamCreated(NIOHTTP2StreamCreatedEvent)
+  case streamClosed(StreamClosedEvent)
+  case quiesce
+  /// Any other event, which the handlers pass on.
+  case other
+
+  package init(_ event: Any) {
+    let type = type(of: event)
+    if type == NIOHTTP2WindowUpdatedEvent.self {
+      self = .windowUpdated(event as! NIOHTTP2WindowUpdatedEvent)
+    } else if type == NIOHTTP2StreamCreatedEvent.self {
+      self = .streamCreated(event as! NIOHTTP2StreamCreatedEvent)
+    } else if type == StreamClosedEvent.self {
+      self = .streamClosed(event as! StreamClosedEvent)
+    } else if type == ChannelShouldQuiesceEvent.self {
+      self = .quiesce
+    } else {
+      self = .other
+    }
+  }
+}
