@@ -320,17 +320,12 @@ extension DirectoryService: Roster_V1_Directory.SimpleServiceProtocol {
 
   // MARK: Helpers
 
+  /// The listing's one page after `cursor` (`readPages`, one page).
   private func readPage(
     _ listing: DirectoryRequests.Listing,
     after cursor: EmployeeCursor?
   ) async throws -> EmployeePage {
-    try await self.store.employeePage(
-      fields: listing.mask.fields,
-      filter: listing.filter,
-      order: listing.order,
-      after: cursor,
-      limit: listing.pageSize
-    )
+    try await self.readPages(listing, after: cursor, count: 1)[0]
   }
 }
 
