@@ -125,6 +125,32 @@ public struct EmployeePage: Sendable {
   }
 }
 
+/// What `KeysetPages` fills: a page of rows, however they are held.
+public protocol KeysetPage: Sendable {
+  associatedtype Row
+  /// An empty page with room for `limit` rows.
+  init(reserving limit: Int)
+  /// Rows in the page.
+  var rowCount: Int { get }
+  /// Adds a row.
+  mutating func append(_ row: Row)
+  /// Where the next page starts; nil when this was the last page.
+  var next: EmployeeCursor? { get set }
+}
+
+extension EmployeePage: KeysetPage {
+  public init(reserving limit: Int) {
+    self.init(employees: [], next: nil)
+    self.employees.reserveCapacity(limit)
+  }
+
+  public var rowCount: Int { self.employees.count }
+
+  public mutating func append(_ employee: Employee) {
+    self.employees.append(employee)
+  }
+}
+
 /// Splits one keyset read of up to `limit × count + 1` rows into up to `count` consecutive
 /// pages of `limit`, each with the cursor of its last row when a row follows it: what
 /// `count` reads of `limit + 1` rows would give, from one statement.
@@ -132,49 +158,60 @@ public struct EmployeePage: Sendable {
 /// ```swift
 /// var pages = EmployeePages(limit: 50, count: 4)
 /// while let row = try rows.next(), pages.takes() {
-///   pages.append(decode(row), keys: sortKeys(row))
+///   pages.append(decode(row), id: row.id) { sortKeys(row) }
 /// }
 /// return pages.result
 /// ```
-public struct EmployeePages: Sendable {
+public struct KeysetPages<Page: KeysetPage>: Sendable {
   public let limit: Int
   public let count: Int
-  private var full: [EmployeePage] = []
-  private var current: [Employee] = []
-  private var lastKeys: [String] = []
+  private var full: [Page] = []
+  private var current: Page
+  private var last: EmployeeCursor?
 
   public init(limit: Int, count: Int) {
     precondition(limit > 0 && count > 0)
     self.limit = limit
     self.count = count
-    self.current.reserveCapacity(limit)
+    self.current = Page(reserving: limit)
   }
 
   /// Called for each row before it is decoded: closes the current page when it is full (the
   /// row tells that more follow it), and says whether the row belongs to the pages; false
   /// once `count` pages are full, for the row past them, which ends the read.
   public mutating func takes() -> Bool {
-    guard self.current.count == self.limit else { return true }
-    let last = self.current[self.current.count - 1]
-    self.full.append(EmployeePage(employees: self.current, next: EmployeeCursor(keys: self.lastKeys, id: last.id)))
-    self.current = []
-    self.current.reserveCapacity(self.limit)
+    guard self.current.rowCount == self.limit else { return true }
+    self.current.next = self.last
+    self.full.append(self.current)
+    self.current = Page(reserving: self.limit)
     return self.full.count < self.count
   }
 
-  /// The next row, with its sort key values.
-  public mutating func append(_ employee: Employee, keys: [String]) {
-    self.current.append(employee)
-    self.lastKeys = keys
+  /// The next row, with its row id and its sort key values: `keys` is called only for the row
+  /// that ends a page, the one a cursor names.
+  public mutating func append(_ row: Page.Row, id: Int64, keys: () throws -> [String]) rethrows {
+    self.current.append(row)
+    if self.current.rowCount == self.limit {
+      self.last = EmployeeCursor(keys: try keys(), id: id)
+    }
+  }
+
+  /// The page being filled, for a page that takes its row in parts (`WrittenEmployeePage`:
+  /// the row's bytes written into it, then the row counted by `append`).
+  public mutating func withCurrentPage<Result>(_ body: (inout Page) throws -> Result) rethrows -> Result {
+    try body(&self.current)
   }
 
   /// The pages read: at least one (empty when nothing matched); the last one's `next` is nil
   /// when the read found no row after it.
-  public var result: [EmployeePage] {
-    if self.current.isEmpty && !self.full.isEmpty { return self.full }
-    return self.full + [EmployeePage(employees: self.current, next: nil)]
+  public var result: [Page] {
+    if self.current.rowCount == 0 && !self.full.isEmpty { return self.full }
+    return self.full + [self.current]
   }
 }
+
+/// `KeysetPages` of `Employee` values.
+public typealias EmployeePages = KeysetPages<EmployeePage>
 
 extension EmployeeFields {
   /// The fields a write can change: what `EmployeeField.editable` reads.

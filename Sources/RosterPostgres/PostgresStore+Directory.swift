@@ -72,7 +72,7 @@ extension PostgresStore {
     for row in rows {
       guard pages.takes() else { break }
       let (employee, keyIndex) = try PostgresEmployeeSQL.decode(row, fields)
-      pages.append(employee, keys: try (keyIndex..<row.count).map { try row[$0].decode(String.self) })
+      try pages.append(employee, id: employee.id) { try (keyIndex..<row.count).map { try row[$0].decode(String.self) } }
     }
     return pages.result
   }

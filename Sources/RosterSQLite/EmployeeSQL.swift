@@ -26,56 +26,72 @@ enum EmployeeSQL {
 
   /// Reads the row `statement` is on (a cursor's current row over `select(fields)`), returning
   /// the employee and the index of the first sort-key column.
-  ///
-  /// Read with SQLite's C API, not through `Row`: each text column is copied once into its
-  /// String with the length SQLite gives (GRDB's `String(cString:)` measured its length first
-  /// and checked each column's type for NULL), and only the columns that can be NULL
-  /// (`picture_etag`, and the thumbnail through its LEFT JOIN) are checked for it.
   static func decode(_ statement: SQLiteStatement, _ fields: EmployeeFields) -> (Employee, Int) {
-    var employee = Employee()
-    employee.id = sqlite3_column_int64(statement, 0)
+    let (row, keyIndex) = Self.row(statement, fields)
+    return (Employee(row), keyIndex)
+  }
+
+  /// The row `statement` is on as SQLite holds it, valid until the statement steps, and the
+  /// index of the first sort-key column.
+  ///
+  /// Read with SQLite's C API, not through `Row`: each text is taken with the length SQLite
+  /// gives (GRDB's `String(cString:)` measured it again and checked each column's type for
+  /// NULL), and only the columns that can be NULL (`picture_etag`, and the thumbnail through
+  /// its LEFT JOIN) are checked for it.
+  static func row(_ statement: SQLiteStatement, _ fields: EmployeeFields) -> (EmployeeRow, Int) {
+    var row = EmployeeRow()
+    row.id = sqlite3_column_int64(statement, 0)
     var index: CInt = 1
-    func text() -> String {
+    func text() -> UnsafeBufferPointer<UInt8> {
       defer { index += 1 }
-      return Self.text(statement, index)
+      return Self.bytes(statement, index)
     }
     func integer() -> Int64 {
       defer { index += 1 }
       return sqlite3_column_int64(statement, index)
     }
-    if fields.contains(.guid) { employee.guid = text() }
-    if fields.contains(.name) { employee.name = text() }
-    if fields.contains(.department) { employee.department = text() }
-    if fields.contains(.email) { employee.email = text() }
-    if fields.contains(.phone) { employee.phone = text() }
-    if fields.contains(.address) { employee.address = text() }
-    if fields.contains(.about) { employee.about = text() }
-    if fields.contains(.active) { employee.active = integer() != 0 }
-    if fields.contains(.startDate) { employee.startDate = text() }
-    if fields.contains(.vacationDays) { employee.vacationDays = Int(integer()) }
+    if fields.contains(.guid) { row.guid = text() }
+    if fields.contains(.name) { row.name = text() }
+    if fields.contains(.department) { row.department = text() }
+    if fields.contains(.email) { row.email = text() }
+    if fields.contains(.phone) { row.phone = text() }
+    if fields.contains(.address) { row.address = text() }
+    if fields.contains(.about) { row.about = text() }
+    if fields.contains(.active) { row.active = integer() != 0 }
+    if fields.contains(.startDate) { row.startDate = text() }
+    if fields.contains(.vacationDays) { row.vacationDays = Int(integer()) }
     if fields.contains(.pictureEtag) {
-      employee.pictureEtag = sqlite3_column_type(statement, index) == SQLITE_NULL ? nil : Self.text(statement, index)
+      row.pictureEtag = sqlite3_column_type(statement, index) == SQLITE_NULL ? nil : Self.bytes(statement, index)
       index += 1
     }
-    if fields.contains(.salesCount) { employee.salesCount = integer() }
-    if fields.contains(.updateTime) { employee.updateTimeMillis = integer() }
+    if fields.contains(.salesCount) { row.salesCount = integer() }
+    if fields.contains(.updateTime) { row.updateTimeMillis = integer() }
     if fields.contains(.thumbnail) {
       if sqlite3_column_type(statement, index) != SQLITE_NULL {
         // A zero-length blob has no pointer: an empty thumbnail.
-        let bytes = sqlite3_column_blob(statement, index)
-        let count = Int(sqlite3_column_bytes(statement, index))
-        employee.thumbnail = bytes.map { [UInt8](UnsafeRawBufferPointer(start: $0, count: count)) } ?? []
+        let bytes = sqlite3_column_blob(statement, index)?.assumingMemoryBound(to: UInt8.self)
+        row.thumbnail = UnsafeBufferPointer(start: bytes, count: Int(sqlite3_column_bytes(statement, index)))
       }
       index += 1
     }
-    return (employee, Int(index))
+    return (row, Int(index))
   }
 
   /// The text column `index` of the row `statement` is on ("" for NULL).
   static func text(_ statement: SQLiteStatement, _ index: CInt) -> String {
-    guard let bytes = sqlite3_column_text(statement, index) else { return "" }
-    let count = Int(sqlite3_column_bytes(statement, index))
-    return String(decoding: UnsafeBufferPointer(start: bytes, count: count), as: UTF8.self)
+    String(decoding: Self.bytes(statement, index), as: UTF8.self)
+  }
+
+  /// The UTF-8 bytes of text column `index` of the row `statement` is on (none for NULL),
+  /// valid until the statement steps.
+  static func bytes(_ statement: SQLiteStatement, _ index: CInt) -> UnsafeBufferPointer<UInt8> {
+    guard let bytes = sqlite3_column_text(statement, index) else { return UnsafeBufferPointer(start: nil, count: 0) }
+    return UnsafeBufferPointer(start: bytes, count: Int(sqlite3_column_bytes(statement, index)))
+  }
+
+  /// The sort keys of the row `statement` is on: its columns from `index` on.
+  static func keys(_ statement: SQLiteStatement, from index: Int) -> [String] {
+    (index..<Int(sqlite3_column_count(statement))).map { Self.text(statement, CInt($0)) }
   }
 
   /// The columns that order a listing, most significant first (the row id comes last).

@@ -1,4 +1,5 @@
 public import RosterDomain
+public import RosterStore
 internal import GRDB
 internal import Synchronization
 
@@ -52,6 +53,43 @@ extension SQLiteStore {
     limit: Int,
     count: Int
   ) async throws -> [EmployeePage] {
+    try await self.keysetPages(fields: fields, filter: filter, order: order, after: cursor, limit: limit, count: count) {
+      statement,
+      pages in
+      let (employee, keyIndex) = EmployeeSQL.decode(statement, fields)
+      pages.append(employee, id: employee.id) { EmployeeSQL.keys(statement, from: keyIndex) }
+    }
+  }
+
+  /// `employeePages` with each row written by `writer` from SQLite's bytes where the cursor
+  /// stands: no `Employee`, no String per text.
+  public func writtenEmployeePages(
+    fields: EmployeeFields,
+    filter: EmployeeFilter,
+    order: EmployeeOrder,
+    after cursor: EmployeeCursor?,
+    limit: Int,
+    count: Int,
+    writer: some EmployeeRowWriter
+  ) async throws -> [WrittenEmployeePage] {
+    try await self.keysetPages(fields: fields, filter: filter, order: order, after: cursor, limit: limit, count: count) {
+      statement,
+      pages in
+      let (row, keyIndex) = EmployeeSQL.row(statement, fields)
+      pages.append(id: row.id, keys: { EmployeeSQL.keys(statement, from: keyIndex) }) { writer.append(row, to: &$0) }
+    }
+  }
+
+  /// The read behind both: `each` takes the row the statement stands on into the pages.
+  private func keysetPages<Page: KeysetPage>(
+    fields: EmployeeFields,
+    filter: EmployeeFilter,
+    order: EmployeeOrder,
+    after cursor: EmployeeCursor?,
+    limit: Int,
+    count: Int,
+    each: @escaping @Sendable (SQLiteStatement, inout KeysetPages<Page>) -> Void
+  ) async throws -> [Page] {
     precondition(limit > 0 && count > 0 && limit * count <= StoreLimits.maximumPageSize)
     if let cursor, cursor.keys.count != EmployeeSQL.sortKeys(order).count {
       throw StoreError(.invalidArgument, "the cursor does not belong to this order")
@@ -76,12 +114,12 @@ extension SQLiteStore {
         few: try Self.fewNameMatches(db, filter: filter, order: order)
       )
       let statement = try db.cachedStatement(sql: query.sql)
-      var pages = EmployeePages(limit: limit, count: count)
+      var pages = KeysetPages<Page>(limit: limit, count: count)
+      // Each row is read where the cursor stands (`EmployeeSQL.row`), not copied into a `Row`.
       let rows = try Row.fetchCursor(statement, arguments: query.arguments)
       let columns = statement.sqliteStatement
-      while let row = try rows.next(), pages.takes() {
-        let (employee, keyIndex) = EmployeeSQL.decode(columns, fields)
-        pages.append(employee, keys: (keyIndex..<row.count).map { EmployeeSQL.text(columns, CInt($0)) })
+      while try rows.next() != nil, pages.takes() {
+        each(columns, &pages)
       }
       return pages.result
     }

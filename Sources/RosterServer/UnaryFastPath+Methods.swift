@@ -16,8 +16,8 @@ extension UnaryFastPath {
     typealias Pictures = Roster_V1_Pictures.Method
     typealias Analytics = Roster_V1_Analytics.Method
     return [
-      .direct(Directory.GetEmployee.descriptor, onEventLoop: true) {
-        try await directory.getEmployeeReply(request: $0, context: $1)
+      .direct(Directory.GetEmployee.descriptor, onEventLoop: true) { request, context, _ in
+        try await directory.getEmployeeReply(request: request, context: context)
       },
       .protobuf(Directory.CreateEmployee.descriptor, onEventLoop: true) {
         try await directory.createEmployee(request: $0, context: $1)
@@ -29,7 +29,7 @@ extension UnaryFastPath {
         try await directory.deleteEmployee(request: $0, context: $1)
       },
       .direct(Directory.ListEmployees.descriptor, onEventLoop: false) {
-        try await directory.listEmployeesPage(request: $0, context: $1)
+        try await directory.listEmployeesPage(request: $0, context: $1, written: $2)
       },
       .protobuf(Directory.BatchGetEmployees.descriptor, onEventLoop: false) {
         try await directory.batchGetEmployees(request: $0, context: $1)

@@ -47,10 +47,11 @@ struct UnaryFastPath: Sendable {
 
     /// A method whose reply's binary form is written straight from what the store read
     /// (`DirectReply.binary()`: `GetEmployee`, `ListEmployees`); JSON takes the protobuf message.
+    /// The handler is told whether the reply goes out in the binary form.
     static func direct<Input: SwiftProtobuf.Message, Output: DirectReply>(
       _ descriptor: MethodDescriptor,
       onEventLoop: Bool,
-      _ handler: @escaping @Sendable (Input, ServerContext) async throws -> Output
+      _ handler: @escaping @Sendable (Input, ServerContext, _ binary: Bool) async throws -> Output
     ) -> Method {
       .serializing(descriptor, onEventLoop: onEventLoop, handler) { reply, format in
         switch format {
@@ -71,6 +72,16 @@ struct UnaryFastPath: Sendable {
       _ handler: @escaping @Sendable (Input, ServerContext) async throws -> Output,
       with serialize: @escaping @Sendable (Output, WireFormat) throws -> ByteBuffer
     ) -> Method {
+      .serializing(descriptor, onEventLoop: onEventLoop, { input, context, _ in try await handler(input, context) }, with: serialize)
+    }
+
+    /// `serializing` for a handler told whether the reply goes out in the binary form.
+    private static func serializing<Input: SwiftProtobuf.Message, Output: Sendable>(
+      _ descriptor: MethodDescriptor,
+      onEventLoop: Bool,
+      _ handler: @escaping @Sendable (Input, ServerContext, _ binary: Bool) async throws -> Output,
+      with serialize: @escaping @Sendable (Output, WireFormat) throws -> ByteBuffer
+    ) -> Method {
       Method(descriptor: descriptor, onEventLoop: onEventLoop) { bytes, format, metadata, context, interceptors in
         await UnaryFastPath.execute(
           message: bytes.map(BufferBytes.init),
@@ -78,7 +89,7 @@ struct UnaryFastPath: Sendable {
           metadata: metadata,
           context: context,
           interceptors: interceptors,
-          handler: handler,
+          handler: { input, context in try await handler(input, context, format == .binary) },
           serialize: serialize
         )
       }

@@ -1,5 +1,6 @@
 public import RosterProto
 internal import RosterDomain
+internal import RosterStore
 public import SwiftProtobuf
 
 /// A reply the fast path writes in protobuf's binary form straight from what the store read
@@ -22,24 +23,63 @@ public struct EmployeeReply: DirectReply {
   public func binary() -> [UInt8] { EmployeeWire.employee(self.employee, mask: self.mask) }
 }
 
-/// A page of employees as read: the store's employees, the read mask and the next token,
-/// turned into protobuf only when written. `ListEmployees` replies with a
+/// A page of employees as read, with the read mask and the next token: the store's employees,
+/// turned into protobuf only when written, or the rows as the store wrote them (`written`,
+/// for a reply that goes out in the binary form). `ListEmployees` replies with a
 /// `ListEmployeesResponse`, and each `StreamEmployees` message is an `EmployeePage`: the same
 /// fields with the same numbers, so the same bytes.
 public struct EmployeePageReply<Message: EmployeePageMessage>: DirectReply {
-  let employees: [Employee]
+  enum Rows {
+    case employees([Employee])
+    /// The rows' `employees = 1` entries, as `EmployeeWire.Rows` wrote them.
+    case written(WrittenEmployeePage)
+  }
+
+  let rows: Rows
   let mask: EmployeeReadMask
   let nextPageToken: String
 
+  init(employees: [Employee], mask: EmployeeReadMask, nextPageToken: String) {
+    self.rows = .employees(employees)
+    self.mask = mask
+    self.nextPageToken = nextPageToken
+  }
+
+  init(written page: WrittenEmployeePage, mask: EmployeeReadMask, nextPageToken: String) {
+    self.rows = .written(page)
+    self.mask = mask
+    self.nextPageToken = nextPageToken
+  }
+
+  /// The rows in the page.
+  var rowCount: Int {
+    switch self.rows {
+    case .employees(let employees): employees.count
+    case .written(let page): page.rowCount
+    }
+  }
+
+  /// The message; for written rows, decoded from their bytes (debug builds' check of them).
   public var message: Message {
-    .with {
-      $0.employees = self.employees.map { Roster_V1_Employee($0, mask: self.mask) }
-      $0.nextPageToken = self.nextPageToken
+    switch self.rows {
+    case .employees(let employees):
+      .with {
+        $0.employees = employees.map { Roster_V1_Employee($0, mask: self.mask) }
+        $0.nextPageToken = self.nextPageToken
+      }
+    case .written:
+      // Bytes EmployeeWire wrote always decode.
+      try! Message(serializedBytes: self.binary())
     }
   }
 
   public func binary() -> [UInt8] {
-    EmployeeWire.page(self.employees, mask: self.mask, nextPageToken: self.nextPageToken)
+    switch self.rows {
+    case .employees(let employees):
+      EmployeeWire.page(employees, mask: self.mask, nextPageToken: self.nextPageToken)
+    case .written(let page):
+      EmployeeWire.page(written: page.bytes, nextPageToken: self.nextPageToken)
+    }
   }
 }
 

@@ -1,7 +1,8 @@
 public import GRPCCore
 internal import GRPCProtobuf
-public import RosterProto
+internal import RosterProto
 internal import RosterDomain
+internal import RosterStore
 public import Synchronization
 
 /// `StreamEmployees` over gRPC with its pages written by `EmployeeWire`, straight from the
@@ -37,7 +38,7 @@ public struct DirectoryPageStreams: RegistrableRPCService {
         // As the generated glue: exactly one request message, then the pages.
         let request = try await ServerRequest(stream: request)
         return StreamingServerResponse(metadata: [:]) { writer in
-          try await directory.streamPages(request.message) { try await writer.write(contentsOf: $0) }
+          try await directory.streamPages(request.message, written: true) { try await writer.write(contentsOf: $0) }
           return [:]
         }
       }
@@ -51,12 +52,14 @@ extension DirectoryService {
   public var pageStreams: DirectoryPageStreams { DirectoryPageStreams(directory: self) }
 
   /// Every employee the request matches, a page a message, handed to `write` as read: the
-  /// pages of one read together, so they cross to the event loop in one hop.
+  /// pages of one read together, so they cross to the event loop in one hop. `written` as for
+  /// `listEmployeesPage`: the rows' binary form written as they are read.
   ///
   /// No read transaction is held between pages, so a slow reader never pins the WAL.
   /// Statuses: as `ListEmployees`, plus `CANCELLED` when the client goes away.
   func streamPages(
     _ request: Roster_V1_ListEmployeesRequest,
+    written: Bool,
     write: ([EmployeePageReply<Roster_V1_EmployeePage>]) async throws -> Void
   ) async throws {
     let listing = try DirectoryRequests.listing(request)
@@ -65,21 +68,25 @@ extension DirectoryService {
       // store's reader thread and the encoding here, so a stream keeps both busy. One read at
       // a time per stream, of several pages (`pagesPerRead`), each still a message of its own.
       let count = Self.pagesPerRead(listing.pageSize)
-      var pages = try await self.readPages(listing, after: listing.cursor, count: count)
-      while let first = pages.first, !first.employees.isEmpty {
+      var pages: PageReplies<Roster_V1_EmployeePage> = try await self.pageReplies(
+        listing,
+        after: listing.cursor,
+        count: count,
+        written: written
+      )
+      // Only the last page of a read can be empty: the listing ended there.
+      pages.replies.removeAll { $0.rowCount == 0 }
+      while !pages.replies.isEmpty {
         try Task.checkCancellation()
-        let next = pages[pages.count - 1].next
-        async let ahead = self.readPages(listing, following: next, count: count)
-        let replies = pages.filter { !$0.employees.isEmpty }.map { page in
-          EmployeePageReply<Roster_V1_EmployeePage>(
-            employees: page.employees,
-            mask: listing.mask,
-            nextPageToken: listing.token(after: page.next)
-          )
-        }
-        Self.streamedRows.increment(by: replies.reduce(0) { $0 + $1.employees.count })
-        try await write(replies)
+        let next = pages.next
+        async let ahead: PageReplies<Roster_V1_EmployeePage> =
+          next == nil
+          ? PageReplies(replies: [], next: nil)
+          : self.pageReplies(listing, after: next, count: count, written: written)
+        Self.streamedRows.increment(by: pages.replies.reduce(0) { $0 + $1.rowCount })
+        try await write(pages.replies)
         pages = try await ahead
+        pages.replies.removeAll { $0.rowCount == 0 }
       }
     }
   }
@@ -95,30 +102,53 @@ extension DirectoryService {
     max(1, Self.streamRowsPerRead / pageSize)
   }
 
-  /// The `count` pages after `cursor`, the end of a page; none when there is no cursor (the
+  /// The replies of one read of pages, and where the pages after them start (nil when the
   /// listing ended).
-  func readPages(
-    _ listing: DirectoryRequests.Listing,
-    following cursor: EmployeeCursor?,
-    count: Int
-  ) async throws -> [EmployeePage] {
-    guard let cursor else { return [] }
-    return try await self.readPages(listing, after: cursor, count: count)
+  struct PageReplies<Message: EmployeePageMessage> {
+    var replies: [EmployeePageReply<Message>]
+    var next: EmployeeCursor?
   }
 
-  /// Up to `count` pages of the listing after `cursor` (its start for nil), from one read.
-  func readPages(
+  /// Up to `count` pages of the listing after `cursor` (its start for nil), from one read, as
+  /// replies: of the employees read, or, when `written`, of the rows' binary form as the store
+  /// read them (`EmployeeWire.Rows`).
+  func pageReplies<Message: EmployeePageMessage>(
     _ listing: DirectoryRequests.Listing,
     after cursor: EmployeeCursor?,
-    count: Int
-  ) async throws -> [EmployeePage] {
-    try await self.store.employeePages(
-      fields: listing.mask.fields,
+    count: Int,
+    written: Bool
+  ) async throws -> PageReplies<Message> {
+    let mask = listing.mask
+    if written {
+      let pages = try await self.store.writtenEmployeePages(
+        fields: mask.fields,
+        filter: listing.filter,
+        order: listing.order,
+        after: cursor,
+        limit: listing.pageSize,
+        count: count,
+        writer: EmployeeWire.Rows(mask: mask)
+      )
+      return PageReplies(
+        replies: pages.map {
+          EmployeePageReply(written: $0, mask: mask, nextPageToken: listing.token(after: $0.next))
+        },
+        next: pages.last?.next
+      )
+    }
+    let pages = try await self.store.employeePages(
+      fields: mask.fields,
       filter: listing.filter,
       order: listing.order,
       after: cursor,
       limit: listing.pageSize,
       count: count
+    )
+    return PageReplies(
+      replies: pages.map {
+        EmployeePageReply(employees: $0.employees, mask: mask, nextPageToken: listing.token(after: $0.next))
+      },
+      next: pages.last?.next
     )
   }
 }

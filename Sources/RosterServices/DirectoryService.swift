@@ -44,7 +44,7 @@ extension DirectoryService: Roster_V1_Directory.SimpleServiceProtocol {
     response: RPCWriter<Roster_V1_EmployeePage>,
     context: ServerContext
   ) async throws {
-    try await self.streamPages(request) { try await response.write(contentsOf: $0.map(\.message)) }
+    try await self.streamPages(request, written: false) { try await response.write(contentsOf: $0.map(\.message)) }
   }
 
   /// One employee by guid.
@@ -317,16 +317,6 @@ extension DirectoryService: Roster_V1_Directory.SimpleServiceProtocol {
 
   /// Changes read per page while a watcher replays or catches up.
   private static let watchPage = 256
-
-  // MARK: Helpers
-
-  /// The listing's one page after `cursor` (`readPages`, one page).
-  private func readPage(
-    _ listing: DirectoryRequests.Listing,
-    after cursor: EmployeeCursor?
-  ) async throws -> EmployeePage {
-    try await self.readPages(listing, after: cursor, count: 1)[0]
-  }
 }
 
 extension DirectoryService {
@@ -344,16 +334,17 @@ extension DirectoryService {
   }
 
   /// `listEmployees`, with the page as the store read it: the fast path writes its binary
-  /// form straight from the employees (`EmployeePageReply.binary()`), the other paths take
-  /// `message`.
+  /// form straight from it (`EmployeePageReply.binary()`), the other paths take `message`.
+  /// `written` asks the store to write the rows' binary form as it reads them (for a reply
+  /// that goes out in it), rather than to make employees.
   public func listEmployeesPage(
     request: Roster_V1_ListEmployeesRequest,
-    context: ServerContext
+    context: ServerContext,
+    written: Bool = false
   ) async throws -> EmployeePageReply<Roster_V1_ListEmployeesResponse> {
     let listing = try DirectoryRequests.listing(request)
     return try await withStatusMapping("ListEmployees", logger: self.logger) {
-      let page = try await self.readPage(listing, after: listing.cursor)
-      return EmployeePageReply(employees: page.employees, mask: listing.mask, nextPageToken: listing.token(after: page.next))
+      try await self.pageReplies(listing, after: listing.cursor, count: 1, written: written).replies[0]
     }
   }
 }

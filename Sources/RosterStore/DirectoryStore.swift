@@ -28,6 +28,19 @@ public protocol DirectoryStore: Sendable {
     count: Int
   ) async throws -> [EmployeePage]
 
+  /// The pages `employeePages` reads, each row written by `writer` as it is read rather than
+  /// made into an `Employee` (the default, for a backend that decodes rows into values, writes
+  /// the values).
+  func writtenEmployeePages(
+    fields: EmployeeFields,
+    filter: EmployeeFilter,
+    order: EmployeeOrder,
+    after cursor: EmployeeCursor?,
+    limit: Int,
+    count: Int,
+    writer: some EmployeeRowWriter
+  ) async throws -> [WrittenEmployeePage]
+
   /// How many employees match `filter`.
   func countEmployees(filter: EmployeeFilter) async throws -> Int64
 
@@ -70,6 +83,34 @@ extension DirectoryStore {
     limit: Int
   ) async throws -> EmployeePage {
     try await self.employeePages(fields: fields, filter: filter, order: order, after: cursor, limit: limit, count: 1)[0]
+  }
+
+  public func writtenEmployeePages(
+    fields: EmployeeFields,
+    filter: EmployeeFilter,
+    order: EmployeeOrder,
+    after cursor: EmployeeCursor?,
+    limit: Int,
+    count: Int,
+    writer: some EmployeeRowWriter
+  ) async throws -> [WrittenEmployeePage] {
+    let pages = try await self.employeePages(
+      fields: fields,
+      filter: filter,
+      order: order,
+      after: cursor,
+      limit: limit,
+      count: count
+    )
+    return pages.map { page in
+      var written = WrittenEmployeePage(reserving: page.employees.count)
+      for employee in page.employees {
+        writer.append(employee, to: &written.bytes)
+        written.append(())
+      }
+      written.next = page.next
+      return written
+    }
   }
 
   /// Imports complete employees, merged by guid, held in memory: a thin wrapper over

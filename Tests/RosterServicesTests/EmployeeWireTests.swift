@@ -1,5 +1,6 @@
 import RosterDomain
 import RosterProto
+import RosterStore
 import SwiftProtobuf
 import Testing
 
@@ -29,6 +30,78 @@ struct EmployeeWireTests {
         let one = EmployeeReply(employee: employee, mask: mask)
         #expect(one.binary() == (try one.message.serializedBytes() as [UInt8]), "round \(round): \(mask)")
       }
+    }
+  }
+
+  @Test("pages written row by row as the store reads them: the same bytes as SwiftProtobuf")
+  func writtenRows() throws {
+    var random = SplitMix64(seed: 43)
+    var edge = Employee()
+    edge.about = String(repeating: "é", count: 3_000)
+    edge.vacationDays = -3
+    edge.thumbnail = []
+    edge.pictureEtag = ""
+    for round in 0..<300 {
+      let employees = (0..<Int(random.next() % 8)).map { _ in Self.employee(&random) } + (round % 10 == 0 ? [edge] : [])
+      let mask = round == 0 ? EmployeeReadMask.all : Self.mask(&random)
+      let token = random.next() % 3 == 0 ? "" : String(repeating: "t", count: Int(random.next() % 200))
+      let expected: [UInt8] = try EmployeePageReply<Roster_V1_ListEmployeesResponse>(
+        employees: employees,
+        mask: mask,
+        nextPageToken: token
+      ).message.serializedBytes()
+      let writer = EmployeeWire.Rows(mask: mask)
+      // From rows, as SQLite's reader hands them over, and from employees, as the default does.
+      var fromRows = WrittenEmployeePage(reserving: employees.count)
+      var fromValues = WrittenEmployeePage(reserving: employees.count)
+      for employee in employees {
+        Self.withRow(employee) { writer.append($0, to: &fromRows.bytes) }
+        fromRows.append(())
+        writer.append(employee, to: &fromValues.bytes)
+        fromValues.append(())
+      }
+      for page in [fromRows, fromValues] {
+        #expect(page.rowCount == employees.count)
+        let reply = EmployeePageReply<Roster_V1_ListEmployeesResponse>(written: page, mask: mask, nextPageToken: token)
+        #expect(reply.binary() == expected, "round \(round): \(mask)")
+        #expect(reply.rowCount == employees.count)
+      }
+    }
+  }
+
+  /// `employee` as a row of bytes, as the store hands one to a writer.
+  static func withRow(_ employee: Employee, _ body: (EmployeeRow) -> Void) {
+    let texts = [
+      employee.guid, employee.name, employee.department, employee.email, employee.phone, employee.address,
+      employee.about, employee.startDate, employee.pictureEtag ?? "",
+    ]
+    let bytes = texts.flatMap { Array($0.utf8) } + (employee.thumbnail ?? [])
+    bytes.withUnsafeBufferPointer { all in
+      var offset = 0
+      func next(_ count: Int) -> UnsafeBufferPointer<UInt8> {
+        defer { offset += count }
+        return UnsafeBufferPointer(rebasing: all[offset..<offset + count])
+      }
+      var row = EmployeeRow()
+      row.id = employee.id
+      row.guid = next(employee.guid.utf8.count)
+      row.name = next(employee.name.utf8.count)
+      row.department = next(employee.department.utf8.count)
+      row.email = next(employee.email.utf8.count)
+      row.phone = next(employee.phone.utf8.count)
+      row.address = next(employee.address.utf8.count)
+      row.about = next(employee.about.utf8.count)
+      row.startDate = next(employee.startDate.utf8.count)
+      let etag = next((employee.pictureEtag ?? "").utf8.count)
+      row.pictureEtag = employee.pictureEtag == nil ? nil : etag
+      let thumbnail = next(employee.thumbnail?.count ?? 0)
+      row.thumbnail = employee.thumbnail == nil ? nil : thumbnail
+      row.active = employee.active
+      row.vacationDays = employee.vacationDays
+      row.salesCount = employee.salesCount
+      row.updateTimeMillis = employee.updateTimeMillis
+      #expect(Employee(row) == employee)
+      body(row)
     }
   }
 

@@ -89,6 +89,62 @@ extension StoreContract {
     }
   }
 
+  /// `writtenEmployeePages` hands each row to the writer as `employeePages` reads it: the same
+  /// pages, rows and cursors, for every field set, with and without pictures and filters.
+  static func writtenPagesAreReadPages(_ store: Store, _ fixtures: Fixtures) async throws {
+    let made = try await Self.create(store, Self.names)
+    for employee in made.prefix(3) {
+      let upload = try await store.beginPictureUpload(guid: employee.guid, contentType: "image/jpeg", totalSize: Int64(fixtures.jpeg.count))
+      try await upload.append(fixtures.jpeg[...])
+      _ = try await upload.finish(context: Self.writer)
+    }
+    let writer = DescribingWriter()
+    let fieldSets: [EmployeeFields] = [.all, .allButThumbnail, [.name], [.thumbnail, .pictureEtag], [.guid, .about, .updateTime, .salesCount]]
+    let filters = [EmployeeFilter(), EmployeeFilter(nameContains: "a"), EmployeeFilter(department: "Nowhere")]
+    for fields in fieldSets {
+      for order in EmployeeOrder.allCases {
+        for filter in filters {
+          for (size, count) in [(1, 1), (4, 3), (50, 1), (7, 2)] {
+            var cursor: EmployeeCursor?
+            var rows = 0
+            repeat {
+              let read = try await store.employeePages(fields: fields, filter: filter, order: order, after: cursor, limit: size, count: count)
+              let written = try await store.writtenEmployeePages(
+                fields: fields, filter: filter, order: order, after: cursor, limit: size, count: count, writer: writer
+              )
+              try Self.require(written.count == read.count, "\(fields.rawValue) \(order): \(written.count) written pages, \(read.count) read")
+              for (page, expected) in zip(written, read) {
+                try Self.require(
+                  page.rowCount == expected.employees.count && page.next == expected.next
+                    && page.bytes == expected.employees.flatMap(DescribingWriter.describe),
+                  "\(fields.rawValue) \(order) \(filter) pages of \(size): a written page differs from the page read"
+                )
+                rows += page.rowCount
+              }
+              cursor = read[read.count - 1].next
+            } while cursor != nil
+            if fields == .all, filter.isEmpty { try Self.require(rows == made.count, "written pages held \(rows) rows") }
+          }
+        }
+      }
+    }
+  }
+
+  /// Writes each row as the text of the employee it holds: the row's fields, read from its bytes.
+  struct DescribingWriter: EmployeeRowWriter {
+    func append(_ row: EmployeeRow, to bytes: inout [UInt8]) {
+      bytes += Self.describe(Employee(row))
+    }
+
+    func append(_ employee: Employee, to bytes: inout [UInt8]) {
+      bytes += Self.describe(employee)
+    }
+
+    static func describe(_ employee: Employee) -> [UInt8] {
+      Array("\(employee)\n".utf8)
+    }
+  }
+
   static func filtersAgreeWithCounts(_ store: Store) async throws {
     let made = try await Self.create(store, Self.names)
     let filters = [

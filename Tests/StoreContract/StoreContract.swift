@@ -17,6 +17,7 @@ public enum StoreContract {
     case refusalsChangeNothing
     case batchReadKeepsOrder
     case pagesCoverEveryRowOnceInOrder
+    case writtenPagesAreReadPages
     case filtersAgreeWithCounts
     case updateChangesOnlyWhatItSets
     case deleteRemoves
@@ -52,6 +53,7 @@ public enum StoreContract {
     case .refusalsChangeNothing: try await Self.refusalsChangeNothing(store)
     case .batchReadKeepsOrder: try await Self.batchReadKeepsOrder(store)
     case .pagesCoverEveryRowOnceInOrder: try await Self.pagesCoverEveryRowOnceInOrder(store)
+    case .writtenPagesAreReadPages: try await Self.writtenPagesAreReadPages(store, fixtures)
     case .filtersAgreeWithCounts: try await Self.filtersAgreeWithCounts(store)
     case .updateChangesOnlyWhatItSets: try await Self.updateChangesOnlyWhatItSets(store)
     case .deleteRemoves: try await Self.deleteRemoves(store)
