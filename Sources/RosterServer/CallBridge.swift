@@ -1,4 +1,5 @@
 internal import GRPCCore
+internal import RosterServices
 internal import RosterTransport
 
 /// The server transport of the streamed calls that do not arrive as gRPC: the Connect

@@ -141,55 +141,6 @@ extension UnaryOutcome {
   }
 }
 
-/// Something of one call that can be cancelled: its `RPCCancellationHandle`, or its task.
-protocol CancellableHandle: Sendable {
-  func cancel()
-}
-
-extension ServerContext.RPCCancellationHandle: CancellableHandle {}
-extension Task: CancellableHandle {}
-
-/// The cancellation of one call's handle, which may be signalled before the handle exists (the
-/// event loop, before the call's task has made its `RPCCancellationHandle`; the default deadline,
-/// before the task is attached): a signal that comes first is kept and passed on at once.
-final class CallCancellation<Handle: CancellableHandle>: Sendable {
-  private enum State {
-    case waiting
-    case attached(Handle)
-    case cancelled
-  }
-  private let state = Mutex(State.waiting)
-
-  func attach(_ handle: Handle) {
-    let cancelNow = self.state.withLock { state -> Bool in
-      if case .cancelled = state { return true }
-      state = .attached(handle)
-      return false
-    }
-    if cancelNow { handle.cancel() }
-  }
-
-  func cancel() {
-    let handle = self.state.withLock { state -> Handle? in
-      defer { state = .cancelled }
-      if case .attached(let handle) = state { return handle }
-      return nil
-    }
-    handle?.cancel()
-  }
-}
-
-/// A call that runs in a task of its own (the fast path's, the Connect bridge's), as its
-/// `ServerContext.transportSpecific`: its task, to cancel, and when it arrived.
-struct CallTask: CallTaskCancelling, CallArrival {
-  let task = CallCancellation<Task<Void, Never>>()
-  let arrived: ContinuousClock.Instant
-
-  func cancelCallTask() {
-    self.task.cancel()
-  }
-}
-
 extension RosterHTTP2Transport.Arrival: CallArrival {}
 
 extension UnaryFastPath {

@@ -70,7 +70,7 @@ extension UnaryFastPath {
       .protobuf(Analytics.DeleteSales.descriptor, onEventLoop: false) {
         try await analytics.deleteSales(request: $0, context: $1)
       },
-      .protobuf(Grpc_Health_V1_Health.Method.Check.descriptor, onEventLoop: true) {
+      .protobuf(Grpc_Health_V1_Health.Method.Check.descriptor, onEventLoop: true, staged: false) {
         try await health.check(request: $0, context: $1)
       },
     ]

@@ -35,14 +35,23 @@ struct UnaryFastPath: Sendable {
 
     /// A method with protobuf messages, whose handler takes the request's message and returns
     /// the response's: the service's `SimpleServiceProtocol` method.
+    /// `staged`: whether the reply waits for the calls that arrived with it to run their
+    /// handlers first (`execute`); false for a method that does not read the store.
     static func protobuf<Input: SwiftProtobuf.Message, Output: SwiftProtobuf.Message>(
       _ descriptor: MethodDescriptor,
       input: Input.Type = Input.self,
       output: Output.Type = Output.self,
       onEventLoop: Bool,
+      staged: Bool = true,
       _ handler: @escaping @Sendable (Input, ServerContext) async throws -> Output
     ) -> Method {
-      .serializing(descriptor, onEventLoop: onEventLoop, handler, with: UnaryFastPath.serialize)
+      .serializing(
+        descriptor,
+        onEventLoop: onEventLoop,
+        staged: staged,
+        { input, context, _ in try await handler(input, context) },
+        with: UnaryFastPath.serialize
+      )
     }
 
     /// A method whose reply's binary form is written straight from what the store read
@@ -53,7 +62,7 @@ struct UnaryFastPath: Sendable {
       onEventLoop: Bool,
       _ handler: @escaping @Sendable (Input, ServerContext, _ binary: Bool) async throws -> Output
     ) -> Method {
-      .serializing(descriptor, onEventLoop: onEventLoop, handler) { reply, format in
+      .serializing(descriptor, onEventLoop: onEventLoop, staged: true, handler) { reply, format in
         switch format {
         case .binary:
           let bytes = reply.binary()
@@ -65,20 +74,12 @@ struct UnaryFastPath: Sendable {
       }
     }
 
-    /// A method whose handler's reply `serialize` writes in the call's wire format.
+    /// A method whose handler's reply `serialize` writes in the call's wire format; the
+    /// handler is told whether that is the binary form.
     private static func serializing<Input: SwiftProtobuf.Message, Output: Sendable>(
       _ descriptor: MethodDescriptor,
       onEventLoop: Bool,
-      _ handler: @escaping @Sendable (Input, ServerContext) async throws -> Output,
-      with serialize: @escaping @Sendable (Output, WireFormat) throws -> ByteBuffer
-    ) -> Method {
-      .serializing(descriptor, onEventLoop: onEventLoop, { input, context, _ in try await handler(input, context) }, with: serialize)
-    }
-
-    /// `serializing` for a handler told whether the reply goes out in the binary form.
-    private static func serializing<Input: SwiftProtobuf.Message, Output: Sendable>(
-      _ descriptor: MethodDescriptor,
-      onEventLoop: Bool,
+      staged: Bool,
       _ handler: @escaping @Sendable (Input, ServerContext, _ binary: Bool) async throws -> Output,
       with serialize: @escaping @Sendable (Output, WireFormat) throws -> ByteBuffer
     ) -> Method {
@@ -89,6 +90,7 @@ struct UnaryFastPath: Sendable {
           metadata: metadata,
           context: context,
           interceptors: interceptors,
+          staged: staged,
           handler: { input, context in try await handler(input, context, format == .binary) },
           serialize: serialize
         )
@@ -131,6 +133,7 @@ struct UnaryFastPath: Sendable {
     metadata: Metadata,
     context: ServerContext,
     interceptors: [any UnaryServerInterceptor],
+    staged: Bool = true,
     handler: @Sendable (Input, ServerContext) async throws -> Output,
     serialize: (Output, WireFormat) throws -> ByteBuffer
   ) async -> UnaryOutcome {
@@ -152,8 +155,9 @@ struct UnaryFastPath: Sendable {
     // The reply is serialized and written in a later job, so the calls that arrived together
     // on a loop do their handlers (the store's reads) back to back, then their replies:
     // measured at 16×16, interleaving the two for each call cost up to 15% more CPU per
-    // GetEmployee (docs/performance.md, "Staging").
-    await Task.yield()
+    // GetEmployee (docs/performance.md, "Staging"). A call that reads nothing has nothing to
+    // stage, and the yield is a job more.
+    if staged { await Task.yield() }
     do {
       return UnaryOutcome(
         headers: [:],

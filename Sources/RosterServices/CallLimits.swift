@@ -52,7 +52,7 @@ public struct CallControlInterceptor: UnaryServerInterceptor {
       try await CallControl.$current.withValue(control) {
         try await withRPCCancellationHandler {
           guard let limit, let end else { return try await body() }
-          if let callTask = context.transportSpecific as? any CallTaskCancelling {
+          if let callTask = Self.callTask(of: context) {
             return try await Self.run(until: end, limit: limit, reaper: reaper, cancelling: callTask, body)
           }
           return try await Self.run(until: end, limit: limit, reaper: reaper, body)
@@ -95,12 +95,19 @@ public struct CallControlInterceptor: UnaryServerInterceptor {
         guard let limit, let end else { return try await next() }
         // The fast path runs every call in a task of its own, which the reaper cancels; a
         // transport without one still has the call's `CallControl` cancelled at `end`.
-        let callTask = context.transportSpecific as? any CallTaskCancelling
+        let callTask = Self.callTask(of: context)
         return try await Self.run(until: end, limit: limit, reaper: self.reaper, cancelling: callTask, next)
       } onCancelRPC: {
         control.cancel()
       }
     }
+  }
+
+  /// The task of a call that runs in one of its own: the fast path's `CallTask` first, by its
+  /// type, then any other transport's.
+  private static func callTask(of context: ServerContext) -> (any CallTaskCancelling)? {
+    if let callTask = context.transportSpecific as? CallTask { return callTask }
+    return context.transportSpecific as? any CallTaskCancelling
   }
 
   /// A call's deadline: when it ends (the client's `grpc-timeout`, else the default, else
@@ -113,7 +120,9 @@ public struct CallControlInterceptor: UnaryServerInterceptor {
     if let clientTimeout = try metadata.firstString("grpc-timeout").map({ try Self.parseTimeout($0).get() }) {
       // From the call's arrival, when the transport tells it: the transport's timer for it
       // started then (the cast only for calls that bring a timeout).
-      let arrived = (context.transportSpecific as? any CallArrival)?.arrived ?? ContinuousClock.now
+      let arrived =
+        (context.transportSpecific as? CallTask)?.arrived ?? (context.transportSpecific as? any CallArrival)?.arrived
+        ?? ContinuousClock.now
       return (nil, arrived + clientTimeout)
     }
     let limit = Self.exempt.contains(context.descriptor) ? nil : self.deadline

@@ -3,6 +3,7 @@ import GRPCCore
 import NIOCore
 import NIOPosix
 import Synchronization
+import RosterServices
 import Testing
 import TestSupport
 
