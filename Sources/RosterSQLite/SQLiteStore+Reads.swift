@@ -1,6 +1,7 @@
 public import RosterDomain
 public import RosterStore
 internal import GRDB
+internal import GRDBSQLite
 internal import Synchronization
 
 /// How many distinct names there are (the largest id of `employee_names`), as the last name
@@ -165,10 +166,29 @@ extension SQLiteStore {
     fields: EmployeeFields
   ) throws -> Employee? {
     let statement = try db.cachedStatement(sql: EmployeeSQL.pointRead(fields))
-    // The row is read where the cursor stands (`EmployeeSQL.decode`), not copied into a `Row`;
-    // the cursor resets the statement when it goes, so it is kept until then.
-    let rows = try Row.fetchCursor(statement, arguments: [guid])
-    guard try rows.next() != nil else { return nil }
-    return withExtendedLifetime(rows) { EmployeeSQL.decode(statement.sqliteStatement, fields).0 }
+    // Bound, stepped and reset with SQLite's C API, and the row read where the statement
+    // stands (`EmployeeSQL.decode`): GRDB's cursor made a `Row` for it, which lower-cased the
+    // statement's column names into a dictionary each time (16,000 instructions of a
+    // `GetEmployee`'s 290,000, docs/performance.md). Only this function steps these statements.
+    let handle = statement.sqliteStatement
+    defer {
+      sqlite3_reset(handle)
+      sqlite3_clear_bindings(handle)
+    }
+    let bound = guid.withCString { sqlite3_bind_text(handle, 1, $0, CInt(guid.utf8.count), SQLITE_TRANSIENT) }
+    guard bound == SQLITE_OK else { throw Self.failure(bound, db) }
+    switch sqlite3_step(handle) {
+    case SQLITE_ROW: return EmployeeSQL.decode(handle, fields).0
+    case SQLITE_DONE: return nil
+    case let code: throw Self.failure(code, db)
+    }
+  }
+
+  /// The error of a call to SQLite's C API that returned `code`, as GRDB reports one.
+  private static func failure(_ code: CInt, _ db: Database) -> DatabaseError {
+    DatabaseError(resultCode: ResultCode(rawValue: code), message: db.lastErrorMessage)
   }
 }
+
+/// SQLite copies the bytes it is given (`SQLITE_TRANSIENT`).
+private let SQLITE_TRANSIENT = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
