@@ -115,12 +115,14 @@ extension SQLiteStore {
         few: try Self.fewNameMatches(db, filter: filter, order: order)
       )
       let statement = try db.cachedStatement(sql: query.sql)
+      try statement.setArguments(query.arguments)
+      // Stepped with SQLite's C API, as `fetchEmployee`, and each row read where the statement
+      // stands (`EmployeeSQL.row`), not copied into a `Row`.
+      let handle = statement.sqliteStatement
+      defer { sqlite3_reset(handle) }
       var pages = KeysetPages<Page>(limit: limit, count: count)
-      // Each row is read where the cursor stands (`EmployeeSQL.row`), not copied into a `Row`.
-      let rows = try Row.fetchCursor(statement, arguments: query.arguments)
-      let columns = statement.sqliteStatement
-      while try rows.next() != nil, pages.takes() {
-        each(columns, &pages)
+      while try Self.step(handle, db), pages.takes() {
+        each(handle, &pages)
       }
       return pages.result
     }
@@ -177,9 +179,14 @@ extension SQLiteStore {
     }
     let bound = guid.withCString { sqlite3_bind_text(handle, 1, $0, CInt(guid.utf8.count), SQLITE_TRANSIENT) }
     guard bound == SQLITE_OK else { throw Self.failure(bound, db) }
+    return try Self.step(handle, db) ? EmployeeSQL.decode(handle, fields).0 : nil
+  }
+
+  /// Steps a statement: whether it stands on a row (false once it is done).
+  private static func step(_ handle: SQLiteStatement, _ db: Database) throws -> Bool {
     switch sqlite3_step(handle) {
-    case SQLITE_ROW: return EmployeeSQL.decode(handle, fields).0
-    case SQLITE_DONE: return nil
+    case SQLITE_ROW: return true
+    case SQLITE_DONE: return false
     case let code: throw Self.failure(code, db)
     }
   }
