@@ -18,11 +18,13 @@ busy after 60 s, the benchmark goes on without waiting again and says so under t
 """
 import argparse, json, os, re, resource, sqlite3, statistics, struct, subprocess, sys, time
 
-from servers import CLK_TCK, DB, LABEL, ROSTER, WORK, Server, stop_on_sigterm
+from servers import CLK_TCK, DB, LABEL, NO_THUMBNAIL_MASK, ROSTER, WORK, Server, stop_on_sigterm
 
 GET = "/roster.v1.Directory/GetEmployee"
 HC = "/grpc.health.v1.Health/Check"
 LIST = "/roster.v1.Directory/ListEmployees"
+# The same path with another body: the listing without thumbnails (`#` and after are not sent).
+LIST_NO_THUMBNAIL = LIST + "#without-thumbnails"
 STREAM = "/roster.v1.Directory/StreamEmployees"
 PLANS = {
     "full": {
@@ -30,17 +32,19 @@ PLANS = {
         # (key, path, connections, streams per connection, requests)
         "scenarios": [("get_16x16", GET, 16, 16, 40000), ("hc_16x16", HC, 16, 16, 40000),
                       ("get_1x1", GET, 1, 1, 10000), ("hc_1x1", HC, 1, 1, 10000),
-                      ("list_16x16", LIST, 16, 16, 10000), ("stream_1x1", STREAM, 1, 1, 6)],
+                      ("list_16x16", LIST, 16, 16, 10000), ("list_no_thumbnail_16x16", LIST_NO_THUMBNAIL, 16, 16, 10000),
+                      ("stream_1x1", STREAM, 1, 1, 6)],
         "warmup": [(GET, 16, 16, 5000), (HC, 16, 16, 5000), (GET, 1, 1, 500), (LIST, 16, 16, 1000),
-                   (STREAM, 1, 1, 1)],
+                   (LIST_NO_THUMBNAIL, 16, 16, 1000), (STREAM, 1, 1, 1)],
     },
     "quick": {
         "rounds": 1,
         "scenarios": [("get_16x16", GET, 16, 16, 10000), ("hc_16x16", HC, 16, 16, 10000),
                       ("get_1x1", GET, 1, 1, 1000), ("hc_1x1", HC, 1, 1, 1000),
-                      ("list_16x16", LIST, 16, 16, 2000), ("stream_1x1", STREAM, 1, 1, 2)],
+                      ("list_16x16", LIST, 16, 16, 2000), ("list_no_thumbnail_16x16", LIST_NO_THUMBNAIL, 16, 16, 2000),
+                      ("stream_1x1", STREAM, 1, 1, 2)],
         "warmup": [(GET, 16, 16, 2000), (HC, 16, 16, 2000), (GET, 1, 1, 200), (LIST, 16, 16, 200),
-                   (STREAM, 1, 1, 1)],
+                   (LIST_NO_THUMBNAIL, 16, 16, 200), (STREAM, 1, 1, 1)],
     },
 }
 SERVERS = ("roster", "go", "cpp")
@@ -167,12 +171,15 @@ def body(path, msg):
 def prepare_bodies(guid):
     """The 5-byte-prefixed request files h2load sends, under $PEERS_WORK/bodies."""
     from roster.v1 import directory_pb2  # from build.sh
+    from google.protobuf import field_mask_pb2
     from grpc_health.v1 import health_pb2
     d = os.path.join(WORK, "bodies")
     os.makedirs(d, exist_ok=True)
     return {GET: body(os.path.join(d, "get.bin"), directory_pb2.GetEmployeeRequest(guid=guid)),
             HC: body(os.path.join(d, "hc.bin"), health_pb2.HealthCheckRequest()),
             LIST: body(os.path.join(d, "list.bin"), directory_pb2.ListEmployeesRequest(page_size=50)),
+            LIST_NO_THUMBNAIL: body(os.path.join(d, "list-no-thumbnail.bin"), directory_pb2.ListEmployeesRequest(
+                page_size=50, read_mask=field_mask_pb2.FieldMask(paths=NO_THUMBNAIL_MASK))),
             # The whole listing, pages of 50.
             STREAM: body(os.path.join(d, "stream.bin"), directory_pb2.ListEmployeesRequest(page_size=50))}
 
@@ -198,7 +205,7 @@ def h2load(target, path, data, c, m, n):
     cmd = (["taskset", "-c", PIN["client"]] if PIN else []) + [
         "h2load", "-n", str(n), "-c", str(c), "-m", str(m), "-t", "1",
         "-H", "content-type: application/grpc", "-H", "te: trailers", "-d", data,
-        f"http://{target}{path}"]
+        f"http://{target}{path.split('#')[0]}"]
     try:
         out = subprocess.run(cmd, capture_output=True, text=True, stdin=subprocess.DEVNULL,
                              timeout=H2LOAD_TIMEOUT_S).stdout
@@ -280,6 +287,8 @@ def summarize(res):
             "health_cpu_us_per_req_16x16": med(lambda r: r["runs"]["hc_16x16"]["cpu_us_per_req"]),
             "list_qps_16x16": med(lambda r: r["runs"]["list_16x16"]["qps"]) if all("list_16x16" in r["runs"] for r in rs) else 0,
             "list_cpu_us_per_req_16x16": med(lambda r: r["runs"]["list_16x16"]["cpu_us_per_req"]) if all("list_16x16" in r["runs"] for r in rs) else 0,
+            "list_no_thumbnail_qps_16x16": med(lambda r: r["runs"]["list_no_thumbnail_16x16"]["qps"]) if all("list_no_thumbnail_16x16" in r["runs"] for r in rs) else 0,
+            "list_no_thumbnail_cpu_us_per_req_16x16": med(lambda r: r["runs"]["list_no_thumbnail_16x16"]["cpu_us_per_req"]) if all("list_no_thumbnail_16x16" in r["runs"] for r in rs) else 0,
             # One StreamEmployees call streams the whole listing: seconds and CPU ms per stream.
             "stream_s_1x1": med(lambda r: r["runs"]["stream_1x1"]["mean_us"] / 1e6) if all("stream_1x1" in r["runs"] for r in rs) else 0,
             "stream_cpu_ms_1x1": med(lambda r: r["runs"]["stream_1x1"]["cpu_us_per_req"] / 1000) if all("stream_1x1" in r["runs"] for r in rs) else 0,
@@ -325,14 +334,15 @@ def table(res):
     lines = [head, "",
              "| server | GetEmployee QPS 16×16 | Health QPS 16×16 | GetEmployee mean µs 1×1 | Health mean µs 1×1 "
              "| CPU µs/req GetEmployee | CPU µs/req Health | RSS after load MiB | ListEmployees (50) QPS 16×16 | CPU µs/req ListEmployees "
-             "| StreamEmployees s 1×1 | CPU ms per StreamEmployees |",
-             "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|"]
+             "| ListEmployees (50) without thumbnails QPS 16×16 | StreamEmployees s 1×1 | CPU ms per StreamEmployees |",
+             "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|"]
     for n, s in summary.items():
         lines.append(f"| {LABEL[n]} | {s['get_qps_16x16']:,.0f} | {s['health_qps_16x16']:,.0f} | "
                      f"{s['get_mean_us_1x1']:,.0f} | {s['health_mean_us_1x1']:,.0f} | "
                      f"{s['get_cpu_us_per_req_16x16']:.1f} | {s['health_cpu_us_per_req_16x16']:.1f} | "
                      f"{s['rss_after_load_mib']:.1f} | {s.get('list_qps_16x16', 0):,.0f} | "
-                     f"{s.get('list_cpu_us_per_req_16x16', 0):.1f} | {s.get('stream_s_1x1', 0):.3f} | "
+                     f"{s.get('list_cpu_us_per_req_16x16', 0):.1f} | {s.get('list_no_thumbnail_qps_16x16', 0):,.0f} | "
+                     f"{s.get('stream_s_1x1', 0):.3f} | "
                      f"{s.get('stream_cpu_ms_1x1', 0):,.0f} |")
     if ratios:
         lines += ["", "| ratio | GetEmployee QPS 16×16 | CPU µs/req GetEmployee |", "|---|--:|--:|"]

@@ -8,14 +8,14 @@ For 226 guids (the first 25, 200 at random, the middle row), each peer's Employe
 serialize to the same bytes as Roster's (deterministic serialization); an upper-case guid, an
 unknown one, a malformed one and an empty one must end with the same status code; the first
 three pages of 50 of the default ListEmployees listing (each page_token from the page before),
-a page of 7, a page of the default size and a page after a bad token must give the same bytes
+the first two pages of 50 without thumbnails (a read mask of every other field), a page of 7, a page of the default size and a page after a bad token must give the same bytes
 or status; StreamEmployees must stream the whole listing in pages of 50, and its first three
 pages of 7, with the same bytes; and Health.Check must give the same answer. Exits 1 on any
 difference.
 """
 import sqlite3, sys
 
-from servers import DB, LABEL, Server, stop_on_sigterm
+from servers import DB, LABEL, NO_THUMBNAIL_MASK, Server, stop_on_sigterm
 
 import grpc  # noqa: E402
 from google.protobuf import json_format  # noqa: E402
@@ -60,6 +60,17 @@ def answers(name, probe_list):
                     token = resp.next_page_token
                 except grpc.RpcError as err:
                     out[f"list page {page + 1}"] = (err.code().name, b"", None)
+            # The listing without thumbnails (a read mask of every other field), two pages by token.
+            token = ""
+            for page in range(2):
+                try:
+                    request = directory_pb2.ListEmployeesRequest(page_size=50, page_token=token)
+                    request.read_mask.paths.extend(NO_THUMBNAIL_MASK)
+                    resp = d.ListEmployees(request, timeout=10)
+                    out[f"list without thumbnails, page {page + 1}"] = ("OK", resp.SerializeToString(deterministic=True), resp)
+                    token = resp.next_page_token
+                except grpc.RpcError as err:
+                    out[f"list without thumbnails, page {page + 1}"] = (err.code().name, b"", None)
             for label, request in (("list of 7", directory_pb2.ListEmployeesRequest(page_size=7)),
                                    ("list of the default size", directory_pb2.ListEmployeesRequest()),
                                    ("list after a bad token", directory_pb2.ListEmployeesRequest(page_token="bm9wZQ"))):
