@@ -77,7 +77,13 @@ extension SQLiteStore {
       statement,
       pages in
       let (row, keyIndex) = EmployeeSQL.row(statement, fields)
-      pages.append(id: row.id, keys: { EmployeeSQL.keys(statement, from: keyIndex) }) { writer.append(row, to: &$0) }
+      pages.append(id: row.id, keys: { EmployeeSQL.keys(statement, from: keyIndex) }) { bytes in
+        if row.textIsValidUTF8 {
+          writer.append(row, to: &bytes)
+        } else {
+          writer.append(Employee(row), to: &bytes)
+        }
+      }
     }
   }
 

@@ -26,6 +26,38 @@ public struct EmployeeRow {
   public init() {}
 }
 
+extension EmployeeRow {
+  /// Whether every text of the row is valid UTF-8, as protobuf's strings must be. SQLite keeps
+  /// whatever bytes a text was given (another tool may write the file); a row that fails is
+  /// written from `Employee(row)`, whose Strings repair it, as every other read does.
+  public var textIsValidUTF8: Bool {
+    Self.isValidUTF8(self.guid) && Self.isValidUTF8(self.name) && Self.isValidUTF8(self.department)
+      && Self.isValidUTF8(self.email) && Self.isValidUTF8(self.phone) && Self.isValidUTF8(self.address)
+      && Self.isValidUTF8(self.about) && Self.isValidUTF8(self.startDate)
+      && self.pictureEtag.map(Self.isValidUTF8) ?? true
+  }
+
+  /// ASCII eight bytes at a time; anything else through the standard library's decoder.
+  static func isValidUTF8(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
+    guard let base = bytes.baseAddress else { return true }
+    let raw = UnsafeRawPointer(base)
+    var index = 0
+    while index + 8 <= bytes.count {
+      if raw.loadUnaligned(fromByteOffset: index, as: UInt64.self) & 0x8080_8080_8080_8080 != 0 { break }
+      index += 8
+    }
+    while index < bytes.count, bytes[index] < 0x80 { index += 1 }
+    guard index < bytes.count else { return true }
+    return !transcode(
+      bytes[index...].makeIterator(),
+      from: UTF8.self,
+      to: UTF32.self,
+      stoppingOnError: true,
+      into: { _ in }
+    )
+  }
+}
+
 /// Writes the rows of a listing into a page's bytes as the store reads them, so that no
 /// `Employee` is made for a row that is only sent on (the services' protobuf encoder).
 public protocol EmployeeRowWriter: Sendable {
