@@ -37,24 +37,50 @@ extension EmployeeRow {
       && self.pictureEtag.map(Self.isValidUTF8) ?? true
   }
 
-  /// ASCII eight bytes at a time; anything else through the standard library's decoder.
+  /// Whether `bytes` are UTF-8 (the well-formed sequences of the Unicode Standard's table 3-7):
+  /// ASCII eight bytes at a time, each other sequence by its lead byte's ranges.
   static func isValidUTF8(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
     guard let base = bytes.baseAddress else { return true }
     let raw = UnsafeRawPointer(base)
-    var index = 0
-    while index + 8 <= bytes.count {
-      if raw.loadUnaligned(fromByteOffset: index, as: UInt64.self) & 0x8080_8080_8080_8080 != 0 { break }
-      index += 8
+    let count = bytes.count
+    // Most texts are ASCII: their words ORed together, the last one overlapping, then one test.
+    if count >= 8 {
+      var any: UInt64 = raw.loadUnaligned(fromByteOffset: count - 8, as: UInt64.self)
+      var offset = 0
+      while offset + 8 <= count {
+        any |= raw.loadUnaligned(fromByteOffset: offset, as: UInt64.self)
+        offset += 8
+      }
+      if any & 0x8080_8080_8080_8080 == 0 { return true }
+    } else if bytes.allSatisfy({ $0 < 0x80 }) {
+      return true
     }
-    while index < bytes.count, bytes[index] < 0x80 { index += 1 }
-    guard index < bytes.count else { return true }
-    return !transcode(
-      bytes[index...].makeIterator(),
-      from: UTF8.self,
-      to: UTF32.self,
-      stoppingOnError: true,
-      into: { _ in }
-    )
+    var index = 0
+    func continuation(_ offset: Int, _ range: ClosedRange<UInt8> = 0x80...0xBF) -> Bool {
+      index + offset < count && range.contains(base[index + offset])
+    }
+    while index < count {
+      if index + 8 <= count, raw.loadUnaligned(fromByteOffset: index, as: UInt64.self) & 0x8080_8080_8080_8080 == 0 {
+        index += 8
+        continue
+      }
+      let lead = base[index]
+      let length: Int
+      switch lead {
+      case 0x00...0x7F: length = 1
+      case 0xC2...0xDF: length = continuation(1) ? 2 : 0
+      case 0xE0: length = continuation(1, 0xA0...0xBF) && continuation(2) ? 3 : 0
+      case 0xE1...0xEC, 0xEE...0xEF: length = continuation(1) && continuation(2) ? 3 : 0
+      case 0xED: length = continuation(1, 0x80...0x9F) && continuation(2) ? 3 : 0
+      case 0xF0: length = continuation(1, 0x90...0xBF) && continuation(2) && continuation(3) ? 4 : 0
+      case 0xF1...0xF3: length = continuation(1) && continuation(2) && continuation(3) ? 4 : 0
+      case 0xF4: length = continuation(1, 0x80...0x8F) && continuation(2) && continuation(3) ? 4 : 0
+      default: length = 0
+      }
+      guard length > 0 else { return false }
+      index += length
+    }
+    return true
   }
 }
 

@@ -67,5 +67,20 @@ struct WrittenPagesTests {
     #expect(!valid([0xC0, 0xAF]))  // overlong
     #expect(!valid([0xED, 0xA0, 0x80]))  // a surrogate
     #expect(!valid(Array(repeating: 0x61, count: 8) + [0xE6, 0x97]))  // cut short after a full word
+    #expect(!valid([0xE0, 0x80, 0x80]))  // a three-byte overlong
+    #expect(!valid([0xF0, 0x80, 0x80, 0x80]))  // a four-byte overlong
+    #expect(!valid([0xF4, 0x90, 0x80, 0x80]))  // past U+10FFFF
+    #expect(!valid([0xF5, 0x80, 0x80, 0x80]))  // no such lead byte
+    #expect(valid([0xF4, 0x8F, 0xBF, 0xBF, 0xED, 0x9F, 0xBF, 0xE0, 0xA0, 0x80, 0xC2, 0x80]))  // each range's edge
+    // The same verdicts as the standard library's, over random bytes.
+    var random = SplitMix64(seed: 7)
+    for _ in 0..<2_000 {
+      let bytes = (0..<Int(random.next() % 12)).map { _ in
+        random.next() % 3 == 0 ? UInt8(truncatingIfNeeded: random.next()) : UInt8(0x80 | random.next() % 0x40)
+      }
+      let lead: [UInt8] = [[], [0xE6], [0xF0, 0x9F], [0xC3], [0x61]][Int(random.next() % 5)]
+      let all = lead + bytes
+      #expect(valid(all) == (String(validating: all, as: UTF8.self) != nil), "\(all)")
+    }
   }
 }
