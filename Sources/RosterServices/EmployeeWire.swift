@@ -15,25 +15,13 @@ internal import RosterStore
 /// the exact size (`Writer`).
 enum EmployeeWire {
   /// The page's bytes: each employee with the fields `mask` selects, as
-  /// `Roster_V1_Employee(_:mask:)` sets them, then the token when it is not empty.
+  /// `Roster_V1_Employee(_:mask:)` sets them, then the token when it is not empty; the same
+  /// entries `Rows` writes as a store reads its rows.
   static func page(_ employees: [Employee], mask: EmployeeReadMask, nextPageToken: String) -> [UInt8] {
-    var sizes: [Int] = []
-    sizes.reserveCapacity(employees.count)
-    var total = 0
-    for employee in employees {
-      let size = Self.size(employee, mask)
-      sizes.append(size)
-      total += 1 + Self.varintSize(UInt64(size)) + size
-    }
-    if !nextPageToken.isEmpty { total += Self.stringSize(nextPageToken) }
-    return Self.written(size: total) { writer in
-      for (employee, size) in zip(employees, sizes) {
-        writer.byte(0x0A)  // field 1, length-delimited
-        writer.varint(UInt64(size))
-        Self.append(employee, mask, to: &writer)
-      }
-      if !nextPageToken.isEmpty { writer.string(2, nextPageToken) }
-    }
+    let rows = Rows(mask: mask)
+    var bytes: [UInt8] = []
+    for employee in employees { rows.append(employee, to: &bytes) }
+    return Self.page(written: bytes, nextPageToken: nextPageToken)
   }
 
   /// A written page's bytes (`WrittenEmployeePage`, its rows' entries as `Rows` wrote them),
