@@ -25,6 +25,7 @@ import urllib.request
 
 from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
+from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support.ui import WebDriverWait
@@ -93,7 +94,10 @@ def connect(method, message, role="writer"):
 class Console(unittest.TestCase):
     def wait(self, what, condition):
         try:
-            return WebDriverWait(BROWSER, HANG, poll_frequency=0.1).until(lambda _: condition())
+            # The page re-renders its lists as answers arrive: an element found in one poll can be
+            # gone by the time it is read. That poll fails and the next one looks again.
+            return WebDriverWait(BROWSER, HANG, poll_frequency=0.1,
+                                 ignored_exceptions=(StaleElementReferenceException,)).until(lambda _: condition())
         except Exception:
             os.makedirs(ARTIFACTS, exist_ok=True)
             BROWSER.save_screenshot(os.path.join(ARTIFACTS, "console-failure.png"))
@@ -105,6 +109,11 @@ class Console(unittest.TestCase):
 
     def rows(self):
         return BROWSER.find_elements(By.CSS_SELECTOR, "#results li button")
+
+    def row_texts(self):
+        """The rows' texts, read in one step in the page (a re-render cannot fall between them)."""
+        return BROWSER.execute_script(
+            "return [...document.querySelectorAll('#results li button')].map((b) => b.innerText);")
 
     def test_the_directory_in_a_browser(self):
         BROWSER.get(BASE + "/")
@@ -129,7 +138,7 @@ class Console(unittest.TestCase):
         def folded(text):
             return "".join(c for c in unicodedata.normalize("NFKD", text.lower()) if not unicodedata.combining(c))
         self.wait("search results", lambda: "employees shown" in self.by_id("result-count").text
-                  and self.rows() and all("an" in folded(row.text.split(" · ")[0]) for row in self.rows()))
+                  and (texts := self.row_texts()) and all("an" in folded(text.split(" · ")[0]) for text in texts))
         search.send_keys(Keys.CONTROL, "a")
         search.send_keys(Keys.DELETE)
         self.wait("the whole directory again", lambda: len(self.rows()) >= 30)
