@@ -23,7 +23,7 @@ final class CallBridge: ServerTransport, Sendable {
 
   /// One accepted call, to cancel when its client goes away.
   final class BridgedCall: Sendable {
-    fileprivate let handle = CallCancellation<ServerContext.RPCCancellationHandle>()
+    fileprivate let handle = CallCancellation()
     fileprivate let callTask = CallTask(arrived: .now)
 
     /// Cancels the call: its handler sees the RPC cancelled, and its task is cancelled.

@@ -207,7 +207,8 @@ final class ConnectionFastCalls: ChannelInboundHandler, @unchecked Sendable {
   func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
     // Told apart by their types, not by a failed cast for each case (`ConnectionEvent`).
     switch ConnectionEvent(event) {
-    case .windowUpdated(let updated):
+    case .windowUpdated:
+      let updated = event as! NIOHTTP2WindowUpdatedEvent
       // A flow-control event goes on to the multiplexer for the connection's own window, which
       // it manages, and for the streams it was told of; one of this handler's calls stays here.
       if updated.streamID == .rootStream || self.multiplexed.contains(updated.streamID) {

@@ -58,7 +58,7 @@ extension UnaryFastPath {
 
   /// One running call: its cancellation, and the client deadline's timer.
   struct LaunchedCall {
-    let cancellation: CallCancellation<ServerContext.RPCCancellationHandle>
+    let cancellation: CallCancellation
     let timer: Scheduled<Void>?
 
     /// The call is over: its reply is written, or nobody is left to read it.
@@ -86,7 +86,7 @@ extension UnaryFastPath {
     executor: EventLoopGroupExecutor,
     finish: @escaping @Sendable (UnaryOutcome) -> Void
   ) -> LaunchedCall {
-    let cancellation = CallCancellation<ServerContext.RPCCancellationHandle>()
+    let cancellation = CallCancellation()
     // The call's own task, which the server's default deadline cancels (`CallTaskCancelling`);
     // its arrival, read before the timer below starts (`CallArrival`).
     let callTask = CallTask(arrived: .now)
