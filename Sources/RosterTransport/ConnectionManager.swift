@@ -17,6 +17,11 @@ internal import NIOHTTP2
 /// before (that stream's trailers) has reached the socket: a second GOAWAY is written behind
 /// them, and the close follows its write.
 ///
+/// It also refuses a malformed header block from the client (`RequestHeaderCheck`, in place of
+/// swift-nio-http2's check, which is off): that stream is reset with `PROTOCOL_ERROR`, as
+/// swift-nio-http2 resets it, and no handler after this one hears of it (neither the frame nor,
+/// for a new stream, its creation and its end).
+///
 /// Sits right after `NIOHTTP2Handler`, which acks pings itself. On the connection's event
 /// loop only.
 final class ConnectionManager: ChannelDuplexHandler {
@@ -33,6 +38,11 @@ final class ConnectionManager: ChannelDuplexHandler {
   /// having been created).
   private var openStreams: Set<HTTP2StreamID> = []
   private var lastStreamID = HTTP2StreamID(0)
+  /// The highest stream whose request headers were read: a HEADERS frame above it opens a
+  /// stream (a request block), one at or below it ends one (trailers).
+  private var lastRequestStreamID = HTTP2StreamID(0)
+  /// New streams reset for a malformed request block, until they close: their events stay here.
+  private var refusedStreams: Set<HTTP2StreamID> = []
   /// GOAWAY has been sent: the connection closes once its streams are done.
   private var closing = false
   private var readSinceKeepalive = false
@@ -84,7 +94,14 @@ final class ConnectionManager: ChannelDuplexHandler {
   func channelRead(context: ChannelHandlerContext, data: NIOAny) {
     self.readSinceKeepalive = true
     let frame = self.unwrapInboundIn(data)
-    if case .ping(let ping, let ack) = frame.payload {
+    if case .headers(let headers) = frame.payload {
+      let opens = frame.streamID > self.lastRequestStreamID
+      if opens { self.lastRequestStreamID = frame.streamID }
+      guard RequestHeaderCheck.isWellFormed(headers.headers, opens ? .request : .trailers) else {
+        self.refuse(frame.streamID, opened: opens, context: context)
+        return
+      }
+    } else if case .ping(let ping, let ack) = frame.payload {
       if ack {
         if ping == Self.keepalivePing {
           self.keepaliveTimeoutTimer?.cancel()
@@ -105,18 +122,28 @@ final class ConnectionManager: ChannelDuplexHandler {
     context.fireChannelRead(data)
   }
 
+  /// Resets a stream whose header block is malformed (RFC 9113 § 8.1.1: a stream error of type
+  /// `PROTOCOL_ERROR`).
+  private func refuse(_ stream: HTTP2StreamID, opened: Bool, context: ChannelHandlerContext) {
+    if opened { self.refusedStreams.insert(stream) }
+    let reset = HTTP2Frame(streamID: stream, payload: .rstStream(.protocolError))
+    context.writeAndFlush(self.wrapOutboundOut(reset), promise: nil)
+  }
+
   func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
     // Told apart by their types, not by a failed cast for each case (`ConnectionEvent`).
     switch ConnectionEvent(event) {
     case .windowUpdated, .other:
       ()
     case .streamCreated(let created):
+      if !self.refusedStreams.isEmpty, self.refusedStreams.contains(created.streamID) { return }
       self.openStreams.insert(created.streamID)
       self.lastStreamID = max(self.lastStreamID, created.streamID)
       self.pingStrikes = 0
       self.idleTimer?.cancel()
       self.idleTimer = nil
     case .streamClosed(let closed):
+      if !self.refusedStreams.isEmpty, self.refusedStreams.remove(closed.streamID) != nil { return }
       guard self.openStreams.remove(closed.streamID) != nil else { break }
       if self.openStreams.isEmpty {
         if self.closing {

@@ -202,7 +202,11 @@ package final class RosterHTTP2Transport: ServerTransport {
       HTTP2Setting(parameter: .maxHeaderListSize, value: HPACKDecoder.defaultMaxHeaderListSize),
     ]
     settings.append(HTTP2Setting(parameter: .maxConcurrentStreams, value: self.config.maxConcurrentStreams))
-    try sync.addHandler(NIOHTTP2Handler(mode: .server, initialSettings: settings))
+    // The client's header blocks are checked by `ConnectionManager` (`RequestHeaderCheck`);
+    // swift-nio-http2's own check also ran on the server's blocks, at twice the cost.
+    try sync.addHandler(
+      NIOHTTP2Handler(mode: .server, initialSettings: settings, headerBlockValidation: .disabled)
+    )
     try sync.addHandler(ConnectionManager(limits: self.config.connection))
     if let connectionHandlers = self.connectionHandlers {
       try sync.addHandlers(try connectionHandlers(channel))

@@ -1,5 +1,6 @@
 import NIOCore
 import NIOEmbedded
+import NIOHPACK
 import NIOHTTP2
 @testable import RosterTransport
 import Testing
@@ -44,8 +45,10 @@ struct ConnectionManagerTests {
     return nil
   }
 
+  static let request: HPACKHeaders = [":method": "POST", ":scheme": "http", ":path": "/a.B/C", "te": "trailers"]
+
   static func open(_ stream: HTTP2StreamID, on channel: EmbeddedChannel) throws {
-    try channel.writeInbound(HTTP2Frame(streamID: stream, payload: .headers(.init(headers: [:]))))
+    try channel.writeInbound(HTTP2Frame(streamID: stream, payload: .headers(.init(headers: Self.request))))
     channel.pipeline.fireUserInboundEventTriggered(
       NIOHTTP2StreamCreatedEvent(streamID: stream, localInitialWindowSize: nil, remoteInitialWindowSize: nil)
     )
@@ -163,6 +166,65 @@ struct ConnectionManagerTests {
     let channel = try Self.channel()
     channel.pipeline.fireErrorCaught(NIOHTTP2Errors.streamClosed(streamID: 1, errorCode: .cancel))
     #expect(channel.isActive)
+    _ = try? channel.finish()
+  }
+
+  /// What reaches the handler after the manager: frames' streams, and stream events.
+  final class Heard: ChannelInboundHandler, @unchecked Sendable {
+    typealias InboundIn = HTTP2Frame
+    var frames: [HTTP2StreamID] = []
+    var created: [HTTP2StreamID] = []
+    var closed: [HTTP2StreamID] = []
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+      self.frames.append(self.unwrapInboundIn(data).streamID)
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+      if let event = event as? NIOHTTP2StreamCreatedEvent { self.created.append(event.streamID) }
+      if let event = event as? StreamClosedEvent { self.closed.append(event.streamID) }
+    }
+  }
+
+  @Test("a malformed header block resets its stream with PROTOCOL_ERROR, and nothing after hears of it")
+  func malformedHeaderBlocks() throws {
+    let heard = Heard()
+    let channel = EmbeddedChannel(
+      handlers: [ConnectionManager(limits: Self.withoutKeepalive), heard],
+      loop: EmbeddedEventLoop()
+    )
+    try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 1)).wait()
+    // A new stream whose request has an uppercase name: reset; neither its frame nor its
+    // creation and end go on.
+    var bad = Self.request
+    bad.add(name: "X-Upper", value: "1")
+    try channel.writeInbound(HTTP2Frame(streamID: 1, payload: .headers(.init(headers: bad))))
+    channel.pipeline.fireUserInboundEventTriggered(
+      NIOHTTP2StreamCreatedEvent(streamID: 1, localInitialWindowSize: nil, remoteInitialWindowSize: nil)
+    )
+    Self.close(1, on: channel)
+    var frames = try Self.written(channel)
+    guard case .rstStream(.protocolError) = frames.first, frames.count == 1 else {
+      Issue.record("wrote \(frames)")
+      return
+    }
+    #expect(heard.frames.isEmpty && heard.created.isEmpty && heard.closed.isEmpty)
+    // A well-formed stream goes on; its trailers with a pseudo-header reset it, and only the
+    // trailers stay here.
+    try Self.open(3, on: channel)
+    try channel.writeInbound(HTTP2Frame(streamID: 3, payload: .headers(.init(headers: [":path": "/"], endStream: true))))
+    frames = try Self.written(channel)
+    guard case .rstStream(.protocolError) = frames.first, frames.count == 1 else {
+      Issue.record("wrote \(frames)")
+      return
+    }
+    Self.close(3, on: channel)
+    #expect(heard.frames == [3] && heard.created == [3] && heard.closed == [3])
+    // Well-formed trailers go on.
+    try Self.open(5, on: channel)
+    try channel.writeInbound(HTTP2Frame(streamID: 5, payload: .headers(.init(headers: ["x-sum": "1"], endStream: true))))
+    #expect(try Self.written(channel).isEmpty)
+    #expect(heard.frames == [3, 5, 5])
     _ = try? channel.finish()
   }
 }

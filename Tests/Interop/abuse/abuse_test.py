@@ -442,6 +442,65 @@ class Abuse(unittest.TestCase):
             sock.close()
         self.after_abuse("wrong method and content type")
 
+    def test_malformed_header_blocks(self):
+        """Header blocks RFC 9113 calls malformed (uppercase or connection-specific names, `te`
+        other than trailers, pseudo-headers missing, repeated, unknown, after a regular field or
+        in trailers, bytes a value may not hold): each stream is reset with PROTOCOL_ERROR (1),
+        and the same connection then answers a Health.Check (on Roster's transport: grpc-swift's
+        closes the connection after such a reset)."""
+        health = "/grpc.health.v1.Health/Check"
+        good = self.headers(health)
+        without = lambda name: [h for h in good if h[0] != name]
+        requests = {
+            "an uppercase name": good + [("X-Upper", "1")],
+            "a connection-specific field": good + [("connection", "keep-alive")],
+            "te other than trailers": without("te") + [("te", "gzip")],
+            "no :path": without(":path"),
+            "no :method": without(":method"),
+            "an empty :path": without(":path") + [(":path", "")],
+            "a repeated :method": good[:1] + good,
+            "an unknown pseudo-header": good[:4] + [(":status", "200")] + good[4:],
+            "a pseudo-header after a regular field": without(":authority") + [(":authority", "x")],
+            "a space in :path": without(":path")[:2] + [(":path", "/grpc.health.v1.Health/Check x")]
+                                + without(":path")[2:],
+            "a line feed in a value": good + [("x-note", "a\nb")],
+        }
+        trailers = {
+            "a pseudo-header in trailers": [(":method", "POST")],
+            "a connection-specific field in trailers": [("transfer-encoding", "chunked")],
+        }
+        loose = h2.config.H2Configuration(client_side=True, header_encoding="utf-8",
+                                          validate_outbound_headers=False,
+                                          normalize_outbound_headers=False)
+        for case, block in list(requests.items()) + list(trailers.items()):
+            sock = socket.create_connection((HOST, PORT), timeout=HANG)
+            conn = h2.connection.H2Connection(config=loose)
+            conn.initiate_connection()
+            try:
+                stream = conn.get_next_available_stream_id()
+                if case in trailers:
+                    conn.send_headers(stream, good)
+                    conn.send_data(stream, self.frame(b""))
+                    conn.send_headers(stream, block, end_stream=True)
+                else:
+                    conn.send_headers(stream, block, end_stream=False)
+                    conn.send_data(stream, self.frame(b""), end_stream=True)
+                sock.sendall(conn.data_to_send())
+                _, _, reply, reset = self.read(sock, conn, stream)
+                self.assertEqual(reset, 1, f"{case}: {reply}, reset {reset}")
+                if GRPC_SWIFT:
+                    continue
+                # The connection lives on: a call on it is answered.
+                stream = conn.get_next_available_stream_id()
+                conn.send_headers(stream, good)
+                conn.send_data(stream, self.frame(b""), end_stream=True)
+                sock.sendall(conn.data_to_send())
+                _, _, reply, reset = self.read(sock, conn, stream)
+                self.assertEqual(reply.get("grpc-status"), "0", f"after {case}: {reply}, reset {reset}")
+            finally:
+                sock.close()
+        self.after_abuse("malformed header blocks")
+
     # --- Floods ------------------------------------------------------------------------------
 
     def test_continuation_flood_stops_the_reading(self):
