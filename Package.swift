@@ -52,7 +52,9 @@ let package = Package(
         .product(name: "GRPCCore", package: "grpc-swift-2"),
         .product(name: "GRPCProtobuf", package: "grpc-swift-protobuf"),
       ],
-      swiftSettings: [.swiftLanguageMode(.v6)]
+      // The services' generated protocols: a method without its own isolation runs where it is
+      // called, as the services' own code does (`strict`), rather than hopping at each call.
+      swiftSettings: [.swiftLanguageMode(.v6), .enableUpcomingFeature("NonisolatedNonsendingByDefault")]
     ),
     // A small non-variadic C face on libvips (thumbnails, demo pictures), which it opens on
     // first use (Debian's libvips42); nothing links libvips.
