@@ -71,9 +71,11 @@ extension ConnectUnary {
       }
     }
     let replyEncoding = Self.replyEncoding(request.headers, accepting: "grpc-accept-encoding", for: method.descriptor)
+    let metadata = Self.callMetadata(request.headers)
     return self.fastPath.launch(
       method,
-      headers: Self.callMetadata(request.headers),
+      headers: metadata,
+      timeout: metadata.first(name: "grpc-timeout"),
       message: message,
       peers: peers,
       eventLoop: eventLoop,

@@ -138,6 +138,7 @@ struct ConnectUnary: Sendable {
     return self.fastPath.launch(
       call.method,
       headers: call.metadata,
+      timeout: call.metadata.first(name: "grpc-timeout"),
       message: call.message,
       peers: peers,
       format: call.encoding == .json ? .json : .binary,

@@ -52,6 +52,8 @@ final class ConnectionFastCalls: ChannelInboundHandler, @unchecked Sendable {
   struct Reading {
     var method: UnaryFastPath.Method
     var headers: HPACKHeaders
+    /// The request's `grpc-timeout`.
+    var timeout: String?
     var frames: [HTTP2Frame.FramePayload]
     var created: NIOHTTP2StreamCreatedEvent?
     var bodyBytes = 0
@@ -69,6 +71,8 @@ final class ConnectionFastCalls: ChannelInboundHandler, @unchecked Sendable {
   /// The open streams the multiplexer was told of (their creation event passed on): only
   /// their flow-control and closing events go on to it, not those of this handler's calls.
   private var multiplexed: Set<HTTP2StreamID> = []
+  /// The connection's inbound window in the last of its window events passed on.
+  private var connectionInboundWindow: Int?
   /// The highest stream the client has opened: a HEADERS frame above it opens a new stream.
   private var lastStreamID = HTTP2StreamID(0)
   var context: ChannelHandlerContext?
@@ -148,7 +152,14 @@ final class ConnectionFastCalls: ChannelInboundHandler, @unchecked Sendable {
         self.passOn(stream, reading, context: context)
         return
       }
-      self.start(stream, reading.method, headers: reading.headers, message: message, context: context)
+      self.start(
+        stream,
+        reading.method,
+        headers: reading.headers,
+        timeout: reading.timeout,
+        message: message,
+        context: context
+      )
 
     case .running(let launched):
       if case .rstStream = frame.payload {
@@ -211,7 +222,14 @@ final class ConnectionFastCalls: ChannelInboundHandler, @unchecked Sendable {
       let updated = event as! NIOHTTP2WindowUpdatedEvent
       // A flow-control event goes on to the multiplexer for the connection's own window, which
       // it manages, and for the streams it was told of; one of this handler's calls stays here.
-      if updated.streamID == .rootStream || self.multiplexed.contains(updated.streamID) {
+      if updated.streamID == .rootStream {
+        // The multiplexer reads only the connection's inbound window, to give it back: an event
+        // that leaves it as last passed on (DATA moving the outbound one) would change nothing
+        // there, and costs a few failed casts in it.
+        guard updated.inboundWindowSize != self.connectionInboundWindow else { return }
+        self.connectionInboundWindow = updated.inboundWindowSize
+        context.fireUserInboundEventTriggered(event)
+      } else if self.multiplexed.contains(updated.streamID) {
         context.fireUserInboundEventTriggered(event)
       }
       return
@@ -266,11 +284,9 @@ final class ConnectionFastCalls: ChannelInboundHandler, @unchecked Sendable {
     data: NIOAny,
     context: ChannelHandlerContext
   ) {
-    if !Self.isGRPC(headers.headers) {
-      if let wire = self.streams.streamedProtocol(
-        contentType: headers.headers.first(name: "content-type"),
-        path: headers.headers.first(name: ":path") ?? ""
-      ) {
+    let head = UnaryFastPath.RequestHead(headers.headers)
+    if !head.isGRPC {
+      if let wire = self.streams.streamedProtocol(contentType: head.contentType, path: head.path ?? "") {
         self.startStreamed(stream, wire, headers: headers, context: context)
         return
       }
@@ -282,21 +298,22 @@ final class ConnectionFastCalls: ChannelInboundHandler, @unchecked Sendable {
       }
       return
     }
-    guard self.answersGRPC, let path = headers.headers.first(name: ":path"), let method = self.fastPath.methods[path]
-    else {
+    guard self.answersGRPC, let path = head.path, let method = self.fastPath.methods[path] else {
       context.fireChannelRead(data)
       return
     }
-    guard self.fastPath.isPlain(headers.headers) else {
+    guard head.isPlain else {
       UnaryFastPath.passedOnCalls.increment()
       context.fireChannelRead(data)
       return
     }
     if headers.endStream {
       // No message will come: answered now, as a call without a message.
-      self.start(stream, method, headers: headers.headers, message: nil, context: context)
+      self.start(stream, method, headers: headers.headers, timeout: head.timeout, message: nil, context: context)
     } else {
-      self.calls[stream] = .reading(Reading(method: method, headers: headers.headers, frames: [.headers(headers)]))
+      self.calls[stream] = .reading(
+        Reading(method: method, headers: headers.headers, timeout: head.timeout, frames: [.headers(headers)])
+      )
     }
   }
 
@@ -318,6 +335,7 @@ final class ConnectionFastCalls: ChannelInboundHandler, @unchecked Sendable {
     _ stream: HTTP2StreamID,
     _ method: UnaryFastPath.Method,
     headers: HPACKHeaders,
+    timeout: String?,
     message: ByteBuffer?,
     context: ChannelHandlerContext
   ) {
@@ -326,6 +344,7 @@ final class ConnectionFastCalls: ChannelInboundHandler, @unchecked Sendable {
     let launched = self.fastPath.launch(
       method,
       headers: headers,
+      timeout: timeout,
       message: message,
       peers: self.peers,
       eventLoop: context.eventLoop,
@@ -345,13 +364,6 @@ final class ConnectionFastCalls: ChannelInboundHandler, @unchecked Sendable {
       context.write(self.wrapOutboundOut(HTTP2Frame(streamID: stream, payload: payload)), promise: nil)
     }
     context.flush()
-  }
-
-  /// Whether a request is gRPC (`application/grpc`, `+proto` and the like, not gRPC-Web),
-  /// which the multiplexer's streams serve when this handler does not.
-  static func isGRPC(_ headers: HPACKHeaders) -> Bool {
-    guard let contentType = headers.first(name: "content-type") else { return false }
-    return contentType.hasPrefix("application/grpc") && !contentType.hasPrefix("application/grpc-web")
   }
 
   private func cancelAll() {

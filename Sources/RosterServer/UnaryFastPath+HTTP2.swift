@@ -74,11 +74,12 @@ extension UnaryFastPath {
   }
 
   /// Starts one call in a task of its own: on `eventLoop` (through `executor`) for a point
-  /// method, on the cooperative pool otherwise. A client deadline (`grpc-timeout`) cancels it
-  /// when it passes, as grpc-swift's executor does; `finish` gets the outcome on `eventLoop`.
+  /// method, on the cooperative pool otherwise. A client deadline (`timeout`, the value of
+  /// `grpc-timeout`) cancels it when it passes, as grpc-swift's executor does; `finish` gets the outcome on `eventLoop`.
   func launch(
     _ method: Method,
     headers: HPACKHeaders,
+    timeout: String?,
     message: ByteBuffer?,
     peers: Peers,
     format: WireFormat = .binary,
@@ -91,7 +92,7 @@ extension UnaryFastPath {
     // its arrival, read before the timer below starts (`CallArrival`).
     let callTask = CallTask(arrived: .now)
     var timer: Scheduled<Void>?
-    if let timeout = headers.first(name: "grpc-timeout").flatMap(CallControlInterceptor.timeout) {
+    if let timeout = timeout.flatMap(CallControlInterceptor.timeout) {
       timer = loop.scheduleTask(in: TimeAmount(timeout)) { cancellation.cancel() }
     }
     let metadata = Metadata(headers)
@@ -144,15 +145,50 @@ extension UnaryOutcome {
 extension RosterHTTP2Transport.Arrival: CallArrival {}
 
 extension UnaryFastPath {
-  /// Whether a call's request headers are what gRPC clients send for a call the fast path
-  /// answers as grpc-swift would: `POST`, a scheme, a gRPC content type, no compression.
-  func isPlain(_ headers: HPACKHeaders) -> Bool {
-    guard headers.first(name: ":method") == "POST",
-      let scheme = headers.first(name: ":scheme"), scheme == "http" || scheme == "https",
-      let contentType = headers.first(name: "content-type"),
-      contentType == "application/grpc" || contentType == "application/grpc+proto"
-    else { return false }
-    let encodings = headers[canonicalForm: "grpc-encoding"]
-    return encodings.isEmpty || encodings == ["identity"]
+  /// What the fast path reads of a call's request headers, found in one pass rather than a
+  /// search of the block for each (they cost a `Health.Check` about 2,000 instructions). Names
+  /// are lowercase: both transports refuse a block with any other (`RequestHeaderCheck`,
+  /// swift-nio-http2's check).
+  struct RequestHead {
+    private(set) var method: String?
+    private(set) var scheme: String?
+    private(set) var path: String?
+    private(set) var contentType: String?
+    /// `grpc-timeout`.
+    private(set) var timeout: String?
+    /// Whether `grpc-encoding` is absent, or is `identity` once.
+    private(set) var uncompressed = true
+    private var encodings = 0
+
+    init(_ headers: HPACKHeaders) {
+      for header in headers {
+        switch header.name {
+        case ":method": if self.method == nil { self.method = header.value }
+        case ":scheme": if self.scheme == nil { self.scheme = header.value }
+        case ":path": if self.path == nil { self.path = header.value }
+        case "content-type": if self.contentType == nil { self.contentType = header.value }
+        case "grpc-timeout": if self.timeout == nil { self.timeout = header.value }
+        case "grpc-encoding":
+          self.encodings += 1
+          self.uncompressed = self.encodings == 1 && header.value == "identity"
+        default: break
+        }
+      }
+    }
+
+    /// Whether the request is gRPC (`application/grpc`, `+proto` and the like, not gRPC-Web).
+    var isGRPC: Bool {
+      guard let contentType = self.contentType else { return false }
+      return contentType.hasPrefix("application/grpc") && !contentType.hasPrefix("application/grpc-web")
+    }
+
+    /// Whether the call is what gRPC clients send for a call the fast path answers as
+    /// grpc-swift would: `POST`, a scheme, a gRPC content type, no compression.
+    var isPlain: Bool {
+      guard self.method == "POST", self.scheme == "http" || self.scheme == "https",
+        self.contentType == "application/grpc" || self.contentType == "application/grpc+proto"
+      else { return false }
+      return self.uncompressed
+    }
   }
 }

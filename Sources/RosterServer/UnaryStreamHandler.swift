@@ -73,7 +73,7 @@ final class UnaryStreamHandler: ChannelInboundHandler, @unchecked Sendable {
         context.fireChannelRead(data)
         return
       }
-      guard self.fastPath.isPlain(headers.headers) else {
+      guard UnaryFastPath.RequestHead(headers.headers).isPlain else {
         self.passOn([frame], context: context)
         return
       }
@@ -145,6 +145,7 @@ final class UnaryStreamHandler: ChannelInboundHandler, @unchecked Sendable {
     let call = self.fastPath.launch(
       method,
       headers: headers,
+      timeout: headers.first(name: "grpc-timeout"),
       message: message,
       peers: UnaryFastPath.Peers(context.channel.parent),
       eventLoop: context.eventLoop,
