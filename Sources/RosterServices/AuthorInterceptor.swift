@@ -59,7 +59,11 @@ public struct AuthorInterceptor: UnaryServerInterceptor {
     context: ServerContext,
     next: () async throws -> Output
   ) async throws -> Output {
-    try await RequestAuthor.$current.withValue(Self.author(in: metadata), operation: next)
+    let author = Self.author(in: metadata)
+    // Most calls name no author, which is the value already bound: binding it again would cost
+    // a task-local record and three executor checks of the call's task.
+    if author.isEmpty, RequestAuthor.current.isEmpty { return try await next() }
+    return try await RequestAuthor.$current.withValue(author, operation: next)
   }
 
   /// The request's author, trimmed and cut to `maximumLength`; empty when it names none.
