@@ -37,10 +37,9 @@ final class ConnectionManager: ChannelDuplexHandler {
   /// The streams open now (a set, not a count: a stream refused at once closes without
   /// having been created).
   private var openStreams: Set<HTTP2StreamID> = []
-  private var lastStreamID = HTTP2StreamID(0)
   /// The highest stream whose request headers were read: a HEADERS frame above it opens a
-  /// stream (a request block), one at or below it ends one (trailers).
-  private var lastRequestStreamID = HTTP2StreamID(0)
+  /// stream (a request block), one at or below it ends one (trailers); and GOAWAY's last stream.
+  private var lastStreamID = HTTP2StreamID(0)
   /// New streams reset for a malformed request block, until they close: their events stay here.
   private var refusedStreams: Set<HTTP2StreamID> = []
   /// GOAWAY has been sent: the connection closes once its streams are done.
@@ -95,8 +94,8 @@ final class ConnectionManager: ChannelDuplexHandler {
     self.readSinceKeepalive = true
     let frame = self.unwrapInboundIn(data)
     if case .headers(let headers) = frame.payload {
-      let opens = frame.streamID > self.lastRequestStreamID
-      if opens { self.lastRequestStreamID = frame.streamID }
+      let opens = frame.streamID > self.lastStreamID
+      if opens { self.lastStreamID = frame.streamID }
       guard RequestHeaderCheck.isWellFormed(headers.headers, opens ? .request : .trailers) else {
         self.refuse(frame.streamID, opened: opens, context: context)
         return
@@ -138,7 +137,6 @@ final class ConnectionManager: ChannelDuplexHandler {
     case .streamCreated(let created):
       if !self.refusedStreams.isEmpty, self.refusedStreams.contains(created.streamID) { return }
       self.openStreams.insert(created.streamID)
-      self.lastStreamID = max(self.lastStreamID, created.streamID)
       self.pingStrikes = 0
       self.idleTimer?.cancel()
       self.idleTimer = nil
