@@ -66,14 +66,18 @@ final class UnaryStreamHandler: ChannelInboundHandler, @unchecked Sendable {
       context.fireChannelRead(data)
 
     case .idle:
-      guard case .headers(let headers) = frame, let path = headers.headers.first(name: ":path"),
-        let method = self.fastPath.methods[path]
-      else {
+      guard case .headers(let headers) = frame else {
         self.state = .passedOn
         context.fireChannelRead(data)
         return
       }
-      guard UnaryFastPath.RequestHead(headers.headers).isPlain else {
+      let head = UnaryFastPath.RequestHead(headers.headers)
+      guard let path = head.path, let method = self.fastPath.methods[path] else {
+        self.state = .passedOn
+        context.fireChannelRead(data)
+        return
+      }
+      guard head.isPlain else {
         self.passOn([frame], context: context)
         return
       }
