@@ -76,6 +76,8 @@ final class ConnectionFastCalls: ChannelInboundHandler, @unchecked Sendable {
   /// The highest stream the client has opened: a HEADERS frame above it opens a new stream.
   private var lastStreamID = HTTP2StreamID(0)
   var context: ChannelHandlerContext?
+  /// Whether replies were written in this read (calls answered without a task) and not flushed.
+  private var unflushed = false
   /// The connection's ends, for each call's `ServerContext`.
   var peers = UnaryFastPath.Peers(nil)
 
@@ -272,6 +274,14 @@ final class ConnectionFastCalls: ChannelInboundHandler, @unchecked Sendable {
     context.fireUserInboundEventTriggered(event)
   }
 
+  func channelReadComplete(context: ChannelHandlerContext) {
+    if self.unflushed {
+      self.unflushed = false
+      context.flush()
+    }
+    context.fireChannelReadComplete()
+  }
+
   func channelInactive(context: ChannelHandlerContext) {
     self.cancelAll()
     context.fireChannelInactive()
@@ -339,8 +349,15 @@ final class ConnectionFastCalls: ChannelInboundHandler, @unchecked Sendable {
     message: ByteBuffer?,
     context: ChannelHandlerContext
   ) {
-    let handler = NIOLoopBound(self, eventLoop: context.eventLoop)
     UnaryFastPath.fastCalls.increment()
+    if let outcome = self.fastPath.answerNow(method, headers: headers, message: message, peers: self.peers) {
+      // Answered in this read: the frames go out when the read completes (`channelReadComplete`),
+      // with the replies of the other calls it brought.
+      self.write(stream, outcome, context: context)
+      self.unflushed = true
+      return
+    }
+    let handler = NIOLoopBound(self, eventLoop: context.eventLoop)
     let launched = self.fastPath.launch(
       method,
       headers: headers,
@@ -360,10 +377,14 @@ final class ConnectionFastCalls: ChannelInboundHandler, @unchecked Sendable {
     guard case .running(let launched)? = self.calls.removeValue(forKey: stream), let context = self.context
     else { return }
     launched.ended()
+    self.write(stream, outcome, context: context)
+    context.flush()
+  }
+
+  private func write(_ stream: HTTP2StreamID, _ outcome: UnaryOutcome, context: ChannelHandlerContext) {
     outcome.writeFrames(allocator: context.channel.allocator) { payload in
       context.write(self.wrapOutboundOut(HTTP2Frame(streamID: stream, payload: payload)), promise: nil)
     }
-    context.flush()
   }
 
   private func cancelAll() {

@@ -124,6 +124,28 @@ extension UnaryFastPath {
   }
 }
 
+extension UnaryFastPath {
+  /// Runs a call of a method that answers without suspending (`Method.now`) on the caller's
+  /// thread, to its end; nil for a method that does not. No task, no timer for its deadline
+  /// (it ends before one could fire), and a cancellation handle that nothing signals.
+  func answerNow(
+    _ method: Method,
+    headers: HPACKHeaders,
+    message: ByteBuffer?,
+    peers: Peers,
+    format: WireFormat = .binary
+  ) -> UnaryOutcome? {
+    guard let now = method.now else { return nil }
+    let context = ServerContext(
+      descriptor: method.descriptor,
+      remotePeer: peers.remote,
+      localPeer: peers.local,
+      cancellation: ServerContext.RPCCancellationHandle()
+    )
+    return now(message, format, Metadata(headers), context, self.interceptors)
+  }
+}
+
 extension UnaryOutcome {
   /// The reply as HTTP/2 frames: HEADERS, a DATA frame per message, trailers; or trailers only
   /// when the call was refused before a response began.

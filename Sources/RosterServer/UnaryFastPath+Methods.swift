@@ -70,8 +70,8 @@ extension UnaryFastPath {
       .protobuf(Analytics.DeleteSales.descriptor, onEventLoop: false) {
         try await analytics.deleteSales(request: $0, context: $1)
       },
-      .protobuf(Grpc_Health_V1_Health.Method.Check.descriptor, onEventLoop: true, staged: false) {
-        try await health.check(request: $0, context: $1)
+      .protobufNow(Grpc_Health_V1_Health.Method.Check.descriptor) { request, _ in
+        try health.status(of: request)
       },
     ]
   }

@@ -32,6 +32,12 @@ struct UnaryFastPath: Sendable {
     /// messages, in `WireFormat`.
     let run: @Sendable (ByteBuffer?, WireFormat, Metadata, ServerContext, [any UnaryServerInterceptor]) async
       -> UnaryOutcome
+    /// Runs one call without suspending, on the caller's thread (the connection's event loop,
+    /// with no task): for a method whose handler never waits (`protobufNow`); nil for the
+    /// others. A task, its executor hops and the async frames of the interceptors cost a
+    /// `Health.Check` about a third of its instructions (docs/performance.md, "Calls without a
+    /// task").
+    var now: (@Sendable (ByteBuffer?, WireFormat, Metadata, ServerContext, [any UnaryServerInterceptor]) -> UnaryOutcome)?
 
     /// A method with protobuf messages, whose handler takes the request's message and returns
     /// the response's: the service's `SimpleServiceProtocol` method.
@@ -52,6 +58,30 @@ struct UnaryFastPath: Sendable {
         { input, context, _ in try await handler(input, context) },
         with: UnaryFastPath.serialize
       )
+    }
+
+    /// A method whose handler never waits: run without a task where the transport can (`now`),
+    /// and in a task of its own like any other method elsewhere (the Connect protocol,
+    /// grpc-swift's transport).
+    static func protobufNow<Input: SwiftProtobuf.Message, Output: SwiftProtobuf.Message>(
+      _ descriptor: MethodDescriptor,
+      input: Input.Type = Input.self,
+      output: Output.Type = Output.self,
+      _ handler: @escaping @Sendable (Input, ServerContext) throws -> Output
+    ) -> Method {
+      var method = Method.protobuf(descriptor, input: input, output: output, onEventLoop: true, staged: false, handler)
+      method.now = { bytes, format, metadata, context, interceptors in
+        UnaryFastPath.executeNow(
+          message: bytes.map(BufferBytes.init),
+          format: format,
+          metadata: metadata,
+          context: context,
+          interceptors: interceptors,
+          handler: handler,
+          serialize: UnaryFastPath.serialize
+        )
+      }
+      return method
     }
 
     /// A method whose reply's binary form is written straight from what the store read
@@ -140,17 +170,10 @@ struct UnaryFastPath: Sendable {
     let output: Output
     do {
       output = try await Self.interceptUnary(metadata: metadata, context: context, interceptors: interceptors[...]) {
-        guard let bytes else { throw RPCError(code: .internalError, message: "Empty stream.") }
-        let input: Input =
-          switch format {
-          case .binary: try ProtobufDeserializer<Input>().deserialize(bytes)
-          case .json: try JSONMessages.decode(Input.self, from: bytes.buffer)
-          }
-        return try await handler(input, context)
+        try await handler(try Self.decode(bytes, format: format), context)
       }
     } catch {
-      let error = Self.rpcError(error, unknown: "Service method threw an unknown error.")
-      return UnaryOutcome(headers: nil, messages: [], status: Status(error), trailers: error.metadata)
+      return .refused(Self.rpcError(error, unknown: "Service method threw an unknown error."))
     }
     // The reply is serialized and written in a later job, so the calls that arrived together
     // on a loop do their handlers (the store's reads) back to back, then their replies:
@@ -158,6 +181,49 @@ struct UnaryFastPath: Sendable {
     // GetEmployee (docs/performance.md, "Staging"). A call that reads nothing has nothing to
     // stage, and the yield is a job more.
     if staged { await Task.yield() }
+    return Self.reply(output, format: format, serialize: serialize)
+  }
+
+  /// `execute` for a call whose handler never waits, without a task (`Method.now`): the same
+  /// interceptors in the same order (`UnaryServerInterceptor.interceptNow`), the same decoding,
+  /// statuses and reply. Nothing to stage: the calls of a read run one after the other anyway.
+  static func executeNow<Input: SwiftProtobuf.Message, Output: Sendable>(
+    message bytes: BufferBytes?,
+    format: WireFormat,
+    metadata: Metadata,
+    context: ServerContext,
+    interceptors: [any UnaryServerInterceptor],
+    handler: (Input, ServerContext) throws -> Output,
+    serialize: (Output, WireFormat) throws -> ByteBuffer
+  ) -> UnaryOutcome {
+    let output: Output
+    do {
+      output = try Self.interceptNow(metadata: metadata, context: context, interceptors: interceptors[...]) {
+        try handler(try Self.decode(bytes, format: format), context)
+      }
+    } catch {
+      return .refused(Self.rpcError(error, unknown: "Service method threw an unknown error."))
+    }
+    return Self.reply(output, format: format, serialize: serialize)
+  }
+
+  /// The request's message, decoded where grpc-swift decodes it (inside the innermost
+  /// interceptor), so a malformed one fails the same way.
+  private static func decode<Input: SwiftProtobuf.Message>(_ bytes: BufferBytes?, format: WireFormat) throws -> Input {
+    guard let bytes else { throw RPCError(code: .internalError, message: "Empty stream.") }
+    switch format {
+    case .binary: return try ProtobufDeserializer<Input>().deserialize(bytes)
+    case .json: return try JSONMessages.decode(Input.self, from: bytes.buffer)
+    }
+  }
+
+  /// A handler's output as the call's reply; a failure to serialize it, as a status after the
+  /// response's metadata.
+  private static func reply<Output>(
+    _ output: Output,
+    format: WireFormat,
+    serialize: (Output, WireFormat) throws -> ByteBuffer
+  ) -> UnaryOutcome {
     do {
       return UnaryOutcome(
         headers: [:],
@@ -182,6 +248,28 @@ struct UnaryFastPath: Sendable {
     do {
       return try await interceptor.interceptUnary(metadata: metadata, context: context) {
         try await Self.interceptUnary(
+          metadata: metadata,
+          context: context,
+          interceptors: interceptors.dropFirst(),
+          handler: handler
+        )
+      }
+    } catch {
+      throw Self.rpcError(error, unknown: "")
+    }
+  }
+
+  /// `interceptUnary` for a call that runs without suspending.
+  private static func interceptNow<Output>(
+    metadata: Metadata,
+    context: ServerContext,
+    interceptors: ArraySlice<any UnaryServerInterceptor>,
+    handler: () throws -> Output
+  ) throws -> Output {
+    guard let interceptor = interceptors.first else { return try handler() }
+    do {
+      return try interceptor.interceptNow(metadata: metadata, context: context) {
+        try Self.interceptNow(
           metadata: metadata,
           context: context,
           interceptors: interceptors.dropFirst(),
@@ -220,6 +308,11 @@ struct UnaryOutcome: Sendable {
   var messages: [ByteBuffer]
   var status: Status
   var trailers: Metadata
+
+  /// A call refused before a response began: trailers only.
+  static func refused(_ error: RPCError) -> UnaryOutcome {
+    UnaryOutcome(headers: nil, messages: [], status: Status(error), trailers: error.metadata)
+  }
 }
 
 extension Status {

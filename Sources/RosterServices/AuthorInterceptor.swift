@@ -66,6 +66,12 @@ public struct AuthorInterceptor: UnaryServerInterceptor {
     return try await RequestAuthor.$current.withValue(author, operation: next)
   }
 
+  public func interceptNow<Output>(metadata: Metadata, context: ServerContext, next: () throws -> Output) throws -> Output {
+    let author = Self.author(in: metadata)
+    if author.isEmpty, RequestAuthor.current.isEmpty { return try next() }
+    return try RequestAuthor.$current.withValue(author, operation: next)
+  }
+
   /// The request's author, trimmed and cut to `maximumLength`; empty when it names none.
   private static func author(in metadata: Metadata) -> String {
     // Most calls name none: no trimming then (Foundation's `CharacterSet` is looked up each time).

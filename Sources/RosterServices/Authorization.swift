@@ -232,6 +232,11 @@ public struct AuthInterceptor: UnaryServerInterceptor {
     return try await Principal.$current.withValue(principal, operation: next)
   }
 
+  public func interceptNow<Output>(metadata: Metadata, context: ServerContext, next: () throws -> Output) throws -> Output {
+    guard let principal = try self.principal(of: metadata, context: context) else { return try next() }
+    return try Principal.$current.withValue(principal, operation: next)
+  }
+
   /// The principal of a call's token, checked against the role its method needs; nil for the
   /// open methods, which need none.
   private func principal(of metadata: Metadata, context: ServerContext) throws -> String? {

@@ -103,6 +103,21 @@ public struct CallControlInterceptor: UnaryServerInterceptor {
     }
   }
 
+  /// A call that runs without suspending cannot be stopped while it runs, and needs no reaper:
+  /// the store sees its deadline through its `CallControl`, and a call that the default
+  /// deadline's check stopped says so, as in `run(until:limit:reaper:cancelling:_:)`.
+  public func interceptNow<Output>(metadata: Metadata, context: ServerContext, next: () throws -> Output) throws -> Output {
+    let (limit, end) = try self.deadline(of: metadata, context: context)
+    return try CallControl.$current.withValue(CallControl(deadline: end)) {
+      do {
+        return try next()
+      } catch {
+        guard let limit, let end, ContinuousClock.now >= end, Self.endedByDeadline(error) else { throw error }
+        throw Self.defaultDeadlineExceeded(limit)
+      }
+    }
+  }
+
   /// The task of a call that runs in one of its own: the fast path's `CallTask` first, by its
   /// type, then any other transport's.
   private static func callTask(of context: ServerContext) -> (any CallTaskCancelling)? {

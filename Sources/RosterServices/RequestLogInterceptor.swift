@@ -44,6 +44,14 @@ public struct RequestLogInterceptor: UnaryServerInterceptor {
     }
   }
 
+  public func interceptNow<Output>(metadata: Metadata, context: ServerContext, next: () throws -> Output) throws -> Output {
+    let started = ContinuousClock.now
+    let author = metadata.firstString(AuthorInterceptor.metadataKey)
+    return try self.finishingNow(next) { error in
+      self.log(error.map(Self.code(of:)), started: started, author: author, context: context)
+    }
+  }
+
   /// The line of one call that ended with `code` (nil: OK).
   private func log(_ code: RPCError.Code?, started: ContinuousClock.Instant, author: String?, context: ServerContext) {
     let elapsed = ContinuousClock.now - started
@@ -112,6 +120,13 @@ public struct RequestMetricsInterceptor: UnaryServerInterceptor {
   ) async throws -> Output {
     let started = ContinuousClock.now
     return try await self.finishing(next) { error in
+      self.instruments.record(context.descriptor, error, since: started)
+    }
+  }
+
+  public func interceptNow<Output>(metadata: Metadata, context: ServerContext, next: () throws -> Output) throws -> Output {
+    let started = ContinuousClock.now
+    return try self.finishingNow(next) { error in
       self.instruments.record(context.descriptor, error, since: started)
     }
   }

@@ -68,6 +68,13 @@ public final class StreamLimitInterceptor: UnaryServerInterceptor, Sendable {
     return try await next()
   }
 
+  public func interceptNow<Output>(metadata: Metadata, context: ServerContext, next: () throws -> Output) throws -> Output {
+    guard Self.limited.contains(context.descriptor) else { return try next() }
+    let client = try self.admit(context)
+    defer { self.release(client) }
+    return try next()
+  }
+
   /// Takes a slot of the call's client, or refuses the call when the client holds them all;
   /// the client, for `release`.
   private func admit(_ context: ServerContext) throws -> String {

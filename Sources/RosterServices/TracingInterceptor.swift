@@ -47,6 +47,13 @@ public struct TracingInterceptor: UnaryServerInterceptor {
     }
   }
 
+  public func interceptNow<Output>(metadata: Metadata, context: ServerContext, next: () throws -> Output) throws -> Output {
+    let (span, spanContext) = Self.startSpan(metadata: metadata, context: context)
+    return try ServiceContext.$current.withValue(spanContext) {
+      try self.finishingNow(next) { error in Self.end(span, error: error) }
+    }
+  }
+
   /// The call's span, a child of the caller's when the metadata carries one, and the context
   /// its handler runs in.
   private static func startSpan(metadata: Metadata, context: ServerContext) -> (any Span, ServiceContext) {

@@ -26,6 +26,18 @@ public protocol UnaryServerInterceptor: ServerInterceptor {
     context: ServerContext,
     next: () async throws -> Output
   ) async throws -> Output
+
+  /// Runs `next` for one unary call whose whole work runs without suspending (the fast path's
+  /// point calls on their event loop, without a task: `Health.Check`, an inline `GetEmployee`),
+  /// as `interceptUnary` would for the same call: the same checks, task-local values, statuses,
+  /// logs and metrics. Such a call cannot be cancelled while it runs, and ends before any
+  /// deadline's timer could fire; a deadline that has passed is still seen by the store's
+  /// checks (`CallControl`).
+  func interceptNow<Output>(
+    metadata: Metadata,
+    context: ServerContext,
+    next: () throws -> Output
+  ) throws -> Output
 }
 
 extension UnaryServerInterceptor {
@@ -38,6 +50,22 @@ extension UnaryServerInterceptor {
     let output: Output
     do {
       output = try await body()
+    } catch {
+      finished(error)
+      throw error
+    }
+    finished(nil)
+    return output
+  }
+
+  /// `finishing` for a call that runs without suspending (`interceptNow`).
+  func finishingNow<Output>(
+    _ body: () throws -> Output,
+    finished: (_ error: (any Error)?) -> Void
+  ) throws -> Output {
+    let output: Output
+    do {
+      output = try body()
     } catch {
       finished(error)
       throw error

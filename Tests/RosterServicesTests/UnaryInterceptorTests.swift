@@ -1,3 +1,4 @@
+import Foundation
 import GRPCCore
 import Logging
 import RosterDomain
@@ -7,8 +8,9 @@ import Synchronization
 import Testing
 import TestSupport
 
-/// Each interceptor's one-frame form (`interceptUnary`, which the unary fast path runs) gives a
-/// call the same outcome as its streaming form (`intercept`, which `GRPCServer` runs).
+/// Each interceptor's one-frame form (`interceptUnary`, which the unary fast path runs) and its
+/// form for calls that never wait (`interceptNow`, which the fast path runs without a task)
+/// give a call the same outcome as its streaming form (`intercept`, which `GRPCServer` runs).
 @Suite("Unary interceptors", .timeLimit(.minutes(5)))
 struct UnaryInterceptorTests {
   static let getEmployee = Roster_V1_Directory.Method.GetEmployee.descriptor
@@ -60,6 +62,28 @@ struct UnaryInterceptorTests {
     }
   }
 
+  /// The same call through `interceptNow`, on a thread with no task (as the fast path runs it, on
+  /// its event loop): the handler is told whether it ran without one.
+  static func now<Value: Sendable>(
+    _ interceptor: some UnaryServerInterceptor,
+    metadata: Metadata,
+    context: ServerContext,
+    _ handler: @escaping @Sendable () throws -> Value
+  ) async -> Result<Value, any Error> {
+    await withCheckedContinuation { continuation in
+      let thread = Thread {
+        let outcome = Result<Value, any Error> {
+          try interceptor.interceptNow(metadata: metadata, context: context) {
+            precondition(withUnsafeCurrentTask { $0 == nil }, "interceptNow ran its handler in a task")
+            return try handler()
+          }
+        }
+        continuation.resume(returning: outcome)
+      }
+      thread.start()
+    }
+  }
+
   /// An outcome as a comparable line: the value, or the status code and message.
   static func describe<Value>(_ outcome: Result<Value, any Error>) -> String {
     switch outcome {
@@ -85,10 +109,12 @@ struct UnaryInterceptorTests {
     ]
     var outcomes: [String] = []
     for (name, metadata, method) in cases {
-      let handler: @Sendable () async throws -> String = { Principal.current ?? "nobody" }
+      let handler: @Sendable () throws -> String = { Principal.current ?? "nobody" }
       let streamed = Self.describe(await Self.streaming(interceptor, metadata: metadata, context: Self.context(method), handler))
       let unary = Self.describe(await Self.unary(interceptor, metadata: metadata, context: Self.context(method), handler))
+      let now = Self.describe(await Self.now(interceptor, metadata: metadata, context: Self.context(method), handler))
       #expect(unary == streamed, "\(name)")
+      #expect(now == streamed, "\(name)")
       outcomes.append(unary)
     }
     // What each form gave, so equal outcomes are also the right ones.
@@ -105,10 +131,12 @@ struct UnaryInterceptorTests {
     let long = String(repeating: "x", count: 300)
     for value in ["  Ann Lee ", long, ""] {
       let metadata: Metadata = value.isEmpty ? [:] : [AuthorInterceptor.metadataKey: .string(value)]
-      let handler: @Sendable () async throws -> String = { RequestAuthor.current }
+      let handler: @Sendable () throws -> String = { RequestAuthor.current }
       let streamed = await Self.streaming(AuthorInterceptor(), metadata: metadata, context: Self.context(), handler)
       let unary = await Self.unary(AuthorInterceptor(), metadata: metadata, context: Self.context(), handler)
+      let now = await Self.now(AuthorInterceptor(), metadata: metadata, context: Self.context(), handler)
       #expect(Self.describe(unary) == Self.describe(streamed))
+      #expect(Self.describe(now) == Self.describe(streamed))
       let expected = String(value.trimmingCharacters(in: .whitespaces).prefix(AuthorInterceptor.maximumLength))
       #expect(try unary.get() == expected)
     }
@@ -117,15 +145,41 @@ struct UnaryInterceptorTests {
   @Test("a malformed grpc-timeout is refused, and the call's control is set, as intercept does")
   func callControl() async throws {
     let interceptor = CallControlInterceptor(deadline: .seconds(60))
-    let handler: @Sendable () async throws -> Bool = { CallControl.current != nil }
+    let handler: @Sendable () throws -> Bool = { CallControl.current != nil }
     for metadata: Metadata in [["grpc-timeout": "1x"], ["grpc-timeout": "5S"], [:]] {
       let streamed = await Self.streaming(interceptor, metadata: metadata, context: Self.context(), handler)
       let unary = await Self.unary(interceptor, metadata: metadata, context: Self.context(), handler)
+      let now = await Self.now(interceptor, metadata: metadata, context: Self.context(), handler)
       #expect(Self.describe(unary) == Self.describe(streamed))
+      #expect(Self.describe(now) == Self.describe(streamed))
     }
-    let refused = await Self.unary(interceptor, metadata: ["grpc-timeout": "1x"], context: Self.context(), handler)
+    let refused = await Self.now(interceptor, metadata: ["grpc-timeout": "1x"], context: Self.context(), handler)
     #expect(Self.describe(refused).hasPrefix("internalError: malformed grpc-timeout"))
     #expect(try await Self.unary(interceptor, metadata: [:], context: Self.context(), handler).get())
+    #expect(try await Self.now(interceptor, metadata: [:], context: Self.context(), handler).get())
+  }
+
+  @Test("a call that never waits sees its deadline through its control, and one the default deadline stopped says so")
+  func deadlineNow() async throws {
+    let interceptor = CallControlInterceptor(deadline: .milliseconds(50))
+    // The store's check of the call's deadline, once it has passed.
+    let checked: @Sendable () throws -> Int = {
+      let control = try #require(CallControl.current)
+      Thread.sleep(forTimeInterval: 0.1)
+      try CallControl.check(control)
+      return 1
+    }
+    let stopped = await Self.now(interceptor, metadata: [:], context: Self.context(), checked)
+    #expect(Self.describe(stopped).hasPrefix("deadlineExceeded: the call brought no deadline and ran past the default"))
+    // A client's deadline: the store's own error, not the default's.
+    let client = await Self.now(interceptor, metadata: ["grpc-timeout": "20m"], context: Self.context(), checked)
+    guard case .failure(let error as StoreError) = client else {
+      Issue.record("expected the store's deadline error, got \(Self.describe(client))")
+      return
+    }
+    #expect(error.code == .deadlineExceeded)
+    // Within the deadline, the value.
+    #expect(try await Self.now(interceptor, metadata: ["grpc-timeout": "5S"], context: Self.context(), checked).get() == 1)
   }
 
   @Test("past the default deadline, a unary call's own task is cancelled and the call is DEADLINE_EXCEEDED")
@@ -159,16 +213,18 @@ struct UnaryInterceptorTests {
     let lines = CollectedLog()
     let logger = Logger(label: "test") { _ in lines }
     let log = RequestLogInterceptor(logger: logger)
-    let failing: @Sendable () async throws -> Int = { throw RPCError(code: .notFound, message: "gone") }
+    let failing: @Sendable () throws -> Int = { throw RPCError(code: .notFound, message: "gone") }
     _ = await Self.streaming(log, metadata: [AuthorInterceptor.metadataKey: "ann"], context: Self.context(), failing)
     _ = await Self.unary(log, metadata: [AuthorInterceptor.metadataKey: "ann"], context: Self.context(), failing)
+    _ = await Self.now(log, metadata: [AuthorInterceptor.metadataKey: "ann"], context: Self.context(), failing)
     let logged = lines.take().map(\.text)
-    #expect(logged.count == 2)
+    #expect(logged.count == 3)
     #expect(logged.allSatisfy { $0.contains("rpc.status=NOT_FOUND") && $0.contains("rpc.author=ann") })
     #expect(logged.allSatisfy { $0.contains("rpc.method=roster.v1.Directory/GetEmployee") })
     let metrics = RequestMetricsInterceptor()
     let counted = await Self.unary(metrics, metadata: [:], context: Self.context()) { 7 }
     #expect(try counted.get() == 7)
+    #expect(try await Self.now(metrics, metadata: [:], context: Self.context()) { 8 }.get() == 8)
   }
 }
 

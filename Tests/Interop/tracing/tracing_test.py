@@ -7,6 +7,8 @@ Checks, each call carrying a W3C traceparent of its own:
 - GetEmployee over gRPC (grpcio metadata): a server span named by the method, in the caller's
   trace, whose parent is the caller's span, with rpc.* attributes and status code 0; the
   store's read as its child (sqlite.read, and the lane's wait when the read has one);
+- Health.Check over gRPC, which the fast path answers without a task of its own
+  (`interceptNow`): its server span, in the caller's trace, with its status code;
 - UpdateEmployee over the Connect protocol (curl, the HTTP header): the server span in the
   caller's trace; the write's spans (wait, statements, commit) as its children;
 - StreamEmployees over gRPC: the server span lasts until the stream's end and the reads of
@@ -32,6 +34,7 @@ import time
 from concurrent import futures
 
 import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
 
 ROSTER = os.path.abspath(sys.argv[1])
@@ -151,6 +154,29 @@ def main():
         check(read.start_time_unix_nano >= rpc.start_time_unix_nano and read.end_time_unix_nano <= rpc.end_time_unix_nano,
               f"{READ} is not within the RPC span")
         print(f"GetEmployee over gRPC: {sorted(span.name for span in spans)}", flush=True)
+
+        # Health.Check, answered without a task: the same span, from the interceptors' form
+        # for calls that never wait.
+        trace_id, parent, header = traceparent(0x12)
+        health = health_pb2_grpc.HealthStub(channel)
+        health.Check(health_pb2.HealthCheckRequest(), metadata=[("traceparent", header)], timeout=HANG)
+        method = "grpc.health.v1.Health/Check"
+        spans = receiver.wait(trace_id, method)
+        rpc = next(span for span in spans if span.name == method)
+        check(rpc.kind == SERVER and rpc.parent_span_id.hex() == parent,
+              f"Health.Check's span: kind {rpc.kind}, parent {rpc.parent_span_id.hex()}, not {parent}")
+        values = attributes(rpc)
+        check(values.get("rpc.method") == "Check" and values.get("rpc.grpc.status_code") == 0,
+              f"Health.Check's span attributes: {values}")
+        try:
+            health.Check(health_pb2.HealthCheckRequest(service="nope"), metadata=[("traceparent", traceparent(0x13)[2])],
+                         timeout=HANG)
+            raise AssertionError("Health.Check of an unknown service succeeded")
+        except grpc.RpcError as error:
+            check(error.code() == grpc.StatusCode.NOT_FOUND, f"unknown service: {error.code()}")
+        spans = receiver.wait(traceparent(0x13)[0], method)
+        check(attributes(spans[0]).get("rpc.grpc.status_code") == 5, f"NOT_FOUND on Health.Check's span: {attributes(spans[0])}")
+        print("Health.Check over gRPC: its span, and NOT_FOUND on it", flush=True)
 
         # UpdateEmployee over Connect, the traceparent an HTTP header.
         trace_id, parent, header = traceparent(0x22)
