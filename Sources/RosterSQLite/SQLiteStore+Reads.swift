@@ -3,6 +3,7 @@ public import RosterStore
 internal import GRDB
 internal import GRDBSQLite
 internal import Synchronization
+internal import Tracing
 
 /// How many distinct names there are (the largest id of `employee_names`), as the last name
 /// search saw it; until one has, as many as can be.
@@ -18,12 +19,15 @@ extension SQLiteStore {
   ///
   /// - Throws: `StoreError.notFound` naming the guid.
   public func employee(guid: String, fields: EmployeeFields) async throws -> Employee {
-    try await self.read(.point, statement: true) { db in
-      guard let employee = try Self.fetchEmployee(db, guid: guid, fields: fields) else {
-        throw StoreError(.notFound, "no employee with guid '\(guid)'")
-      }
-      return employee
+    try await self.read(.point, statement: true) { db in try Self.employee(db, guid: guid, fields: fields) }
+  }
+
+  /// One employee by guid; `notFound` naming it when there is none.
+  private static func employee(_ db: Database, guid: String, fields: EmployeeFields) throws -> Employee {
+    guard let employee = try Self.fetchEmployee(db, guid: guid, fields: fields) else {
+      throw StoreError(.notFound, "no employee with guid '\(guid)'")
     }
+    return employee
   }
 
   /// Employees by guid, in the order asked, all or nothing, from one read transaction.
@@ -34,10 +38,7 @@ extension SQLiteStore {
       var result: [Employee] = []
       result.reserveCapacity(guids.count)
       for guid in guids {
-        guard let employee = try Self.fetchEmployee(db, guid: guid, fields: fields) else {
-          throw StoreError(.notFound, "no employee with guid '\(guid)'")
-        }
-        result.append(employee)
+        result.append(try Self.employee(db, guid: guid, fields: fields))
       }
       return result
     }
@@ -205,3 +206,40 @@ extension SQLiteStore {
 
 /// SQLite copies the bytes it is given (`SQLITE_TRANSIENT`).
 private let SQLITE_TRANSIENT = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
+
+extension SQLiteStore: PointCalls {
+  /// Runs `call` in the interactive lane, where point reads run (or on the calling thread when
+  /// they run inline), as one job: admitted, counted and cancelled as the lane's other jobs.
+  public func runPointCall(
+    _ call: @escaping @Sendable () -> Void,
+    stopped: @escaping @Sendable (StoreError) -> Void
+  ) -> @Sendable () -> Void {
+    guard self.configuration.pointReads == .lane else {
+      call()
+      return {}
+    }
+    // When the call is traced, its read records its wait for the lane from here.
+    let queued = StoreTracing.isOn ? StoreTracing.now : nil
+    let job = self.interactive.submit(
+      { _ in
+        guard let queued else { return call() }
+        PointCall.$queued.withValue(queued, operation: call)
+      },
+      stopped: { error in stopped(error as? StoreError ?? .callCancelled) }
+    )
+    return { job.cancel() }
+  }
+
+  /// One employee by guid, read on the calling thread (inside `runPointCall`'s job).
+  ///
+  /// - Throws: `StoreError.notFound` naming the guid; the call's stop error when its control
+  ///   says it is over.
+  public func employeeNow(guid: String, fields: EmployeeFields) throws -> Employee {
+    try self.readNow(statement: true, wait: PointCall.queued) { db in try Self.employee(db, guid: guid, fields: fields) }
+  }
+}
+
+/// When the point call running on this thread was queued for the lane, while tracing is on.
+private enum PointCall {
+  @TaskLocal static var queued: DefaultTracerClock.Instant?
+}

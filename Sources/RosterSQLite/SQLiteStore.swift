@@ -179,12 +179,7 @@ public struct SQLiteStore: Sendable {
     let traced = StoreTracing.context
     switch kind {
     case .point:
-      if self.configuration.pointReads == .inline {
-        try CallControl.check(CallControl.current)
-        let span = traced.map { StoreTracing.start("sqlite.read", context: $0) }
-        defer { span?.end() }
-        return try statement ? self.readStatement(body) : self.read(body)
-      }
+      if self.configuration.pointReads == .inline { return try self.readNow(statement: statement, body) }
       lane = self.interactive
     case .interactive: lane = self.interactive
     case .heavy: lane = self.heavy
@@ -203,6 +198,23 @@ public struct SQLiteStore: Sendable {
       }
       return try statement ? self.readStatement(run) : self.read(run)
     }
+  }
+
+  /// A point read on the calling thread: the call's control checked first; when the call is
+  /// traced, the read a span of its (after its wait for the lane, from `wait`, when it had one).
+  func readNow<T>(
+    statement: Bool,
+    wait queued: DefaultTracerClock.Instant? = nil,
+    _ body: (Database) throws -> T
+  ) throws -> T {
+    try CallControl.check(CallControl.current)
+    var span: (any Span)? = nil
+    if let traced = StoreTracing.context {
+      if let queued { StoreTracing.record("sqlite.lane.wait", context: traced, from: queued) }
+      span = StoreTracing.start("sqlite.read", context: traced)
+    }
+    defer { span?.end() }
+    return try statement ? self.readStatement(body) : self.read(body)
   }
 
   /// Runs `body` with SQLite's progress handler polling `job.shouldStop`, so a long statement

@@ -97,6 +97,25 @@ final class StoreLane: Sendable {
     }
   }
 
+  /// Runs `call` on one of the lane's threads, with no caller waiting for it (a point call that
+  /// answers by itself: `SQLiteStore.runPointCall`); `stopped` runs instead when the queue is
+  /// full or the job is cancelled while it waits. The job, to cancel.
+  func submit(
+    _ call: @escaping @Sendable (LaneJob) -> Void,
+    stopped: @escaping @Sendable (any Error) -> Void
+  ) -> LaneJob {
+    let job = LaneJob(control: nil, lane: self)
+    job.prepare(
+      work: { job in
+        call(job)
+        return {}
+      },
+      fail: stopped
+    )
+    self.enqueue(job)
+    return job
+  }
+
   /// The lane's counters now.
   var statistics: LaneStatistics {
     self.core.withLock { state in

@@ -350,6 +350,22 @@ final class ConnectionFastCalls: ChannelInboundHandler, @unchecked Sendable {
     context: ChannelHandlerContext
   ) {
     UnaryFastPath.fastCalls.increment()
+    let handler = NIOLoopBound(self, eventLoop: context.eventLoop)
+    if let store = method.pointCalls {
+      let launched = self.fastPath.launchPointCall(
+        method,
+        in: store,
+        headers: headers,
+        timeout: timeout,
+        message: message,
+        peers: self.peers,
+        eventLoop: context.eventLoop
+      ) { outcome in
+        handler.value.finish(stream, outcome)
+      }
+      self.calls[stream] = .running(launched)
+      return
+    }
     if let outcome = self.fastPath.answerNow(method, headers: headers, message: message, peers: self.peers) {
       // Answered in this read: the frames go out when the read completes (`channelReadComplete`),
       // with the replies of the other calls it brought.
@@ -357,7 +373,6 @@ final class ConnectionFastCalls: ChannelInboundHandler, @unchecked Sendable {
       self.unflushed = true
       return
     }
-    let handler = NIOLoopBound(self, eventLoop: context.eventLoop)
     let launched = self.fastPath.launch(
       method,
       headers: headers,

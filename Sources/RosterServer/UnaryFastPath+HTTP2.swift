@@ -5,6 +5,8 @@ internal import NIOCore
 internal import NIOHPACK
 internal import NIOHTTP2
 internal import RosterServices
+internal import RosterStore
+internal import RosterDomain
 internal import Synchronization
 internal import RosterTransport
 
@@ -126,24 +128,91 @@ extension UnaryFastPath {
 
 extension UnaryFastPath {
   /// Runs a call of a method that answers without suspending (`Method.now`) on the caller's
-  /// thread, to its end; nil for a method that does not. No task, no timer for its deadline
-  /// (it ends before one could fire), and a cancellation handle that nothing signals.
+  /// thread, to its end; nil for a method that does not. No task, and a cancellation handle
+  /// that nothing signals: the call cannot be stopped once it runs. `arrived`: when a call that
+  /// waited for its turn (`Method.pointCalls`) arrived, from which its duration counts;
+  /// `timed`: whether it brought a `grpc-timeout`, which counts from then too.
   func answerNow(
     _ method: Method,
     headers: HPACKHeaders,
     message: ByteBuffer?,
     peers: Peers,
+    arrived: ContinuousClock.Instant = .now,
+    timed: Bool = false,
     format: WireFormat = .binary
   ) -> UnaryOutcome? {
     guard let now = method.now else { return nil }
-    let context = ServerContext(
+    let context = Self.context(method, peers, timed ? arrived : nil)
+    return now(message, format, Metadata(headers), context, arrived, self.interceptors)
+  }
+
+  /// The outcome of a call that `Method.pointCalls` refused before it ran (`error`: its store
+  /// too busy, or the call cancelled while it waited), through the interceptors as if its
+  /// handler had thrown it, so its logs and metrics are a refused call's.
+  func refuseNow(
+    _ method: Method,
+    _ error: StoreError,
+    headers: HPACKHeaders,
+    peers: Peers,
+    arrived: ContinuousClock.Instant
+  ) -> UnaryOutcome {
+    UnaryFastPath.refusedNow(
+      RPCError(error),
+      metadata: Metadata(headers),
+      context: Self.context(method, peers, nil),
+      arrived: arrived,
+      interceptors: self.interceptors
+    )
+  }
+
+  private static func context(_ method: Method, _ peers: Peers, _ arrived: ContinuousClock.Instant?) -> ServerContext {
+    var context = ServerContext(
       descriptor: method.descriptor,
       remotePeer: peers.remote,
       localPeer: peers.local,
       cancellation: ServerContext.RPCCancellationHandle()
     )
-    return now(message, format, Metadata(headers), context, self.interceptors)
+    if let arrived { context.transportSpecific = RosterHTTP2Transport.Arrival(arrived: arrived) }
+    return context
   }
+
+  /// Starts a call of a method whose `now` runs in its store's point-call jobs: queued there,
+  /// and `finish` gets its outcome on `eventLoop`. A client deadline (`timeout`) or a reset
+  /// cancels it while it waits; once it runs, it runs to its end.
+  func launchPointCall(
+    _ method: Method,
+    in store: any PointCalls,
+    headers: HPACKHeaders,
+    timeout: String?,
+    message: ByteBuffer?,
+    peers: Peers,
+    eventLoop loop: any EventLoop,
+    finish: @escaping @Sendable (UnaryOutcome) -> Void
+  ) -> LaunchedCall {
+    let cancellation = CallCancellation()
+    let arrived = ContinuousClock.now
+    let timer = timeout.flatMap(CallControlInterceptor.timeout).map { timeout in
+      loop.scheduleTask(in: TimeAmount(timeout)) { cancellation.cancel() }
+    }
+    let timed = timer != nil
+    let cancel = store.runPointCall(
+      { [self] in
+        let outcome = self.answerNow(method, headers: headers, message: message, peers: peers, arrived: arrived, timed: timed)!
+        loop.execute { finish(outcome) }
+      },
+      stopped: { [self] error in
+        loop.execute { finish(self.refuseNow(method, error, headers: headers, peers: peers, arrived: arrived)) }
+      }
+    )
+    cancellation.attach(PointCallCancel(signal: cancel))
+    return LaunchedCall(cancellation: cancellation, timer: timer)
+  }
+}
+
+/// How a queued point call is cancelled (`PointCalls.runPointCall`'s closure).
+private struct PointCallCancel: CancellableHandle {
+  let signal: @Sendable () -> Void
+  func cancel() { self.signal() }
 }
 
 extension UnaryOutcome {

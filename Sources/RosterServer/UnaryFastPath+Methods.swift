@@ -2,6 +2,7 @@ internal import GRPCCore
 internal import NIOCore
 internal import RosterProto
 internal import RosterServices
+internal import RosterStore
 
 extension UnaryFastPath {
   /// Roster's unary methods. Point reads and writes run on their connection's event loop; pages,
@@ -15,10 +16,19 @@ extension UnaryFastPath {
     typealias Directory = Roster_V1_Directory.Method
     typealias Pictures = Roster_V1_Pictures.Method
     typealias Analytics = Roster_V1_Analytics.Method
+    var getEmployee = Method.direct(Directory.GetEmployee.descriptor, onEventLoop: true) {
+      (request: Roster_V1_GetEmployeeRequest, context, _) in
+      try await directory.getEmployeeReply(request: request, context: context)
+    }
+    if let store = directory.pointCalls {
+      getEmployee = getEmployee.answeringNow(
+        in: store,
+        { request, context in try directory.getEmployeeReplyNow(request: request, context: context, store: store) },
+        serialize: UnaryFastPath.serialize(direct:format:)
+      )
+    }
     return [
-      .direct(Directory.GetEmployee.descriptor, onEventLoop: true) { request, context, _ in
-        try await directory.getEmployeeReply(request: request, context: context)
-      },
+      getEmployee,
       .protobuf(Directory.CreateEmployee.descriptor, onEventLoop: true) {
         try await directory.createEmployee(request: $0, context: $1)
       },

@@ -3,6 +3,7 @@ internal import GRPCProtobuf
 internal import NIOCore
 internal import SwiftProtobuf
 internal import RosterServices
+internal import RosterStore
 internal import RosterTransport
 
 /// The unary methods the server answers without grpc-swift's per-call machinery.
@@ -37,7 +38,12 @@ struct UnaryFastPath: Sendable {
     /// others. A task, its executor hops and the async frames of the interceptors cost a
     /// `Health.Check` about a third of its instructions (docs/performance.md, "Calls without a
     /// task").
-    var now: (@Sendable (ByteBuffer?, WireFormat, Metadata, ServerContext, [any UnaryServerInterceptor]) -> UnaryOutcome)?
+    var now:
+      (@Sendable (ByteBuffer?, WireFormat, Metadata, ServerContext, ContinuousClock.Instant, [any UnaryServerInterceptor]) ->
+        UnaryOutcome)?
+    /// Where `now` runs: in the store's point-call jobs (`PointCalls`: a point read, which
+    /// waits for the store's lane), or on the connection's event loop when nil.
+    var pointCalls: (any PointCalls)?
 
     /// A method with protobuf messages, whose handler takes the request's message and returns
     /// the response's: the service's `SimpleServiceProtocol` method.
@@ -69,16 +75,29 @@ struct UnaryFastPath: Sendable {
       output: Output.Type = Output.self,
       _ handler: @escaping @Sendable (Input, ServerContext) throws -> Output
     ) -> Method {
-      var method = Method.protobuf(descriptor, input: input, output: output, onEventLoop: true, staged: false, handler)
-      method.now = { bytes, format, metadata, context, interceptors in
+      Method.protobuf(descriptor, input: input, output: output, onEventLoop: true, staged: false, handler)
+        .answeringNow(handler, serialize: UnaryFastPath.serialize)
+    }
+
+    /// This method, also answered without a task (`now`) by `handler`, which never waits: on
+    /// the connection's event loop, or in `store`'s point-call jobs.
+    func answeringNow<Input: SwiftProtobuf.Message, Output: Sendable>(
+      in store: (any PointCalls)? = nil,
+      _ handler: @escaping @Sendable (Input, ServerContext) throws -> Output,
+      serialize: @escaping @Sendable (Output, WireFormat) throws -> ByteBuffer
+    ) -> Method {
+      var method = self
+      method.pointCalls = store
+      method.now = { bytes, format, metadata, context, arrived, interceptors in
         UnaryFastPath.executeNow(
           message: bytes.map(BufferBytes.init),
           format: format,
           metadata: metadata,
           context: context,
+          arrived: arrived,
           interceptors: interceptors,
           handler: handler,
-          serialize: UnaryFastPath.serialize
+          serialize: serialize
         )
       }
       return method
@@ -92,16 +111,7 @@ struct UnaryFastPath: Sendable {
       onEventLoop: Bool,
       _ handler: @escaping @Sendable (Input, ServerContext, _ binary: Bool) async throws -> Output
     ) -> Method {
-      .serializing(descriptor, onEventLoop: onEventLoop, staged: true, handler) { reply, format in
-        switch format {
-        case .binary:
-          let bytes = reply.binary()
-          // Debug builds (every test) check each reply against SwiftProtobuf's bytes.
-          assert(bytes == (try? reply.message.serializedBytes() as [UInt8]), "EmployeeWire differs from SwiftProtobuf")
-          return ByteBuffer(bytes: bytes)
-        case .json: return try UnaryFastPath.serialize(reply.message, format: .json)
-        }
-      }
+      .serializing(descriptor, onEventLoop: onEventLoop, staged: true, handler, with: UnaryFastPath.serialize(direct:format:))
     }
 
     /// A method whose handler's reply `serialize` writes in the call's wire format; the
@@ -192,19 +202,40 @@ struct UnaryFastPath: Sendable {
     format: WireFormat,
     metadata: Metadata,
     context: ServerContext,
+    arrived: ContinuousClock.Instant,
     interceptors: [any UnaryServerInterceptor],
     handler: (Input, ServerContext) throws -> Output,
     serialize: (Output, WireFormat) throws -> ByteBuffer
   ) -> UnaryOutcome {
     let output: Output
     do {
-      output = try Self.interceptNow(metadata: metadata, context: context, interceptors: interceptors[...]) {
+      output = try Self.interceptNow(metadata: metadata, context: context, arrived: arrived, interceptors: interceptors[...]) {
         try handler(try Self.decode(bytes, format: format), context)
       }
     } catch {
       return .refused(Self.rpcError(error, unknown: "Service method threw an unknown error."))
     }
     return Self.reply(output, format: format, serialize: serialize)
+  }
+
+  /// The outcome of a call refused with `error` before its handler could run, through the
+  /// interceptors as if its handler had thrown it.
+  static func refusedNow(
+    _ error: RPCError,
+    metadata: Metadata,
+    context: ServerContext,
+    arrived: ContinuousClock.Instant,
+    interceptors: [any UnaryServerInterceptor]
+  ) -> UnaryOutcome {
+    do {
+      try Self.interceptNow(metadata: metadata, context: context, arrived: arrived, interceptors: interceptors[...]) {
+        () throws -> Void in
+        throw error
+      }
+      return .refused(error)
+    } catch {
+      return .refused(Self.rpcError(error, unknown: ""))
+    }
   }
 
   /// The request's message, decoded where grpc-swift decodes it (inside the innermost
@@ -263,21 +294,35 @@ struct UnaryFastPath: Sendable {
   private static func interceptNow<Output>(
     metadata: Metadata,
     context: ServerContext,
+    arrived: ContinuousClock.Instant,
     interceptors: ArraySlice<any UnaryServerInterceptor>,
     handler: () throws -> Output
   ) throws -> Output {
     guard let interceptor = interceptors.first else { return try handler() }
     do {
-      return try interceptor.interceptNow(metadata: metadata, context: context) {
+      return try interceptor.interceptNow(metadata: metadata, context: context, arrived: arrived) {
         try Self.interceptNow(
           metadata: metadata,
           context: context,
+          arrived: arrived,
           interceptors: interceptors.dropFirst(),
           handler: handler
         )
       }
     } catch {
       throw Self.rpcError(error, unknown: "")
+    }
+  }
+
+  /// A direct reply in the call's wire format: the binary form written from what the store read.
+  static func serialize<Output: DirectReply>(direct reply: Output, format: WireFormat) throws -> ByteBuffer {
+    switch format {
+    case .binary:
+      let bytes = reply.binary()
+      // Debug builds (every test) check each reply against SwiftProtobuf's bytes.
+      assert(bytes == (try? reply.message.serializedBytes() as [UInt8]), "EmployeeWire differs from SwiftProtobuf")
+      return ByteBuffer(bytes: bytes)
+    case .json: return try UnaryFastPath.serialize(reply.message, format: .json)
     }
   }
 

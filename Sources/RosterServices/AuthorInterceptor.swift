@@ -66,7 +66,12 @@ public struct AuthorInterceptor: UnaryServerInterceptor {
     return try await RequestAuthor.$current.withValue(author, operation: next)
   }
 
-  public func interceptNow<Output>(metadata: Metadata, context: ServerContext, next: () throws -> Output) throws -> Output {
+  public func interceptNow<Output>(
+    metadata: Metadata,
+    context: ServerContext,
+    arrived: ContinuousClock.Instant,
+    next: () throws -> Output
+  ) throws -> Output {
     let author = Self.author(in: metadata)
     if author.isEmpty, RequestAuthor.current.isEmpty { return try next() }
     return try RequestAuthor.$current.withValue(author, operation: next)

@@ -232,7 +232,12 @@ public struct AuthInterceptor: UnaryServerInterceptor {
     return try await Principal.$current.withValue(principal, operation: next)
   }
 
-  public func interceptNow<Output>(metadata: Metadata, context: ServerContext, next: () throws -> Output) throws -> Output {
+  public func interceptNow<Output>(
+    metadata: Metadata,
+    context: ServerContext,
+    arrived: ContinuousClock.Instant,
+    next: () throws -> Output
+  ) throws -> Output {
     guard let principal = try self.principal(of: metadata, context: context) else { return try next() }
     return try Principal.$current.withValue(principal, operation: next)
   }

@@ -106,7 +106,12 @@ public struct CallControlInterceptor: UnaryServerInterceptor {
   /// A call that runs without suspending cannot be stopped while it runs, and needs no reaper:
   /// the store sees its deadline through its `CallControl`, and a call that the default
   /// deadline's check stopped says so, as in `run(until:limit:reaper:cancelling:_:)`.
-  public func interceptNow<Output>(metadata: Metadata, context: ServerContext, next: () throws -> Output) throws -> Output {
+  public func interceptNow<Output>(
+    metadata: Metadata,
+    context: ServerContext,
+    arrived: ContinuousClock.Instant,
+    next: () throws -> Output
+  ) throws -> Output {
     let (limit, end) = try self.deadline(of: metadata, context: context)
     return try CallControl.$current.withValue(CallControl(deadline: end)) {
       do {

@@ -333,6 +333,24 @@ extension DirectoryService {
     }
   }
 
+  /// The store, when it runs point calls as jobs of its own (`PointCalls`): the fast path then
+  /// answers `GetEmployee` without a task, through `getEmployeeReplyNow` in such a job.
+  public var pointCalls: (any PointCalls)? { self.store as? any PointCalls }
+
+  /// `getEmployeeReply`, read with `PointCalls.employeeNow`: only inside a call that
+  /// `pointCalls` runs.
+  public func getEmployeeReplyNow(
+    request: Roster_V1_GetEmployeeRequest,
+    context: ServerContext,
+    store: any PointCalls
+  ) throws -> EmployeeReply {
+    let guid = try DirectoryRequests.guid(request.guid)
+    let mask = try EmployeeReadMask(request.hasReadMask ? request.readMask : nil)
+    return try withStatusMappingNow("GetEmployee", logger: self.logger) {
+      EmployeeReply(employee: try store.employeeNow(guid: guid, fields: mask.fields), mask: mask)
+    }
+  }
+
   /// `listEmployees`, with the page as the store read it: the fast path writes its binary
   /// form straight from it (`EmployeePageReply.binary()`), the other paths take `message`.
   /// `written` asks the store to write the rows' binary form as it reads them (for a reply

@@ -44,11 +44,15 @@ public struct RequestLogInterceptor: UnaryServerInterceptor {
     }
   }
 
-  public func interceptNow<Output>(metadata: Metadata, context: ServerContext, next: () throws -> Output) throws -> Output {
-    let started = ContinuousClock.now
+  public func interceptNow<Output>(
+    metadata: Metadata,
+    context: ServerContext,
+    arrived: ContinuousClock.Instant,
+    next: () throws -> Output
+  ) throws -> Output {
     let author = metadata.firstString(AuthorInterceptor.metadataKey)
     return try self.finishingNow(next) { error in
-      self.log(error.map(Self.code(of:)), started: started, author: author, context: context)
+      self.log(error.map(Self.code(of:)), started: arrived, author: author, context: context)
     }
   }
 
@@ -124,10 +128,14 @@ public struct RequestMetricsInterceptor: UnaryServerInterceptor {
     }
   }
 
-  public func interceptNow<Output>(metadata: Metadata, context: ServerContext, next: () throws -> Output) throws -> Output {
-    let started = ContinuousClock.now
-    return try self.finishingNow(next) { error in
-      self.instruments.record(context.descriptor, error, since: started)
+  public func interceptNow<Output>(
+    metadata: Metadata,
+    context: ServerContext,
+    arrived: ContinuousClock.Instant,
+    next: () throws -> Output
+  ) throws -> Output {
+    try self.finishingNow(next) { error in
+      self.instruments.record(context.descriptor, error, since: arrived)
     }
   }
 

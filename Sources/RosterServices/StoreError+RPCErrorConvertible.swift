@@ -33,17 +33,33 @@ func withStatusMapping<T>(
 ) async throws -> T {
   do {
     return try await body()
-  } catch let error as RPCError {
-    throw error
-  } catch let error as StoreError {
-    throw RPCError(error)
-  } catch is CancellationError {
-    throw RPCError(code: .cancelled, message: "\(method) was cancelled")
-  } catch where CallControl.current?.isCancelled == true {
-    // The client went away: writing to its stream failed because it is closed.
-    throw RPCError(code: .cancelled, message: "\(method) was cancelled")
   } catch {
+    throw statusError(error, method, logger: logger)
+  }
+}
+
+/// `withStatusMapping` for a body that never waits.
+func withStatusMappingNow<T>(_ method: String, logger: Logger, _ body: () throws -> T) throws -> T {
+  do {
+    return try body()
+  } catch {
+    throw statusError(error, method, logger: logger)
+  }
+}
+
+private func statusError(_ error: any Error, _ method: String, logger: Logger) -> RPCError {
+  switch error {
+  case let error as RPCError:
+    return error
+  case let error as StoreError:
+    return RPCError(error)
+  case is CancellationError:
+    return RPCError(code: .cancelled, message: "\(method) was cancelled")
+  case _ where CallControl.current?.isCancelled == true:
+    // The client went away: writing to its stream failed because it is closed.
+    return RPCError(code: .cancelled, message: "\(method) was cancelled")
+  default:
     logger.error("\(method) failed", metadata: ["error": "\(String(reflecting: error))"])
-    throw RPCError(code: .internalError, message: "\(method) failed; see the server log")
+    return RPCError(code: .internalError, message: "\(method) failed; see the server log")
   }
 }

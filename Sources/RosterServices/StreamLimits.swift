@@ -68,7 +68,12 @@ public final class StreamLimitInterceptor: UnaryServerInterceptor, Sendable {
     return try await next()
   }
 
-  public func interceptNow<Output>(metadata: Metadata, context: ServerContext, next: () throws -> Output) throws -> Output {
+  public func interceptNow<Output>(
+    metadata: Metadata,
+    context: ServerContext,
+    arrived: ContinuousClock.Instant,
+    next: () throws -> Output
+  ) throws -> Output {
     guard Self.limited.contains(context.descriptor) else { return try next() }
     let client = try self.admit(context)
     defer { self.release(client) }

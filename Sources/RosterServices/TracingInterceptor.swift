@@ -47,8 +47,13 @@ public struct TracingInterceptor: UnaryServerInterceptor {
     }
   }
 
-  public func interceptNow<Output>(metadata: Metadata, context: ServerContext, next: () throws -> Output) throws -> Output {
-    let (span, spanContext) = Self.startSpan(metadata: metadata, context: context)
+  public func interceptNow<Output>(
+    metadata: Metadata,
+    context: ServerContext,
+    arrived: ContinuousClock.Instant,
+    next: () throws -> Output
+  ) throws -> Output {
+    let (span, spanContext) = Self.startSpan(metadata: metadata, context: context, arrived: arrived)
     return try ServiceContext.$current.withValue(spanContext) {
       try self.finishingNow(next) { error in Self.end(span, error: error) }
     }
@@ -56,11 +61,17 @@ public struct TracingInterceptor: UnaryServerInterceptor {
 
   /// The call's span, a child of the caller's when the metadata carries one, and the context
   /// its handler runs in.
-  private static func startSpan(metadata: Metadata, context: ServerContext) -> (any Span, ServiceContext) {
+  /// `arrived`: when the call arrived, if before now; the span starts then.
+  private static func startSpan(
+    metadata: Metadata,
+    context: ServerContext,
+    arrived: ContinuousClock.Instant? = nil
+  ) -> (any Span, ServiceContext) {
     let tracer = InstrumentationSystem.tracer
     var parent = ServiceContext.topLevel
     tracer.extract(metadata, into: &parent, using: MetadataExtractor())
-    let span = tracer.startSpan(context.descriptor.fullyQualifiedMethod, context: parent, ofKind: .server)
+    let start = WallInstant(arrived)
+    let span = tracer.startSpan(context.descriptor.fullyQualifiedMethod, context: parent, ofKind: .server, at: start)
     span.attributes["rpc.system"] = "grpc"
     span.attributes["rpc.service"] = context.descriptor.service.fullyQualifiedService
     span.attributes["rpc.method"] = context.descriptor.method
@@ -94,4 +105,22 @@ public struct TracingInterceptor: UnaryServerInterceptor {
       return values.next()
     }
   }
+}
+
+/// A moment on the tracer's (wall) clock: now, or a moment of the monotonic clock before now.
+private struct WallInstant: TracerInstant {
+  let nanosecondsSinceEpoch: UInt64
+
+  init(_ moment: ContinuousClock.Instant?) {
+    let now = DefaultTracerClock.now.nanosecondsSinceEpoch
+    guard let moment else {
+      self.nanosecondsSinceEpoch = now
+      return
+    }
+    let ago = max(.zero, ContinuousClock.now - moment)
+    let agoNanoseconds = UInt64(ago.components.seconds) * 1_000_000_000 + UInt64(ago.components.attoseconds / 1_000_000_000)
+    self.nanosecondsSinceEpoch = now - min(now, agoNanoseconds)
+  }
+
+  static func < (lhs: Self, rhs: Self) -> Bool { lhs.nanosecondsSinceEpoch < rhs.nanosecondsSinceEpoch }
 }

@@ -32,10 +32,13 @@ public protocol UnaryServerInterceptor: ServerInterceptor {
   /// as `interceptUnary` would for the same call: the same checks, task-local values, statuses,
   /// logs and metrics. Such a call cannot be cancelled while it runs, and ends before any
   /// deadline's timer could fire; a deadline that has passed is still seen by the store's
-  /// checks (`CallControl`).
+  /// checks (`CallControl`). `arrived`: when the call arrived; a call that waited for its turn
+  /// (a point read queued for the store's lane) counts its duration, and starts its span, from
+  /// then, as a call in a task of its own does from the task's start.
   func interceptNow<Output>(
     metadata: Metadata,
     context: ServerContext,
+    arrived: ContinuousClock.Instant,
     next: () throws -> Output
   ) throws -> Output
 }

@@ -256,6 +256,10 @@ package final class RosterHTTP2Transport: ServerTransport {
   /// passes after that timer fires.
   public struct Arrival: ServerContext.TransportSpecific {
     public let arrived: ContinuousClock.Instant
+
+    public init(arrived: ContinuousClock.Instant) {
+      self.arrived = arrived
+    }
   }
 
   /// Runs one stream's call through `GRPCServer` (`handler`), as grpc-swift's transport does.

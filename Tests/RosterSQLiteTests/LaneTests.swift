@@ -118,6 +118,55 @@ struct LaneTests {
     }
   }
 
+  @Test("a point call runs and reads in the interactive lane, and is refused or cancelled as the lane's jobs are")
+  func pointCalls() async throws {
+    let configure: (inout StoreConfiguration) -> Void = {
+      $0.pointReads = .lane
+      $0.interactiveLane.width = 1
+      $0.interactiveLane.queueLimit = 1
+    }
+    try await withTemporaryStore(employees: 3, configure: configure) { store async throws in
+      let guid = try await store.employeePages(fields: .guid, filter: EmployeeFilter(), order: .name, after: nil, limit: 1, count: 1)[0]
+        .employees[0].guid
+      /// Runs a point call and waits for it: where it ran and what it read, or why it was stopped.
+      func pointCall(_ guid: String) async -> (thread: String?, Result<String, StoreError>) {
+        await withCheckedContinuation { continuation in
+          _ = store.runPointCall(
+            {
+              let read = Result { try store.employeeNow(guid: guid, fields: .name).name }
+              continuation.resume(returning: (StoreLane.currentThreadName(), read.mapError { $0 as! StoreError }))
+            },
+            stopped: { continuation.resume(returning: (nil, .failure($0))) }
+          )
+        }
+      }
+      let (thread, read) = await pointCall(guid)
+      #expect(thread?.hasPrefix("roster.interac") == true, "\(thread ?? "stopped")")
+      #expect(try !read.get().isEmpty)
+      let (_, unknown) = await pointCall("00000000-0000-4000-8000-000000000001")
+      #expect(throws: StoreError.self) { try unknown.get() }
+
+      // The lane's one thread busy, its one queue place taken by a point call: the next is refused
+      // at once; the queued one, cancelled, is stopped without running.
+      let running = Task { try await store.read(.interactive, statement: true) { db in try Int.fetchOne(db, sql: Self.endless) } }
+      while store.laneStatistics.interactive.running < 1 { try await Task.sleep(for: .milliseconds(5)) }
+      let ran = Atomic(0)
+      let queuedStop = Mutex<StoreError?>(nil)
+      let cancel = store.runPointCall({ ran.add(1, ordering: .relaxed) }, stopped: { error in queuedStop.withLock { $0 = error } })
+      #expect(store.laneStatistics.interactive.queued == 1)
+      let refused = Mutex<StoreError?>(nil)
+      _ = store.runPointCall({ ran.add(1, ordering: .relaxed) }, stopped: { error in refused.withLock { $0 = error } })
+      #expect(refused.withLock { $0?.code } == .resourceExhausted)
+      cancel()
+      #expect(queuedStop.withLock { $0?.code } == .cancelled)
+      #expect(store.laneStatistics.interactive.queued == 0)
+      running.cancel()
+      _ = try? await running.value
+      #expect(ran.load(ordering: .relaxed) == 0)
+      #expect(try await pointCall(guid).1.get() == read.get())
+    }
+  }
+
   @Test("heavy work runs at a lower priority than interactive work, and never on the caller's thread")
   func priority() async throws {
     try await withTemporaryStore { store async throws in

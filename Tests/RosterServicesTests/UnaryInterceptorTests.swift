@@ -68,12 +68,13 @@ struct UnaryInterceptorTests {
     _ interceptor: some UnaryServerInterceptor,
     metadata: Metadata,
     context: ServerContext,
+    arrived: ContinuousClock.Instant = .now,
     _ handler: @escaping @Sendable () throws -> Value
   ) async -> Result<Value, any Error> {
     await withCheckedContinuation { continuation in
       let thread = Thread {
         let outcome = Result<Value, any Error> {
-          try interceptor.interceptNow(metadata: metadata, context: context) {
+          try interceptor.interceptNow(metadata: metadata, context: context, arrived: arrived) {
             precondition(withUnsafeCurrentTask { $0 == nil }, "interceptNow ran its handler in a task")
             return try handler()
           }
@@ -221,6 +222,13 @@ struct UnaryInterceptorTests {
     #expect(logged.count == 3)
     #expect(logged.allSatisfy { $0.contains("rpc.status=NOT_FOUND") && $0.contains("rpc.author=ann") })
     #expect(logged.allSatisfy { $0.contains("rpc.method=roster.v1.Directory/GetEmployee") })
+    // A call that waited for its turn (a point call queued for the store's lane) counts its
+    // duration from its arrival.
+    let arrived = ContinuousClock.now - .seconds(2)
+    _ = await Self.now(log, metadata: [:], context: Self.context(), arrived: arrived) { 1 }
+    let waited = try #require(lines.take().first?.text)
+    let micros = waited.split(separator: " ").first { $0.hasPrefix("rpc.duration_us=") }.flatMap { Int($0.dropFirst(16)) }
+    #expect((micros ?? 0) >= 2_000_000, "\(waited)")
     let metrics = RequestMetricsInterceptor()
     let counted = await Self.unary(metrics, metadata: [:], context: Self.context()) { 7 }
     #expect(try counted.get() == 7)
