@@ -6,7 +6,8 @@ internal import RosterTransport
 
 /// Answers the unary fast path's calls at the HTTP/2 connection, on Roster's own transport
 /// (`RosterHTTP2Transport`): their frames never reach the stream multiplexer, so such a call
-/// gets no child channel, no stream pipeline and no task but its own. A request that is not
+/// gets no child channel, no stream pipeline and no task but its own (none at all for a method
+/// that answers without waiting: `Method.now`). A request that is not
 /// gRPC (the Connect protocol, gRPC-Web) is read whole here too and answered by
 /// `ConnectUnary`. Frames of every other stream go on to the multiplexer untouched, where
 /// `GRPCStreamCodec` serves them through `GRPCServer`.
@@ -17,8 +18,8 @@ internal import RosterTransport
 /// seen them first.
 ///
 /// Sits between `NIOHTTP2Handler` and `HTTP2StreamMultiplexer`. `@unchecked Sendable`: its
-/// state is touched only on the connection's event loop; a call's task reaches it through
-/// `NIOLoopBound`.
+/// state is touched only on the connection's event loop; a call's task, or its store's lane,
+/// reaches it through `NIOLoopBound`.
 final class ConnectionFastCalls: ChannelInboundHandler, @unchecked Sendable {
   typealias InboundIn = HTTP2Frame
   typealias InboundOut = HTTP2Frame

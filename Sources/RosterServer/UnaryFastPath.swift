@@ -16,7 +16,9 @@ internal import RosterTransport
 /// then the service's `SimpleServiceProtocol` method, as `GRPCServer` runs them
 /// (`ServerRPCExecutor`), and its reply goes back as three HTTP/2 frames. Everything else takes
 /// grpc-swift's path. The interceptors run through `UnaryServerInterceptor.interceptUnary`, as
-/// one frame: no streaming request or response, no executor hop between the levels.
+/// one frame: no streaming request or response, no executor hop between the levels. A method
+/// whose handler never waits (`Method.now`) runs with no task at all on Roster's own transport,
+/// through `interceptNow`: on the event loop, or in its store's point-call jobs.
 ///
 /// ```swift
 /// let fastPath = UnaryFastPath(methods: [...], interceptors: interceptors, maxRequestBytes: 4 << 20)
