@@ -32,6 +32,9 @@ final class ConnectionFastCalls: ChannelInboundHandler, @unchecked Sendable {
     case reading(Reading)
     /// The call runs; it can still be cancelled.
     case running(UnaryFastPath.LaunchedCall)
+    /// Answered in the read that brought it (`Method.now`, on the event loop): its stream's
+    /// remaining events stay here until it closes.
+    case answered
     /// Reading a request that is not gRPC (the Connect protocol): its headers and body so far.
     case readingPlain(PlainReading)
     /// A request that is not gRPC, handed to `ConnectUnary`, not yet running or answered.
@@ -207,7 +210,7 @@ final class ConnectionFastCalls: ChannelInboundHandler, @unchecked Sendable {
         ()
       }
 
-    case .answering:
+    case .answering, .answered:
       if case .rstStream = frame.payload { self.calls[stream] = nil }
 
     case .discarding(let dropped):
@@ -242,7 +245,7 @@ final class ConnectionFastCalls: ChannelInboundHandler, @unchecked Sendable {
         reading.created = created
         self.calls[created.streamID] = .reading(reading)
         return
-      case .running?, .readingPlain?, .answering?, .streamed?, .discarding?:
+      case .running?, .answered?, .readingPlain?, .answering?, .streamed?, .discarding?:
         return
       case nil:
         self.multiplexed.insert(created.streamID)
@@ -370,6 +373,7 @@ final class ConnectionFastCalls: ChannelInboundHandler, @unchecked Sendable {
     if let outcome = self.fastPath.answerNow(method, headers: headers, message: message, peers: self.peers) {
       // Answered in this read: the frames go out when the read completes (`channelReadComplete`),
       // with the replies of the other calls it brought.
+      self.calls[stream] = .answered
       self.write(stream, outcome, context: context)
       self.unflushed = true
       return
