@@ -1,0 +1,71 @@
+internal import NIOCore
+internal import NIOHPACK
+internal import NIOHTTP2
+
+// A gRPC unary call the connection takes: started (answered in the read that brought it, in
+// its store's point-call jobs, or in a task of its own), and its reply written.
+extension ConnectionFastCalls {
+  /// Starts a plain call of `method` whose request has been read whole.
+  func start(
+    _ stream: HTTP2StreamID,
+    _ method: UnaryFastPath.Method,
+    headers: HPACKHeaders,
+    timeout: String?,
+    message: ByteBuffer?,
+    context: ChannelHandlerContext
+  ) {
+    UnaryFastPath.fastCalls.increment()
+    if let store = method.pointCalls {
+      let handler = NIOLoopBound(self, eventLoop: context.eventLoop)
+      let launched = self.fastPath.launchPointCall(
+        method,
+        in: store,
+        headers: headers,
+        timeout: timeout,
+        message: message,
+        peers: self.peers,
+        eventLoop: context.eventLoop
+      ) { outcome in
+        handler.value.finish(stream, outcome)
+      }
+      self.calls[stream] = .running(launched)
+      return
+    }
+    if let outcome = self.fastPath.answerNow(method, headers: headers, message: message, peers: self.peers) {
+      // Answered in this read: the frames go out when the read completes (`channelReadComplete`),
+      // with the replies of the other calls it brought.
+      self.calls[stream] = .answered
+      self.write(stream, outcome, context: context)
+      self.unflushed = true
+      return
+    }
+    let handler = NIOLoopBound(self, eventLoop: context.eventLoop)
+    let launched = self.fastPath.launch(
+      method,
+      headers: headers,
+      timeout: timeout,
+      message: message,
+      peers: self.peers,
+      eventLoop: context.eventLoop,
+      executor: self.executor
+    ) { outcome in
+      handler.value.finish(stream, outcome)
+    }
+    self.calls[stream] = .running(launched)
+  }
+
+  /// Writes a call's reply, unless its stream was reset or the connection closed meanwhile.
+  private func finish(_ stream: HTTP2StreamID, _ outcome: UnaryOutcome) {
+    guard case .running(let launched)? = self.calls.removeValue(forKey: stream), let context = self.context
+    else { return }
+    launched.ended()
+    self.write(stream, outcome, context: context)
+    context.flush()
+  }
+
+  private func write(_ stream: HTTP2StreamID, _ outcome: UnaryOutcome, context: ChannelHandlerContext) {
+    outcome.writeFrames(allocator: context.channel.allocator) { payload in
+      context.write(self.wrapOutboundOut(HTTP2Frame(streamID: stream, payload: payload)), promise: nil)
+    }
+  }
+}
