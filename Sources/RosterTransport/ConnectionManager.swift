@@ -9,9 +9,14 @@ internal import NIOHTTP2
 /// a client that pings more often than it may (gRFC A8: every `minPingIntervalWithoutCalls`
 /// with calls open, or when `allowKeepaliveWithoutCalls`; else every two hours) is told
 /// `ENHANCE_YOUR_CALM` after two strikes, and the connection closes. Each HEADERS or DATA frame
-/// the server sends clears the strikes, as grpc-swift's does. A client that swift-nio-http2
-/// refuses for a flood or a broken frame (`endsConnection`) is not read from again: the
-/// connection closes right after the GOAWAY that `NIOHTTP2Handler` sends.
+/// the server sends clears the strikes, as grpc-swift's does.
+///
+/// After a connection error (RFC 9113 § 5.4.1: a broken frame, a frame on a closed stream, a
+/// flood) the connection closes: `NIOHTTP2Handler` writes its GOAWAY and then reports the
+/// error, and this handler, the handler's `NIOHTTP2FrameDelegate`, has seen that GOAWAY go
+/// out, so it flushes and closes, and reads nothing more. The error's type alone cannot tell:
+/// the same error (`StreamClosed`) is a stream error in one state and a connection error in
+/// another.
 ///
 /// When the last stream ends after GOAWAY, the connection closes only once everything written
 /// before (that stream's trailers) has reached the socket: a second GOAWAY is written behind
@@ -24,7 +29,7 @@ internal import NIOHTTP2
 ///
 /// Sits right after `NIOHTTP2Handler`, which acks pings itself. On the connection's event
 /// loop only.
-final class ConnectionManager: ChannelDuplexHandler {
+final class ConnectionManager: ChannelDuplexHandler, NIOHTTP2FrameDelegate {
   typealias InboundIn = HTTP2Frame
   typealias InboundOut = HTTP2Frame
   typealias OutboundIn = HTTP2Frame
@@ -44,6 +49,9 @@ final class ConnectionManager: ChannelDuplexHandler {
   private var refusedStreams: Set<HTTP2StreamID> = []
   /// GOAWAY has been sent: the connection closes once its streams are done.
   private var closing = false
+  /// `NIOHTTP2Handler` has written a GOAWAY with an error code: a connection error, which
+  /// ends the connection.
+  private var connectionErrorSent = false
   private var readSinceKeepalive = false
   private var pingStrikes = 0
   private var lastValidPing: NIODeadline?
@@ -219,16 +227,23 @@ final class ConnectionManager: ChannelDuplexHandler {
   }
 
   func errorCaught(context: ChannelHandlerContext, error: any Error) {
-    if Self.endsConnection(error) {
-      // NIOHTTP2Handler has sent its GOAWAY; reading on would only feed the flood.
+    if self.connectionErrorSent || Self.endsConnection(error) {
+      // The GOAWAY is written; reading on would only feed a broken or hostile peer.
       self.closing = true
+      context.flush()
       context.close(promise: nil)
     }
     context.fireErrorCaught(error)
   }
 
+  /// Every frame `NIOHTTP2Handler` writes, its own and this pipeline's: a GOAWAY with an error
+  /// code marks a connection error, which `errorCaught` hears of next.
+  func wroteFrame(_ frame: HTTP2Frame) {
+    if case .goAway(_, let code, _) = frame.payload, code != .noError { self.connectionErrorSent = true }
+  }
+
   /// The errors swift-nio-http2 raises for a peer that floods or breaks the framing: each ends
-  /// the connection (a GOAWAY), after which nothing it sends is worth reading.
+  /// the connection (a GOAWAY), also when that GOAWAY could not be written.
   static func endsConnection(_ error: any Error) -> Bool {
     switch error {
     case is NIOHTTP2Errors.ExcessiveContinuationFrames, is NIOHTTP2Errors.ExcessivelyLargeHeaderBlock,

@@ -204,10 +204,14 @@ package final class RosterHTTP2Transport: ServerTransport {
     settings.append(HTTP2Setting(parameter: .maxConcurrentStreams, value: self.config.maxConcurrentStreams))
     // The client's header blocks are checked by `ConnectionManager` (`RequestHeaderCheck`);
     // swift-nio-http2's own check also ran on the server's blocks, at twice the cost.
-    try sync.addHandler(
-      NIOHTTP2Handler(mode: .server, initialSettings: settings, headerBlockValidation: .disabled)
-    )
-    try sync.addHandler(ConnectionManager(limits: self.config.connection))
+    var connection = NIOHTTP2Handler.ConnectionConfiguration()
+    connection.initialSettings = settings
+    connection.headerBlockValidation = .disabled
+    // The manager hears of every frame the handler writes: a GOAWAY for a connection error
+    // has it close the connection.
+    let manager = ConnectionManager(limits: self.config.connection)
+    try sync.addHandler(NIOHTTP2Handler(mode: .server, frameDelegate: manager, connectionConfiguration: connection))
+    try sync.addHandler(manager)
     if let connectionHandlers = self.connectionHandlers {
       try sync.addHandlers(try connectionHandlers(channel))
     }

@@ -530,6 +530,44 @@ class Abuse(unittest.TestCase):
         self.assertLess(sent, 32 << 20, "the server kept reading a connection it had refused")
         self.after_abuse("CONTINUATION flood")
 
+    def test_connection_error_closes_the_connection(self):
+        """HEADERS on a stream the client has reset (h2spec http2/5.1/9), a connection error:
+        the server sends GOAWAY with an error code and closes the connection (RFC 9113 § 5.4.1),
+        rather than leaving it open after the GOAWAY."""
+        if GRPC_SWIFT:
+            self.skipTest("Roster's transport only")
+        sock, conn = self.connect()
+        try:
+            stream = conn.get_next_available_stream_id()
+            conn.send_headers(stream, self.headers("/roster.v1.Directory/CountEmployees"))
+            conn.reset_stream(stream)
+            sock.sendall(conn.data_to_send())
+            # The same HEADERS again on the reset stream, framed by hand (h2 refuses to).
+            block = conn.encoder.encode(self.headers("/roster.v1.Directory/CountEmployees"))
+            sock.sendall(struct.pack(">I", len(block))[1:] + b"\x01\x05" + struct.pack(">I", stream) + block)
+            received, closed = b"", False
+            sock.settimeout(10)
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline:
+                try:
+                    chunk = sock.recv(65536)
+                except socket.timeout:
+                    break
+                except ConnectionResetError:
+                    closed = True
+                    break
+                if not chunk:
+                    closed = True
+                    break
+                received += chunk
+            goaways = [f for f in h2_frames(received) if f[0] == 0x7]
+            self.assertTrue(goaways, f"no GOAWAY among {h2_frames(received)}")
+            self.assertNotEqual(goaways[-1][2], 0, "the GOAWAY carries no error code")
+            self.assertTrue(closed, "the connection was still open 10 s after its GOAWAY")
+        finally:
+            sock.close()
+        self.after_abuse("connection error")
+
     def test_rapid_reset(self):
         """20,000 streams opened and reset at once on one connection."""
         sock, conn = self.connect()
@@ -774,6 +812,24 @@ class Abuse(unittest.TestCase):
                 # UpsertEmployees reports a refused row in its reply, and the call is OK.
                 self.assertIn(trailers.get("grpc-status"), ("0", "3"), (method, trailers, reset))
         self.after_abuse("large message in small frames")
+
+
+def h2_frames(data):
+    """The server's frames in `data`, after its connection preface: (type, stream, error code
+    of a GOAWAY or RST_STREAM, else None)."""
+    frames, offset = [], 0
+    while offset + 9 <= len(data):
+        length = int.from_bytes(data[offset:offset + 3], "big")
+        kind, stream = data[offset + 3], int.from_bytes(data[offset + 5:offset + 9], "big") & 0x7FFFFFFF
+        payload = data[offset + 9:offset + 9 + length]
+        code = None
+        if kind == 0x7 and len(payload) >= 8:
+            code = int.from_bytes(payload[4:8], "big")
+        elif kind == 0x3 and len(payload) >= 4:
+            code = int.from_bytes(payload[0:4], "big")
+        frames.append((kind, stream, code))
+        offset += 9 + length
+    return frames
 
 
 class Reply:
