@@ -189,7 +189,7 @@ extension PostgresStore {
       _ = try await read.rows("COMMIT")
       return value
     } catch {
-      _ = try? await read.rows("ROLLBACK")
+      await read.connection.rollBack(after: error, logger: self.logger)
       throw error
     }
   }

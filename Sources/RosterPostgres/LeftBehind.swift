@@ -108,6 +108,32 @@ extension PostgresConnection {
     try self.checkOpen()
     return try await self.query(query, logger: logger).collect().map { $0.makeRandomAccess() }
   }
+
+  /// Ends the transaction open on this connection after its work failed with `error`: a
+  /// ROLLBACK when the connection was still answering, else the connection is closed (which
+  /// ends the transaction on the server, and the pool makes a new connection).
+  ///
+  /// `checkOpen` alone cannot tell: when a connection closes, postgres-nio fails its
+  /// statements first and closes the channel after, so the task that sees the failure may
+  /// still find the channel open and send its ROLLBACK into a channel about to lose its
+  /// handlers, where it waits for good (seen in `silent_test.py` on a loaded machine: a held
+  /// name search whose connection `LeftBehind` had closed never answered).
+  func rollBack(after error: any Error, logger: Logger) async {
+    guard Self.stillAnswering(after: error), !self.isClosed else {
+      self.close().whenComplete { _ in }
+      return
+    }
+    _ = try? await self.rows("ROLLBACK", logger: logger)
+  }
+
+  /// Whether a connection still answers after its work failed with `error`: PostgreSQL
+  /// reported the error itself, or the work's own code threw it; not when the connection
+  /// failed or closed, nor when the work was cancelled, a statement perhaps still running.
+  static func stillAnswering(after error: any Error) -> Bool {
+    if let error = error as? PSQLError { return error.code == .server }
+    if error is CancellationError { return false }
+    return true
+  }
 }
 
 /// Resumes a continuation with the first of several answers.

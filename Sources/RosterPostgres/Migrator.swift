@@ -145,8 +145,7 @@ struct Migrator {
       try await connection.query("COMMIT", logger: self.logger)
       return value
     } catch {
-      // Not on a closed connection, where postgres-nio never answers (`checkOpen`).
-      if !connection.isClosed { try? await connection.query("ROLLBACK", logger: self.logger) }
+      await connection.rollBack(after: error, logger: self.logger)
       throw error
     }
   }

@@ -212,8 +212,13 @@ public final class PostgresStore: StoreBackend, PictureCatalog {
         do {
           _ = try await connection.query(PostgresQuery(unsafeSQL: "VACUUM (ANALYZE) " + tables.joined(separator: ", ")), logger: self.logger)
         } catch {
-          // Not on a closed connection, where postgres-nio never answers (`checkOpen`).
-          if !connection.isClosed { _ = try? await connection.query("RESET statement_timeout", logger: self.logger) }
+          // Not on a connection that stopped answering, where postgres-nio may never answer
+          // (`rollBack(after:logger:)`): that one is closed instead.
+          if PostgresConnection.stillAnswering(after: error), !connection.isClosed {
+            _ = try? await connection.query("RESET statement_timeout", logger: self.logger)
+          } else {
+            connection.close().whenComplete { _ in }
+          }
           throw error
         }
         try connection.checkOpen()
@@ -283,7 +288,7 @@ public final class PostgresStore: StoreBackend, PictureCatalog {
                 try await transaction.execute("COMMIT")
                 return (value, last)
               } catch {
-                try? await transaction.execute("ROLLBACK")
+                await connection.rollBack(after: error, logger: self.logger)
                 throw error
               }
             }
