@@ -195,7 +195,6 @@ let package = Package(
         "RosterSeed",
         "CThreadShim",
         .product(name: "GRPCCore", package: "grpc-swift-2"),
-        .product(name: "GRPCNIOTransportHTTP2", package: "grpc-swift-nio-transport"),
         .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
         .product(name: "Logging", package: "swift-log"),
         .product(name: "CoreMetrics", package: "swift-metrics"),
@@ -383,6 +382,9 @@ let package = Package(
       name: "RosterEndToEndTests",
       dependencies: [
         "roster",
+        "RosterServer",
+        "RosterServices",
+        "RosterTransport",
         "RosterDomain",
         "RosterStore",
         "RosterSQLite",

@@ -12,8 +12,8 @@ internal import RosterTransport
 /// `ConnectUnary`. Frames of every other stream go on to the multiplexer untouched, where
 /// `GRPCStreamCodec` serves them through `GRPCServer`.
 ///
-/// A call is taken on the same terms as `UnaryStreamHandler` takes it on grpc-swift's
-/// transport (plain headers; one uncompressed message within the size limit); otherwise every
+/// A call is taken when it is plain (plain headers; one uncompressed message within the size
+/// limit); otherwise every
 /// frame read so far is passed on in order, and the multiplexer opens the stream as if it had
 /// seen them first.
 ///

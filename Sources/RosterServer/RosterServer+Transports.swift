@@ -1,12 +1,11 @@
 internal import GRPCCore
-internal import GRPCNIOTransportHTTP2
 internal import NIOCore
 internal import NIOPosix
 internal import NIOSSL
 internal import RosterServices
 internal import RosterTransport
 
-/// The gRPC server on either transport (`ServerConfig.transport`), as `RosterServer` runs it.
+/// The gRPC server on Roster's transport, as `RosterServer` runs it.
 struct GRPCServing: Sendable {
   let serve: @Sendable () async throws -> Void
   let beginGracefulShutdown: @Sendable () -> Void
@@ -38,8 +37,8 @@ struct GRPCServing: Sendable {
   }
 }
 
-/// The gRPC server for `config`: the services and interceptors on the transport it names, with
-/// the unary fast path when `config.fastUnaryPath`.
+/// The gRPC server for `config`: the services and interceptors on Roster's HTTP/2 transport,
+/// with the unary fast path when `config.fastUnaryPath`.
 func makeServing(
   config: ServerConfig,
   services: [any RegistrableRPCService],
@@ -56,113 +55,52 @@ func makeServing(
   let fastPath = config.fastUnaryPath ? unaryMethods : nil
   let host = config.host == "localhost" ? "127.0.0.1" : config.host
   let serverInterceptors: [any ServerInterceptor] = [CooperativePoolInterceptor()] + interceptors
-  switch config.transport {
-  case .roster:
-    let executor = loopExecutor
-    let connect = ConnectUnary(fastPath: unaryMethods, cors: config.cors, console: config.console ? .embedded : nil)
-    let streams = ConnectStreams(
-      methods: streamingMethods,
+  let executor = loopExecutor
+  let connect = ConnectUnary(fastPath: unaryMethods, cors: config.cors, console: config.console ? .embedded : nil)
+  let streams = ConnectStreams(
+    methods: streamingMethods,
+    maxRequestBytes: limits.maxRequestBytes,
+    cors: config.cors,
+    unaryPaths: Set(unaryMethods.methods.keys)
+  )
+  let bridged = streams.servers(interceptors: serverInterceptors)
+  let transport = RosterHTTP2Transport(
+    config: RosterHTTP2Transport.Config(
+      host: host,
+      port: config.port,
+      tls: try config.tls.map(sslContext),
       maxRequestBytes: limits.maxRequestBytes,
-      cors: config.cors,
-      unaryPaths: Set(unaryMethods.methods.keys)
-    )
-    let bridged = streams.servers(interceptors: serverInterceptors)
-    let transport = RosterHTTP2Transport(
-      config: RosterHTTP2Transport.Config(
-        host: host,
-        port: config.port,
-        tls: try config.tls.map(sslContext),
-        maxRequestBytes: limits.maxRequestBytes,
-        maxConcurrentStreams: limits.maxConcurrentStreams,
-        connection: ConnectionLimits(
-          maxIdleTime: limits.maxConnectionIdle.map { TimeAmount($0) },
-          maxAge: limits.maxConnectionAge.map { TimeAmount($0) },
-          maxGraceTime: limits.maxConnectionGrace.map { TimeAmount($0) },
-          keepaliveTime: TimeAmount(limits.keepaliveInterval),
-          keepaliveTimeout: TimeAmount(limits.keepaliveTimeout),
-          allowKeepaliveWithoutCalls: false,
-          minPingIntervalWithoutCalls: .minutes(5)
-        ),
-        flushPerLoopTurn: config.flushPerLoopTurn
+      maxConcurrentStreams: limits.maxConcurrentStreams,
+      connection: ConnectionLimits(
+        maxIdleTime: limits.maxConnectionIdle.map { TimeAmount($0) },
+        maxAge: limits.maxConnectionAge.map { TimeAmount($0) },
+        maxGraceTime: limits.maxConnectionGrace.map { TimeAmount($0) },
+        keepaliveTime: TimeAmount(limits.keepaliveInterval),
+        keepaliveTimeout: TimeAmount(limits.keepaliveTimeout),
+        allowKeepaliveWithoutCalls: false,
+        minPingIntervalWithoutCalls: .minutes(5)
       ),
-      group: eventLoops,
-      connectionHandlers: { @Sendable _ in
-        [
-          ConnectionFastCalls(
-            fastPath: unaryMethods,
-            answersGRPC: fastPath != nil,
-            connect: connect,
-            streams: streams,
-            executor: executor
-          )
-        ]
-      },
-      http1Handlers: { @Sendable _ in [ConnectHTTP1Handler(connect: connect, streams: streams, executor: executor)] }
-    )
-    let server = GRPCServer(transport: transport, services: services, interceptors: serverInterceptors)
-    return GRPCServing(server, bridged: bridged) {
-      let address = try await transport.listeningAddress
-      guard let ip = address.ipAddress, let port = address.port else { return "\(address)" }
-      return address.protocol == .inet6 ? "[\(ip)]:\(port)" : "\(ip):\(port)"
-    }
-
-  case .grpcSwift:
-    let address: GRPCNIOTransportCore.SocketAddress =
-      host.contains(":") ? .ipv6(host: host, port: config.port) : .ipv4(host: host, port: config.port)
-    let transport = HTTP2ServerTransport.Posix(
-      address: address,
-      transportSecurity: transportSecurity(config.tls),
-      config: .defaults { transport in
-        transport.rpc.maxRequestPayloadSize = limits.maxRequestBytes
-        transport.http2.maxConcurrentStreams = limits.maxConcurrentStreams
-        transport.connection.keepalive.time = limits.keepaliveInterval
-        transport.connection.keepalive.timeout = limits.keepaliveTimeout
-        transport.connection.maxIdleTime = limits.maxConnectionIdle
-        transport.connection.maxAge = limits.maxConnectionAge
-        transport.connection.maxGraceTime = limits.maxConnectionGrace
-        // grpc-swift holds a flush up to 100 µs by default to coalesce writes: measured, that
-        // added about 170 µs to a lone GetEmployee and no throughput at 16x16.
-        transport.connection.flushCoalescing = nil
-        if config.flushPerLoopTurn {
-          transport.channelDebuggingCallbacks.onAcceptTCPConnection = { channel in
-            channel.eventLoop.makeCompletedFuture {
-              try channel.pipeline.syncOperations.addHandler(TickFlushHandler(), position: .first)
-            }
-          }
-        }
-        // gzip and deflate, inflated within maxRequestPayloadSize; responses by Roster's rule
-        // (`ResponseEncodingFilter`).
-        transport.compression.enabledAlgorithms = [.gzip, .deflate]
-        let fastCalls = fastPath?.streamInitializer(executor: loopExecutor)
-        transport.channelDebuggingCallbacks.onAcceptHTTP2Stream = { channel in
-          channel.eventLoop.makeCompletedFuture {
-            try channel.pipeline.syncOperations.addHandler(ResponseEncodingFilter(), position: .first)
-          }.flatMap { fastCalls?(channel) ?? channel.eventLoop.makeSucceededVoidFuture() }
-        }
-      },
-      eventLoopGroup: eventLoops
-    )
-    let server = GRPCServer(transport: transport, services: services, interceptors: serverInterceptors)
-    return GRPCServing(server) {
-      let address = try await transport.listeningAddress
-      if let ipv4 = address.ipv4 { return "\(ipv4.host):\(ipv4.port)" }
-      if let ipv6 = address.ipv6 { return "[\(ipv6.host)]:\(ipv6.port)" }
-      return address.description
-    }
-  }
-}
-
-/// Plaintext, TLS, or TLS that requires client certificates signed by `clientCAPath`.
-func transportSecurity(_ files: TLSFiles?) -> HTTP2ServerTransport.Posix.TransportSecurity {
-  guard let files else { return .plaintext }
-  let chain: [TLSConfig.CertificateSource] = [.file(path: files.certificatePath, format: .pem)]
-  let key = TLSConfig.PrivateKeySource.file(path: files.keyPath, format: .pem)
-  guard let clientCA = files.clientCAPath else {
-    return .tls(certificateChain: chain, privateKey: key)
-  }
-  return .mTLS(certificateChain: chain, privateKey: key) { tls in
-    tls.trustRoots = .certificates([.file(path: clientCA, format: .pem)])
-    tls.clientCertificateVerification = .noHostnameVerification
+      flushPerLoopTurn: config.flushPerLoopTurn
+    ),
+    group: eventLoops,
+    connectionHandlers: { @Sendable _ in
+      [
+        ConnectionFastCalls(
+          fastPath: unaryMethods,
+          answersGRPC: fastPath != nil,
+          connect: connect,
+          streams: streams,
+          executor: executor
+        )
+      ]
+    },
+    http1Handlers: { @Sendable _ in [ConnectHTTP1Handler(connect: connect, streams: streams, executor: executor)] }
+  )
+  let server = GRPCServer(transport: transport, services: services, interceptors: serverInterceptors)
+  return GRPCServing(server, bridged: bridged) {
+    let address = try await transport.listeningAddress
+    guard let ip = address.ipAddress, let port = address.port else { return "\(address)" }
+    return address.protocol == .inet6 ? "[\(ip)]:\(port)" : "\(ip):\(port)"
   }
 }
 

@@ -1,6 +1,5 @@
 internal import Foundation
 public import GRPCCore
-internal import GRPCNIOTransportHTTP2
 internal import NIOPosix
 public import Logging
 public import RosterServices

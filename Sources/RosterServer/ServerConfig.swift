@@ -45,10 +45,6 @@ public struct ServerConfig: Sendable {
   /// Whether plain unary calls skip grpc-swift's per-call machinery (`UnaryFastPath`); off
   /// only to compare the two paths (`ROSTER_COMPARE=no-fast-unary`).
   public var fastUnaryPath: Bool = true
-  /// Which HTTP/2 transport serves the calls: Roster's own (`RosterHTTP2Transport`), which
-  /// answers the fast path's calls at the connection with no stream of their own, or
-  /// grpc-swift's (`roster serve --transport grpc-swift`, a fallback).
-  public var transport: ServerTransportKind = .roster
   /// Whether the server's own tasks (grpc-swift's per-connection and per-stream work, the
   /// fast path's point calls) run on the event loops (`EventLoopGroupExecutor`) rather than
   /// the cooperative pool; the services' handlers run on the pool either way. Off only to
@@ -104,12 +100,4 @@ public struct Limits: Sendable {
   public var maxStreamsPerClient = 32
 
   public init() {}
-}
-
-/// The HTTP/2 transports `roster serve` can run on.
-public enum ServerTransportKind: String, Sendable, CaseIterable {
-  /// grpc-swift-nio-transport's `HTTP2ServerTransport.Posix`.
-  case grpcSwift = "grpc-swift"
-  /// Roster's own, on swift-nio-http2 (`RosterHTTP2Transport`).
-  case roster
 }

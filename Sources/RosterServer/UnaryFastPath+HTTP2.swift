@@ -10,14 +10,13 @@ internal import RosterDomain
 internal import Synchronization
 internal import RosterTransport
 
-// The HTTP/2 side of the unary fast path, shared by the per-stream handler on grpc-swift's
-// transport (`UnaryStreamHandler`) and the connection-level one on Roster's own
-// (`ConnectionFastCalls`): reading a request's body, starting a call, writing its reply.
+// The HTTP/2 side of the unary fast path, which `ConnectionFastCalls` runs at the connection:
+// reading a request's body, starting a call, writing its reply.
 
 extension UnaryFastPath {
   /// Calls to fast-path methods answered on the fast path, and those handed on to `GRPCServer`
   /// because they were not plain (compressed, too large, not exactly one message, unusual
-  /// headers), on either transport. gRPC calls only: the Connect protocol's and gRPC-Web's,
+  /// headers). gRPC calls only: the Connect protocol's and gRPC-Web's,
   /// which take the same call path, are counted by `roster_rpc_requests_total` alone.
   static let fastCalls = Counter(label: "roster_unary_fast_path_total", dimensions: [("path", "fast")])
   static let passedOnCalls = Counter(label: "roster_unary_fast_path_total", dimensions: [("path", "grpc_swift")])

@@ -85,20 +85,5 @@ extension UnaryFastPath {
       },
     ]
   }
-
-  /// The transport's stream initializer: puts a `UnaryStreamHandler` first in every new
-  /// HTTP/2 stream; its point calls run on the stream's event loop through `executor`.
-  func streamInitializer(
-    executor: EventLoopGroupExecutor
-  ) -> @Sendable (any Channel) -> EventLoopFuture<Void> {
-    { channel in
-      channel.eventLoop.makeCompletedFuture {
-        try channel.pipeline.syncOperations.addHandler(
-          UnaryStreamHandler(fastPath: self, executor: executor),
-          position: .first
-        )
-      }
-    }
-  }
 }
 

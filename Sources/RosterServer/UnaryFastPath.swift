@@ -69,8 +69,8 @@ struct UnaryFastPath: Sendable {
     }
 
     /// A method whose handler never waits: run without a task where the transport can (`now`),
-    /// and in a task of its own like any other method elsewhere (the Connect protocol,
-    /// grpc-swift's transport).
+    /// and in a task of its own like any other method elsewhere (the Connect protocol and
+    /// gRPC-Web).
     static func protobufNow<Input: SwiftProtobuf.Message, Output: SwiftProtobuf.Message>(
       _ descriptor: MethodDescriptor,
       input: Input.Type = Input.self,

@@ -18,7 +18,6 @@ extension Serve {
     let changeLogAge = Duration.seconds(self.changeLogMaxAgeHours * 3600)
     config.host = self.host
     config.logRequests = self.logRequests
-    config.transport = self.transport
     config.cors = self.corsOrigin.isEmpty ? nil : CORSPolicy(origins: self.corsOrigin)
     config.console = self.console
     if let certificate = self.tlsCert, let key = self.tlsKey {

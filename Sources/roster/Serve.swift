@@ -86,17 +86,6 @@ struct Serve: AsyncParsableCommand {
   @Flag(inversion: .prefixedNo, help: "Log one line per RPC: method, status, duration, peer, author.")
   var logRequests = Self.defaults.logRequests
 
-  @Option(
-    help: "The HTTP/2 transport: roster (Roster's own, the default) or grpc-swift (grpc-swift-nio-transport's, a fallback; docs/operations.md).",
-    transform: { text in
-      guard let value = ServerTransportKind(rawValue: text) else {
-        throw ValidationError("--transport must be grpc-swift or roster")
-      }
-      return value
-    }
-  )
-  var transport: ServerTransportKind = Self.defaults.transport
-
   @Option(help: "Event-loop threads (default: the CPUs this process may run on, its affinity mask included).")
   var eventLoops: Int?
 

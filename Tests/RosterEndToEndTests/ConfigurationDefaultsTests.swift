@@ -25,7 +25,6 @@ struct ConfigurationDefaultsTests {
       "defaultDeadline": "\(String(describing: limits.defaultDeadline))",
       "maxStreamsPerClient": "\(limits.maxStreamsPerClient)",
       "fastUnaryPath": "\(config.fastUnaryPath)", "cors": "\(String(describing: config.cors))",
-      "transport": config.transport.rawValue,
       "path": store.path, "cacheSizeKiB": "\(store.cacheSizeKiB)", "mmapSize": "\(store.mmapSize)",
       "sqlDebug": "\(store.sqlDebug)", "synchronous": store.synchronous.rawValue,
       "coalesces": "\(store.writer.coalesces)", "window": "\(store.writer.window)",

@@ -51,6 +51,14 @@ final class FastUnaryTests {
 
   /// A reader's and a writer's token, in a tokens file in `directory`, and the `roster serve`
   /// arguments the servers that compare replies share (one database in `directory`).
+  /// The request limit of the servers `servers(in:database:)` starts, and of the reference.
+  static let maxRequestBytes = 512 * 1024
+  /// Their default deadline. grpc-swift keeps a unary call whose headers end the stream, and
+  /// that brings no deadline, open until the server's default deadline ("a call whose headers
+  /// end the stream"): 4 s keeps that test short and still far from "at once" on a loaded
+  /// machine.
+  static let defaultDeadlineMs = 4_000
+
   static func servers(
     in directory: String,
     database: String
@@ -61,11 +69,8 @@ final class FastUnaryTests {
     let arguments = [
       "--db", directory + "/" + database, "--tokens", directory + "/tokens",
       "--seed-employees", "50", "--no-seed-pictures", "--seed-sales-per-employee", "0",
-      "--metrics-port", "0", "--no-log-requests", "--max-request-kib", "512",
-      // grpc-swift keeps a unary call whose headers end the stream, and that brings no
-      // deadline, open until the server's default deadline ("a call whose headers end the
-      // stream"): 4 s keeps that test short and still far from "at once" on a loaded machine.
-      "--default-deadline-ms", "4000",
+      "--metrics-port", "0", "--no-log-requests", "--max-request-kib", "\(Self.maxRequestBytes / 1024)",
+      "--default-deadline-ms", "\(Self.defaultDeadlineMs)",
     ]
     return (String(reader[0]), String(writer[0]), arguments)
   }

@@ -8,22 +8,21 @@ import Synchronization
 import Testing
 import TestSupport
 
-/// Roster's own HTTP/2 transport (the default, `--transport roster`) answers as grpc-swift's
-/// does, and manages its connections as grpc-swift's does.
+/// Roster's HTTP/2 transport answers as grpc-swift's does, and manages its connections as
+/// grpc-swift's does.
 ///
-/// Four `roster serve` processes over one database and one tokens file: Roster's transport with
-/// the fast path (its calls answered at the connection), Roster's transport without it (every
-/// call through `GRPCStreamCodec` and `GRPCServer`), grpc-swift's transport with the fast path
-/// (`UnaryStreamHandler` in each stream), and grpc-swift's transport without it, the reference.
+/// Two `roster serve` processes and the reference over one database and one tokens file:
+/// Roster's transport with the fast path (its calls answered at the connection), Roster's
+/// transport without it (every call through `GRPCStreamCodec` and `GRPCServer`), and
+/// grpc-swift's own transport over the same services (`GRPCSwiftReference`, in this process).
 /// Every request of the fast path's table (`FastUnaryTests`) must get the same reply from all
-/// four, byte for byte.
+/// three, byte for byte.
 @Suite("Roster's HTTP/2 transport, end to end", .timeLimit(.minutes(10)), .serialized)
 final class RosterTransportTests {
   let directory: String
   let fast: RosterProcess
   let codec: RosterProcess
-  let streamHandler: RosterProcess
-  let reference: RosterProcess
+  let reference: GRPCSwiftReference
   let reader: String
   let writer: String
   let guid: String
@@ -34,16 +33,18 @@ final class RosterTransportTests {
     self.reader = setup.reader
     self.writer = setup.writer
     let common = setup.arguments
-    self.fast = try await RosterProcess.serve(arguments: common + ["--transport", "roster"])
-    self.codec = try await RosterProcess.serve(
-      arguments: common + ["--transport", "roster"], environment: ["ROSTER_COMPARE": "no-fast-unary"])
-    self.streamHandler = try await RosterProcess.serve(arguments: common + ["--transport", "grpc-swift"])
-    self.reference = try await RosterProcess.serve(
-      arguments: common + ["--transport", "grpc-swift"], environment: ["ROSTER_COMPARE": "no-fast-unary"])
+    self.fast = try await RosterProcess.serve(arguments: common)
+    self.codec = try await RosterProcess.serve(arguments: common, environment: ["ROSTER_COMPARE": "no-fast-unary"])
+    self.reference = try await GRPCSwiftReference.start(
+      database: self.directory + "/transport.sqlite",
+      tokensFile: self.directory + "/tokens",
+      maxRequestBytes: FastUnaryTests.maxRequestBytes,
+      defaultDeadline: .milliseconds(FastUnaryTests.defaultDeadlineMs)
+    )
     var page = RawHTTP2Reply(headers: nil, body: [], trailers: [])
-    for server in [self.fast, self.codec, self.streamHandler, self.reference] {
+    for port in [self.fast.port, self.codec.port, self.reference.port] {
       page = try await rawHTTP2Call(
-        port: server.port,
+        port: port,
         headers: FastUnaryTests.headers("/roster.v1.Directory/ListEmployees", token: self.reader),
         body: grpcFramed(try Roster_V1_ListEmployeesRequest.with { $0.pageSize = 1 }.serializedBytes())
       )
@@ -55,21 +56,17 @@ final class RosterTransportTests {
   deinit {
     _ = self.fast.terminate()
     _ = self.codec.terminate()
-    _ = self.streamHandler.terminate()
-    _ = self.reference.terminate()
+    self.reference.stop()
     try? FileManager.default.removeItem(atPath: self.directory)
   }
 
-  @Test("every request of the fast path's table gets grpc-swift's reply, on either transport, with and without the fast path")
+  @Test("every request of the fast path's table gets grpc-swift's reply, with and without the fast path")
   func sameReplies() async throws {
     for testCase in try FastUnaryTests.cases(guid: self.guid, reader: self.reader) {
       let before = try await FastUnaryTests.fastPathCounts(self.fast)
       let fromFast = try await rawHTTP2Call(port: self.fast.port, headers: testCase.headers, body: testCase.body)
       let after = try await FastUnaryTests.fastPathCounts(self.fast)
       let fromCodec = try await rawHTTP2Call(port: self.codec.port, headers: testCase.headers, body: testCase.body)
-      let streamBefore = try await FastUnaryTests.fastPathCounts(self.streamHandler)
-      let fromStreamHandler = try await rawHTTP2Call(port: self.streamHandler.port, headers: testCase.headers, body: testCase.body)
-      let streamAfter = try await FastUnaryTests.fastPathCounts(self.streamHandler)
       let fromReference = try await rawHTTP2Call(port: self.reference.port, headers: testCase.headers, body: testCase.body)
       if let status = Self.statusInsteadOfReset[testCase.name] {
         // Where grpc-swift resets the stream, Roster's transport ends the call with a status
@@ -93,20 +90,13 @@ final class RosterTransportTests {
         #expect(fromFast == fromReference, "\(testCase): Roster's transport \(fromFast), grpc-swift \(fromReference)")
         #expect(fromCodec == fromReference, "\(testCase): Roster's codec \(fromCodec), grpc-swift \(fromReference)")
       }
-      #expect(
-        fromStreamHandler == fromReference,
-        "\(testCase): the fast path on grpc-swift's transport \(fromStreamHandler), grpc-swift \(fromReference)"
-      )
       if testCase.fast {
         #expect(after.fast == before.fast + 1, "\(testCase) was not answered at the connection")
-        #expect(streamAfter.fast == streamBefore.fast + 1, "\(testCase) did not take the fast path on grpc-swift's transport")
       } else {
         #expect(after.fast == before.fast, "\(testCase) was answered at the connection")
-        #expect(streamAfter.fast == streamBefore.fast, "\(testCase) took the fast path on grpc-swift's transport")
       }
     }
     #expect((try await FastUnaryTests.fastPathCounts(self.codec)).fast == 0)
-    #expect((try await FastUnaryTests.fastPathCounts(self.reference)).fast == 0)
   }
 
   @Test("requests grpc-swift refuses before reading them are refused the same way")
@@ -122,7 +112,7 @@ final class RosterTransportTests {
       ("an unknown encoding", FastUnaryTests.headers(get, token: self.reader, extra: [("grpc-encoding", "snappy")])),
     ]
     for (name, headers) in cases {
-      for server in [self.fast, self.codec, self.streamHandler] {
+      for server in [self.fast, self.codec] {
         var reply = try await rawHTTP2Call(port: server.port, headers: headers, body: request)
         var reference = try await rawHTTP2Call(port: self.reference.port, headers: headers, body: request)
         // Both accept gzip, deflate and identity, and say so: Roster's transport in one
@@ -217,7 +207,7 @@ struct RosterTransportConnectionTests {
     let directory = try makeTemporaryDirectory()
     let server = try await RosterProcess.serve(arguments: [
       "--db", directory + "/connections.sqlite", "--seed-employees", "10", "--no-seed-pictures",
-      "--seed-sales-per-employee", "0", "--no-log-requests", "--transport", "roster",
+      "--seed-sales-per-employee", "0", "--no-log-requests",
     ] + extra)
     return (server, directory)
   }

@@ -53,8 +53,6 @@ import servers  # noqa: E402
 
 STUBS = rosterstubs.generate(WORK, ["types.proto", "directory.proto", "pictures.proto"])
 from roster.v1 import directory_pb2, directory_pb2_grpc, pictures_pb2  # noqa: E402
-# grpc-swift's transport (`--transport grpc-swift`): the same statuses, in its own words.
-GRPC_SWIFT = "grpc-swift" in SERVE_ARGS
 
 SERVER = None
 HOST, PORT, METRICS_URL = None, None, None
@@ -142,10 +140,7 @@ class Abuse(unittest.TestCase):
         wait_for(f"{case}: no stream slot held", lambda: (metric("roster_stream_slots_in_use") or 0) == 0)
 
     def assert_refused(self, trailers, reset, status, mentioning):
-        """The call ended with `status`, its message mentioning why; on grpc-swift's
-        transport, which resets the stream where Roster's says why, a reset will do."""
-        if GRPC_SWIFT and reset is not None and not trailers:
-            return
+        """The call ended with `status`, its message mentioning why."""
         self.assertEqual(trailers.get("grpc-status"), status, (trailers, reset))
         self.assertIn(mentioning, trailers.get("grpc-message", ""))
 
@@ -446,8 +441,7 @@ class Abuse(unittest.TestCase):
         """Header blocks RFC 9113 calls malformed (uppercase or connection-specific names, `te`
         other than trailers, pseudo-headers missing, repeated, unknown, after a regular field or
         in trailers, bytes a value may not hold): each stream is reset with PROTOCOL_ERROR (1),
-        and the same connection then answers a Health.Check (on Roster's transport: grpc-swift's
-        closes the connection after such a reset)."""
+        and the same connection then answers a Health.Check."""
         health = "/grpc.health.v1.Health/Check"
         good = self.headers(health)
         without = lambda name: [h for h in good if h[0] != name]
@@ -488,8 +482,6 @@ class Abuse(unittest.TestCase):
                 sock.sendall(conn.data_to_send())
                 _, _, reply, reset = self.read(sock, conn, stream)
                 self.assertEqual(reset, 1, f"{case}: {reply}, reset {reset}")
-                if GRPC_SWIFT:
-                    continue
                 # The connection lives on: a call on it is answered.
                 stream = conn.get_next_available_stream_id()
                 conn.send_headers(stream, good)
@@ -534,8 +526,6 @@ class Abuse(unittest.TestCase):
         """HEADERS on a stream the client has reset (h2spec http2/5.1/9), a connection error:
         the server sends GOAWAY with an error code and closes the connection (RFC 9113 § 5.4.1),
         rather than leaving it open after the GOAWAY."""
-        if GRPC_SWIFT:
-            self.skipTest("Roster's transport only")
         sock, conn = self.connect()
         try:
             stream = conn.get_next_available_stream_id()

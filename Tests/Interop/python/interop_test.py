@@ -54,8 +54,7 @@ TOKENS = {}
 BACKEND = (["--postgres", os.environ["ROSTER_INTEROP_POSTGRES"],
             "--postgres-schema", "interop_" + str(os.getpid())]
            if os.environ.get("ROSTER_INTEROP_POSTGRES") else [])
-# ROSTER_SERVE_ARGS: more `roster serve` flags (scripts/test runs the suite again with
-# `--transport grpc-swift`).
+# ROSTER_SERVE_ARGS: more `roster serve` flags.
 SERVE_ARGS = os.environ.get("ROSTER_SERVE_ARGS", "").split()
 # ROSTER_INTEROP_COMPRESSION=gzip (or deflate): every call's messages are compressed, as a
 # grpcio channel option does it (scripts/test runs the suite once so).
