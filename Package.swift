@@ -270,6 +270,20 @@ let package = Package(
       // of four rounds each; README, "Against grpc-go and C++ gRPC").
       linkerSettings: [.linkedLibrary("jemalloc")]
     ),
+    // Measurements of the store in process (`scripts/bench-analytics`): a benchmark, so not a
+    // command of `roster`.
+    .executableTarget(
+      name: "roster-measure",
+      dependencies: [
+        "RosterDomain",
+        "RosterStore",
+        "RosterSQLite",
+        "RosterPostgres",
+        .product(name: "ArgumentParser", package: "swift-argument-parser"),
+      ],
+      path: "Benchmarks/Measure",
+      swiftSettings: strict
+    ),
     // Helpers shared by the test targets.
     .target(
       name: "TestSupport",

@@ -129,7 +129,7 @@ struct Copy: AsyncParsableCommand {
     case .postgres(let url):
       var configuration = PostgresConfiguration(url: url)
       configuration.schema = self.postgresSchema
-      try await withPostgresStore(configuration, label: "roster.copy", body)
+      try await PostgresStore.withOffline(configuration, label: "roster.copy", body)
     }
   }
 

@@ -51,7 +51,7 @@ struct Import: AsyncParsableCommand {
     }
     var configuration = PostgresConfiguration(url: try PostgresURL(url))
     configuration.schema = self.postgresSchema
-    try await withPostgresStore(configuration, label: "roster.import") { store in
+    try await PostgresStore.withOffline(configuration, label: "roster.import") { store in
       try await self.load(into: store, pictureConcurrency: configuration.pictures.thumbnailConcurrency)
     }
   }

@@ -9,7 +9,7 @@ struct Roster: AsyncParsableCommand {
     subcommands: [
       Serve.self, Seed.self, Import.self, Upsert.self, List.self, Get.self, Token.self,
       Backup.self, Restore.self, Check.self, Copy.self,
-      Load.self, Explain.self, MeasureAnalytics.self, MeasureAggregates.self,
+      Load.self, Explain.self,
     ]
   )
 }

@@ -6,7 +6,7 @@ import RosterStore
 import RosterDomain
 import Synchronization
 
-/// `roster measure-analytics`: the server-side time of each analytics read, measured in
+/// `roster-measure analytics`: the server-side time of each analytics read, measured in
 /// process on a database file, the way the Analytics service calls the store.
 ///
 /// It leaves out gRPC on purpose: this is the figure that must not grow with the data, and
@@ -14,7 +14,7 @@ import Synchronization
 /// at 1M employees.
 struct MeasureAnalytics: AsyncParsableCommand {
   static let configuration = CommandConfiguration(
-    commandName: "measure-analytics",
+    commandName: "analytics",
     abstract: "Time the analytics reads in process on a database (median and p90, in µs)."
   )
 
@@ -80,14 +80,14 @@ struct MeasureAnalytics: AsyncParsableCommand {
   }
 }
 
-/// `roster measure-aggregates`: the time of every `AggregateSales` shape (each function, each
+/// `roster-measure aggregates`: the time of every `AggregateSales` shape (each function, each
 /// grouping, over ranges a date picker sends: a month, a year, all dates, a span of years that
 /// starts and ends mid-month, part of a year, and a range wider than the data; with and
 /// without a department filter), its first page, in process on a SQLite file or a PostgreSQL
 /// schema.
 struct MeasureAggregates: AsyncParsableCommand {
   static let configuration = CommandConfiguration(
-    commandName: "measure-aggregates",
+    commandName: "aggregates",
     abstract: "Time every AggregateSales shape's first page in process (p50 and p99, in ms)."
   )
 
@@ -125,7 +125,7 @@ struct MeasureAggregates: AsyncParsableCommand {
       var configuration = PostgresConfiguration(url: try PostgresURL(url))
       configuration.schema = self.postgresSchema
       configuration.statementTimeout = .seconds(self.budgetSeconds)
-      try await withPostgresStore(configuration, label: "roster.measure") { try await self.measure($0) }
+      try await PostgresStore.withOffline(configuration, label: "roster.measure") { try await self.measure($0) }
       return
     }
     var configuration = StoreConfiguration(path: self.db)
