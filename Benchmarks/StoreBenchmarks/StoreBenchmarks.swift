@@ -123,7 +123,7 @@ final class Fixture: Sendable {
       try await store.putPicture(guid: employee.guid, file: picture)
     }
     var baseline = StoreConfiguration(path: directory + "/uncoalesced.sqlite")
-    baseline.writer.coalesces = false
+    baseline.writer.maximumBatch = 1
     let uncoalesced = try SQLiteStore(configuration: baseline)
     _ = try await uncoalesced.importEmployees(demo.map(\.employee))
     var random = SystemRandomNumberGenerator()

@@ -149,16 +149,13 @@ public struct MemoryBudget: Sendable, Hashable {
 
 /// How the single writer groups write requests into transactions (group commit).
 public struct WriterConfiguration: Sendable {
-  /// Whether concurrent requests share a transaction. When false every request commits
-  /// alone: the baseline the coalescing benchmark compares against.
-  public var coalesces: Bool = true
   /// How long the writer waits for more requests before it starts a transaction that is not
-  /// yet full. Requests that arrive while a commit is in flight always join the next one.
-  ///
-  /// Zero by default: with 64 concurrent clients, a 1 ms window measured 6,050 writes/s and no
-  /// window 6,905 (`scripts/bench-writes`); the commit in flight already gathers the batch.
+  /// yet full. Requests that arrive while a commit is in flight always join the next one, so
+  /// the server waits for none (zero; a window measured slower, docs/performance.md); tests
+  /// set one so that concurrent requests are sure to share a commit.
   public var window: Duration = .zero
-  /// The most requests that share one transaction, so no batch holds the writer for long.
+  /// The most requests that share one transaction, so no batch holds the writer for long;
+  /// 1 has every request commit alone (the baseline the coalescing benchmark compares against).
   public var maximumBatch: Int = 256
   /// The most requests waiting for the writer; more are refused with `resourceExhausted`.
   public var maximumPending: Int = 16_384

@@ -138,7 +138,7 @@ final class WriteCoalescer: Sendable {
   // MARK: The writer loop
 
   private var batchLimit: Int {
-    self.configuration.coalesces ? max(1, self.configuration.maximumBatch) : 1
+    max(1, self.configuration.maximumBatch)
   }
 
   /// The next transaction's jobs: a batch of up to `limit` interactive requests, or one bulk
@@ -181,7 +181,7 @@ final class WriteCoalescer: Sendable {
     while true {
       var (batch, alone) = self.takeNext(limit: limit)
       if batch.isEmpty { return }
-      if !alone, self.configuration.coalesces, batch.count < limit, self.configuration.window > .zero {
+      if !alone, batch.count < limit, self.configuration.window > .zero {
         // Give concurrent requests a moment to join this commit.
         let deadline = ContinuousClock.now + self.configuration.window
         while ContinuousClock.now < deadline, batch.count + self.waitingCount() < limit {

@@ -44,8 +44,6 @@ extension Serve {
     config.store.mmapSize = self.mmapSize
     config.store.sqlDebug = self.sqlDebug
     config.store.synchronous = self.synchronous
-    config.store.writer.coalesces = self.coalesce
-    config.store.writer.window = .microseconds(self.commitWindowUs)
     config.store.writer.maximumBatch = self.maxWriteBatch
     config.store.writer.bulkChunkRows = self.bulkChunkRows
     config.store.writer.bulkNiceness = self.bulkNiceness

@@ -145,16 +145,7 @@ struct Serve: AsyncParsableCommand {
   )
   var synchronous: StoreConfiguration.Synchronous = Self.defaults.store.synchronous
 
-  @Flag(
-    inversion: .prefixedNo,
-    help: "Group concurrent writes into shared transactions (--no-coalesce: one commit each)."
-  )
-  var coalesce = Self.defaults.store.writer.coalesces
-
-  @Option(help: "Microseconds the writer waits for more writes before a commit.")
-  var commitWindowUs: Int = Self.defaults.store.writer.window.wholeMicroseconds
-
-  @Option(help: "The most writes that share one transaction.")
+  @Option(help: "The most writes that share one transaction (1: each write commits alone).")
   var maxWriteBatch: Int = Self.defaults.store.writer.maximumBatch
 
   @Option(help: "Rows per transaction of a bulk upsert (UpsertEmployees).")
@@ -233,9 +224,6 @@ struct Serve: AsyncParsableCommand {
     }
     guard self.seedEmployees >= 0, self.seedSalesPerEmployee >= 0 else {
       throw ValidationError("--seed-employees and --seed-sales-per-employee must not be negative")
-    }
-    guard self.commitWindowUs >= 0 else {
-      throw ValidationError("--commit-window-us must not be negative")
     }
     guard self.bulkChunkRows >= 1 else {
       throw ValidationError("--bulk-chunk-rows must be at least 1")

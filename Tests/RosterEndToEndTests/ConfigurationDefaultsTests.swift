@@ -27,7 +27,7 @@ struct ConfigurationDefaultsTests {
       "fastUnaryPath": "\(config.fastUnaryPath)", "cors": "\(String(describing: config.cors))",
       "path": store.path, "cacheSizeKiB": "\(store.cacheSizeKiB)", "mmapSize": "\(store.mmapSize)",
       "sqlDebug": "\(store.sqlDebug)", "synchronous": store.synchronous.rawValue,
-      "coalesces": "\(store.writer.coalesces)", "window": "\(store.writer.window)",
+      "window": "\(store.writer.window)",
       "maximumBatch": "\(store.writer.maximumBatch)", "bulkChunkRows": "\(store.writer.bulkChunkRows)",
       "bulkNiceness": "\(store.writer.bulkNiceness)", "heavyLane": "\(store.heavyLane)",
       "interactiveLane": "\(store.interactiveLane)", "medianRowsPerPage": "\(store.medianRowsPerPage)",

@@ -40,9 +40,9 @@ struct WriterTests {
     }
   }
 
-  @Test("with coalescing off, every write commits alone")
+  @Test("with batches of one, every write commits alone")
   func noCoalescing() async throws {
-    try await withTemporaryStore(employees: 16, configure: { $0.writer.coalesces = false }) {
+    try await withTemporaryStore(employees: 16, configure: { $0.writer.maximumBatch = 1 }) {
       store async throws in
       let guids = DemoData(count: 16).map(\.employee.guid)
       let before = store.writerStatistics
