@@ -79,8 +79,7 @@ func makeServing(
         keepaliveTimeout: TimeAmount(limits.keepaliveTimeout),
         allowKeepaliveWithoutCalls: false,
         minPingIntervalWithoutCalls: .minutes(5)
-      ),
-      flushPerLoopTurn: config.flushPerLoopTurn
+      )
     ),
     group: eventLoops,
     connectionHandlers: { @Sendable _ in

@@ -26,9 +26,10 @@ public struct RosterServer: Service {
   /// The health service, to flip statuses from outside.
   public let health: HealthService
   private let server: GRPCServing
-  /// Where the server's own tasks run (`ServerConfig.serverTasksOnEventLoops`); nil for the
-  /// cooperative pool.
-  private let serverExecutor: EventLoopGroupExecutor?
+  /// Where the server's own tasks run (grpc-swift's per-connection and per-stream work, the
+  /// fast path's point calls): the event loops, not the cooperative pool, where the services'
+  /// handlers run.
+  private let serverExecutor: EventLoopGroupExecutor
   /// Loads the demo directory into a new database that needs the store running first
   /// (PostgreSQL); run before the server takes calls.
   private let seed: (@Sendable () async throws -> Void)?
@@ -40,7 +41,7 @@ public struct RosterServer: Service {
     seed: (@Sendable () async throws -> Void)?,
     health: HealthService,
     server: GRPCServing,
-    serverExecutor: EventLoopGroupExecutor?,
+    serverExecutor: EventLoopGroupExecutor,
     shutdownGrace: Duration,
     logger: Logger
   ) {
@@ -92,7 +93,7 @@ public struct RosterServer: Service {
   /// The gRPC server as a service of its own, so the group can stop it before the store.
   private struct Serving: Service {
     let server: GRPCServing
-    let executor: EventLoopGroupExecutor?
+    let executor: EventLoopGroupExecutor
     let store: any StoreBackend
     let seed: (@Sendable () async throws -> Void)?
     let health: HealthService
@@ -104,8 +105,7 @@ public struct RosterServer: Service {
       try await withGracefulShutdownHandler {
         try await withThrowingTaskGroup(of: Void.self) { serving in
           serving.addTask {
-            guard let executor = self.executor else { return try await self.server.serve() }
-            try await withTaskExecutorPreference(executor) { try await self.server.serve() }
+            try await withTaskExecutorPreference(self.executor) { try await self.server.serve() }
           }
           serving.addTask {
             // Only once shutdown has begun: bound how long in-flight calls may take.
@@ -255,7 +255,7 @@ public func buildServer(
     seed: seed,
     health: health,
     server: server,
-    serverExecutor: config.serverTasksOnEventLoops ? loopExecutor : nil,
+    serverExecutor: loopExecutor,
     shutdownGrace: config.shutdownGrace,
     logger: logger
   )

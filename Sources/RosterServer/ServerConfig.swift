@@ -45,14 +45,6 @@ public struct ServerConfig: Sendable {
   /// Whether plain unary calls skip grpc-swift's per-call machinery (`UnaryFastPath`); off
   /// only to compare the two paths (`ROSTER_COMPARE=no-fast-unary`).
   public var fastUnaryPath: Bool = true
-  /// Whether the server's own tasks (grpc-swift's per-connection and per-stream work, the
-  /// fast path's point calls) run on the event loops (`EventLoopGroupExecutor`) rather than
-  /// the cooperative pool; the services' handlers run on the pool either way. Off only to
-  /// compare (`ROSTER_COMPARE=no-loop-tasks`).
-  public var serverTasksOnEventLoops: Bool = true
-  /// Whether each connection's flushes reach the socket once per turn of its event loop
-  /// (`TickFlushHandler`); off only to compare (`ROSTER_COMPARE=no-flush-per-turn`).
-  public var flushPerLoopTurn: Bool = true
 
   /// Creates a configuration for the database at `databasePath`.
   public init(databasePath: String = "data/roster.sqlite") {

@@ -38,7 +38,6 @@ package final class RosterHTTP2Transport: ServerTransport {
     package var maxRequestBytes: Int
     package var maxConcurrentStreams: Int
     package var connection: ConnectionLimits
-    package var flushPerLoopTurn: Bool
 
     package init(
       host: String,
@@ -46,8 +45,7 @@ package final class RosterHTTP2Transport: ServerTransport {
       tls: NIOSSLContext?,
       maxRequestBytes: Int,
       maxConcurrentStreams: Int,
-      connection: ConnectionLimits,
-      flushPerLoopTurn: Bool
+      connection: ConnectionLimits
     ) {
       self.host = host
       self.port = port
@@ -55,7 +53,6 @@ package final class RosterHTTP2Transport: ServerTransport {
       self.maxRequestBytes = maxRequestBytes
       self.maxConcurrentStreams = maxConcurrentStreams
       self.connection = connection
-      self.flushPerLoopTurn = flushPerLoopTurn
     }
   }
 
@@ -165,7 +162,7 @@ package final class RosterHTTP2Transport: ServerTransport {
     accepted: AsyncStream<AcceptedStream>.Continuation
   ) throws {
     let sync = channel.pipeline.syncOperations
-    if self.config.flushPerLoopTurn { try sync.addHandler(TickFlushHandler()) }
+    try sync.addHandler(TickFlushHandler())
     if let tls { try sync.addHandler(NIOSSLServerHandler(context: tls)) }
     guard let http1Handlers = self.http1Handlers else {
       try self.configureHTTP2(connection: channel, descriptorsByPath: descriptorsByPath, accepted: accepted)

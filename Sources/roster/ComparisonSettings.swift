@@ -20,8 +20,6 @@ struct ComparisonSettings: Equatable {
   }
 
   var fastUnary = true
-  var loopTasks = true
-  var flushPerTurn = true
   var releaseStartupPages = true
   var pointReads: PointReads?
 
@@ -31,8 +29,6 @@ struct ComparisonSettings: Equatable {
     for word in words {
       switch word {
       case "no-fast-unary": self.fastUnary = false
-      case "no-loop-tasks": self.loopTasks = false
-      case "no-flush-per-turn": self.flushPerTurn = false
       case "no-release-startup-pages": self.releaseStartupPages = false
       case "point-reads=inline": self.pointReads = .inline
       case "point-reads=lane": self.pointReads = .lane
@@ -45,15 +41,13 @@ struct ComparisonSettings: Equatable {
   }
 
   static let known = [
-    "no-fast-unary", "no-loop-tasks", "no-flush-per-turn", "no-release-startup-pages",
+    "no-fast-unary", "no-release-startup-pages",
     "point-reads=inline", "point-reads=lane",
   ]
 
   /// Applies the settings to `config`.
   func apply(to config: inout ServerConfig) {
     config.fastUnaryPath = self.fastUnary
-    config.serverTasksOnEventLoops = self.loopTasks
-    config.flushPerLoopTurn = self.flushPerTurn
     if let pointReads = self.pointReads { config.store.pointReads = pointReads }
   }
 }

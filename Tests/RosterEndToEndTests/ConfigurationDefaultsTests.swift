@@ -120,16 +120,18 @@ struct ConfigurationDefaultsTests {
     try ComparisonSettings(nil).apply(to: &unchanged)
     #expect(Self.settings(unchanged) == Self.settings(defaults))
     var config = defaults
-    let settings = try ComparisonSettings("no-fast-unary, point-reads=inline,no-loop-tasks no-flush-per-turn")
+    let settings = try ComparisonSettings("no-fast-unary, point-reads=inline")
     settings.apply(to: &config)
-    #expect(!config.fastUnaryPath && !config.serverTasksOnEventLoops && !config.flushPerLoopTurn)
+    #expect(!config.fastUnaryPath)
     #expect(config.store.pointReads == .inline)
     #expect(settings.releaseStartupPages)
     #expect(try !ComparisonSettings("no-release-startup-pages").releaseStartupPages)
-    #expect {
-      try ComparisonSettings("no-fast-unary,fast-unary")
-    } throws: { error in
-      "\(error)".contains("ROSTER_COMPARE: unknown setting 'fast-unary'")
+    for retired in ["fast-unary", "no-loop-tasks", "no-flush-per-turn"] {
+      #expect {
+        try ComparisonSettings("no-fast-unary,\(retired)")
+      } throws: { error in
+        "\(error)".contains("ROSTER_COMPARE: unknown setting '\(retired)'")
+      }
     }
   }
 
