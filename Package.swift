@@ -265,9 +265,8 @@ let package = Package(
         .product(name: "NIOPosix", package: "swift-nio"),
       ],
       swiftSettings: strict,
-      // jemalloc (Debian's libjemalloc) replaces glibc's malloc in the binary: GetEmployee at
-      // 16x16 ran about 19% faster at 16% less CPU per call (../shared/peers, pinned, medians
-      // of four rounds each; README, "Against grpc-go and C++ gRPC").
+      // jemalloc (Debian's libjemalloc) replaces glibc's malloc in the binary: GetEmployee ran
+      // faster at less CPU per call (docs/performance.md, "Against grpc-go and C++ gRPC").
       linkerSettings: [.linkedLibrary("jemalloc")]
     ),
     // Measurements of the store in process (`scripts/bench-analytics`): a benchmark, so not a

@@ -10,8 +10,7 @@ internal import Synchronization
 /// connection's own handler, with no channel, task or state machine per call.
 ///
 /// `roster load` sends its unary scenarios this way over plaintext. grpc-swift's client made
-/// each call cost about 140 µs of client CPU against h2load's 8 µs, and on a machine the
-/// client shares with the server that CPU comes out of the server's share (see
+/// each call cost many times h2load's client CPU, and on a machine the client shares with the server that CPU comes out of the server's share (see
 /// `scripts/bench-load-accuracy`). Streaming scenarios and TLS use grpc-swift.
 ///
 /// ```swift

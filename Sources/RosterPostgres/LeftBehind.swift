@@ -17,7 +17,7 @@ internal import Synchronization
 ///
 /// Nothing runs per call but a cancellation handler and a hook: the timer starts only when
 /// the caller is cancelled, and stops when the work ends. (Running each read in a task of its
-/// own, which the caller could leave at once, cost 10% more CPU per `GetEmployee`.)
+/// own, which the caller could leave at once, cost more CPU per `GetEmployee`.)
 enum LeftBehind {
   /// How long cancelled work may go on before its connection is closed.
   static let grace: Duration = .seconds(2)

@@ -5,8 +5,8 @@ internal import Synchronization
 /// Coalesced point reads: concurrent `GetEmployee` calls share one statement.
 ///
 /// Each statement costs a round trip: a write to PostgreSQL's socket that wakes its backend, the
-/// backend's work per statement, the answer read back, and postgres-nio's work around it (40%
-/// of a replica's samples per `GetEmployee`, `perf record`). So, as the writer
+/// backend's work per statement, the answer read back, and postgres-nio's work around it (a
+/// large share of a replica's samples per `GetEmployee`, `perf record`). So, as the writer
 /// does for writes (group commit), at most `width` statements run at once, and the reads that
 /// arrive meanwhile wait and go together in the next one (`guid = ANY($1)`, up to
 /// `maximumBatch` guids).

@@ -54,8 +54,7 @@ extension PostgresStore {
   /// Replaces the delta rows of `table` by what `fold` makes of them (`gone`), under an
   /// advisory lock so that one replica at a time does it; deltas written meanwhile stay as
   /// they are. After folding many rows (a bulk load leaves one per employee), the table is
-  /// vacuumed: reads scan it, and a million dead rows made a name search's scan of 3,000
-  /// names take 10 ms.
+  /// vacuumed: reads scan it, and a million dead rows slowed a name search's scan of it.
   private func compactDeltas(table: String, lock: Int64, fold: String) async throws {
     let folded = try await self.transaction { transaction -> Int64 in
       guard try await transaction.row("SELECT pg_try_advisory_xact_lock(\(lock))")?[0].decode(Bool.self) == true
@@ -169,9 +168,9 @@ extension PostgresStore {
     let whereClause = terms.isEmpty ? "" : " WHERE " + terms.joined(separator: " AND ")
     builder.sql = "SELECT \(key) AS k, \(value) FROM \(source)\(whereClause) GROUP BY 1 ORDER BY 1 LIMIT \(page.limit + 1)"
     // A department's medians by day: PostgreSQL's estimate favours a nested loop that looks up
-    // every sale's employee (920,000 lookups, 1.5 s, for two years at 10M sales), where a hash
-    // of the department's employees takes 0.16 s. (By year and month, where a page holds
-    // fewer sales, the nested loop is the faster: 464 against 761 ms at worst.)
+    // every sale's employee, where a hash of the department's employees is several times
+    // faster at 10M sales. (By year and month, where a page holds fewer sales, the nested
+    // loop is the faster: docs/aggregates-10m.md.)
     let hashJoin = heavy && filter.department != nil && grouping == .day
     let groups = try await self.groups(builder.query, heavy: heavy, hashJoin: hashJoin)
     var result = AggregatePage(cutting: groups, grouping: grouping, page: page)

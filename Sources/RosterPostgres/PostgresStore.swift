@@ -71,8 +71,7 @@ public final class PostgresStore: StoreBackend, PictureCatalog {
     // Every connection kept open, and the keep-alive our own (`keepAlive`): postgres-nio's
     // pool starts an idle timer (above the minimum) and a keep-alive timer each time a
     // connection comes back, and cancels them at its next lease, a task and a wake-up of
-    // dispatch's timer thread per statement. Measured pinned on a replica serving
-    // GetEmployee: 62-67 to 57-62 µs of CPU a call, with a wider p99 not yet explained
+    // dispatch's timer thread per statement: less CPU a GetEmployee without them
     // (docs/performance.md, "The pool's timers").
     options.minimumConnections = configuration.maximumConnections
     options.keepAliveBehavior = nil
@@ -197,8 +196,8 @@ public final class PostgresStore: StoreBackend, PictureCatalog {
 
   /// `VACUUM (ANALYZE)` of every table of the schema. A bulk load leaves its tables without
   /// statistics or a visibility map until autovacuum comes by, minutes later; meanwhile the
-  /// planner guesses (measured at 10M sales: medians by department 2.8 s a page before, 0.45 s
-  /// after) and index-only scans visit the heap. Outside any transaction, with no statement
+  /// planner guesses (medians by department several times slower a page at 10M sales:
+  /// docs/aggregates-10m.md) and index-only scans visit the heap. Outside any transaction, with no statement
   /// timeout (it grows with the data; `RESET` gives the connection its own one back).
   func vacuumAnalyze() async throws {
     let started = ContinuousClock.now

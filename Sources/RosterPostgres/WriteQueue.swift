@@ -253,8 +253,8 @@ final class WriteQueue: Sendable {
         outcomes = []
         // The change log's counter row first: a batch that locked employee rows and then
         // waited for the counter, while another replica's batch held the counter and waited
-        // for one of those rows, deadlocked (found only after deadlock_timeout, 1 s): two
-        // replicas' writes fell from 592 to 24 calls/s. Taken first, batches on different
+        // for one of those rows, deadlocked (found only after deadlock_timeout), and two
+        // replicas' writes slowed to a crawl. Taken first, batches on different
         // replicas take turns instead, and still commit many writes each.
         _ = try await transaction.row(ChangeLogLock())
         var pending: ArraySlice<Job> = []

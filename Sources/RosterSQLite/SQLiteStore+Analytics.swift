@@ -78,7 +78,7 @@ extension SQLiteStore {
     } else {
       // In a department, through the department's employees and their sales (a sort of at
       // most `medianRowsPerPage / 2` amounts): reading every sale in date order to keep the
-      // department's took 1.3 to 2.7 s at 10M sales, against 0.6 s this way.
+      // department's took several times as long at 10M sales (docs/aggregates-10m.md).
       let query = try AnalyticsSQL.aggregateSales(function, grouping, filter, after: page.after, through: last?.key)
       groups = try await self.aggregateGroups(query, limit: page.limit)
     }

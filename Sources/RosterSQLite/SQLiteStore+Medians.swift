@@ -102,7 +102,7 @@ extension SQLiteStore {
     let query = AnalyticsSQL.groupSizes(grouping, filter, after: after)
     // A department's sales are read through its employees (every one of them, whatever the
     // range, a seek each): one department per page, and half the sales when one department
-    // filters (1.1 to 1.2 s for a page of 500,000 at 10M sales, against 0.5 s without).
+    // filters, whose reads cost about twice as much per sale (docs/aggregates-10m.md).
     let budget = self.configuration.medianRowsPerPage / (filter.department == nil ? 1 : 2)
     let maximumGroups = grouping == .department ? 1 : limit
     return try await self.read(.heavy, statement: true) { db in

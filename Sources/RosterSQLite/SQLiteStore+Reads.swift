@@ -146,7 +146,7 @@ extension SQLiteStore {
   }
 
   /// Up to this many distinct names, a name search runs in the interactive lane: testing
-  /// every name (one and two characters) then takes under 10 ms.
+  /// every name (one and two characters) then takes a few milliseconds (docs/performance.md).
   static let fewNames = 50_000
 
   /// At most this many employees matching a name filter are read and sorted into an order

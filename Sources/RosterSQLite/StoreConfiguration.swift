@@ -53,14 +53,13 @@ public struct StoreConfiguration: Sendable {
   /// and each query stops after 30 s.
   public var heavyLane = LaneConfiguration(width: 2, queueLimit: 16, niceness: 19, budget: .seconds(30))
   /// The most sales one page of medians reads, unless one group holds more: the page ends at
-  /// a group boundary with fewer groups than asked. 500,000 take about half a second here
-  /// (2 cores, 10M sales). 0 means no limit: a page holds as many groups as asked.
+  /// a group boundary with fewer groups than asked, so a page's time stays bounded
+  /// (docs/performance.md). 0 means no limit: a page holds as many groups as asked.
   public var medianRowsPerPage: Int64 = 500_000
   /// Where point reads (one employee, a batch by guid, counters) run: the interactive lane,
-  /// so that no event loop ever waits on the disk. `inline` ran them in the handler's task,
-  /// on an event loop for the fast path: 1.23x the GetEmployee calls/s on a fast disk, but
-  /// with every read of the file 50 ms slower, Health.Check p99 on another connection went
-  /// from 0.17 to 203 ms (the lane: 0.17 ms); scripts/bench-slow-disk, docs/performance.md.
+  /// so that no event loop ever waits on the disk. `inline` runs them in the handler's task,
+  /// on an event loop for the fast path: faster on a fast disk, but a slow disk then stalls
+  /// every call on that loop (docs/performance.md, "Event loops and a slow disk").
   public var pointReads: PointReads = .lane
   /// The process-wide memory budget that SQLite's heap, every connection's page cache and
   /// the picture cache share.

@@ -143,8 +143,8 @@ final class StoreLane: Sendable {
       return state.idle > 0 ? .wake : .queued
     }
     // Woken after the lock is released: a thread woken while it is held (on a busy or pinned
-    // CPU, at once) would block on the lock at its first step and switch back (measured at
-    // 16x16 GetEmployee: 10% of the server's samples in futex waits).
+    // CPU, at once) would block on the lock at its first step and switch back (futex waits in
+    // a profile of GetEmployee under load).
     switch admission {
     case .queued: ()
     case .wake: self.core.signal()
@@ -175,8 +175,8 @@ final class StoreLane: Sendable {
       if self.configuration.niceness == 0 {
         // An event loop that queues a point read goes on with its turn, queueing the turn's
         // other reads, instead of giving the CPU to the thread it woke at each one: the lane
-        // then takes them back to back. Measured at 16x16 GetEmployee with the server on one
-        // CPU: 28,500 calls/s against 21,900, 35 us of CPU per call against 45.
+        // then takes them back to back: more calls per second at less CPU each
+        // (docs/performance.md).
         _ = roster_thread_use_batch_policy()
       }
       self.work()

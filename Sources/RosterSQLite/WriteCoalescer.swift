@@ -30,7 +30,7 @@ public struct WriterStatistics: Sendable, Hashable {
 /// neither starves. Alone, it needs no savepoint to fail in: its failure rolls back only
 /// itself. And without an open savepoint, SQLite truncates its statement journal after every
 /// statement instead of keeping, for the whole chunk, a copy of every page each statement
-/// first touched (measured: 41% of a sales import's time went to writing that journal).
+/// first touched (a large part of a sales import's time went to writing that journal).
 final class WriteCoalescer: Sendable {
   /// What a request does once the commit is known: answer its caller.
   private typealias Completion = @Sendable (_ commitError: (any Error)?) -> Void
@@ -197,8 +197,7 @@ final class WriteCoalescer: Sendable {
   /// (`PRAGMA temp_store`). Usually a file, so that one set-based statement over a large
   /// table (a batch update of everyone) journals its pages on disk, not in the heap. Memory
   /// for a bulk chunk's transaction, whose many statements each journal a few pages: in the
-  /// file every journaled page cost a pwrite (47,386 of 61,782 pwrites in a 1M-row upsert),
-  /// and in memory the upsert ran 14 to 17% faster.
+  /// file every journaled page cost a pwrite, most of a large upsert's (docs/performance.md).
   static let tempStore = (usual: "FILE", bulk: "MEMORY")
 
   /// Sets where the writer keeps temporary data. A failure only costs speed: SQLite keeps the

@@ -12,7 +12,7 @@ internal import Synchronization
 /// Unary calls that bring no deadline get a default one: when it passes, the handler's task
 /// is cancelled and the call ends with `DEADLINE_EXCEEDED`. One shared `DeadlineReaper`
 /// watches every such call, so a call holds no timer of its own and nothing of it outlives
-/// the call (a timer per call stayed until its deadline: 1.5 KB for 60 s per call).
+/// the call (a timer per call stayed, with its memory, until its deadline).
 ///
 /// Streaming calls are exempt from the default: an upload, an import, a long listing or a
 /// watch can rightly take longer than any fixed bound (a 1M-row `UpsertEmployees` takes

@@ -9,9 +9,8 @@ internal import RosterStore
 /// and serialized by SwiftProtobuf (`EmployeeWireTests` compares them), without the 50
 /// intermediate messages: SwiftProtobuf sizes each nested message twice (once for the whole
 /// reply, once for its own length prefix) and visits every field through a getter that
-/// retains its String, and the conversion copies every String into a message's storage. A
-/// profile of `ListEmployees` put the conversion and the encoding at 23% of the server's samples
-/// (docs/performance.md). Here each employee is sized once and written once, into one buffer of
+/// retains its String, and the conversion copies every String into a message's storage (a
+/// large share of a `ListEmployees` profile: docs/performance.md). Here each employee is sized once and written once, into one buffer of
 /// the exact size (`Writer`).
 enum EmployeeWire {
   /// The page's bytes: each employee with the fields `mask` selects, as

@@ -19,10 +19,8 @@ public struct PicturesService: Sendable {
   /// How many `GetPicture` messages make one span: one read from the store, one write to the
   /// transport, then a wait until the transport has taken the span before.
   ///
-  /// A read and a write per message, paced every 16th: 647-762 MB/s (20 MB picture, h2load,
-  /// release). A span of 16 messages: 1,274-1,467 MB/s, but a 200 MB download raised the
-  /// debug server's RSS by 10.7 MB (`PictureMemoryTests`' bound: 8 MB). A span of 8:
-  /// 1,059-1,460 MB/s and 5.1 MB.
+  /// Eight: a read and a write per message was slower, and a span of 16 raised the server's
+  /// RSS during a 200 MB download past `PictureMemoryTests`' bound (docs/performance.md).
   public static let messagesPerPacing = 8
 
   /// Creates the service over a shared store. `pacing` keeps `GetPicture` from reading ahead

@@ -4,8 +4,8 @@
 /// writable, and hands it to the connection's event loop to be written later. The stream only
 /// reports itself full after that loop has run the writes, so a producer that is faster than
 /// the loop (a picture read from the page cache is) queues messages on the loop without bound.
-/// Measured: a 176 MB `GetPicture` to a client with an 8 MiB window raised the server's RSS
-/// by 20–32 MB in a debug build. A handler that awaits `drained()` after each message holds
+/// (A large `GetPicture` to a client with a small window raised the server's RSS by tens of
+/// MB, `PictureMemoryTests`.) A handler that awaits `drained()` after each message holds
 /// at most one message in flight, and the stream's own writability does the rest.
 public protocol ResponsePacing: Sendable {
   /// Returns once the transport has taken every message written before the call.

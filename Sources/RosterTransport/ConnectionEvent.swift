@@ -4,7 +4,7 @@ package import NIOHTTP2
 /// The events of an HTTP/2 connection that Roster's connection handlers act on
 /// (`ConnectionManager`, the server's `ConnectionFastCalls`), told apart by comparing the
 /// event's type: a failed `as?` cast of an `Any` costs a few hundred instructions, and a call
-/// brings several events (callgrind put these handlers' casts at 1% of a `GetEmployee`).
+/// brings several events (the casts showed in callgrind's profile of a `GetEmployee`).
 ///
 /// A window update, several a call, is not cast here: `ConnectionManager` ignores it, and
 /// `ConnectionFastCalls` casts it itself (`NIOHTTP2WindowUpdatedEvent`).
