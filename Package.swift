@@ -18,7 +18,13 @@ let package = Package(
     .executable(name: "roster", targets: ["roster"]),
     .library(name: "RosterServer", targets: ["RosterServer"]),
     // For Benchmarks/, a package of its own so that the test build never compiles the harness.
-    .library(name: "RosterSQLite", targets: ["RosterSQLite", "RosterDomain", "RosterStore", "RosterSeed", "RosterImaging", "RosterPictures"]),
+    .library(
+      name: "RosterSQLite",
+      targets: [
+        "RosterSQLite", "RosterDomain", "RosterStore", "RosterSeed", "RosterImaging",
+        "RosterPictures",
+      ]
+    ),
   ],
   dependencies: [
     .package(url: "https://github.com/grpc/grpc-swift-2.git", exact: "2.4.3"),
@@ -41,7 +47,11 @@ let package = Package(
     .package(url: "https://github.com/adam-fowler/compress-nio.git", exact: "1.5.0"),
     .package(url: "https://github.com/apple/swift-distributed-tracing.git", exact: "1.7.3"),
     // OTLP over gRPC only: the HTTP exporter would add async-http-client to every build.
-    .package(url: "https://github.com/swift-otel/swift-otel.git", exact: "1.6.0", traits: ["OTLPGRPC"]),
+    .package(
+      url: "https://github.com/swift-otel/swift-otel.git",
+      exact: "1.6.0",
+      traits: ["OTLPGRPC"]
+    ),
   ],
   targets: [
     // Generated messages and service stubs; nothing hand-written.
@@ -54,7 +64,9 @@ let package = Package(
       ],
       // The services' generated protocols: a method without its own isolation runs where it is
       // called, as the services' own code does (`strict`), rather than hopping at each call.
-      swiftSettings: [.swiftLanguageMode(.v6), .enableUpcomingFeature("NonisolatedNonsendingByDefault")]
+      swiftSettings: [
+        .swiftLanguageMode(.v6), .enableUpcomingFeature("NonisolatedNonsendingByDefault"),
+      ]
     ),
     // A small non-variadic C face on libvips (thumbnails, demo pictures), which it opens on
     // first use (Debian's libvips42); nothing links libvips.

@@ -9,7 +9,11 @@ let package = Package(
   platforms: [.macOS(.v15)],
   dependencies: [
     .package(name: "roster", path: ".."),
-    .package(url: "https://github.com/ordo-one/package-benchmark.git", exact: "1.38.1", traits: ["MallocInterposer"]),
+    .package(
+      url: "https://github.com/ordo-one/package-benchmark.git",
+      exact: "1.38.1",
+      traits: ["MallocInterposer"]
+    ),
   ],
   targets: [
     .executableTarget(
@@ -21,6 +25,6 @@ let package = Package(
       path: "StoreBenchmarks",
       swiftSettings: [.swiftLanguageMode(.v6)],
       plugins: [.plugin(name: "BenchmarkPlugin", package: "package-benchmark")]
-    ),
+    )
   ]
 )

@@ -1,9 +1,9 @@
 import ArgumentParser
 import Foundation
+import RosterDomain
 import RosterPostgres
 import RosterSQLite
 import RosterStore
-import RosterDomain
 import Synchronization
 
 /// `roster-measure analytics`: the server-side time of each analytics read, measured in
@@ -54,8 +54,14 @@ struct MeasureAnalytics: AsyncParsableCommand {
       ("DepartmentSummary", { _ = try await store.departmentCounts(department) }),
       ("EmployeeSales", { _ = try await store.employeeSales(guid: guid()) }),
       ("SalesCalendar, everyone", { _ = try await store.salesCalendar(scope: .everyone) }),
-      ("SalesCalendar, a department", { _ = try await store.salesCalendar(scope: .department(department)) }),
-      ("SalesCalendar, an employee", { _ = try await store.salesCalendar(scope: .employee(guid: guid())) }),
+      (
+        "SalesCalendar, a department",
+        { _ = try await store.salesCalendar(scope: .department(department)) }
+      ),
+      (
+        "SalesCalendar, an employee",
+        { _ = try await store.salesCalendar(scope: .employee(guid: guid())) }
+      ),
       (
         "SalesCalendar, everyone, 2024-03 days",
         { _ = try await store.salesCalendar(scope: .everyone, year: 2024, month: 3) }
@@ -64,10 +70,10 @@ struct MeasureAnalytics: AsyncParsableCommand {
     print("| read | median µs | p90 µs |")
     print("| --- | ---: | ---: |")
     for (name, read) in reads {
-      for _ in 0..<self.iterations { try await read() }
+      for _ in 0 ..< self.iterations { try await read() }
       var samples: [Double] = []
       samples.reserveCapacity(self.iterations)
-      for _ in 0..<self.iterations {
+      for _ in 0 ..< self.iterations {
         let started = ContinuousClock.now
         try await read()
         samples.append((ContinuousClock.now - started).seconds * 1e6)
@@ -112,7 +118,11 @@ struct MeasureAggregates: AsyncParsableCommand {
   @Option(help: "Seconds one call may run before it is stopped and reported as over.")
   var budgetSeconds: Int = 30
 
-  @Option(name: .customLong("function"), help: "Only this function (count, sum, average, minimum, maximum, median, standardDeviation); repeatable.")
+  @Option(
+    name: .customLong("function"),
+    help:
+      "Only this function (count, sum, average, minimum, maximum, median, standardDeviation); repeatable."
+  )
   var functions: [String] = []
 
   func validate() throws {
@@ -125,7 +135,9 @@ struct MeasureAggregates: AsyncParsableCommand {
       var configuration = PostgresConfiguration(url: try PostgresURL(url))
       configuration.schema = self.postgresSchema
       configuration.statementTimeout = .seconds(self.budgetSeconds)
-      try await PostgresStore.withOffline(configuration, label: "roster.measure") { try await self.measure($0) }
+      try await PostgresStore.withOffline(configuration, label: "roster.measure") {
+        try await self.measure($0)
+      }
       return
     }
     var configuration = StoreConfiguration(path: self.db)
@@ -150,7 +162,8 @@ struct MeasureAggregates: AsyncParsableCommand {
   func measure(_ store: some AnalyticsStore) async throws {
     print("| function | group_by | range | department | groups | p50 ms | p99 ms |")
     print("| --- | --- | --- | --- | ---: | ---: | ---: |")
-    for function in AggregateFunction.allCases where self.functions.isEmpty || self.functions.contains(function.rawValue) {
+    for function in AggregateFunction.allCases
+    where self.functions.isEmpty || self.functions.contains(function.rawValue) {
       for grouping in AggregateGrouping.allCases where grouping != .active {
         for (range, from, to) in self.ranges {
           for department in [nil, self.department] {
@@ -158,11 +171,14 @@ struct MeasureAggregates: AsyncParsableCommand {
             var samples: [Double] = []
             var groups = 0
             var over = false
-            for index in 0...self.iterations {
+            for index in 0 ... self.iterations {
               let started = ContinuousClock.now
               do {
                 groups = try await store.aggregateSales(
-                  function, groupedBy: grouping, filter: filter, page: AggregatePageRequest()
+                  function,
+                  groupedBy: grouping,
+                  filter: filter,
+                  page: AggregatePageRequest()
                 ).groups.count
               } catch let error as StoreError where error.code == .deadlineExceeded {
                 over = true
@@ -178,7 +194,9 @@ struct MeasureAggregates: AsyncParsableCommand {
             samples.sort()
             let p50 = samples[samples.count / 2]
             let p99 = samples[min(samples.count - 1, samples.count * 99 / 100)]
-            print("\(label) \(groups) | \(String(format: "%.1f", p50)) | \(String(format: "%.1f", p99)) |")
+            print(
+              "\(label) \(groups) | \(String(format: "%.1f", p50)) | \(String(format: "%.1f", p99)) |"
+            )
           }
         }
       }

@@ -1,10 +1,10 @@
 import Benchmark
 import Foundation
-import RosterSQLite
 import RosterDomain
-import Synchronization
-import RosterSeed
 import RosterPictures
+import RosterSQLite
+import RosterSeed
+import Synchronization
 
 /// The store's hot paths, timed with their allocations: a point read, a page of 50 with and
 /// without thumbnails, the headcounts, and a coalesced write batch.
@@ -25,7 +25,9 @@ let benchmarks: @Sendable () -> Void = {
   Benchmark("Point read, every field but the thumbnail") { benchmark in
     let (store, guids) = Fixture.shared.loaded
     for index in benchmark.scaledIterations {
-      blackHole(try await store.employee(guid: guids[index % guids.count], fields: .allButThumbnail))
+      blackHole(
+        try await store.employee(guid: guids[index % guids.count], fields: .allButThumbnail)
+      )
     }
   }
 
@@ -54,7 +56,8 @@ let benchmarks: @Sendable () -> Void = {
   // without (one commit per write), both under synchronous=FULL: group commit, measured.
   for coalesced in [true, false] {
     Benchmark(
-      "64 concurrent updates, synchronous=FULL, " + (coalesced ? "coalesced" : "one commit per write"),
+      "64 concurrent updates, synchronous=FULL, "
+        + (coalesced ? "coalesced" : "one commit per write"),
       configuration: .init(
         metrics: [.wallClock, .mallocCountTotal, .throughput],
         warmupIterations: 5,
@@ -65,7 +68,7 @@ let benchmarks: @Sendable () -> Void = {
       let (store, guids) = coalesced ? Fixture.shared.loaded : Fixture.shared.uncoalesced
       for iteration in benchmark.scaledIterations {
         try await withThrowingTaskGroup(of: Void.self) { group in
-          for writer in 0..<64 {
+          for writer in 0 ..< 64 {
             group.addTask {
               var changes = EmployeeChanges()
               changes.vacationDays = (iteration + writer) % 31
@@ -106,7 +109,13 @@ final class Fixture: Sendable {
   }
 
   static func firstPage(_ store: SQLiteStore, fields: EmployeeFields) async throws -> EmployeePage {
-    try await store.employeePage(fields: fields, filter: EmployeeFilter(), order: .name, after: nil, limit: 50)
+    try await store.employeePage(
+      fields: fields,
+      filter: EmployeeFilter(),
+      order: .name,
+      after: nil,
+      limit: 50
+    )
   }
 
   func setUp() async throws {
@@ -114,11 +123,15 @@ final class Fixture: Sendable {
     let directory = FileManager.default.temporaryDirectory
       .appendingPathComponent("roster-bench-\(UUID().uuidString)").path
     try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-    let store = try SQLiteStore(configuration: StoreConfiguration(path: directory + "/bench.sqlite"))
+    let store = try SQLiteStore(
+      configuration: StoreConfiguration(path: directory + "/bench.sqlite")
+    )
     let demo = Array(DemoData(count: Self.employees))
     _ = try await store.importEmployees(demo.map(\.employee))
     let picture = directory + "/picture.jpg"
-    try Data(DemoPictures.jpeg(width: 800, height: 800, seed: 7)).write(to: URL(fileURLWithPath: picture))
+    try Data(DemoPictures.jpeg(width: 800, height: 800, seed: 7)).write(
+      to: URL(fileURLWithPath: picture)
+    )
     for employee in try await Self.firstPage(store, fields: .guid).employees {
       try await store.putPicture(guid: employee.guid, file: picture)
     }

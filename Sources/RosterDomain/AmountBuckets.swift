@@ -26,10 +26,10 @@ public enum AmountBuckets {
   public static func amounts(in bucket: Int) -> ClosedRange<Int64> {
     let digits = bucket / 100
     let leading = Int64(bucket % 100)
-    guard digits > 2 else { return leading...leading }
+    guard digits > 2 else { return leading ... leading }
     var scale: Int64 = 1
-    for _ in 0..<(digits - 2) { scale *= 10 }
-    return (leading * scale)...((leading + 1) * scale - 1)
+    for _ in 0 ..< (digits - 2) { scale *= 10 }
+    return (leading * scale) ... ((leading + 1) * scale - 1)
   }
 
   /// The bucket of the amount `column` (an integer column) in SQL, the same in SQLite and
@@ -111,7 +111,8 @@ public struct SalesPeriods: Sendable, Equatable {
   /// The pieces of `from...to` (inclusive `YYYY-MM-DD`; nil is open). Dates are valid
   /// (`SalesFilter.checkRange` passed).
   public init(from: String?, to: String?) {
-    guard let from = CivilDate(from ?? StoreLimits.earliestSaleDate), let to = CivilDate(to ?? "9999-12-31"),
+    guard let from = CivilDate(from ?? StoreLimits.earliestSaleDate),
+      let to = CivilDate(to ?? "9999-12-31"),
       from <= to
     else { return }
     let firstMonth = from.day == 1 ? from : CivilDate(dayNumber: from.lastDayOfMonth.dayNumber + 1)
@@ -121,24 +122,42 @@ public struct SalesPeriods: Sendable, Equatable {
       return
     }
     if from < firstMonth {
-      self.days.append(Bounds(first: from.text, last: CivilDate(dayNumber: firstMonth.dayNumber - 1).text))
+      self.days.append(
+        Bounds(first: from.text, last: CivilDate(dayNumber: firstMonth.dayNumber - 1).text)
+      )
     }
     if lastMonthEnd < to {
-      self.days.append(Bounds(first: CivilDate(dayNumber: lastMonthEnd.dayNumber + 1).text, last: to.text))
+      self.days.append(
+        Bounds(first: CivilDate(dayNumber: lastMonthEnd.dayNumber + 1).text, last: to.text)
+      )
     }
-    func month(_ year: Int, _ month: Int) -> String { String(CivilDate(year: year, month: month, day: 1)!.text.prefix(7)) }
+    func month(_ year: Int, _ month: Int) -> String {
+      String(CivilDate(year: year, month: month, day: 1)!.text.prefix(7))
+    }
     let firstYear = firstMonth.month == 1 ? firstMonth.year : firstMonth.year + 1
     let lastYear = lastMonthEnd.month == 12 ? lastMonthEnd.year : lastMonthEnd.year - 1
     guard firstYear <= lastYear else {
-      self.months = [Bounds(first: month(firstMonth.year, firstMonth.month), last: month(lastMonthEnd.year, lastMonthEnd.month))]
+      self.months = [
+        Bounds(
+          first: month(firstMonth.year, firstMonth.month),
+          last: month(lastMonthEnd.year, lastMonthEnd.month)
+        )
+      ]
       return
     }
     self.years = (String(month(firstYear, 1).prefix(4)), String(month(lastYear, 1).prefix(4)))
     if firstMonth.year < firstYear {
-      self.months.append(Bounds(first: month(firstMonth.year, firstMonth.month), last: month(firstMonth.year, 12)))
+      self.months.append(
+        Bounds(first: month(firstMonth.year, firstMonth.month), last: month(firstMonth.year, 12))
+      )
     }
     if lastMonthEnd.year > lastYear {
-      self.months.append(Bounds(first: month(lastMonthEnd.year, 1), last: month(lastMonthEnd.year, lastMonthEnd.month)))
+      self.months.append(
+        Bounds(
+          first: month(lastMonthEnd.year, 1),
+          last: month(lastMonthEnd.year, lastMonthEnd.month)
+        )
+      )
     }
   }
 

@@ -177,7 +177,11 @@ public enum SalesScope: Sendable, Hashable {
 extension AggregatePage {
   /// A page from up to `page.limit + 1` groups in key order: the extra group, if any, becomes
   /// the next page's key. With no grouping there is always one answer, even over no rows.
-  public init(cutting groups: [AggregateValue], grouping: AggregateGrouping, page: AggregatePageRequest) {
+  public init(
+    cutting groups: [AggregateValue],
+    grouping: AggregateGrouping,
+    page: AggregatePageRequest
+  ) {
     if grouping == .none {
       if page.after != nil {
         self.init(groups: [], next: nil)
@@ -225,10 +229,10 @@ extension SalesCalendar {
     if month != nil && year == nil {
       throw StoreError(.invalidArgument, "month needs a year")
     }
-    if let month, !(1...12).contains(month) {
+    if let month, !(1 ... 12).contains(month) {
       throw StoreError(.invalidArgument, "month \(month) is not between 1 and 12")
     }
-    if let year, !(1900...9999).contains(year) {
+    if let year, !(1900 ... 9999).contains(year) {
       throw StoreError(.invalidArgument, "year \(year) is not between 1900 and 9999")
     }
   }

@@ -9,7 +9,7 @@ public struct CivilDate: Sendable, Hashable, Comparable {
 
   /// A date from its parts; nil unless the day exists in that month.
   public init?(year: Int, month: Int, day: Int) {
-    guard year >= 1, year <= 9999, (1...12).contains(month), day >= 1,
+    guard year >= 1, year <= 9999, (1 ... 12).contains(month), day >= 1,
       day <= Self.days(inMonth: month, of: year)
     else { return nil }
     self.year = year
@@ -28,12 +28,13 @@ public struct CivilDate: Sendable, Hashable, Comparable {
         var value = 0
         for index in range {
           let digit = Int(bytes[index]) - 48
-          guard (0...9).contains(digit) else { return nil }
+          guard (0 ... 9).contains(digit) else { return nil }
           value = value * 10 + digit
         }
         return value
       }
-      guard let year = number(0..<4), let month = number(5..<7), let day = number(8..<10) else {
+      guard let year = number(0 ..< 4), let month = number(5 ..< 7), let day = number(8 ..< 10)
+      else {
         return nil
       }
       return CivilDate(year: year, month: month, day: day)
@@ -90,6 +91,7 @@ public struct CivilDate: Sendable, Hashable, Comparable {
 
   private static func pad(_ value: Int, _ width: Int) -> String {
     let digits = String(value)
-    return digits.count >= width ? digits : String(repeating: "0", count: width - digits.count) + digits
+    return digits.count >= width
+      ? digits : String(repeating: "0", count: width - digits.count) + digits
   }
 }

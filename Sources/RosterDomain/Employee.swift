@@ -198,7 +198,9 @@ public struct KeysetPages<Page: KeysetPage>: Sendable {
 
   /// The page being filled, for a page that takes its row in parts (`WrittenEmployeePage`:
   /// the row's bytes written into it, then the row counted by `append`).
-  public mutating func withCurrentPage<Result>(_ body: (inout Page) throws -> Result) rethrows -> Result {
+  public mutating func withCurrentPage<Result>(
+    _ body: (inout Page) throws -> Result
+  ) rethrows -> Result {
     try body(&self.current)
   }
 
@@ -215,7 +217,9 @@ public typealias EmployeePages = KeysetPages<EmployeePage>
 
 extension EmployeeFields {
   /// The fields a write can change: what `EmployeeField.editable` reads.
-  public static let editable: EmployeeFields = EmployeeField.editable.reduce(into: []) { $0.insert($1.reads) }
+  public static let editable: EmployeeFields = EmployeeField.editable.reduce(into: []) {
+    $0.insert($1.reads)
+  }
   /// What a write returns: everything but the thumbnail, which a write never changes.
   public static let allButThumbnail = EmployeeFields.all.subtracting(.thumbnail)
 }

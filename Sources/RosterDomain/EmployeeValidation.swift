@@ -44,9 +44,9 @@ public enum EmployeeValidation {
         continue
       }
       switch byte {
-      case UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "a")...UInt8(ascii: "f"):
+      case UInt8(ascii: "0") ... UInt8(ascii: "9"), UInt8(ascii: "a") ... UInt8(ascii: "f"):
         out.append(byte)
-      case UInt8(ascii: "A")...UInt8(ascii: "F"):
+      case UInt8(ascii: "A") ... UInt8(ascii: "F"):
         out.append(byte + 32)
       default:
         return nil

@@ -38,7 +38,9 @@ public struct ImportSummary: Sendable, Hashable {
   /// Counts a refused row, and lists it while fewer than `listedRejections` are.
   public mutating func reject(index: Int, reason: String) {
     self.rejectedCount += 1
-    if self.rejected.count < Self.listedRejections { self.rejected.append(Rejected(index: index, reason: reason)) }
+    if self.rejected.count < Self.listedRejections {
+      self.rejected.append(Rejected(index: index, reason: reason))
+    }
   }
 
   package mutating func merge(_ other: ImportSummary) {
@@ -81,7 +83,9 @@ public struct UpsertRow: Sendable, Hashable {
     guard let name = self.changes.name, let department = self.changes.department,
       let startDate = self.changes.startDate
     else {
-      let missing = self.changes.name == nil ? "name" : self.changes.department == nil ? "department" : "start_date"
+      let missing =
+        self.changes.name == nil
+        ? "name" : self.changes.department == nil ? "department" : "start_date"
       throw StoreError(.invalidArgument, "\(missing) is required for a new employee")
     }
     var employee = Employee()

@@ -13,11 +13,16 @@ public enum SaleChecks {
   /// `StoreLimits.earliestSaleDate` or after `latest`.
   public static func check(_ sale: SaleRow, latest: String) -> Result<String, StoreError> {
     guard let guid = EmployeeValidation.canonicalGUID(sale.employeeGUID) else {
-      return .failure(StoreError(.invalidArgument, "employee_guid '\(sale.employeeGUID)' is not a UUID"))
-    }
-    guard (0...StoreLimits.largestSaleCents).contains(sale.amountCents) else {
       return .failure(
-        StoreError(.invalidArgument, "amount_cents \(sale.amountCents) must be 0 to \(StoreLimits.largestSaleCents)")
+        StoreError(.invalidArgument, "employee_guid '\(sale.employeeGUID)' is not a UUID")
+      )
+    }
+    guard (0 ... StoreLimits.largestSaleCents).contains(sale.amountCents) else {
+      return .failure(
+        StoreError(
+          .invalidArgument,
+          "amount_cents \(sale.amountCents) must be 0 to \(StoreLimits.largestSaleCents)"
+        )
       )
     }
     guard EmployeeValidation.isValidDate(sale.date) else {
@@ -25,7 +30,10 @@ public enum SaleChecks {
     }
     guard sale.date >= StoreLimits.earliestSaleDate, sale.date <= latest else {
       return .failure(
-        StoreError(.invalidArgument, "date \(sale.date) is outside \(StoreLimits.earliestSaleDate) to \(latest)")
+        StoreError(
+          .invalidArgument,
+          "date \(sale.date) is outside \(StoreLimits.earliestSaleDate) to \(latest)"
+        )
       )
     }
     return .success(guid)

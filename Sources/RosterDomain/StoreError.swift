@@ -54,7 +54,10 @@ public struct StoreError: Error, Hashable, Sendable, CustomStringConvertible {
 
 extension StoreError {
   /// The work stopped because its call was cancelled.
-  package static let callCancelled = StoreError(.cancelled, "the call was cancelled; its query was stopped")
+  package static let callCancelled = StoreError(
+    .cancelled,
+    "the call was cancelled; its query was stopped"
+  )
   /// The work stopped because its call's deadline passed.
   package static let deadlinePassed = StoreError(
     .deadlineExceeded,

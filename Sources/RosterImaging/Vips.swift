@@ -35,7 +35,11 @@ package enum Vips {
 
   /// Decodes the whole picture at `path` (so a truncated or corrupt one fails) and makes a
   /// JPEG thumbnail `height` pixels high, using shrink-on-load.
-  package static func thumbnail(path: String, height: Int, quality: Int) throws(Failure) -> Thumbnail {
+  package static func thumbnail(
+    path: String,
+    height: Int,
+    quality: Int
+  ) throws(Failure) -> Thumbnail {
     try self.started.get()
     var out = roster_thumbnail()
     var error = [CChar](repeating: 0, count: 512)
@@ -69,7 +73,14 @@ package enum Vips {
     var error = [CChar](repeating: 0, count: 512)
     guard
       roster_vips_synthetic_jpeg(
-        Int32(width), Int32(height), seed, noise, Int32(quality), &data, &size, &error,
+        Int32(width),
+        Int32(height),
+        seed,
+        noise,
+        Int32(quality),
+        &data,
+        &size,
+        &error,
         error.count
       ) == 0
     else {
@@ -120,10 +131,12 @@ package final class BlockingPool: Sendable {
   private let next = Atomic<Int>(0)
 
   package init(label: String, width: Int) {
-    self.queues = (0..<max(1, width)).map { DispatchQueue(label: "\(label).\($0)") }
+    self.queues = (0 ..< max(1, width)).map { DispatchQueue(label: "\(label).\($0)") }
   }
 
-  package func run<T: Sendable, E: Error>(_ body: @escaping @Sendable () throws(E) -> T) async throws(E)
+  package func run<T: Sendable, E: Error>(
+    _ body: @escaping @Sendable () throws(E) -> T
+  ) async throws(E)
     -> T
   {
     let index = self.next.add(1, ordering: .relaxed).oldValue % self.queues.count

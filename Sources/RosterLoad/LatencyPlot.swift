@@ -46,7 +46,10 @@ struct LatencyPlot {
   private let bottom = 60.0
   /// The x axis ends at 99.999%, five nines.
   private let maxNines = 5.0
-  private static let colors = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#333333"]
+  private static let colors = [
+    "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf",
+    "#333333",
+  ]
 
   var svg: String {
     let curves = self.series.map { ($0.name, Self.curve($0.histogram)) }
@@ -54,8 +57,12 @@ struct LatencyPlot {
     let yMax = Self.niceCeiling(Swift.max(highest, 0.001))
     let plotWidth = self.width - self.left - self.right
     let plotHeight = self.height - self.top - self.bottom
-    func x(_ nines: Double) -> Double { self.left + Swift.min(nines, self.maxNines) / self.maxNines * plotWidth }
-    func y(_ milliseconds: Double) -> Double { self.top + plotHeight - milliseconds / yMax * plotHeight }
+    func x(_ nines: Double) -> Double {
+      self.left + Swift.min(nines, self.maxNines) / self.maxNines * plotWidth
+    }
+    func y(_ milliseconds: Double) -> Double {
+      self.top + plotHeight - milliseconds / yMax * plotHeight
+    }
 
     var out = """
       <svg xmlns="http://www.w3.org/2000/svg" width="\(Int(self.width))" height="\(Int(self.height))" \
@@ -65,29 +72,39 @@ struct LatencyPlot {
 
       """
     // Grid and axes.
-    for tick in 0...Int(self.maxNines) {
+    for tick in 0 ... Int(self.maxNines) {
       let px = x(Double(tick))
       let label = ["0%", "90%", "99%", "99.9%", "99.99%", "99.999%"][tick]
-      out += "<line x1=\"\(px)\" y1=\"\(self.top)\" x2=\"\(px)\" y2=\"\(self.top + plotHeight)\" stroke=\"#ddd\"/>\n"
-      out += "<text x=\"\(px)\" y=\"\(self.top + plotHeight + 18)\" text-anchor=\"middle\">\(label)</text>\n"
+      out +=
+        "<line x1=\"\(px)\" y1=\"\(self.top)\" x2=\"\(px)\" y2=\"\(self.top + plotHeight)\" stroke=\"#ddd\"/>\n"
+      out +=
+        "<text x=\"\(px)\" y=\"\(self.top + plotHeight + 18)\" text-anchor=\"middle\">\(label)</text>\n"
     }
-    for step in 0...5 {
+    for step in 0 ... 5 {
       let value = yMax * Double(step) / 5
       let py = y(value)
-      out += "<line x1=\"\(self.left)\" y1=\"\(py)\" x2=\"\(self.left + plotWidth)\" y2=\"\(py)\" stroke=\"#ddd\"/>\n"
-      out += "<text x=\"\(self.left - 8)\" y=\"\(py + 4)\" text-anchor=\"end\">\(Self.label(value))</text>\n"
+      out +=
+        "<line x1=\"\(self.left)\" y1=\"\(py)\" x2=\"\(self.left + plotWidth)\" y2=\"\(py)\" stroke=\"#ddd\"/>\n"
+      out +=
+        "<text x=\"\(self.left - 8)\" y=\"\(py + 4)\" text-anchor=\"end\">\(Self.label(value))</text>\n"
     }
-    out += "<text x=\"\(self.left + plotWidth / 2)\" y=\"\(self.height - 14)\" text-anchor=\"middle\">percentile</text>\n"
-    out += "<text transform=\"translate(20 \(self.top + plotHeight / 2)) rotate(-90)\" text-anchor=\"middle\">latency (ms)</text>\n"
-    out += "<rect x=\"\(self.left)\" y=\"\(self.top)\" width=\"\(plotWidth)\" height=\"\(plotHeight)\" fill=\"none\" stroke=\"#444\"/>\n"
+    out +=
+      "<text x=\"\(self.left + plotWidth / 2)\" y=\"\(self.height - 14)\" text-anchor=\"middle\">percentile</text>\n"
+    out +=
+      "<text transform=\"translate(20 \(self.top + plotHeight / 2)) rotate(-90)\" text-anchor=\"middle\">latency (ms)</text>\n"
+    out +=
+      "<rect x=\"\(self.left)\" y=\"\(self.top)\" width=\"\(plotWidth)\" height=\"\(plotHeight)\" fill=\"none\" stroke=\"#444\"/>\n"
     // One line per series, and its legend entry.
     for (index, (name, points)) in curves.enumerated() {
       let color = Self.colors[index % Self.colors.count]
-      let path = points.map { String(format: "%.1f,%.1f", x($0.nines), y($0.milliseconds)) }.joined(separator: " ")
+      let path = points.map { String(format: "%.1f,%.1f", x($0.nines), y($0.milliseconds)) }.joined(
+        separator: " "
+      )
       out += "<polyline fill=\"none\" stroke=\"\(color)\" stroke-width=\"2\" points=\"\(path)\"/>\n"
       let ly = self.top + 10 + Double(index) * 20
       let lx = self.left + plotWidth + 16
-      out += "<line x1=\"\(lx)\" y1=\"\(ly)\" x2=\"\(lx + 24)\" y2=\"\(ly)\" stroke=\"\(color)\" stroke-width=\"3\"/>\n"
+      out +=
+        "<line x1=\"\(lx)\" y1=\"\(ly)\" x2=\"\(lx + 24)\" y2=\"\(ly)\" stroke=\"\(color)\" stroke-width=\"3\"/>\n"
       out += "<text x=\"\(lx + 30)\" y=\"\(ly + 4)\">\(Self.escape(name))</text>\n"
     }
     out += "</svg>\n"
@@ -114,7 +131,9 @@ struct LatencyPlot {
 
   private static func niceCeiling(_ value: Double) -> Double {
     let magnitude = pow(10, floor(log10(value)))
-    for factor in [1.0, 2, 2.5, 5, 10] where factor * magnitude >= value { return factor * magnitude }
+    for factor in [1.0, 2, 2.5, 5, 10] where factor * magnitude >= value {
+      return factor * magnitude
+    }
     return 10 * magnitude
   }
 

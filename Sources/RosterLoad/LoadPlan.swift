@@ -43,7 +43,10 @@ public struct Mix: Sendable, Equatable, CustomStringConvertible {
   init(entries: [Entry]) {
     self.entries = entries
     var sum = 0
-    self.cumulative = entries.map { sum += $0.weight; return sum }
+    self.cumulative = entries.map {
+      sum += $0.weight
+      return sum
+    }
   }
 
   /// Parses `name=weight` pairs separated by commas; a bare name weighs 1.
@@ -74,7 +77,9 @@ public struct Mix: Sendable, Equatable, CustomStringConvertible {
       }
       if weight > 0 { entries.append(Entry(scenario: scenario, weight: weight)) }
     }
-    guard !entries.isEmpty else { throw LoadError("--mix: give at least one scenario with a weight above 0") }
+    guard !entries.isEmpty else {
+      throw LoadError("--mix: give at least one scenario with a weight above 0")
+    }
     self.init(entries: entries)
   }
 
@@ -133,7 +138,9 @@ public struct LoadError: Error, CustomStringConvertible, Sendable {
 public enum LoadParsing {
   /// Parses `30s`, `250ms`, `400us`, `2m`, `1.5s` or a bare number of seconds.
   public static func duration(_ text: String, flag: String) throws(LoadError) -> Duration {
-    let units: [(String, Double)] = [("us", 1e-6), ("µs", 1e-6), ("ms", 1e-3), ("s", 1), ("m", 60), ("h", 3600)]
+    let units: [(String, Double)] = [
+      ("us", 1e-6), ("µs", 1e-6), ("ms", 1e-3), ("s", 1), ("m", 60), ("h", 3600),
+    ]
     var number = Substring(text.trimmingCharacters(in: " "))
     var scale = 1.0
     for (suffix, factor) in units where number.hasSuffix(suffix) {

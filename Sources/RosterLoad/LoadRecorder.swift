@@ -89,7 +89,11 @@ final class LoadRecorder: Sendable {
     self.state.withLock { state in
       state.interval.record(microseconds: microseconds, status: status, items: items)
       guard measured else { return }
-      state.tallies[scenario.ordinal].record(microseconds: microseconds, status: status, items: items)
+      state.tallies[scenario.ordinal].record(
+        microseconds: microseconds,
+        status: status,
+        items: items
+      )
       state.measuredRequests += 1
       if status != nil { state.measuredErrors += 1 }
       state.lastCompletion = now

@@ -87,7 +87,8 @@ extension LoadReport {
           passed: self.total.requests > 0 && actual <= limitMicroseconds
         )
       case .maxErrorRate(let limit):
-        let rate = self.total.requests == 0 ? 1 : Double(self.total.errors) / Double(self.total.requests)
+        let rate =
+          self.total.requests == 0 ? 1 : Double(self.total.errors) / Double(self.total.requests)
         return GateResult(
           gate: "error rate",
           limit: "≤ " + formatPercent(limit),
@@ -133,7 +134,9 @@ extension LoadReport {
     lines.append(line(header))
     lines.append(contentsOf: rows.map(line))
     let failures = self.scenarios.flatMap { report in
-      report.errorsByStatus.sorted { $0.key < $1.key }.map { "\(report.scenario) \($0.key) \($0.value)" }
+      report.errorsByStatus.sorted { $0.key < $1.key }.map {
+        "\(report.scenario) \($0.key) \($0.value)"
+      }
     }
     if !failures.isEmpty {
       lines.append("")
@@ -144,7 +147,9 @@ extension LoadReport {
       "client CPU: \(String(format: "%.1f", self.clientCPUMicrosecondsPerRequest)) µs per request"
     )
     for gate in self.gates {
-      lines.append("gate \(gate.gate) \(gate.limit): \(gate.actual), \(gate.passed ? "passed" : "FAILED")")
+      lines.append(
+        "gate \(gate.gate) \(gate.limit): \(gate.actual), \(gate.passed ? "passed" : "FAILED")"
+      )
     }
     return lines.joined(separator: "\n")
   }
@@ -166,7 +171,9 @@ extension LoadReport {
         qps: seconds > 0 ? Double(tally.requests) / seconds : 0,
         items: tally.items,
         latencyMicroseconds: LatencySummary(tally.histogram),
-        errorsByStatus: Dictionary(uniqueKeysWithValues: tally.errors.map { (statusName($0.key), $0.value) })
+        errorsByStatus: Dictionary(
+          uniqueKeysWithValues: tally.errors.map { (statusName($0.key), $0.value) }
+        )
       )
     }
     let report = LoadReport(
@@ -179,7 +186,8 @@ extension LoadReport {
       employeesDiscovered: employeesSeen,
       scenarios: tallies.keys.sorted().map { report($0.rawValue, tallies[$0]!) },
       total: report("total", total),
-      clientCPUMicrosecondsPerRequest: total.requests > 0 ? clientCPUSeconds * 1e6 / Double(total.requests) : 0
+      clientCPUMicrosecondsPerRequest: total.requests > 0
+        ? clientCPUSeconds * 1e6 / Double(total.requests) : 0
     )
     return LoadResult(
       report: report,

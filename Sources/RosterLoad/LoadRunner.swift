@@ -1,8 +1,8 @@
 internal import GRPCCore
-internal import RosterDomain
 internal import GRPCNIOTransportHTTP2
 public import Histogram
 internal import NIOPosix
+internal import RosterDomain
 internal import Synchronization
 
 #if canImport(Glibc)
@@ -60,7 +60,7 @@ public struct LoadRunner: Sendable {
   ) async throws -> LoadResult {
     let configuration = self.configuration
     var clients: [GRPCClient<HTTP2ClientTransport.Posix>] = []
-    for _ in 0..<configuration.connections {
+    for _ in 0 ..< configuration.connections {
       let transport = try HTTP2ClientTransport.Posix(
         target: configuration.target,
         transportSecurity: configuration.transportSecurity
@@ -69,7 +69,14 @@ public struct LoadRunner: Sendable {
     }
     let unary = try await Self.unaryConnections(configuration)
     do {
-      let result = try await Self.run(configuration, clients: clients, unary: unary, stop: stop, discovered: discovered, progress: progress)
+      let result = try await Self.run(
+        configuration,
+        clients: clients,
+        unary: unary,
+        stop: stop,
+        discovered: discovered,
+        progress: progress
+      )
       for connection in unary { await connection?.close() }
       return result
     } catch {
@@ -110,7 +117,9 @@ public struct LoadRunner: Sendable {
   }
 
   /// One lean unary connection per connection when `leanUnary` is on, spread over the loops.
-  private static func unaryConnections(_ configuration: LoadConfiguration) async throws -> [UnaryConnection?] {
+  private static func unaryConnections(
+    _ configuration: LoadConfiguration
+  ) async throws -> [UnaryConnection?] {
     guard configuration.leanUnary, let address = configuration.target.addresses.first else {
       return Array(repeating: nil, count: configuration.connections)
     }
@@ -119,7 +128,7 @@ public struct LoadRunner: Sendable {
       if case .string(let text) = value { headers.append((key, text)) }
     }
     var connections: [UnaryConnection?] = []
-    for _ in 0..<configuration.connections {
+    for _ in 0 ..< configuration.connections {
       do {
         connections.append(
           try await UnaryConnection.connect(
@@ -131,7 +140,10 @@ public struct LoadRunner: Sendable {
         )
       } catch {
         for connection in connections { await connection?.close() }
-        throw RPCError(code: .unavailable, message: "could not connect to \(address.host):\(address.port): \(error)")
+        throw RPCError(
+          code: .unavailable,
+          message: "could not connect to \(address.host):\(address.port): \(error)"
+        )
       }
     }
     return connections
@@ -175,14 +187,18 @@ public struct LoadRunner: Sendable {
     try await withThrowingTaskGroup(of: Void.self) { group in
       // The clock: progress once a second, and the CPU reading when measuring starts.
       group.addTask {
-        if configuration.warmup == .zero { shared.cpuAtMeasureStart.withLock { $0 = processCPUSeconds() } }
+        if configuration.warmup == .zero {
+          shared.cpuAtMeasureStart.withLock { $0 = processCPUSeconds() }
+        }
         var next = start + .seconds(1)
         while !Task.isCancelled {
           let wake = shared.cpuAtMeasureStart.withLock { $0 == nil } ? min(next, measureFrom) : next
           try? await Task.sleep(until: wake, clock: .continuous)
           if Task.isCancelled { return }
           let now = ContinuousClock.now
-          if now >= measureFrom { shared.cpuAtMeasureStart.withLock { if $0 == nil { $0 = processCPUSeconds() } } }
+          if now >= measureFrom {
+            shared.cpuAtMeasureStart.withLock { if $0 == nil { $0 = processCPUSeconds() } }
+          }
           guard now >= next else { continue }
           next = next + .seconds(1)
           let (interval, requests, errors) = recorder.takeInterval()
@@ -204,15 +220,19 @@ public struct LoadRunner: Sendable {
       try await withThrowingDiscardingTaskGroup { senders in
         switch configuration.model {
         case .closed(let concurrency):
-          for worker in 0..<concurrency {
+          for worker in 0 ..< concurrency {
             let connection = connections[worker % connections.count]
             senders.addTask {
-              var random = SplitMix64(seed: configuration.seed &+ UInt64(worker) &* 0x9E37_79B9_7F4A_7C15)
+              var random = SplitMix64(
+                seed: configuration.seed &+ UInt64(worker) &* 0x9E37_79B9_7F4A_7C15
+              )
               while !stop.isStopped {
                 let sent = ContinuousClock.now
                 if let end = timeline.end, sent >= end { return }
                 let measured = sent >= timeline.measureFrom
-                if measured, let quota, shared.tickets.add(1, ordering: .relaxed).newValue > quota { return }
+                if measured, let quota, shared.tickets.add(1, ordering: .relaxed).newValue > quota {
+                  return
+                }
                 let scenario = configuration.mix.pick(random.next())
                 recorder.started()
                 await Self.send(
@@ -233,14 +253,17 @@ public struct LoadRunner: Sendable {
           var index = 0
           var measuredSent = 0
           while !stop.isStopped {
-            let intended = timeline.start + .nanoseconds(Int64((Double(index) * interval * 1e9).rounded()))
+            let intended =
+              timeline.start + .nanoseconds(Int64((Double(index) * interval * 1e9).rounded()))
             if let end = timeline.end, intended >= end { break }
             let measured = intended >= timeline.measureFrom
             if measured, let quota {
               if measuredSent >= quota { break }
               measuredSent += 1
             }
-            if intended > ContinuousClock.now { try await Task.sleep(until: intended, clock: .continuous) }
+            if intended > ContinuousClock.now {
+              try await Task.sleep(until: intended, clock: .continuous)
+            }
             // Past the in-flight cap, wait: the wait still counts against the late requests,
             // because their latency runs from the intended time.
             while recorder.inFlight >= maxInFlight { try await Task.sleep(for: .microseconds(200)) }
@@ -300,7 +323,14 @@ public struct LoadRunner: Sendable {
       status = RPCError.Code.unknown.rawValue
     }
     let now = ContinuousClock.now
-    recorder.finished(scenario, latency: now - sent, status: status, items: items, measured: measured, at: now)
+    recorder.finished(
+      scenario,
+      latency: now - sent,
+      status: status,
+      items: items,
+      measured: measured,
+      at: now
+    )
   }
 }
 

@@ -58,7 +58,9 @@ final class UnaryCallHandler: ChannelInboundHandler, @unchecked Sendable {
     // Grant the connection the same window as each stream (the default is 64 KiB).
     let increment = Self.window - 65_535
     context.writeAndFlush(
-      self.wrapOutboundOut(HTTP2Frame(streamID: .rootStream, payload: .windowUpdate(windowSizeIncrement: increment))),
+      self.wrapOutboundOut(
+        HTTP2Frame(streamID: .rootStream, payload: .windowUpdate(windowSizeIncrement: increment))
+      ),
       promise: nil
     )
     context.fireChannelActive()
@@ -71,7 +73,11 @@ final class UnaryCallHandler: ChannelInboundHandler, @unchecked Sendable {
     promise: EventLoopPromise<[UInt8]>
   ) {
     guard let context = self.context, self.failure == nil else {
-      promise.fail(self.goingAway ? NotTaken() : self.failure ?? RPCError(code: .unavailable, message: "the connection is not open"))
+      promise.fail(
+        self.goingAway
+          ? NotTaken()
+          : self.failure ?? RPCError(code: .unavailable, message: "the connection is not open")
+      )
       return
     }
     let streamID = HTTP2StreamID(self.nextStreamID)
@@ -87,14 +93,26 @@ final class UnaryCallHandler: ChannelInboundHandler, @unchecked Sendable {
 
     var call = Call(promise: promise)
     if let timeout {
-      call.timer = context.eventLoop.scheduleTask(in: .nanoseconds(Int64(timeout.milliseconds) * 1_000_000)) {
+      call.timer = context.eventLoop.scheduleTask(
+        in: .nanoseconds(Int64(timeout.milliseconds) * 1_000_000)
+      ) {
         self.expire(streamID)
       }
     }
     self.calls[streamID] = call
-    context.write(self.wrapOutboundOut(HTTP2Frame(streamID: streamID, payload: .headers(.init(headers: headers)))), promise: nil)
     context.write(
-      self.wrapOutboundOut(HTTP2Frame(streamID: streamID, payload: .data(.init(data: .byteBuffer(body), endStream: true)))),
+      self.wrapOutboundOut(
+        HTTP2Frame(streamID: streamID, payload: .headers(.init(headers: headers)))
+      ),
+      promise: nil
+    )
+    context.write(
+      self.wrapOutboundOut(
+        HTTP2Frame(
+          streamID: streamID,
+          payload: .data(.init(data: .byteBuffer(body), endStream: true))
+        )
+      ),
       promise: nil
     )
     self.flushSoon(context)
@@ -119,7 +137,11 @@ final class UnaryCallHandler: ChannelInboundHandler, @unchecked Sendable {
         let message = headers.headers.first(name: "grpc-message").map(Self.percentDecoded) ?? ""
         self.finish(frame.streamID, status: Int(status) ?? 2, message: message)
       } else if let status = headers.headers.first(name: ":status"), status != "200" {
-        self.finish(frame.streamID, status: Self.grpcStatus(httpStatus: status), message: "HTTP status \(status)")
+        self.finish(
+          frame.streamID,
+          status: Self.grpcStatus(httpStatus: status),
+          message: "HTTP status \(status)"
+        )
       } else if headers.endStream {
         self.finish(frame.streamID, status: 13, message: "the response ended without a grpc-status")
       }
@@ -145,11 +167,18 @@ final class UnaryCallHandler: ChannelInboundHandler, @unchecked Sendable {
       call.promise.fail(NotTaken())
 
     case .rstStream(let code):
-      self.finish(frame.streamID, status: code == .cancel ? 1 : 14, message: "the server reset the stream (\(code))")
+      self.finish(
+        frame.streamID,
+        status: code == .cancel ? 1 : 14,
+        message: "the server reset the stream (\(code))"
+      )
 
     case .goAway(let lastStreamID, _, _):
       // Calls the server has taken still finish; later ones go to another connection.
-      self.failure = RPCError(code: .unavailable, message: "the server is closing the connection (GOAWAY)")
+      self.failure = RPCError(
+        code: .unavailable,
+        message: "the server is closing the connection (GOAWAY)"
+      )
       self.goingAway = true
       self.lastTakenStreamID = min(self.lastTakenStreamID, lastStreamID)
       self.open.store(false, ordering: .relaxed)
@@ -202,7 +231,9 @@ final class UnaryCallHandler: ChannelInboundHandler, @unchecked Sendable {
     let increment = self.unacknowledgedBytes
     self.unacknowledgedBytes = 0
     context.writeAndFlush(
-      self.wrapOutboundOut(HTTP2Frame(streamID: .rootStream, payload: .windowUpdate(windowSizeIncrement: increment))),
+      self.wrapOutboundOut(
+        HTTP2Frame(streamID: .rootStream, payload: .windowUpdate(windowSizeIncrement: increment))
+      ),
       promise: nil
     )
   }
@@ -220,7 +251,9 @@ final class UnaryCallHandler: ChannelInboundHandler, @unchecked Sendable {
       let length = body.readInteger(as: UInt32.self),
       let bytes = body.readBytes(length: Int(length))
     else {
-      call.promise.fail(RPCError(code: .internalError, message: "the response is not one uncompressed gRPC message"))
+      call.promise.fail(
+        RPCError(code: .internalError, message: "the response is not one uncompressed gRPC message")
+      )
       return
     }
     call.promise.succeed(bytes)
@@ -228,7 +261,10 @@ final class UnaryCallHandler: ChannelInboundHandler, @unchecked Sendable {
 
   private func expire(_ streamID: HTTP2StreamID) {
     guard self.calls[streamID] != nil, let context = self.context else { return }
-    context.writeAndFlush(self.wrapOutboundOut(HTTP2Frame(streamID: streamID, payload: .rstStream(.cancel))), promise: nil)
+    context.writeAndFlush(
+      self.wrapOutboundOut(HTTP2Frame(streamID: streamID, payload: .rstStream(.cancel))),
+      promise: nil
+    )
     self.finish(streamID, status: 4, message: "the deadline passed")
   }
 

@@ -36,7 +36,13 @@ final class UnaryConnection: Sendable {
   private let eventLoop: any EventLoop
   private let state: Mutex<State>
 
-  private init(host: String, port: Int, metadata: [(String, String)], eventLoop: any EventLoop, link: Link) {
+  private init(
+    host: String,
+    port: Int,
+    metadata: [(String, String)],
+    eventLoop: any EventLoop,
+    link: Link
+  ) {
     self.host = host
     self.port = port
     self.metadata = metadata
@@ -59,7 +65,13 @@ final class UnaryConnection: Sendable {
     on eventLoop: any EventLoop
   ) async throws -> UnaryConnection {
     let link = try await Self.open(host: host, port: port, metadata: metadata, on: eventLoop)
-    return UnaryConnection(host: host, port: port, metadata: metadata, eventLoop: eventLoop, link: link)
+    return UnaryConnection(
+      host: host,
+      port: port,
+      metadata: metadata,
+      eventLoop: eventLoop,
+      link: link
+    )
   }
 
   private static func open(
@@ -101,18 +113,36 @@ final class UnaryConnection: Sendable {
   ///   first, or `UNAVAILABLE` when the connection fails.
   func call(path: String, message: [UInt8], timeout: Duration? = nil) async throws -> [UInt8] {
     do {
-      return try await self.send(path: path, message: message, timeout: timeout, on: try await self.link())
+      return try await self.send(
+        path: path,
+        message: message,
+        timeout: timeout,
+        on: try await self.link()
+      )
     } catch is UnaryCallHandler.NotTaken {
       // The server never saw it: once more, on the connection that replaces this one.
       do {
-        return try await self.send(path: path, message: message, timeout: timeout, on: try await self.link())
+        return try await self.send(
+          path: path,
+          message: message,
+          timeout: timeout,
+          on: try await self.link()
+        )
       } catch is UnaryCallHandler.NotTaken {
-        throw RPCError(code: .unavailable, message: "the server closed two connections before taking the call")
+        throw RPCError(
+          code: .unavailable,
+          message: "the server closed two connections before taking the call"
+        )
       }
     }
   }
 
-  private func send(path: String, message: [UInt8], timeout: Duration?, on link: Link) async throws -> [UInt8] {
+  private func send(
+    path: String,
+    message: [UInt8],
+    timeout: Duration?,
+    on link: Link
+  ) async throws -> [UInt8] {
     let loop = link.channel.eventLoop
     let promise = loop.makePromise(of: [UInt8].self)
     let handler = link.handler
@@ -133,7 +163,9 @@ final class UnaryConnection: Sendable {
       if state.link.handler.isOpen { return (state.link, nil) }
       if let replacing = state.replacing { return (nil, replacing) }
       let (host, port, metadata, loop) = (self.host, self.port, self.metadata, self.eventLoop)
-      let replacing = Task { try await Self.open(host: host, port: port, metadata: metadata, on: loop) }
+      let replacing = Task {
+        try await Self.open(host: host, port: port, metadata: metadata, on: loop)
+      }
       state.replacing = replacing
       return (nil, replacing)
     }
@@ -147,7 +179,10 @@ final class UnaryConnection: Sendable {
       return new
     } catch {
       self.state.withLock { state in if state.replacing == replacing { state.replacing = nil } }
-      throw RPCError(code: .unavailable, message: "could not reconnect to \(self.host):\(self.port): \(error)")
+      throw RPCError(
+        code: .unavailable,
+        message: "could not reconnect to \(self.host):\(self.port): \(error)"
+      )
     }
   }
 

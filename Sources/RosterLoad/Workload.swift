@@ -58,7 +58,8 @@ final class Workload: Sendable {
     self.searchTerms = Self.searchTerms(from: names)
     self.employeesSeen = employeesSeen
     self.configuration = configuration
-    self.readMask = configuration.readMask.isEmpty ? nil : .with { $0.paths = configuration.readMask }
+    self.readMask =
+      configuration.readMask.isEmpty ? nil : .with { $0.paths = configuration.readMask }
   }
 
   /// Streams the directory once and samples what the mix needs.
@@ -138,7 +139,11 @@ final class Workload: Sendable {
         $0.guid = self.guids[random.index(self.guids.count)]
         if let mask = self.readMask { $0.readMask = mask }
       }
-      let _: Roster_V1_Employee = try await self.unary(Roster_V1_Directory.Method.GetEmployee.descriptor, request, on: connection)
+      let _: Roster_V1_Employee = try await self.unary(
+        Roster_V1_Directory.Method.GetEmployee.descriptor,
+        request,
+        on: connection
+      )
       return 1
 
     case .list:
@@ -198,7 +203,8 @@ final class Workload: Sendable {
       let request = Roster_V1_GetPictureRequest.with {
         $0.guid = self.pictureGuids[random.index(self.pictureGuids.count)]
       }
-      return try await connection.pictures.getPicture(request, metadata: metadata, options: options) {
+      return try await connection.pictures.getPicture(request, metadata: metadata, options: options)
+      {
         response in
         var bytes = 0
         for try await chunk in response.messages { bytes += chunk.data.count }
@@ -225,7 +231,9 @@ final class Workload: Sendable {
         let request = Roster_V1_CreateEmployeeRequest.with {
           $0.employee = .with {
             $0.name = "Load Tester \(number)"
-            $0.department = self.departments.isEmpty ? "Load" : self.departments[random.index(self.departments.count)]
+            $0.department =
+              self.departments.isEmpty
+              ? "Load" : self.departments[random.index(self.departments.count)]
             $0.email = "load.tester.\(number)@example.invalid"
             $0.active = true
             $0.startDate = "2024-01-02"
@@ -266,7 +274,8 @@ final class Workload: Sendable {
 
   /// One of the Analytics reads, chosen at random: each family of the service gets its share.
   private func analytics(on connection: Connection, random: inout SplitMix64) async throws -> Int {
-    let department = self.departments.isEmpty ? "" : self.departments[random.index(self.departments.count)]
+    let department =
+      self.departments.isEmpty ? "" : self.departments[random.index(self.departments.count)]
     let guid = self.guids[random.index(self.guids.count)]
     typealias Method = Roster_V1_Analytics.Method
     switch random.index(5) {

@@ -1,7 +1,8 @@
 internal import CoreMetrics
 public import RosterDomain
+
 #if canImport(Glibc)
-  internal import Glibc
+internal import Glibc
 #endif
 
 /// A write the disk refused: full, or an I/O error. The store answers the call that hit it
@@ -29,8 +30,14 @@ public struct DiskFault: Sendable {
     self.detail = String(cString: strerror(code))
   }
 
-  private static let full = Counter(label: "roster_disk_faults_total", dimensions: [("cause", "disk_full")])
-  private static let io = Counter(label: "roster_disk_faults_total", dimensions: [("cause", "io_error")])
+  private static let full = Counter(
+    label: "roster_disk_faults_total",
+    dimensions: [("cause", "disk_full")]
+  )
+  private static let io = Counter(
+    label: "roster_disk_faults_total",
+    dimensions: [("cause", "io_error")]
+  )
 
   /// Counts it in `/metrics`.
   public func record() {
@@ -45,6 +52,9 @@ public struct DiskFault: Sendable {
         "the disk is full (\(self.operation): \(self.detail)); nothing was written, and writes resume once space is freed"
       )
     }
-    return StoreError(.unavailable, "a disk I/O error stopped the write (\(self.operation): \(self.detail)); nothing was written")
+    return StoreError(
+      .unavailable,
+      "a disk I/O error stopped the write (\(self.operation): \(self.detail)); nothing was written"
+    )
   }
 }

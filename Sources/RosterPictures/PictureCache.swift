@@ -1,5 +1,5 @@
-internal import Synchronization
 internal import CoreMetrics
+internal import Synchronization
 
 /// Hot pictures in memory within a byte budget, least recently used out first.
 public final class PictureCache: Sendable {

@@ -1,9 +1,9 @@
-public import RosterDomain
 public import Foundation
+public import RosterDomain
 internal import RosterImaging
 
 #if canImport(Glibc)
-  internal import Glibc
+internal import Glibc
 #endif
 
 /// Large pictures as content-addressed files in a directory beside the database:
@@ -34,7 +34,7 @@ public struct PictureFiles: Sendable {
   /// True for a lowercase 64-digit hex string: the only names this store writes.
   public static func isEtag(_ name: some StringProtocol) -> Bool {
     name.utf8.count == 64
-      && name.utf8.allSatisfy { (48...57).contains($0) || (97...102).contains($0) }
+      && name.utf8.allSatisfy { (48 ... 57).contains($0) || (97 ... 102).contains($0) }
   }
 
   /// Creates a new, empty temporary file for an upload.
@@ -70,7 +70,9 @@ public struct PictureFiles: Sendable {
   /// memory.
   public func problem(etag: String, size: Int64) -> String? {
     let path = self.path(etag: etag)
-    guard let file = FileHandle(forReadingAtPath: path) else { return "\(etag) has no file at \(path)" }
+    guard let file = FileHandle(forReadingAtPath: path) else {
+      return "\(etag) has no file at \(path)"
+    }
     defer { try? file.close() }
     var hasher = SHA256Hasher()
     var read: Int64 = 0
@@ -79,7 +81,9 @@ public struct PictureFiles: Sendable {
       piece.withUnsafeBytes { hasher.update($0) }
     }
     if read != size { return "\(etag) is \(read) bytes; its row says \(size)" }
-    if hasher.finish() != etag { return "\(etag)'s bytes hash to something else: the file is damaged" }
+    if hasher.finish() != etag {
+      return "\(etag)'s bytes hash to something else: the file is damaged"
+    }
     return nil
   }
 
@@ -114,7 +118,11 @@ public struct PictureFiles: Sendable {
       if n == 0 { break }
       filled += n
     }
-    return Data(bytesNoCopy: buffer, count: filled, deallocator: .custom { pointer, _ in pointer.deallocate() })
+    return Data(
+      bytesNoCopy: buffer,
+      count: filled,
+      deallocator: .custom { pointer, _ in pointer.deallocate() }
+    )
   }
 
   /// Writes all of `bytes` to an open file.

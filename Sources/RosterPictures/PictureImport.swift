@@ -1,6 +1,6 @@
+internal import Foundation
 public import RosterDomain
 public import RosterStore
-internal import Foundation
 
 extension PictureStore {
   /// Stores the picture file at `path` as `guid`'s picture, through the same path as an
@@ -50,20 +50,26 @@ extension PictureStore {
     var stored = 0
     var rejected: [(guid: String, reason: String)] = []
     var outcomes: [String: Result<String, StoreError>] = [:]
-    try await withThrowingTaskGroup(of: (String, String, Result<String, StoreError>).self) { group in
+    try await withThrowingTaskGroup(of: (String, String, Result<String, StoreError>).self) {
+      group in
       var next = firsts.makeIterator()
       func add() -> Bool {
         guard let (guid, path) = next.next() else { return false }
         group.addTask {
           do {
-            return (guid, path, .success(try await self.putPicture(guid: guid, file: path, context: context).info.etag))
+            return (
+              guid, path,
+              .success(
+                try await self.putPicture(guid: guid, file: path, context: context).info.etag
+              )
+            )
           } catch let error as StoreError {
             return (guid, path, .failure(error))
           }
         }
         return true
       }
-      for _ in 0..<max(1, concurrency) { _ = add() }
+      for _ in 0 ..< max(1, concurrency) { _ = add() }
       while let (guid, path, outcome) = try await group.next() {
         outcomes[path] = outcome
         switch outcome {
@@ -83,9 +89,12 @@ extension PictureStore {
       case nil: continue
       }
       for start in stride(from: 0, to: guids.count, by: 1_000) {
-        let batch = guids[start..<min(start + 1_000, guids.count)]
+        let batch = guids[start ..< min(start + 1_000, guids.count)]
         do {
-          let attached = try await self.attachPictures(batch.map { (guid: $0, etag: etag) }, context: context)
+          let attached = try await self.attachPictures(
+            batch.map { (guid: $0, etag: etag) },
+            context: context
+          )
           stored += attached.count
           // Content deleted meanwhile: those employees' pictures go through the pipeline.
           for guid in batch where !attached.contains(guid) {
@@ -100,7 +109,8 @@ extension PictureStore {
           // An employee the import refused: each one on its own, so only it is refused.
           for guid in batch {
             do {
-              stored += try await self.attachPictures([(guid: guid, etag: etag)], context: context).count
+              stored += try await self.attachPictures([(guid: guid, etag: etag)], context: context)
+                .count
             } catch let error as StoreError {
               rejected.append((guid, error.message))
             }

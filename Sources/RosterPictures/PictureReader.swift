@@ -1,7 +1,7 @@
 internal import Foundation
 internal import RosterDomain
-internal import RosterStore
 internal import RosterImaging
+internal import RosterStore
 
 /// Reads a picture's bytes, from memory or from its file, for `withPicture`.
 struct PictureReader: PictureReading {
@@ -16,7 +16,7 @@ struct PictureReader: PictureReading {
     switch self.source {
     case .memory(let bytes):
       let start = Int(min(offset, Int64(bytes.count)))
-      return Data(bytes[start..<min(bytes.count, start + count)])
+      return Data(bytes[start ..< min(bytes.count, start + count)])
     case .file(let descriptor, let pool):
       return try await pool.run {
         try PictureFiles.read(descriptor: descriptor, offset: offset, count: count)

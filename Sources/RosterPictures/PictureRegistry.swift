@@ -33,7 +33,9 @@ public final class PictureRegistry: Sendable {
 
   /// Runs `body` with the set of held etags and owned temporaries, under the lock, so no
   /// upload can hold a new etag while a sweep or a release decides what to remove.
-  public func withHeld<T>(_ body: (_ etags: Set<String>, _ temporaries: Set<String>) throws -> T) rethrows
+  public func withHeld<T>(
+    _ body: (_ etags: Set<String>, _ temporaries: Set<String>) throws -> T
+  ) rethrows
     -> T
   {
     try self.state.withLock { state in

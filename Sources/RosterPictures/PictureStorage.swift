@@ -1,11 +1,11 @@
-public import RosterDomain
-public import RosterStore
 public import Foundation
-internal import RosterImaging
 public import Logging
+public import RosterDomain
+internal import RosterImaging
+public import RosterStore
 
 #if canImport(Glibc)
-  internal import Glibc
+internal import Glibc
 #endif
 
 /// The metadata side of pictures, which a backend provides: where a finished upload is
@@ -114,7 +114,10 @@ public struct PictureStorage: Sendable {
     }
     let limit = self.configuration.maximumBytes
     if totalSize > limit {
-      throw StoreError(.resourceExhausted, "total_size \(totalSize) is over the \(limit)-byte picture limit")
+      throw StoreError(
+        .resourceExhausted,
+        "total_size \(totalSize) is over the \(limit)-byte picture limit"
+      )
     }
   }
 
@@ -137,7 +140,9 @@ public struct PictureStorage: Sendable {
 
   /// Makes a thumbnail of the picture at `path`, on the imaging pool.
   func thumbnail(path: String) async throws(Vips.Failure) -> Vips.Thumbnail {
-    let (height, quality) = (self.configuration.thumbnailHeight, self.configuration.thumbnailQuality)
+    let (height, quality) = (
+      self.configuration.thumbnailHeight, self.configuration.thumbnailQuality
+    )
     return try await self.imaging.run { () throws(Vips.Failure) -> Vips.Thumbnail in
       try Vips.thumbnail(path: path, height: height, quality: quality)
     }
@@ -177,7 +182,10 @@ public struct PictureStorage: Sendable {
 
   /// Removes the files of `etags` that no row references (`isReferenced`) and no upload
   /// holds. Called after commits that may have dropped the last reference.
-  public func release(_ etags: [String], isReferenced: @escaping @Sendable (String) throws -> Bool) async {
+  public func release(
+    _ etags: [String],
+    isReferenced: @escaping @Sendable (String) throws -> Bool
+  ) async {
     let etags = etags.filter { PictureFiles.isEtag($0) }
     if etags.isEmpty { return }
     let (files, registry) = (self.files, self.registry)
@@ -243,7 +251,9 @@ public struct PictureStorage: Sendable {
       let bytes = try await StoreTracing.withSpan("picture.read") {
         try await self.io.run {
           defer { close(descriptor) }
-          return [UInt8](try PictureFiles.read(descriptor: descriptor, offset: 0, count: Int(info.size)))
+          return [UInt8](
+            try PictureFiles.read(descriptor: descriptor, offset: 0, count: Int(info.size))
+          )
         }
       }
       self.cache.put(info.etag, bytes)

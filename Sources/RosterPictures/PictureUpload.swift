@@ -1,10 +1,10 @@
-internal import RosterDomain
-internal import RosterStore
 internal import Foundation
+internal import RosterDomain
 internal import RosterImaging
+internal import RosterStore
 
 #if canImport(Glibc)
-  internal import Glibc
+internal import Glibc
 #endif
 
 /// One picture upload in progress: bytes go to a temporary file and a running hash as they
@@ -23,7 +23,13 @@ final class PictureUpload<Catalog: PictureCatalog>: PictureUploading {
   /// Bytes received so far.
   private(set) var size: Int64 = 0
 
-  init(storage: PictureStorage, catalog: Catalog, guid: String, contentType: String, totalSize: Int64) throws {
+  init(
+    storage: PictureStorage,
+    catalog: Catalog,
+    guid: String,
+    contentType: String,
+    totalSize: Int64
+  ) throws {
     self.storage = storage
     self.catalog = catalog
     self.guid = guid
@@ -43,7 +49,9 @@ final class PictureUpload<Catalog: PictureCatalog>: PictureUploading {
   ///
   /// - Throws: `resourceExhausted` the moment the picture crosses the size limit.
   func append(_ chunk: Data) async throws {
-    guard self.descriptor >= 0 else { throw StoreError(.invalidArgument, "the upload is already over") }
+    guard self.descriptor >= 0 else {
+      throw StoreError(.invalidArgument, "the upload is already over")
+    }
     let limit = self.storage.configuration.maximumBytes
     if self.size + Int64(chunk.count) > limit {
       self.abandon()
@@ -74,7 +82,9 @@ final class PictureUpload<Catalog: PictureCatalog>: PictureUploading {
       throw StoreError(.invalidArgument, "the upload is already over")
     }
     let etag = hasher.finish()
-    if self.size == 0 { throw StoreError(.invalidArgument, "picture is empty: send its bytes as chunks") }
+    if self.size == 0 {
+      throw StoreError(.invalidArgument, "picture is empty: send its bytes as chunks")
+    }
     if self.declaredSize != 0 && self.declaredSize != self.size {
       throw StoreError(
         .invalidArgument,
@@ -99,7 +109,12 @@ final class PictureUpload<Catalog: PictureCatalog>: PictureUploading {
           try await self.storage.thumbnail(path: self.temporary)
         }
         made = (
-          StoredThumbnail(data: thumbnail.data, etag: etag, width: thumbnail.width, height: thumbnail.height),
+          StoredThumbnail(
+            data: thumbnail.data,
+            etag: etag,
+            width: thumbnail.width,
+            height: thumbnail.height
+          ),
           thumbnail.sourceWidth,
           thumbnail.sourceHeight
         )
@@ -122,7 +137,13 @@ final class PictureUpload<Catalog: PictureCatalog>: PictureUploading {
       etag: etag,
       size: self.size
     )
-    try await self.catalog.storePicture(staged, guid: self.guid, info: info, thumbnail: made.0, context: context)
+    try await self.catalog.storePicture(
+      staged,
+      guid: self.guid,
+      info: info,
+      thumbnail: made.0,
+      context: context
+    )
     return StoredPicture(info: info, thumbnail: made.0)
   }
 

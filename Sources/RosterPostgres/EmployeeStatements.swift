@@ -26,7 +26,8 @@ struct EmployeeUpdate: RowStatement {
   static func assignments(mask: String, value: (Int, String) -> String) -> String {
     Self.settable.enumerated().map { index, settable in
       let column = settable.column
-      return "\(column) = CASE WHEN \(mask) & \(1 << index) <> 0 THEN \(value(index, column)) ELSE employees.\(column) END"
+      return
+        "\(column) = CASE WHEN \(mask) & \(1 << index) <> 0 THEN \(value(index, column)) ELSE employees.\(column) END"
     }.joined(separator: ", ")
   }
 

@@ -1,8 +1,8 @@
 internal import CoreMetrics
 internal import Foundation
 internal import PostgresNIO
-internal import RosterStore
 internal import RosterDomain
+internal import RosterStore
 internal import Synchronization
 
 /// Admission for the reads whose cost grows with the data (counts that visit employees,
@@ -47,7 +47,11 @@ final class HeavyReads: Sendable {
   }
 
   private func enter() async throws {
-    enum Admission { case now, wait(Int), refused }
+    enum Admission {
+      case now
+      case wait(Int)
+      case refused
+    }
     let admission: Admission = self.state.withLock { state in
       if state.running < self.width {
         state.running += 1
@@ -67,7 +71,8 @@ final class HeavyReads: Sendable {
       )
     case .wait(let id):
       try await withTaskCancellationHandler {
-        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+        try await withCheckedThrowingContinuation {
+          (continuation: CheckedContinuation<Void, any Error>) in
           let cancelled: Bool = self.state.withLock { state in
             if Task.isCancelled { return true }
             state.waiting.append((id, continuation))
@@ -131,7 +136,9 @@ extension PostgresStore {
       let traced = StoreTracing.context
       let queued = traced.map { _ in StoreTracing.now }
       return try await self.heavyReads.run {
-        if let traced, let queued { StoreTracing.record("postgres.heavy_lane.wait", context: traced, from: queued) }
+        if let traced, let queued {
+          StoreTracing.record("postgres.heavy_lane.wait", context: traced, from: queued)
+        }
         return try await StoreTracing.withSpan("postgres.heavy_read") {
           try await self.client.withConnection { connection in
             // A connection that stopped answering, where `pg_cancel_backend` cannot reach, is
@@ -144,7 +151,9 @@ extension PostgresStore {
       }
     } catch {
       if Task.isCancelled || control?.isCancelled == true { throw CallControl.stopError(control) }
-      if Self.sqlState(error) == "57014", let deadline = control?.deadline, ContinuousClock.now >= deadline {
+      if Self.sqlState(error) == "57014", let deadline = control?.deadline,
+        ContinuousClock.now >= deadline
+      {
         throw StoreError.deadlinePassed
       }
       throw Self.mapped(error)
@@ -160,7 +169,10 @@ extension PostgresStore {
     // A tag only this transaction carries (SET LOCAL ends with it), so a late cancel cannot
     // reach a statement that runs on this connection after the read.
     let tag = "roster-heavy-" + UUID().uuidString.prefix(13).lowercased()
-    let timeout = Self.timeoutMilliseconds(budget: self.configuration.statementTimeout, deadline: control?.deadline)
+    let timeout = Self.timeoutMilliseconds(
+      budget: self.configuration.statementTimeout,
+      deadline: control?.deadline
+    )
     _ = try await read.rows("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
     do {
       guard

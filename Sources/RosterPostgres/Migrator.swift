@@ -44,23 +44,35 @@ struct Migrator {
       database: self.configuration.url.database,
       tls: try self.configuration.url.connectionTLS()
     )
-    connection.options.additionalStartupParameters = PostgresStore.sessionParameters(self.configuration)
+    connection.options.additionalStartupParameters = PostgresStore.sessionParameters(
+      self.configuration
+    )
     var attempt = 0
     while true {
       attempt += 1
       do {
-        return try await PostgresConnection.connect(configuration: connection, id: 0, logger: self.logger)
+        return try await PostgresConnection.connect(
+          configuration: connection,
+          id: 0,
+          logger: self.logger
+        )
       } catch {
         // Stopped (the listener's reconnection when the store closes): nothing to report.
         if Task.isCancelled { throw CancellationError() }
         // A TLS failure does not pass with time: say so at once.
         if let failure = self.configuration.url.tlsFailure(error) {
-          self.logger.error("cannot connect to PostgreSQL", metadata: ["url": "\(self.configuration.url)", "error": "\(String(reflecting: error))"])
+          self.logger.error(
+            "cannot connect to PostgreSQL",
+            metadata: ["url": "\(self.configuration.url)", "error": "\(String(reflecting: error))"]
+          )
           throw failure
         }
         let mapped = PostgresStore.mapped(error)
         guard attempt < 20, (mapped as? StoreError)?.code == .unavailable else {
-          self.logger.error("cannot connect to PostgreSQL", metadata: ["url": "\(self.configuration.url)", "error": "\(String(reflecting: error))"])
+          self.logger.error(
+            "cannot connect to PostgreSQL",
+            metadata: ["url": "\(self.configuration.url)", "error": "\(String(reflecting: error))"]
+          )
           throw mapped
         }
         try await Task.sleep(for: .milliseconds(500))
@@ -68,12 +80,20 @@ struct Migrator {
     }
   }
 
-  private func migrate(on connection: PostgresConnection) async throws -> (latest: Int64, created: Bool) {
+  private func migrate(
+    on connection: PostgresConnection
+  ) async throws -> (latest: Int64, created: Bool) {
     let schema = self.configuration.schema
     let known = PostgresSchema.migrations.last?.version ?? 0
     try await self.transaction(on: connection) {
-      try await connection.query("SELECT pg_advisory_xact_lock(\(Self.lockKey))", logger: self.logger).collect()
-      try await connection.query("CREATE EXTENSION IF NOT EXISTS pg_trgm WITH SCHEMA public", logger: self.logger)
+      try await connection.query(
+        "SELECT pg_advisory_xact_lock(\(Self.lockKey))",
+        logger: self.logger
+      ).collect()
+      try await connection.query(
+        "CREATE EXTENSION IF NOT EXISTS pg_trgm WITH SCHEMA public",
+        logger: self.logger
+      )
     }
     return try await self.transaction(on: connection) {
       try await connection.query(
@@ -84,12 +104,16 @@ struct Migrator {
       // take in what others committed while it waited for the advisory lock. CREATE SCHEMA IF
       // NOT EXISTS alone trusted a stale cache (the search path names the schema, so the
       // extension's transaction had cached it as missing) and failed as a duplicate.
-      let exists = try await connection.query(
-        "SELECT count(*) FROM pg_namespace WHERE nspname = \(schema)",
-        logger: self.logger
-      ).collect().first?.decode(Int64.self) ?? 0
+      let exists =
+        try await connection.query(
+          "SELECT count(*) FROM pg_namespace WHERE nspname = \(schema)",
+          logger: self.logger
+        ).collect().first?.decode(Int64.self) ?? 0
       if exists == 0 {
-        try await connection.query(PostgresQuery(unsafeSQL: "CREATE SCHEMA \(schema)"), logger: self.logger)
+        try await connection.query(
+          PostgresQuery(unsafeSQL: "CREATE SCHEMA \(schema)"),
+          logger: self.logger
+        )
       }
       try await connection.query(
         """
@@ -115,7 +139,12 @@ struct Migrator {
         )
       }
       for migration in PostgresSchema.migrations where migration.version > current {
-        self.logger.info("migrating", metadata: ["schema": "\(schema)", "version": "\(migration.version)", "name": "\(migration.name)"])
+        self.logger.info(
+          "migrating",
+          metadata: [
+            "schema": "\(schema)", "version": "\(migration.version)", "name": "\(migration.name)",
+          ]
+        )
         for statement in migration.statements {
           try await connection.query(PostgresQuery(unsafeSQL: statement), logger: self.logger)
         }
@@ -137,7 +166,10 @@ struct Migrator {
 
   /// Runs `body` in a transaction with no statement timeout (the connection is the
   /// migration's own, so the session's setting does).
-  private func transaction<T>(on connection: PostgresConnection, _ body: () async throws -> T) async throws -> T {
+  private func transaction<T>(
+    on connection: PostgresConnection,
+    _ body: () async throws -> T
+  ) async throws -> T {
     try await connection.query("SET statement_timeout = 0", logger: self.logger)
     try await connection.query("BEGIN", logger: self.logger)
     do {

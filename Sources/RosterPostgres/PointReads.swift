@@ -159,7 +159,11 @@ final class PointReads: Sendable {
   /// so a leader whose call is cancelled leaves without failing the others; the batch has the
   /// statement timeout and 5 s to answer (then its connection is closed, `LeftBehind`), so a
   /// database that stopped answering cannot hold a place for good.
-  private func lead(_ guid: String, _ others: [Waiter], _ store: PostgresStore) async throws -> Employee? {
+  private func lead(
+    _ guid: String,
+    _ others: [Waiter],
+    _ store: PostgresStore
+  ) async throws -> Employee? {
     if others.isEmpty {
       let result = await self.run([guid], store)
       self.passOn()
@@ -184,7 +188,10 @@ final class PointReads: Sendable {
     }
   }
 
-  private func run(_ guids: [String], _ store: PostgresStore) async -> Result<[String: Employee], any Error> {
+  private func run(
+    _ guids: [String],
+    _ store: PostgresStore
+  ) async -> Result<[String: Employee], any Error> {
     self.statements.add(1, ordering: .relaxed)
     do {
       return .success(try await store.employeesByGuid(guids))
@@ -196,14 +203,16 @@ final class PointReads: Sendable {
   /// Hands the next batch to one of its reads, or gives the place back when none waits.
   private func passOn() {
     while true {
-      guard var next = self.state.withLock({ state -> [Waiter]? in
-        if state.waiting.isEmpty {
-          state.running -= 1
-          return nil
-        }
-        // A whole batch: its first read leads it.
-        return Self.take(&state, upTo: self.maximumBatch)
-      }) else { return }
+      guard
+        var next = self.state.withLock({ state -> [Waiter]? in
+          if state.waiting.isEmpty {
+            state.running -= 1
+            return nil
+          }
+          // A whole batch: its first read leads it.
+          return Self.take(&state, upTo: self.maximumBatch)
+        })
+      else { return }
       while !next.isEmpty {
         let leader = next.removeFirst()
         if leader.tell(.lead(next)) { return }

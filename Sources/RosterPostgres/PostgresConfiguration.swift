@@ -1,6 +1,6 @@
 public import Foundation
-public import RosterPictures
 public import RosterDomain
+public import RosterPictures
 
 /// Where the PostgreSQL backend connects and how it behaves.
 public struct PostgresConfiguration: Sendable {
@@ -104,7 +104,10 @@ public struct PostgresURL: Sendable, Hashable, CustomStringConvertible {
     guard let components = URLComponents(string: text),
       ["postgres", "postgresql"].contains(components.scheme ?? "")
     else {
-      throw StoreError(.invalidArgument, "--postgres '\(Self.redacted(text))' is not a postgres:// URL")
+      throw StoreError(
+        .invalidArgument,
+        "--postgres '\(Self.redacted(text))' is not a postgres:// URL"
+      )
     }
     guard let host = components.host, !host.isEmpty else {
       throw StoreError(.invalidArgument, "--postgres names no host")
@@ -123,7 +126,10 @@ public struct PostgresURL: Sendable, Hashable, CustomStringConvertible {
       case "sslmode":
         guard let mode = SSLMode(rawValue: item.value ?? "") else {
           let modes = SSLMode.allCases.map(\.rawValue).joined(separator: ", ")
-          throw StoreError(.invalidArgument, "--postgres sslmode '\(item.value ?? "")' is not one of \(modes)")
+          throw StoreError(
+            .invalidArgument,
+            "--postgres sslmode '\(item.value ?? "")' is not one of \(modes)"
+          )
         }
         self.sslMode = mode
       case "sslrootcert":
@@ -146,7 +152,9 @@ public struct PostgresURL: Sendable, Hashable, CustomStringConvertible {
   }
 
   public static func redacted(_ text: String) -> String {
-    guard var components = URLComponents(string: text), components.password != nil else { return text }
+    guard var components = URLComponents(string: text), components.password != nil else {
+      return text
+    }
     components.password = "***"
     return components.string ?? text
   }

@@ -32,7 +32,10 @@ enum PostgresEmployeeSQL {
 
   /// Reads a row produced by `select(fields)`, returning the employee and the index of the
   /// first sort-key column.
-  static func decode(_ row: PostgresRandomAccessRow, _ fields: EmployeeFields) throws -> (Employee, Int) {
+  static func decode(
+    _ row: PostgresRandomAccessRow,
+    _ fields: EmployeeFields
+  ) throws -> (Employee, Int) {
     var employee = Employee()
     employee.id = try row[0].decode(Int64.self)
     var index = 1
@@ -119,7 +122,8 @@ enum PostgresEmployeeSQL {
     if !terms.isEmpty {
       builder.sql += " WHERE " + terms.joined(separator: " AND ")
     }
-    builder.sql += " ORDER BY " + orderKeys.joined(separator: ", ") + " LIMIT \(builder.bind(limit))"
+    builder.sql +=
+      " ORDER BY " + orderKeys.joined(separator: ", ") + " LIMIT \(builder.bind(limit))"
     return builder.query
   }
 
@@ -143,7 +147,9 @@ enum PostgresEmployeeSQL {
     var builder = SQLBuilder()
     var nameTerms = ["name_folded LIKE \(builder.bind(self.containsPattern(text)))"]
     var rowTerms = ["e.name_folded = n.name_folded"]
-    if let department = filter.department { rowTerms.append("e.department = \(builder.bind(department))") }
+    if let department = filter.department {
+      rowTerms.append("e.department = \(builder.bind(department))")
+    }
     if let active = filter.active { rowTerms.append("e.active = \(builder.bind(active))") }
     if let cursor, let name = cursor.keys.first {
       let nameMark = builder.bind(name)
@@ -169,7 +175,8 @@ enum PostgresEmployeeSQL {
   static func count(_ filter: EmployeeFilter) -> PostgresQuery {
     var builder = SQLBuilder()
     if let text = filter.nameContains, filter.department == nil, filter.active == nil {
-      builder.sql = "SELECT coalesce(sum(employees), 0)::int8 FROM name_counts WHERE name_folded LIKE \(builder.bind(self.containsPattern(text)))"
+      builder.sql =
+        "SELECT coalesce(sum(employees), 0)::int8 FROM name_counts WHERE name_folded LIKE \(builder.bind(self.containsPattern(text)))"
       return builder.query
     }
     let terms = self.filterTerms(filter, into: &builder)

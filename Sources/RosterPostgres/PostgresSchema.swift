@@ -18,8 +18,16 @@ enum PostgresSchema {
     Migration(version: 1, name: "employees, pictures, change log", statements: Self.directory),
     Migration(version: 2, name: "sales, counters and rollups", statements: Self.analytics),
     Migration(version: 3, name: "employees per folded name", statements: Self.names),
-    Migration(version: 4, name: "daily statistics per department, sales per amount bucket", statements: Self.statistics),
-    Migration(version: 5, name: "department counts move only when their columns change", statements: Self.countedChanges),
+    Migration(
+      version: 4,
+      name: "daily statistics per department, sales per amount bucket",
+      statements: Self.statistics
+    ),
+    Migration(
+      version: 5,
+      name: "department counts move only when their columns change",
+      statements: Self.countedChanges
+    ),
   ]
 
   /// How many employees carry each folded name, as signed delta rows (like the department

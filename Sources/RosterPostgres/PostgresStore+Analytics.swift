@@ -1,6 +1,6 @@
-public import RosterDomain
 internal import Foundation
 internal import PostgresNIO
+public import RosterDomain
 
 extension PostgresStore {
   // MARK: Counters
@@ -57,10 +57,15 @@ extension PostgresStore {
   /// vacuumed: reads scan it, and a million dead rows slowed a name search's scan of it.
   private func compactDeltas(table: String, lock: Int64, fold: String) async throws {
     let folded = try await self.transaction { transaction -> Int64 in
-      guard try await transaction.row("SELECT pg_try_advisory_xact_lock(\(lock))")?[0].decode(Bool.self) == true
+      guard
+        try await transaction.row("SELECT pg_try_advisory_xact_lock(\(lock))")?[0].decode(Bool.self)
+          == true
       else { return 0 }
       let row = try await transaction.row(
-        PostgresQuery(unsafeSQL: "WITH gone AS (DELETE FROM \(table) RETURNING *), kept AS (\(fold) RETURNING 1) SELECT count(*) FROM gone")
+        PostgresQuery(
+          unsafeSQL:
+            "WITH gone AS (DELETE FROM \(table) RETURNING *), kept AS (\(fold) RETURNING 1) SELECT count(*) FROM gone"
+        )
       )
       return try row?[0].decode(Int64.self) ?? 0
     }
@@ -80,7 +85,11 @@ extension PostgresStore {
 
   /// An employee's number of sales and their total in cents, from the employee's counters.
   public func employeeSales(guid: String) async throws -> (count: Int64, totalCents: Int64) {
-    guard let row = try await self.row("SELECT sales_count, sales_total_cents FROM employees WHERE guid = \(guid)") else {
+    guard
+      let row = try await self.row(
+        "SELECT sales_count, sales_total_cents FROM employees WHERE guid = \(guid)"
+      )
+    else {
       throw StoreError(.notFound, "no employee with guid '\(guid)'")
     }
     return (try row[0].decode(Int64.self), try row[1].decode(Int64.self))
@@ -105,11 +114,17 @@ extension PostgresStore {
       throw StoreError(.invalidArgument, "grouping by active applies to employees, not sales")
     }
     let additive: Set<AggregateFunction> = [.count, .sum, .average]
-    let monthly = additive.contains(function) && filter.employeeGUID == nil && filter.coversWholeMonths
+    let monthly =
+      additive.contains(function) && filter.employeeGUID == nil && filter.coversWholeMonths
       && [.none, .department, .year, .month].contains(grouping)
     if !monthly, filter.employeeGUID == nil, grouping != .employee {
       if function != .median {
-        return try await self.aggregateFromDailyStatistics(function, groupedBy: grouping, filter: filter, page: page)
+        return try await self.aggregateFromDailyStatistics(
+          function,
+          groupedBy: grouping,
+          filter: filter,
+          page: page
+        )
       }
       if grouping == .none || grouping == .department {
         return try await self.medianFromBuckets(groupedBy: grouping, filter: filter, page: page)
@@ -136,7 +151,9 @@ extension PostgresStore {
     let source: String
     if monthly {
       scope(department: "department", date: "month", months: true)
-      key = ["none": "''", "department": "department", "year": "left(month, 4)", "month": "month"][grouping.rawValue]!
+      key = ["none": "''", "department": "department", "year": "left(month, 4)", "month": "month"][
+        grouping.rawValue
+      ]!
       value = Self.rolledUp(function)
       source = "sales_monthly_department"
     } else if additive.contains(function), let guid = filter.employeeGUID,
@@ -144,7 +161,10 @@ extension PostgresStore {
     {
       terms.append("e.guid = \(builder.bind(guid))")
       scope(department: "e.department", date: "d.day")
-      key = ["none": "''", "employee": "e.guid", "year": "left(d.day, 4)", "month": "left(d.day, 7)", "day": "d.day"][
+      key = [
+        "none": "''", "employee": "e.guid", "year": "left(d.day, 4)", "month": "left(d.day, 7)",
+        "day": "d.day",
+      ][
         grouping.rawValue
       ]!
       value = Self.rolledUp(function)
@@ -154,19 +174,24 @@ extension PostgresStore {
       scope(department: "e.department", date: "s.date")
       if let guid = filter.employeeGUID { terms.append("e.guid = \(builder.bind(guid))") }
       if let last {
-        let bound = grouping == .year ? last.key + "-12-31" : grouping == .month ? last.key + "-31" : last.key
+        let bound =
+          grouping == .year ? last.key + "-12-31" : grouping == .month ? last.key + "-31" : last.key
         terms.append("s.date <= \(builder.bind(bound))")
       }
-      key = ["none": "''", "department": "e.department", "employee": "e.guid", "year": "left(s.date, 4)",
-             "month": "left(s.date, 7)", "day": "s.date"][grouping.rawValue]!
+      key = [
+        "none": "''", "department": "e.department", "employee": "e.guid", "year": "left(s.date, 4)",
+        "month": "left(s.date, 7)", "day": "s.date",
+      ][grouping.rawValue]!
       value = Self.aggregate(function, column: "s.amount_cents")
-      let needsEmployee = filter.department != nil || filter.employeeGUID != nil
+      let needsEmployee =
+        filter.department != nil || filter.employeeGUID != nil
         || grouping == .department || grouping == .employee
       source = needsEmployee ? "sales s JOIN employees e ON e.id = s.employee_id" : "sales s"
     }
     if let after = page.after { terms.append("(\(key)) > \(builder.bind(after))") }
     let whereClause = terms.isEmpty ? "" : " WHERE " + terms.joined(separator: " AND ")
-    builder.sql = "SELECT \(key) AS k, \(value) FROM \(source)\(whereClause) GROUP BY 1 ORDER BY 1 LIMIT \(page.limit + 1)"
+    builder.sql =
+      "SELECT \(key) AS k, \(value) FROM \(source)\(whereClause) GROUP BY 1 ORDER BY 1 LIMIT \(page.limit + 1)"
     // A department's medians by day: PostgreSQL's estimate favours a nested loop that looks up
     // every sale's employee, where a hash of the department's employees is several times
     // faster at 10M sales. (By year and month, where a page holds fewer sales, the nested
@@ -207,8 +232,10 @@ extension PostgresStore {
     {
       // The department counters answer without visiting an employee.
       terms = filter.department.map { ["e.department = \(builder.bind($0))"] } ?? []
-      value = ["count": "sum(headcount)::float8", "sum": "sum(vacation_days_total)::float8",
-               "average": "sum(vacation_days_total)::float8 / nullif(sum(headcount), 0)"][function.rawValue]!
+      value = [
+        "count": "sum(headcount)::float8", "sum": "sum(vacation_days_total)::float8",
+        "average": "sum(vacation_days_total)::float8 / nullif(sum(headcount), 0)",
+      ][function.rawValue]!
       source = "department_stats e"
       heavy = false
     } else {
@@ -219,13 +246,23 @@ extension PostgresStore {
     }
     if let after = page.after { terms.append("(\(key)) > \(builder.bind(after))") }
     let whereClause = terms.isEmpty ? "" : " WHERE " + terms.joined(separator: " AND ")
-    builder.sql = "SELECT \(key) AS k, \(value) FROM \(source)\(whereClause) GROUP BY 1 ORDER BY 1 LIMIT \(page.limit + 1)"
-    return AggregatePage(cutting: try await self.groups(builder.query, heavy: heavy), grouping: grouping, page: page)
+    builder.sql =
+      "SELECT \(key) AS k, \(value) FROM \(source)\(whereClause) GROUP BY 1 ORDER BY 1 LIMIT \(page.limit + 1)"
+    return AggregatePage(
+      cutting: try await self.groups(builder.query, heavy: heavy),
+      grouping: grouping,
+      page: page
+    )
   }
 
   /// The groups `query` returns; a query over raw rows runs as a heavy read.
-  private func groups(_ query: PostgresQuery, heavy: Bool, hashJoin: Bool = false) async throws -> [AggregateValue] {
-    let rows = heavy
+  private func groups(
+    _ query: PostgresQuery,
+    heavy: Bool,
+    hashJoin: Bool = false
+  ) async throws -> [AggregateValue] {
+    let rows =
+      heavy
       ? try await self.heavy { read in
         // SET LOCAL ends with the heavy read's transaction.
         if hashJoin { _ = try await read.rows("SET LOCAL enable_nestloop = off") }
@@ -262,7 +299,11 @@ extension PostgresStore {
 
   /// Each year with its count and amount and its months', from the rollups; and, given a
   /// year and a month, that month's days.
-  public func salesCalendar(scope: SalesScope, year: Int?, month: Int?) async throws -> SalesCalendar {
+  public func salesCalendar(
+    scope: SalesScope,
+    year: Int?,
+    month: Int?
+  ) async throws -> SalesCalendar {
     try SalesCalendar.check(year: year, month: month)
     let monthText = year.flatMap { year in month.map { String(format: "%04d-%02d", year, $0) } }
     let (first, last) = (monthText.map { $0 + "-01" } ?? "", monthText.map { $0 + "-31" } ?? "")
@@ -296,29 +337,39 @@ extension PostgresStore {
         """
       )
       if monthText != nil {
-        days = try await self.heavy { try await $0.rows(
-          """
-          SELECT s.date, count(*), sum(s.amount_cents)::int8 FROM sales s
-          JOIN employees e ON e.id = s.employee_id
-          WHERE e.department = \(department) AND s.date BETWEEN \(first) AND \(last)
-          GROUP BY 1 ORDER BY 1
-          """
-        ) }
+        days = try await self.heavy {
+          try await $0.rows(
+            """
+            SELECT s.date, count(*), sum(s.amount_cents)::int8 FROM sales s
+            JOIN employees e ON e.id = s.employee_id
+            WHERE e.department = \(department) AND s.date BETWEEN \(first) AND \(last)
+            GROUP BY 1 ORDER BY 1
+            """
+          )
+        }
       }
     case .everyone:
-      months = try await self.rows("SELECT month, count, total_cents FROM sales_monthly WHERE count > 0 ORDER BY month")
+      months = try await self.rows(
+        "SELECT month, count, total_cents FROM sales_monthly WHERE count > 0 ORDER BY month"
+      )
       if monthText != nil {
-        days = try await self.heavy { try await $0.rows(
-          """
-          SELECT date, count(*), sum(amount_cents)::int8 FROM sales
-          WHERE date BETWEEN \(first) AND \(last) GROUP BY 1 ORDER BY 1
-          """
-        ) }
+        days = try await self.heavy {
+          try await $0.rows(
+            """
+            SELECT date, count(*), sum(amount_cents)::int8 FROM sales
+            WHERE date BETWEEN \(first) AND \(last) GROUP BY 1 ORDER BY 1
+            """
+          )
+        }
       }
     }
     var calendar = SalesCalendar()
     for row in months {
-      calendar.add(month: try row[0].decode(String.self), count: try row[1].decode(Int64.self), amountCents: try row[2].decode(Int64.self))
+      calendar.add(
+        month: try row[0].decode(String.self),
+        count: try row[1].decode(Int64.self),
+        amountCents: try row[2].decode(Int64.self)
+      )
     }
     calendar.days = try days.map { row in
       SalesCalendar.Period(

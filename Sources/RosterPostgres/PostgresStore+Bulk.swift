@@ -1,5 +1,5 @@
-public import RosterDomain
 internal import PostgresNIO
+public import RosterDomain
 
 extension PostgresStore {
   // MARK: Bulk upsert
@@ -38,12 +38,16 @@ extension PostgresStore {
 
   /// Writes one chunk of validated rows in one transaction: the existing rows read (and
   /// locked) with one statement, then each row inserted or updated.
-  private func upsertChunk(_ rows: [(index: Int, row: UpsertRow)], context: WriteContext) async throws -> ImportSummary {
+  private func upsertChunk(
+    _ rows: [(index: Int, row: UpsertRow)],
+    context: WriteContext
+  ) async throws -> ImportSummary {
     try await self.transaction { transaction in
       var summary = ImportSummary()
       let now = Self.nowMillis()
       var builder = SQLBuilder()
-      builder.sql = PostgresEmployeeSQL.select(.editable.union(.guid))
+      builder.sql =
+        PostgresEmployeeSQL.select(.editable.union(.guid))
         + " WHERE e.guid = ANY(\(builder.bind(rows.map(\.row.guid)))) ORDER BY e.id FOR UPDATE OF e"
       var existing: [String: Employee] = [:]
       for row in try await transaction.rows(builder.query) {
@@ -59,7 +63,14 @@ extension PostgresStore {
           let paths = EmployeeChanges.differences(old, new)
           if paths.isEmpty { continue }
           try await Self.update(id: old.id, to: new, paths: paths, now: now, in: transaction)
-          transaction.record(.employee, guid: row.guid, kind: .updated, fields: paths.map(\.rawValue), context: context, timeMillis: now)
+          transaction.record(
+            .employee,
+            guid: row.guid,
+            kind: .updated,
+            fields: paths.map(\.rawValue),
+            context: context,
+            timeMillis: now
+          )
           new.id = old.id
           existing[row.guid] = new
         } else if inserting.contains(row.guid) {
@@ -98,10 +109,19 @@ extension PostgresStore {
         )
         guard inserted.count == inserts.count else {
           // Created meanwhile by another replica's transaction, which committed first.
-          throw StoreError(.unavailable, "some guids were created concurrently; send the rows again")
+          throw StoreError(
+            .unavailable,
+            "some guids were created concurrently; send the rows again"
+          )
         }
         for employee in inserts {
-          transaction.record(.employee, guid: employee.guid, kind: .inserted, context: context, timeMillis: now)
+          transaction.record(
+            .employee,
+            guid: employee.guid,
+            kind: .inserted,
+            context: context,
+            timeMillis: now
+          )
         }
         summary.inserted += inserts.count
       }
@@ -159,14 +179,23 @@ extension PostgresStore {
         """
       )
       let known = Set(
-        try await transaction.rows("SELECT guid FROM employees WHERE guid = ANY(\(Array(Set(rows.map(\.guid)))))")
-          .map { try $0[0].decode(String.self) }
+        try await transaction.rows(
+          "SELECT guid FROM employees WHERE guid = ANY(\(Array(Set(rows.map(\.guid)))))"
+        )
+        .map { try $0[0].decode(String.self) }
       )
       let now = Self.nowMillis()
       var summary = ImportSummary()
       for row in rows {
         if known.contains(row.guid) {
-          transaction.record(.sale, guid: row.guid, kind: .inserted, fields: ["amount", "date"], context: context, timeMillis: now)
+          transaction.record(
+            .sale,
+            guid: row.guid,
+            kind: .inserted,
+            fields: ["amount", "date"],
+            context: context,
+            timeMillis: now
+          )
           summary.inserted += 1
         } else {
           summary.reject(index: row.index, reason: "no employee with guid '\(row.guid)'")
@@ -177,7 +206,11 @@ extension PostgresStore {
   }
 
   /// Deletes up to `limit` sales dated before `date`, 5,000 per transaction.
-  public func deleteSales(before date: String, limit: Int, context: WriteContext) async throws -> (deleted: Int, more: Bool) {
+  public func deleteSales(
+    before date: String,
+    limit: Int,
+    context: WriteContext
+  ) async throws -> (deleted: Int, more: Bool) {
     var deleted = 0
     while deleted < limit {
       let chunk = min(5_000, limit - deleted)
@@ -201,7 +234,10 @@ extension PostgresStore {
       deleted += count
       if count < chunk { break }
     }
-    let more = try await self.row("SELECT EXISTS (SELECT 1 FROM sales WHERE date < \(date))")?[0].decode(Bool.self) ?? false
+    let more =
+      try await self.row("SELECT EXISTS (SELECT 1 FROM sales WHERE date < \(date))")?[0].decode(
+        Bool.self
+      ) ?? false
     return (deleted, more)
   }
 

@@ -1,7 +1,7 @@
-public import RosterDomain
 internal import Foundation
 internal import Logging
 internal import PostgresNIO
+public import RosterDomain
 
 /// The change log's writes.
 enum ChangeLog {
@@ -15,9 +15,14 @@ enum ChangeLog {
   /// from this statement to the commit.
   ///
   /// - Returns: the newest sequence number, or nil when there was nothing to record.
-  static func append(_ changes: [Change], on transaction: WriteTransaction, channel: String) async throws -> Int64? {
+  static func append(
+    _ changes: [Change],
+    on transaction: WriteTransaction,
+    channel: String
+  ) async throws -> Int64? {
     guard !changes.isEmpty else { return nil }
-    guard let row = try await transaction.row(ChangeLogAppend(changes: changes, channel: channel)) else {
+    guard let row = try await transaction.row(ChangeLogAppend(changes: changes, channel: channel))
+    else {
       throw StoreError(.unavailable, "the change log's state row is missing")
     }
     return try row[0].decode(Int64.self)
@@ -124,7 +129,10 @@ extension PostgresStore {
       group.addTask {
         while !Task.isCancelled {
           do {
-            let connection = try await Migrator(configuration: self.configuration, logger: self.logger).connect()
+            let connection = try await Migrator(
+              configuration: self.configuration,
+              logger: self.logger
+            ).connect()
             do {
               try await withTaskCancellationHandler {
                 try await connection.listen(on: self.channel) { notifications in
@@ -145,7 +153,10 @@ extension PostgresStore {
             try? await connection.close()
           } catch {
             if Task.isCancelled { return }
-            self.logger.warning("change listener lost its connection; reconnecting", metadata: ["error": "\(String(reflecting: error))"])
+            self.logger.warning(
+              "change listener lost its connection; reconnecting",
+              metadata: ["error": "\(String(reflecting: error))"]
+            )
             try await Task.sleep(for: .milliseconds(500))
           }
         }

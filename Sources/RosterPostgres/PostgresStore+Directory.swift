@@ -1,5 +1,5 @@
-public import RosterDomain
 internal import PostgresNIO
+public import RosterDomain
 
 extension PostgresStore {
   // MARK: Reads
@@ -9,7 +9,9 @@ extension PostgresStore {
     let notFound = StoreError(.notFound, "no employee with guid '\(guid)'")
     // The whole employee: with the others read at the same moment (`PointReads`).
     if fields == EmployeesByGuid.fields {
-      guard let employee = try await self.pointReads.employee(guid: guid, store: self) else { throw notFound }
+      guard let employee = try await self.pointReads.employee(guid: guid, store: self) else {
+        throw notFound
+      }
       return employee
     }
     var builder = SQLBuilder()
@@ -22,7 +24,10 @@ extension PostgresStore {
   func employeesByGuid(_ guids: [String]) async throws -> [String: Employee] {
     try await self.read { connection in
       var found: [String: Employee] = [:]
-      for try await row in try await connection.execute(EmployeesByGuid(guids: guids), logger: self.logger) {
+      for try await row in try await connection.execute(
+        EmployeesByGuid(guids: guids),
+        logger: self.logger
+      ) {
         let employee = try PostgresEmployeeSQL.decode(row, EmployeesByGuid.fields).0
         found[employee.guid] = employee
       }
@@ -33,14 +38,18 @@ extension PostgresStore {
   /// Employees by guid, in the order asked, all or nothing, from one statement.
   public func employees(guids: [String], fields: EmployeeFields) async throws -> [Employee] {
     var builder = SQLBuilder()
-    builder.sql = PostgresEmployeeSQL.select(fields.union(.guid)) + " WHERE e.guid = ANY(\(builder.bind(guids)))"
+    builder.sql =
+      PostgresEmployeeSQL.select(fields.union(.guid))
+      + " WHERE e.guid = ANY(\(builder.bind(guids)))"
     var found: [String: Employee] = [:]
     for row in try await self.rows(builder.query) {
       let employee = try PostgresEmployeeSQL.decode(row, fields.union(.guid)).0
       found[employee.guid] = employee
     }
     return try guids.map { guid in
-      guard var employee = found[guid] else { throw StoreError(.notFound, "no employee with guid '\(guid)'") }
+      guard var employee = found[guid] else {
+        throw StoreError(.notFound, "no employee with guid '\(guid)'")
+      }
       if !fields.contains(.guid) { employee.guid = "" }
       return employee
     }
@@ -68,11 +77,15 @@ extension PostgresStore {
     )
     var pages = EmployeePages(limit: limit, count: count)
     // A name search's cost grows with its matches: a heavy read.
-    let rows = filter.nameContains == nil ? try await self.rows(query) : try await self.heavy { try await $0.rows(query) }
+    let rows =
+      filter.nameContains == nil
+      ? try await self.rows(query) : try await self.heavy { try await $0.rows(query) }
     for row in rows {
       guard pages.takes() else { break }
       let (employee, keyIndex) = try PostgresEmployeeSQL.decode(row, fields)
-      try pages.append(employee, id: employee.id) { try (keyIndex..<row.count).map { try row[$0].decode(String.self) } }
+      try pages.append(employee, id: employee.id) {
+        try (keyIndex ..< row.count).map { try row[$0].decode(String.self) }
+      }
     }
     return pages.result
   }
@@ -80,7 +93,8 @@ extension PostgresStore {
   /// How many employees match `filter`, counted by the server, as a heavy read: a count
   /// visits every match.
   public func countEmployees(filter: EmployeeFilter) async throws -> Int64 {
-    guard let row = try await self.heavy({ try await $0.row(PostgresEmployeeSQL.count(filter)) }) else { return 0 }
+    guard let row = try await self.heavy({ try await $0.row(PostgresEmployeeSQL.count(filter)) })
+    else { return 0 }
     return try row[0].decode(Int64.self)
   }
 
@@ -95,7 +109,13 @@ extension PostgresStore {
       guard let id else {
         throw StoreError(.alreadyExists, "an employee with guid '\(employee.guid)' already exists")
       }
-      transaction.record(.employee, guid: employee.guid, kind: .inserted, context: context, timeMillis: now)
+      transaction.record(
+        .employee,
+        guid: employee.guid,
+        kind: .inserted,
+        context: context,
+        timeMillis: now
+      )
       var created = employee
       created.id = id
       created.updateTimeMillis = now
@@ -104,27 +124,50 @@ extension PostgresStore {
   }
 
   /// Sets the fields `changes` holds on the employee with `guid`.
-  public func updateEmployee(guid: String, changes: EmployeeChanges, context: WriteContext) async throws -> Employee {
+  public func updateEmployee(
+    guid: String,
+    changes: EmployeeChanges,
+    context: WriteContext
+  ) async throws -> Employee {
     try EmployeeValidation.validate(changes)
     // One statement reads the row as it was, locks it and writes the fields asked for: no
     // savepoint needed, as nothing has changed when the employee is missing. The writer runs
     // the prepared ones beside each other in a batch as one statement (`EmployeeUpdates`).
     if let prepared = EmployeeUpdate(guid: guid, changes: changes) {
       return try await self.submitUpdate(prepared) { transaction, row, now in
-        try Self.updated(row, guid: guid, changes: changes, now: now, context: context, in: transaction)
+        try Self.updated(
+          row,
+          guid: guid,
+          changes: changes,
+          now: now,
+          context: context,
+          in: transaction
+        )
       }
     }
     return try await self.submit(savepoint: false) { transaction in
       let now = Self.nowMillis()
       var builder = SQLBuilder()
-      let assignments = Self.assignments(changes.applied(to: Employee()), paths: changes.fields, now: now, into: &builder)
+      let assignments = Self.assignments(
+        changes.applied(to: Employee()),
+        paths: changes.fields,
+        now: now,
+        into: &builder
+      )
       builder.sql = """
         WITH old AS (\(PostgresEmployeeSQL.select(.allButThumbnail)) WHERE e.guid = \(builder.bind(guid)) FOR UPDATE OF e),
         changed AS (UPDATE employees SET \(assignments) FROM old WHERE employees.id = old.id)
         SELECT * FROM old
         """
       let found = try await transaction.row(builder.query)
-      return try Self.updated(found, guid: guid, changes: changes, now: now, context: context, in: transaction)
+      return try Self.updated(
+        found,
+        guid: guid,
+        changes: changes,
+        now: now,
+        context: context,
+        in: transaction
+      )
     }
   }
 
@@ -145,7 +188,14 @@ extension PostgresStore {
     var new = changes.applied(to: old)
     let paths = EmployeeChanges.differences(old, new)
     new.updateTimeMillis = now
-    transaction.record(.employee, guid: guid, kind: .updated, fields: paths.map(\.rawValue), context: context, timeMillis: now)
+    transaction.record(
+      .employee,
+      guid: guid,
+      kind: .updated,
+      fields: paths.map(\.rawValue),
+      context: context,
+      timeMillis: now
+    )
     return new
   }
 
@@ -154,17 +204,32 @@ extension PostgresStore {
   public func deleteEmployee(guid: String, context: WriteContext) async throws {
     // One DELETE that does nothing when the guid is missing: no savepoint needed.
     try await self.submit(savepoint: false) { transaction in
-      let gone = try await transaction.rows("DELETE FROM employees WHERE guid = \(guid) RETURNING id")
+      let gone = try await transaction.rows(
+        "DELETE FROM employees WHERE guid = \(guid) RETURNING id"
+      )
       guard !gone.isEmpty else { throw StoreError(.notFound, "no employee with guid '\(guid)'") }
-      transaction.record(.employee, guid: guid, kind: .deleted, context: context, timeMillis: Self.nowMillis())
+      transaction.record(
+        .employee,
+        guid: guid,
+        kind: .deleted,
+        context: context,
+        timeMillis: Self.nowMillis()
+      )
     }
   }
 
   /// Sets `department`, `active` or `vacationDays` on every employee matching `filter`, in
   /// one set-based UPDATE; rows that already hold the values are left alone.
-  public func batchUpdateEmployees(filter: EmployeeFilter, changes: EmployeeChanges, context: WriteContext) async throws -> Int {
+  public func batchUpdateEmployees(
+    filter: EmployeeFilter,
+    changes: EmployeeChanges,
+    context: WriteContext
+  ) async throws -> Int {
     if changes.isEmpty {
-      throw StoreError(.invalidArgument, "a batch update must set department, active or vacation_days")
+      throw StoreError(
+        .invalidArgument,
+        "a batch update must set department, active or vacation_days"
+      )
     }
     if let field = changes.fields.first(where: { !EmployeeField.batchEditable.contains($0) }) {
       throw StoreError(.invalidArgument, "\(field.rawValue) cannot be set by a batch update")
@@ -192,14 +257,24 @@ extension PostgresStore {
         differs.append("e.vacation_days IS DISTINCT FROM \(mark)::int4")
       }
       assignments.append("update_time = \(builder.bind(now))")
-      let terms = PostgresEmployeeSQL.filterTerms(filter, into: &builder) + ["(" + differs.joined(separator: " OR ") + ")"]
+      let terms =
+        PostgresEmployeeSQL.filterTerms(filter, into: &builder) + [
+          "(" + differs.joined(separator: " OR ") + ")"
+        ]
       builder.sql = """
         UPDATE employees AS e SET \(assignments.joined(separator: ", "))
         WHERE \(terms.joined(separator: " AND ")) RETURNING e.guid
         """
       let guids = try await transaction.rows(builder.query).map { try $0[0].decode(String.self) }
       for guid in guids {
-        transaction.record(.employee, guid: guid, kind: .updated, fields: paths, context: context, timeMillis: now)
+        transaction.record(
+          .employee,
+          guid: guid,
+          kind: .updated,
+          fields: paths,
+          context: context,
+          timeMillis: now
+        )
       }
       return guids.count
     }
@@ -209,7 +284,11 @@ extension PostgresStore {
   static let deleteChunkRows = 500
 
   /// Deletes up to `limit` employees matching `filter`, a few hundred per transaction.
-  public func deleteEmployees(filter: EmployeeFilter, limit: Int, context: WriteContext) async throws -> (deleted: Int, more: Bool) {
+  public func deleteEmployees(
+    filter: EmployeeFilter,
+    limit: Int,
+    context: WriteContext
+  ) async throws -> (deleted: Int, more: Bool) {
     precondition(limit > 0 && limit <= StoreLimits.maximumDeleteLimit)
     var deleted = 0
     while deleted < limit {
@@ -226,7 +305,13 @@ extension PostgresStore {
         let guids = try await transaction.rows(builder.query).map { try $0[0].decode(String.self) }
         let now = Self.nowMillis()
         for guid in guids {
-          transaction.record(.employee, guid: guid, kind: .deleted, context: context, timeMillis: now)
+          transaction.record(
+            .employee,
+            guid: guid,
+            kind: .deleted,
+            context: context,
+            timeMillis: now
+          )
         }
         return guids.count
       }
@@ -244,20 +329,35 @@ extension PostgresStore {
   // MARK: Row writes, shared by the single and bulk paths
 
   /// Inserts a validated employee; returns its row id, or nil when the guid is taken.
-  static func insert(_ employee: Employee, now: Int64, in transaction: WriteTransaction) async throws -> Int64? {
+  static func insert(
+    _ employee: Employee,
+    now: Int64,
+    in transaction: WriteTransaction
+  ) async throws -> Int64? {
     try await transaction.row(EmployeeInsert(employee: employee, now: now))?[0].decode(Int64.self)
   }
 
   /// Reads an employee's `fields` and locks the row until the transaction ends.
-  static func lockEmployee(_ guid: String, fields: EmployeeFields, in transaction: WriteTransaction) async throws -> Employee? {
+  static func lockEmployee(
+    _ guid: String,
+    fields: EmployeeFields,
+    in transaction: WriteTransaction
+  ) async throws -> Employee? {
     var builder = SQLBuilder()
-    builder.sql = PostgresEmployeeSQL.select(fields) + " WHERE e.guid = \(builder.bind(guid)) FOR UPDATE OF e"
+    builder.sql =
+      PostgresEmployeeSQL.select(fields) + " WHERE e.guid = \(builder.bind(guid)) FOR UPDATE OF e"
     guard let row = try await transaction.row(builder.query) else { return nil }
     return try PostgresEmployeeSQL.decode(row, fields).0
   }
 
   /// Writes the columns behind `paths` from `employee`, plus `update_time`, to row `id`.
-  static func update(id: Int64, to employee: Employee, paths: [EmployeeField], now: Int64, in transaction: WriteTransaction) async throws {
+  static func update(
+    id: Int64,
+    to employee: Employee,
+    paths: [EmployeeField],
+    now: Int64,
+    in transaction: WriteTransaction
+  ) async throws {
     var builder = SQLBuilder()
     let assignments = Self.assignments(employee, paths: paths, now: now, into: &builder)
     builder.sql = "UPDATE employees SET \(assignments) WHERE id = \(builder.bind(id))"
@@ -265,7 +365,12 @@ extension PostgresStore {
   }
 
   /// The SET list that writes the columns behind `paths` from `employee`, plus `update_time`.
-  static func assignments(_ employee: Employee, paths: [EmployeeField], now: Int64, into builder: inout SQLBuilder) -> String {
+  static func assignments(
+    _ employee: Employee,
+    paths: [EmployeeField],
+    now: Int64,
+    into builder: inout SQLBuilder
+  ) -> String {
     var assignments: [String] = []
     for path in paths {
       switch path {
@@ -279,7 +384,10 @@ extension PostgresStore {
       case .about: assignments.append("about = \(builder.bind(employee.about))")
       case .active: assignments.append("active = \(builder.bind(employee.active))")
       case .startDate: assignments.append("start_date = \(builder.bind(employee.startDate))")
-      case .vacationDays: assignments.append("vacation_days = \(builder.bind(Int32(clamping: employee.vacationDays)))")
+      case .vacationDays:
+        assignments.append(
+          "vacation_days = \(builder.bind(Int32(clamping: employee.vacationDays)))"
+        )
       default: preconditionFailure("not an editable field: \(path)")
       }
     }

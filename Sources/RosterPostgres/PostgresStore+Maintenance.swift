@@ -30,7 +30,7 @@ extension PostgresStore {
     while !Task.isCancelled {
       try await Task.sleep(for: self.configuration.keepAliveInterval)
       let count = await withTaskGroup(of: Bool.self) { pings in
-        for _ in 0..<self.configuration.maximumConnections {
+        for _ in 0 ..< self.configuration.maximumConnections {
           pings.addTask {
             await FirstAnswer.within(self.answerTimeout) {
               (try? await self.rows("SELECT 1 AS roster_keep_alive")) != nil
@@ -40,7 +40,10 @@ extension PostgresStore {
         return await pings.reduce(0) { silent, answered in answered ? silent : silent + 1 }
       }
       if count > 0, !Task.isCancelled {
-        self.logger.warning("pooled connections did not answer their keep-alive", metadata: ["connections": "\(count)"])
+        self.logger.warning(
+          "pooled connections did not answer their keep-alive",
+          metadata: ["connections": "\(count)"]
+        )
       }
     }
   }

@@ -1,22 +1,31 @@
 public import Foundation
+internal import NIOCore
+internal import PostgresNIO
 public import RosterDomain
 public import RosterPictures
 public import RosterStore
-internal import NIOCore
-internal import PostgresNIO
 
 extension PostgresStore {
   // MARK: Upload
 
   /// Starts an upload of `guid`'s new picture: bytes go to a local temporary file as they
   /// arrive; `finish` stores them in the database in chunks.
-  public func beginPictureUpload(guid: String, contentType: String, totalSize: Int64) async throws -> any PictureUploading {
+  public func beginPictureUpload(
+    guid: String,
+    contentType: String,
+    totalSize: Int64
+  ) async throws -> any PictureUploading {
     let guid = try EmployeeValidation.requireGUID(guid)
     try self.pictures.checkDeclared(contentType: contentType, totalSize: totalSize)
     guard try await self.row("SELECT 1 FROM employees WHERE guid = \(guid)") != nil else {
       throw StoreError(.notFound, "no employee with guid '\(guid)'")
     }
-    return try self.pictures.beginUpload(guid: guid, contentType: contentType, totalSize: totalSize, catalog: self)
+    return try self.pictures.beginUpload(
+      guid: guid,
+      contentType: contentType,
+      totalSize: totalSize,
+      catalog: self
+    )
   }
 
   /// Stores a finished upload: the picture once per content, in chunks read from the staged
@@ -31,27 +40,34 @@ extension PostgresStore {
   ) async throws {
     let chunkBytes = self.configuration.pictureChunkBytes
     try await self.transaction { transaction in
-      guard let owner = try await transaction.row("SELECT id, picture_etag FROM employees WHERE guid = \(guid) FOR UPDATE") else {
+      guard
+        let owner = try await transaction.row(
+          "SELECT id, picture_etag FROM employees WHERE guid = \(guid) FOR UPDATE"
+        )
+      else {
         throw StoreError(.notFound, "no employee with guid '\(guid)'")
       }
       let id = try owner[0].decode(Int64.self)
       let old = try owner[1].decode(String?.self)
       // DO UPDATE locks the picture row, so a concurrent release of the same content skips
       // it (see release_picture) until this transaction has pointed an employee at it.
-      let inserted = try await transaction.row(
-        """
-        INSERT INTO pictures AS p (etag, size, content_type, width, height, chunk_bytes)
-        VALUES (\(info.etag), \(info.size), \(info.contentType), \(Int32(info.width)), \(Int32(info.height)), \(Int32(chunkBytes)))
-        ON CONFLICT (etag) DO UPDATE SET etag = p.etag
-        RETURNING xmax = 0
-        """
-      )?[0].decode(Bool.self) ?? false
+      let inserted =
+        try await transaction.row(
+          """
+          INSERT INTO pictures AS p (etag, size, content_type, width, height, chunk_bytes)
+          VALUES (\(info.etag), \(info.size), \(info.contentType), \(Int32(info.width)), \(Int32(info.height)), \(Int32(chunkBytes)))
+          ON CONFLICT (etag) DO UPDATE SET etag = p.etag
+          RETURNING xmax = 0
+          """
+        )?[0].decode(Bool.self) ?? false
       if inserted {
         var offset: Int64 = 0
         var n: Int32 = 0
         while offset < info.size {
           let bytes = try await staged.read(offset: offset, count: chunkBytes)
-          if bytes.isEmpty { throw StoreError(.unavailable, "the upload's file ended early; send the picture again") }
+          if bytes.isEmpty {
+            throw StoreError(.unavailable, "the upload's file ended early; send the picture again")
+          }
           try await transaction.execute(
             "INSERT INTO picture_chunks (etag, n, data) VALUES (\(info.etag), \(n), \(ByteBuffer(bytes: bytes)))"
           )
@@ -60,7 +76,9 @@ extension PostgresStore {
         }
       }
       let now = Self.nowMillis()
-      try await transaction.execute("UPDATE employees SET picture_etag = \(info.etag), update_time = \(now) WHERE id = \(id)")
+      try await transaction.execute(
+        "UPDATE employees SET picture_etag = \(info.etag), update_time = \(now) WHERE id = \(id)"
+      )
       try await transaction.execute(
         """
         INSERT INTO employee_thumbnails (employee_id, data, width, height)
@@ -68,22 +86,36 @@ extension PostgresStore {
         ON CONFLICT (employee_id) DO UPDATE SET data = EXCLUDED.data, width = EXCLUDED.width, height = EXCLUDED.height
         """
       )
-      transaction.record(.picture, guid: guid, kind: old == nil ? .inserted : .updated, fields: ["picture"], context: context, timeMillis: now)
+      transaction.record(
+        .picture,
+        guid: guid,
+        kind: old == nil ? .inserted : .updated,
+        fields: ["picture"],
+        context: context,
+        timeMillis: now
+      )
     }
   }
 
   /// Points each employee at the content stored under its etag, with the thumbnail another
   /// employee already has of it, in one transaction of set-wise statements; those whose
   /// content no employee holds are left.
-  public func attachPictures(_ pictures: [(guid: String, etag: String)], context: WriteContext) async throws -> Set<String> {
-    let pictures = try pictures.map { (guid: try EmployeeValidation.requireGUID($0.guid), etag: $0.etag) }
+  public func attachPictures(
+    _ pictures: [(guid: String, etag: String)],
+    context: WriteContext
+  ) async throws -> Set<String> {
+    let pictures = try pictures.map {
+      (guid: try EmployeeValidation.requireGUID($0.guid), etag: $0.etag)
+    }
     let guids = pictures.map(\.guid)
     return try await self.transaction { transaction in
       var owners: [String: (id: Int64, old: String?)] = [:]
       for row in try await transaction.rows(
         "SELECT guid, id, picture_etag FROM employees WHERE guid = ANY(\(guids)) ORDER BY id FOR UPDATE"
       ) {
-        owners[try row[0].decode(String.self)] = (try row[1].decode(Int64.self), try row[2].decode(String?.self))
+        owners[try row[0].decode(String.self)] = (
+          try row[1].decode(Int64.self), try row[2].decode(String?.self)
+        )
       }
       if let missing = guids.first(where: { owners[$0] == nil }) {
         throw StoreError(.notFound, "no employee with guid '\(missing)'")
@@ -91,7 +123,9 @@ extension PostgresStore {
       // The content rows are locked as storePicture locks them, so a concurrent release of
       // the same content skips them; each one's thumbnail comes from an employee holding it.
       let etags = Array(Set(pictures.map(\.etag))).sorted()
-      _ = try await transaction.rows("SELECT etag FROM pictures WHERE etag = ANY(\(etags)) ORDER BY etag FOR UPDATE")
+      _ = try await transaction.rows(
+        "SELECT etag FROM pictures WHERE etag = ANY(\(etags)) ORDER BY etag FOR UPDATE"
+      )
       var holders: [String: Int64] = [:]
       for row in try await transaction.rows(
         // One holder per content, found through the index on picture_etag: never a scan of
@@ -121,7 +155,12 @@ extension PostgresStore {
         newEtags.append(etag)
         attached.insert(guid)
         transaction.record(
-          .picture, guid: guid, kind: owner.old == nil ? .inserted : .updated, fields: ["picture"], context: context, timeMillis: now
+          .picture,
+          guid: guid,
+          kind: owner.old == nil ? .inserted : .updated,
+          fields: ["picture"],
+          context: context,
+          timeMillis: now
         )
       }
       if ids.isEmpty { return attached }
@@ -145,7 +184,9 @@ extension PostgresStore {
   }
 
   /// A thumbnail already made from the same content, if any employee has one.
-  public func existingThumbnail(etag: String) async throws -> (StoredThumbnail, width: Int, height: Int)? {
+  public func existingThumbnail(
+    etag: String
+  ) async throws -> (StoredThumbnail, width: Int, height: Int)? {
     guard
       let row = try await self.row(
         """
@@ -193,7 +234,12 @@ extension PostgresStore {
       width: try row[4].decode(Int.self),
       height: try row[5].decode(Int.self)
     )
-    let reader = ChunkReader(store: self, etag: etag, size: info.size, chunkBytes: try row[6].decode(Int.self))
+    let reader = ChunkReader(
+      store: self,
+      etag: etag,
+      size: info.size,
+      chunkBytes: try row[6].decode(Int.self)
+    )
     return try await body(info, reader)
   }
 
@@ -208,7 +254,8 @@ extension PostgresStore {
         """
       )
     else { throw StoreError(.notFound, "no employee with guid '\(guid)'") }
-    guard let etag = try row[0].decode(String?.self), let data = try row[1].decode(ByteBuffer?.self) else {
+    guard let etag = try row[0].decode(String?.self), let data = try row[1].decode(ByteBuffer?.self)
+    else {
       throw StoreError(.notFound, "employee '\(guid)' has no picture")
     }
     return StoredThumbnail(
@@ -226,7 +273,11 @@ extension PostgresStore {
   public func deletePicture(guid: String, context: WriteContext) async throws {
     let guid = try EmployeeValidation.requireGUID(guid)
     try await self.submit { transaction in
-      guard let owner = try await transaction.row("SELECT id, picture_etag FROM employees WHERE guid = \(guid) FOR UPDATE") else {
+      guard
+        let owner = try await transaction.row(
+          "SELECT id, picture_etag FROM employees WHERE guid = \(guid) FOR UPDATE"
+        )
+      else {
         throw StoreError(.notFound, "no employee with guid '\(guid)'")
       }
       let id = try owner[0].decode(Int64.self)
@@ -234,9 +285,18 @@ extension PostgresStore {
         throw StoreError(.notFound, "employee '\(guid)' has no picture")
       }
       let now = Self.nowMillis()
-      try await transaction.execute("UPDATE employees SET picture_etag = NULL, update_time = \(now) WHERE id = \(id)")
+      try await transaction.execute(
+        "UPDATE employees SET picture_etag = NULL, update_time = \(now) WHERE id = \(id)"
+      )
       try await transaction.execute("DELETE FROM employee_thumbnails WHERE employee_id = \(id)")
-      transaction.record(.picture, guid: guid, kind: .deleted, fields: ["picture"], context: context, timeMillis: now)
+      transaction.record(
+        .picture,
+        guid: guid,
+        kind: .deleted,
+        fields: ["picture"],
+        context: context,
+        timeMillis: now
+      )
     }
   }
 
@@ -284,7 +344,11 @@ struct ChunkReader: PictureReading {
       let start = n * Int64(self.chunkBytes)
       let from = Int(max(offset, start) - start)
       let to = Int(min(end, start + Int64(chunk.readableBytes)) - start)
-      if from < to { data.append(contentsOf: chunk.readableBytesView[chunk.readerIndex + from..<chunk.readerIndex + to]) }
+      if from < to {
+        data.append(
+          contentsOf: chunk.readableBytesView[chunk.readerIndex + from ..< chunk.readerIndex + to]
+        )
+      }
     }
     return data
   }

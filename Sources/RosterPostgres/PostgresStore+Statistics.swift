@@ -1,5 +1,5 @@
-internal import RosterDomain
 internal import PostgresNIO
+internal import RosterDomain
 
 extension PostgresStore {
   /// Groups a page of median pages hold at most on the raw path (by year, month or day):
@@ -18,14 +18,15 @@ extension PostgresStore {
     let key = Self.dailyKey(grouping)
     var terms = Self.dailyTerms(filter, &builder)
     if let after = page.after { terms.append("(\(key)) > \(builder.bind(after))") }
-    let value: String = switch function {
-    case .count, .sum, .average: Self.rolledUp(function)
-    case .minimum: "min(min_cents)::float8"
-    case .maximum: "max(max_cents)::float8"
-    default:
-      // Population variance as E[x²] - E[x]², from sums kept exactly.
-      "sqrt(greatest(0, sum(squares) / sum(count) - (sum(total_cents)::numeric / sum(count)) ^ 2))::float8"
-    }
+    let value: String =
+      switch function {
+      case .count, .sum, .average: Self.rolledUp(function)
+      case .minimum: "min(min_cents)::float8"
+      case .maximum: "max(max_cents)::float8"
+      default:
+        // Population variance as E[x²] - E[x]², from sums kept exactly.
+        "sqrt(greatest(0, sum(squares) / sum(count) - (sum(total_cents)::numeric / sum(count)) ^ 2))::float8"
+      }
     let whereClause = terms.isEmpty ? "" : " WHERE " + terms.joined(separator: " AND ")
     builder.sql = """
       SELECT \(key) AS k, \(value) FROM sales_daily_department\(whereClause)
@@ -46,14 +47,19 @@ extension PostgresStore {
     return try await self.heavy { read -> AggregatePage in
       guard grouping == .department else {
         let median = try await Self.medianFromBuckets(read, filter)
-        return AggregatePage(cutting: median.map { [AggregateValue(key: "", value: $0)] } ?? [], grouping: .none, page: page)
+        return AggregatePage(
+          cutting: median.map { [AggregateValue(key: "", value: $0)] } ?? [],
+          grouping: .none,
+          page: page
+        )
       }
       let limit = min(page.limit, AmountBuckets.mediansPerPage)
       var builder = SQLBuilder()
       var terms = Self.dailyTerms(filter, &builder)
       if let after = page.after { terms.append("department > \(builder.bind(after))") }
       let whereClause = terms.isEmpty ? "" : " WHERE " + terms.joined(separator: " AND ")
-      builder.sql = "SELECT DISTINCT department FROM sales_daily_department\(whereClause) ORDER BY 1 LIMIT \(limit + 1)"
+      builder.sql =
+        "SELECT DISTINCT department FROM sales_daily_department\(whereClause) ORDER BY 1 LIMIT \(limit + 1)"
       let departments = try await read.rows(builder.query).map { try $0[0].decode(String.self) }
       var groups: [AggregateValue] = []
       for department in departments.prefix(limit) {
@@ -63,17 +69,25 @@ extension PostgresStore {
           groups.append(AggregateValue(key: department, value: median))
         }
       }
-      return AggregatePage(groups: groups, next: departments.count > limit ? departments[limit - 1] : nil)
+      return AggregatePage(
+        groups: groups,
+        next: departments.count > limit ? departments[limit - 1] : nil
+      )
     }
   }
 
   /// The median of the sales in `filter`'s range and department, as SQLite's
   /// `medianFromBuckets`; nil when no sale matches.
-  private static func medianFromBuckets(_ read: HeavyRead, _ filter: SalesFilter) async throws -> Double? {
+  private static func medianFromBuckets(
+    _ read: HeavyRead,
+    _ filter: SalesFilter
+  ) async throws -> Double? {
     let periods = SalesPeriods(from: filter.fromDate, to: filter.toDate)
     var counts: [Int: Int64] = [:]
     func inDepartment(_ builder: inout SQLBuilder) -> String {
-      filter.department.map { " AND s.employee_id IN (SELECT id FROM employees WHERE department = \(builder.bind($0)))" } ?? ""
+      filter.department.map {
+        " AND s.employee_id IN (SELECT id FROM employees WHERE department = \(builder.bind($0)))"
+      } ?? ""
     }
     var queries: [SQLBuilder] = []
     for range in periods.bucketPeriods {
@@ -136,13 +150,16 @@ extension PostgresStore {
     var terms = Self.dailyTerms(filter, &builder)
     if let after { terms.append("(\(key)) > \(builder.bind(after))") }
     let whereClause = terms.isEmpty ? "" : " WHERE " + terms.joined(separator: " AND ")
-    builder.sql = "SELECT \(key), sum(count)::int8 FROM sales_daily_department\(whereClause) GROUP BY 1 ORDER BY 1"
+    builder.sql =
+      "SELECT \(key), sum(count)::int8 FROM sales_daily_department\(whereClause) GROUP BY 1 ORDER BY 1"
     let query = builder.query
     // Heavy: its rows grow with the days in the range (about 200,000 over every date at 10M sales).
     return try await self.heavy { read in
       var page = MedianPageEnd(limit: limit, budget: Self.medianRowsPerPage)
       for row in try await read.rows(query) {
-        guard page.take(try row[0].decode(String.self), size: try row[1].decode(Int64.self)) else { break }
+        guard page.take(try row[0].decode(String.self), size: try row[1].decode(Int64.self)) else {
+          break
+        }
       }
       return page.end
     }
@@ -150,7 +167,10 @@ extension PostgresStore {
 
   /// The group key of `grouping` on `sales_daily_department`.
   private static func dailyKey(_ grouping: AggregateGrouping) -> String {
-    ["none": "''", "department": "department", "year": "left(day, 4)", "month": "left(day, 7)", "day": "day"][
+    [
+      "none": "''", "department": "department", "year": "left(day, 4)", "month": "left(day, 7)",
+      "day": "day",
+    ][
       grouping.rawValue
     ]!
   }
@@ -167,7 +187,10 @@ extension PostgresStore {
   /// Groups as `(key, double)` rows.
   static func values(_ rows: [PostgresRandomAccessRow]) throws -> [AggregateValue] {
     try rows.map { row in
-      AggregateValue(key: try row[0].decode(String.self), value: try row[1].decode(Double?.self) ?? 0)
+      AggregateValue(
+        key: try row[0].decode(String.self),
+        value: try row[1].decode(Double?.self) ?? 0
+      )
     }
   }
 }

@@ -1,9 +1,9 @@
+internal import Foundation
 public import Logging
 public import PostgresNIO
+internal import RosterDomain
 public import RosterPictures
 public import RosterStore
-internal import Foundation
-internal import RosterDomain
 internal import ServiceLifecycle
 internal import Synchronization
 
@@ -51,7 +51,10 @@ public final class PostgresStore: StoreBackend, PictureCatalog {
     self.pictures = pictures
     self.channel = "roster_changes_" + configuration.schema
     self.writes = WriteQueue(maximumBatch: configuration.maximumWriteBatch)
-    self.heavyReads = HeavyReads(width: configuration.heavyReads, queueLimit: configuration.heavyQueueLimit)
+    self.heavyReads = HeavyReads(
+      width: configuration.heavyReads,
+      queueLimit: configuration.heavyQueueLimit
+    )
     self.pointReads = PointReads(width: configuration.pointReads)
   }
 
@@ -61,11 +64,18 @@ public final class PostgresStore: StoreBackend, PictureCatalog {
   ///
   /// - Throws: `invalidArgument` for a bad schema name, `unavailable` when the server cannot
   ///   be reached.
-  public static func open(_ configuration: PostgresConfiguration, logger: Logger) async throws -> PostgresStore {
+  public static func open(
+    _ configuration: PostgresConfiguration,
+    logger: Logger
+  ) async throws -> PostgresStore {
     guard Self.isIdentifier(configuration.schema) else {
-      throw StoreError(.invalidArgument, "schema '\(configuration.schema)' must be lower-case letters, digits and _")
+      throw StoreError(
+        .invalidArgument,
+        "schema '\(configuration.schema)' must be lower-case letters, digits and _"
+      )
     }
-    let (latest, created) = try await Migrator(configuration: configuration, logger: logger).migrate()
+    let (latest, created) = try await Migrator(configuration: configuration, logger: logger)
+      .migrate()
     var options = PostgresClient.Configuration.Options()
     options.maximumConnections = configuration.maximumConnections
     // Every connection kept open, and the keep-alive our own (`keepAlive`): postgres-nio's
@@ -108,7 +118,9 @@ public final class PostgresStore: StoreBackend, PictureCatalog {
   /// What every connection sets when it starts: the schema first on the search path, and the
   /// longest a statement may run.
   static func sessionParameters(_ configuration: PostgresConfiguration) -> [(String, String)] {
-    var parameters = [("search_path", "\(configuration.schema), public"), ("application_name", "roster")]
+    var parameters = [
+      ("search_path", "\(configuration.schema), public"), ("application_name", "roster"),
+    ]
     if let timeout = configuration.statementTimeout {
       parameters.append(("statement_timeout", "\(timeout.components.seconds * 1000)"))
     }
@@ -116,9 +128,13 @@ public final class PostgresStore: StoreBackend, PictureCatalog {
   }
 
   static func isIdentifier(_ name: String) -> Bool {
-    guard let first = name.unicodeScalars.first, first.properties.isLowercase || first == "_" else { return false }
+    guard let first = name.unicodeScalars.first, first.properties.isLowercase || first == "_" else {
+      return false
+    }
     return name.count <= 40
-      && name.unicodeScalars.allSatisfy { ("a"..."z").contains($0) || ("0"..."9").contains($0) || $0 == "_" }
+      && name.unicodeScalars.allSatisfy {
+        ("a" ... "z").contains($0) || ("0" ... "9").contains($0) || $0 == "_"
+      }
   }
 
   // MARK: Service
@@ -172,7 +188,10 @@ public final class PostgresStore: StoreBackend, PictureCatalog {
       return true
     }
     if !stopped {
-      self.logger.warning("\(what) did not stop in time; leaving it", metadata: ["timeout": "\(Self.poolStopTimeout)"])
+      self.logger.warning(
+        "\(what) did not stop in time; leaving it",
+        metadata: ["timeout": "\(Self.poolStopTimeout)"]
+      )
     }
   }
 
@@ -209,7 +228,10 @@ public final class PostgresStore: StoreBackend, PictureCatalog {
       try await self.client.withConnection { connection in
         _ = try await connection.query("SET statement_timeout = 0", logger: self.logger)
         do {
-          _ = try await connection.query(PostgresQuery(unsafeSQL: "VACUUM (ANALYZE) " + tables.joined(separator: ", ")), logger: self.logger)
+          _ = try await connection.query(
+            PostgresQuery(unsafeSQL: "VACUUM (ANALYZE) " + tables.joined(separator: ", ")),
+            logger: self.logger
+          )
         } catch {
           // Not on a connection that stopped answering, where postgres-nio may never answer
           // (`rollBack(after:logger:)`): that one is closed instead.
@@ -226,7 +248,10 @@ public final class PostgresStore: StoreBackend, PictureCatalog {
     } catch {
       throw Self.mapped(error)
     }
-    self.logger.info("vacuumed and analyzed", metadata: ["tables": "\(tables.count)", "duration": "\(ContinuousClock.now - started)"])
+    self.logger.info(
+      "vacuumed and analyzed",
+      metadata: ["tables": "\(tables.count)", "duration": "\(ContinuousClock.now - started)"]
+    )
   }
 
   // MARK: Queries
@@ -283,7 +308,11 @@ public final class PostgresStore: StoreBackend, PictureCatalog {
               try await transaction.execute("BEGIN")
               do {
                 let value = try await body(transaction)
-                let last = try await ChangeLog.append(transaction.changes, on: transaction, channel: self.channel)
+                let last = try await ChangeLog.append(
+                  transaction.changes,
+                  on: transaction,
+                  channel: self.channel
+                )
                 try await transaction.execute("COMMIT")
                 return (value, last)
               } catch {
@@ -299,7 +328,7 @@ public final class PostgresStore: StoreBackend, PictureCatalog {
         if attempt < 5, Self.isRetryable(error) {
           // The victim of a deadlock or serialization failure: after a short random pause,
           // so the two do not meet again.
-          try await Task.sleep(for: .milliseconds(Int.random(in: 1...(10 * attempt))))
+          try await Task.sleep(for: .milliseconds(Int.random(in: 1 ... (10 * attempt))))
           continue
         }
         throw Self.mapped(error)
@@ -371,14 +400,17 @@ public final class PostgresStore: StoreBackend, PictureCatalog {
       }
     }
     switch error.code {
-    case .connectionError, .serverClosedConnection, .clientClosedConnection, .uncleanShutdown, .poolClosed:
+    case .connectionError, .serverClosedConnection, .clientClosedConnection, .uncleanShutdown,
+      .poolClosed:
       return Self.unreachable
     default: return error
     }
   }
 
   static func isRetryable(_ error: any Error) -> Bool {
-    guard let error = error as? PSQLError, let state = error.serverInfo?[.sqlState] else { return false }
+    guard let error = error as? PSQLError, let state = error.serverInfo?[.sqlState] else {
+      return false
+    }
     return state == "40001" || state == "40P01"
   }
 

@@ -20,7 +20,11 @@ extension PostgresURL {
     case .allow, .prefer:
       return .prefer(try self.tlsConfiguration(verification: .none))
     case .require:
-      return .require(try self.tlsConfiguration(verification: self.sslRootCert == nil ? .none : .noHostnameVerification))
+      return .require(
+        try self.tlsConfiguration(
+          verification: self.sslRootCert == nil ? .none : .noHostnameVerification
+        )
+      )
     case .verifyCA:
       return .require(try self.tlsConfiguration(verification: .noHostnameVerification))
     case .verifyFull:
@@ -61,7 +65,10 @@ extension PostgresURL {
     do {
       tls.trustRoots = .certificates(try NIOSSLCertificate.fromPEMFile(file))
     } catch {
-      throw StoreError(.invalidArgument, "--postgres sslrootcert '\(file)' holds no PEM certificate: \(error)")
+      throw StoreError(
+        .invalidArgument,
+        "--postgres sslrootcert '\(file)' holds no PEM certificate: \(error)"
+      )
     }
     return tls
   }
@@ -74,7 +81,9 @@ extension PostgresURL {
       text += " " + String(reflecting: underlying)
     }
     let unsupported = (error as? PSQLError)?.code == .sslUnsupported
-    let isTLS = unsupported || text.contains("NIOSSL") || text.contains("BoringSSL") || text.contains("handshake")
+    let isTLS =
+      unsupported || text.contains("NIOSSL") || text.contains("BoringSSL")
+      || text.contains("handshake")
     guard isTLS else { return nil }
     let why =
       unsupported

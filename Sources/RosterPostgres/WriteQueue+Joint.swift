@@ -8,7 +8,10 @@ extension WriteQueue {
   enum Joint: Sendable {
     /// An update (`EmployeeUpdates`), ended given the row it read as it was (nil: no such
     /// employee).
-    case update(EmployeeUpdate, finish: @Sendable (WriteTransaction, PostgresRandomAccessRow?, Int64) async -> Outcome)
+    case update(
+      EmployeeUpdate,
+      finish: @Sendable (WriteTransaction, PostgresRandomAccessRow?, Int64) async -> Outcome
+    )
     /// A new employee (`EmployeeInserts`), ended given its row's id (nil: the guid is taken).
     case insert(Employee, finish: @Sendable (WriteTransaction, Int64?, Int64) async -> Outcome)
 
@@ -30,7 +33,7 @@ extension WriteQueue {
     while end < batch.count, let joint = batch[end].joint, guids.insert(joint.guid).inserted {
       end += 1
     }
-    return end - index >= 2 ? batch[index..<end] : nil
+    return end - index >= 2 ? batch[index ..< end] : nil
   }
 
   /// What the statements of a run of joint writes gave back: the rows the updates read as they
@@ -42,7 +45,11 @@ extension WriteQueue {
 
   /// Writes `run` (`writesTogether`): its creates in one statement, then its updates in
   /// another. Each writes different employees, so the order between the two changes nothing.
-  static func write(_ run: ArraySlice<Job>, now: Int64, in transaction: WriteTransaction) async throws -> Written {
+  static func write(
+    _ run: ArraySlice<Job>,
+    now: Int64,
+    in transaction: WriteTransaction
+  ) async throws -> Written {
     var updates: [EmployeeUpdate] = []
     var employees: [Employee] = []
     for job in run {

@@ -57,10 +57,16 @@ final class WriteQueue: Sendable {
 
   init(maximumBatch: Int) {
     self.maximumBatch = max(1, maximumBatch)
-    (self.signal, self.wake) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
+    (self.signal, self.wake) = AsyncStream.makeStream(
+      of: Void.self,
+      bufferingPolicy: .bufferingNewest(1)
+    )
   }
 
-  static let closedError = StoreError(.unavailable, "the server is shutting down; try another replica")
+  static let closedError = StoreError(
+    .unavailable,
+    "the server is shutting down; try another replica"
+  )
 
   /// Queues `body` and returns its result once its transaction has committed.
   ///
@@ -90,7 +96,10 @@ final class WriteQueue: Sendable {
     _ finish: @escaping @Sendable (WriteTransaction, PostgresRandomAccessRow?, Int64) throws -> T
   ) async throws -> T {
     try await self.enqueue { continuation in
-      let end: @Sendable (WriteTransaction, PostgresRandomAccessRow?, Int64) async -> Outcome = { transaction, row, now in
+      let end: @Sendable (WriteTransaction, PostgresRandomAccessRow?, Int64) async -> Outcome = {
+        transaction,
+        row,
+        now in
         await Self.outcome(continuation) { try finish(transaction, row, now) }
       }
       return Job(
@@ -116,14 +125,21 @@ final class WriteQueue: Sendable {
     _ finish: @escaping @Sendable (WriteTransaction, Int64?, Int64) throws -> T
   ) async throws -> T {
     try await self.enqueue { continuation in
-      let end: @Sendable (WriteTransaction, Int64?, Int64) async -> Outcome = { transaction, id, now in
+      let end: @Sendable (WriteTransaction, Int64?, Int64) async -> Outcome = {
+        transaction,
+        id,
+        now in
         await Self.outcome(continuation) { try finish(transaction, id, now) }
       }
       return Job(
         run: { transaction in
           await Self.outcome(continuation) {
             let now = PostgresStore.nowMillis()
-            return try finish(transaction, try await PostgresStore.insert(employee, now: now, in: transaction), now)
+            return try finish(
+              transaction,
+              try await PostgresStore.insert(employee, now: now, in: transaction),
+              now
+            )
           }
         },
         fail: { error in continuation.resume(throwing: error) },
@@ -153,11 +169,18 @@ final class WriteQueue: Sendable {
   }
 
   /// How a write went: `body`'s value, answered once the commit is known, or its error.
-  private static func outcome<T: Sendable>(_ continuation: AnswerOnce<T>, _ body: () async throws -> T) async -> Outcome {
+  private static func outcome<T: Sendable>(
+    _ continuation: AnswerOnce<T>,
+    _ body: () async throws -> T
+  ) async -> Outcome {
     do {
       let value = try await body()
       return Outcome(error: nil) { error in
-        if let error { continuation.resume(throwing: error) } else { continuation.resume(returning: value) }
+        if let error {
+          continuation.resume(throwing: error)
+        } else {
+          continuation.resume(returning: value)
+        }
       }
     } catch {
       return Outcome(error: error) { _ in continuation.resume(throwing: error) }
@@ -217,8 +240,13 @@ final class WriteQueue: Sendable {
     }
     Self.batchSize.record(batch.count)
     var timeout = store.answerTimeout
-    if let end = self.state.withLock({ $0.drainEnd }) { timeout = max(.zero, min(timeout, end - .now)) }
-    let ended = await FirstAnswer.within(timeout, started: { answer in self.state.withLock { $0.running = answer } }) {
+    if let end = self.state.withLock({ $0.drainEnd }) {
+      timeout = max(.zero, min(timeout, end - .now))
+    }
+    let ended = await FirstAnswer.within(
+      timeout,
+      started: { answer in self.state.withLock { $0.running = answer } }
+    ) {
       await self.attempt(batch, store)
       return true
     }
@@ -280,8 +308,10 @@ final class WriteQueue: Sendable {
           if let joint = job.joint, !pending.isEmpty {
             pending.removeFirst()
             switch joint {
-            case .update(let statement, let finish): outcome = await finish(transaction, written.rows[statement.guid], now)
-            case .insert(let employee, let finish): outcome = await finish(transaction, written.ids[employee.guid], now)
+            case .update(let statement, let finish):
+              outcome = await finish(transaction, written.rows[statement.guid], now)
+            case .insert(let employee, let finish):
+              outcome = await finish(transaction, written.ids[employee.guid], now)
             }
           } else {
             outcome = await job.run(transaction)

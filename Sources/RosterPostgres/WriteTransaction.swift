@@ -41,7 +41,9 @@ final class WriteTransaction: @unchecked Sendable {
   }
 
   /// Runs a prepared statement and returns its rows.
-  func rows<Statement: PostgresPreparedStatement>(_ statement: Statement) async throws -> [Statement.Row] {
+  func rows<Statement: PostgresPreparedStatement>(
+    _ statement: Statement
+  ) async throws -> [Statement.Row] {
     try self.connection.checkOpen()
     var rows: [Statement.Row] = []
     for try await row in try await self.connection.execute(statement, logger: self.logger) {
@@ -51,7 +53,9 @@ final class WriteTransaction: @unchecked Sendable {
   }
 
   /// Runs a prepared statement and returns its first row, if any.
-  func row<Statement: PostgresPreparedStatement>(_ statement: Statement) async throws -> Statement.Row? {
+  func row<Statement: PostgresPreparedStatement>(
+    _ statement: Statement
+  ) async throws -> Statement.Row? {
     try await self.rows(statement).first
   }
 
@@ -65,7 +69,15 @@ final class WriteTransaction: @unchecked Sendable {
     timeMillis: Int64
   ) {
     self.changes.append(
-      Change(sequence: 0, entity: entity, guid: guid, kind: kind, fields: fields, author: context.author, timeMillis: timeMillis)
+      Change(
+        sequence: 0,
+        entity: entity,
+        guid: guid,
+        kind: kind,
+        fields: fields,
+        author: context.author,
+        timeMillis: timeMillis
+      )
     )
   }
 }

@@ -1,5 +1,5 @@
-internal import RosterDomain
 internal import GRDB
+internal import RosterDomain
 
 // MARK: Custom aggregates
 
@@ -41,8 +41,22 @@ struct StandardDeviationAggregate: DatabaseAggregate {
 extension SQLiteStore {
   /// Registers `roster_median` and `roster_stddev` on a connection.
   static func addAggregates(_ db: Database) {
-    db.add(function: DatabaseFunction("roster_median", argumentCount: 1, pure: true, aggregate: MedianAggregate.self))
-    db.add(function: DatabaseFunction("roster_stddev", argumentCount: 1, pure: true, aggregate: StandardDeviationAggregate.self))
+    db.add(
+      function: DatabaseFunction(
+        "roster_median",
+        argumentCount: 1,
+        pure: true,
+        aggregate: MedianAggregate.self
+      )
+    )
+    db.add(
+      function: DatabaseFunction(
+        "roster_stddev",
+        argumentCount: 1,
+        pure: true,
+        aggregate: StandardDeviationAggregate.self
+      )
+    )
   }
 }
 
@@ -175,7 +189,9 @@ enum AnalyticsSQL {
     func scope(department: String, date: String, months: Bool = false) {
       let from = months ? filter.fromDate.map { String($0.prefix(7)) } : filter.fromDate
       let to = months ? filter.toDate.map { String($0.prefix(7)) } : filter.toDate
-      for (term, value) in [("\(department) = ?", filter.department), ("\(date) >= ?", from), ("\(date) <= ?", to)] {
+      for (term, value) in [
+        ("\(department) = ?", filter.department), ("\(date) >= ?", from), ("\(date) <= ?", to),
+      ] {
         if let value {
           terms.append(term)
           arguments.append(value)
@@ -187,8 +203,10 @@ enum AnalyticsSQL {
       [.none, .department, .year, .month].contains(grouping)
     {
       scope(department: "department", date: "month", months: true)
-      let key = ["none": "''", "department": "department", "year": "substr(month, 1, 4)",
-                 "month": "month"][grouping.rawValue]!
+      let key = [
+        "none": "''", "department": "department", "year": "substr(month, 1, 4)",
+        "month": "month",
+      ][grouping.rawValue]!
       return finish(key, Self.rolledUp(function), "sales_monthly_department")
     }
     if additive.contains(function), let guid = filter.employeeGUID,
@@ -197,16 +215,24 @@ enum AnalyticsSQL {
       terms.append("e.guid = ?")
       arguments.append(guid)
       scope(department: "e.department", date: "d.day")
-      let key = ["none": "''", "employee": "e.guid", "year": "substr(d.day, 1, 4)",
-                 "month": "substr(d.day, 1, 7)", "day": "d.day"][grouping.rawValue]!
-      return finish(key, Self.rolledUp(function), "sales_daily d JOIN employees e ON e.id = d.employee_id")
+      let key = [
+        "none": "''", "employee": "e.guid", "year": "substr(d.day, 1, 4)",
+        "month": "substr(d.day, 1, 7)", "day": "d.day",
+      ][grouping.rawValue]!
+      return finish(
+        key,
+        Self.rolledUp(function),
+        "sales_daily d JOIN employees e ON e.id = d.employee_id"
+      )
     }
     if function != .median, filter.employeeGUID == nil,
       [.none, .department, .year, .month, .day].contains(grouping)
     {
       scope(department: "department", date: "day")
-      let key = ["none": "''", "department": "department", "year": "substr(day, 1, 4)",
-                 "month": "substr(day, 1, 7)", "day": "day"][grouping.rawValue]!
+      let key = [
+        "none": "''", "department": "department", "year": "substr(day, 1, 4)",
+        "month": "substr(day, 1, 7)", "day": "day",
+      ][grouping.rawValue]!
       return finish(key, Self.fromDailyStatistics(function), "sales_daily_department")
     }
     // By employee, the guid order must drive (see below), not the department's index.
@@ -222,24 +248,29 @@ enum AnalyticsSQL {
       case .employee: terms.append("e.guid <= ?")
       default: terms.append("s.date <= ?")
       }
-      arguments.append(grouping == .year ? last + "-12-31" : grouping == .month ? last + "-31" : last)
+      arguments.append(
+        grouping == .year ? last + "-12-31" : grouping == .month ? last + "-31" : last
+      )
     }
-    let key = ["none": "''", "department": "e.department", "employee": "e.guid",
-               "year": "substr(s.date, 1, 4)", "month": "substr(s.date, 1, 7)",
-               "day": "s.date"][grouping.rawValue]!
+    let key = [
+      "none": "''", "department": "e.department", "employee": "e.guid",
+      "year": "substr(s.date, 1, 4)", "month": "substr(s.date, 1, 7)",
+      "day": "s.date",
+    ][grouping.rawValue]!
     let value = SQLiteStore.aggregateExpression(function, column: "s.amount_cents")
     // By employee or department, the employees are walked in that order (CROSS JOIN fixes
     // the loop order), each with their sales from `sales_by_employee_date`: a page reads its
     // own groups only.
     // Without a department or an employee, the employee is not needed at all: every sale has
     // one (the foreign key), and `sales_by_date` holds the date and amount.
-    let from = if grouping == .employee || grouping == .department {
-      "employees e CROSS JOIN sales s ON s.employee_id = e.id"
-    } else if filter.department == nil, filter.employeeGUID == nil, grouping != .department {
-      "sales s"
-    } else {
-      "sales s JOIN employees e ON e.id = s.employee_id"
-    }
+    let from =
+      if grouping == .employee || grouping == .department {
+        "employees e CROSS JOIN sales s ON s.employee_id = e.id"
+      } else if filter.department == nil, filter.employeeGUID == nil, grouping != .department {
+        "sales s"
+      } else {
+        "sales s JOIN employees e ON e.id = s.employee_id"
+      }
     return finish(key, value, from)
   }
 
@@ -250,12 +281,16 @@ enum AnalyticsSQL {
     _ filter: SalesFilter,
     after: String?
   ) -> (sql: String, arguments: StatementArguments) {
-    let key = ["department": "department", "year": "substr(day, 1, 4)", "month": "substr(day, 1, 7)",
-               "day": "day"][grouping.rawValue]!
+    let key = [
+      "department": "department", "year": "substr(day, 1, 4)", "month": "substr(day, 1, 7)",
+      "day": "day",
+    ][grouping.rawValue]!
     var terms: [String] = []
     var arguments: [any DatabaseValueConvertible] = []
-    for (term, value) in [("department = ?", filter.department), ("day >= ?", filter.fromDate),
-                          ("day <= ?", filter.toDate), ("\(key) > ?", after)] {
+    for (term, value) in [
+      ("department = ?", filter.department), ("day >= ?", filter.fromDate),
+      ("day <= ?", filter.toDate), ("\(key) > ?", after),
+    ] {
       if let value {
         terms.append(term)
         arguments.append(value)
@@ -289,6 +324,5 @@ enum AnalyticsSQL {
     default: "total(total_cents) / sum(count)"
     }
   }
-
 
 }

@@ -31,7 +31,8 @@ final class BulkExecutor: TaskExecutor {
     // `body` was sent here and runs once, in the task below; nothing else touches it.
     nonisolated(unsafe) let body = body
     return try await withTaskCancellationHandler {
-      try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
+      try await withCheckedThrowingContinuation {
+        (continuation: CheckedContinuation<T, any Error>) in
         let task = Task(executorPreference: self) {
           let result: Result<T, any Error>
           do {

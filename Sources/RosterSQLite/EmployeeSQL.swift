@@ -1,7 +1,7 @@
-internal import RosterDomain
-internal import RosterStore
 internal import GRDB
 internal import GRDBSQLite
+internal import RosterDomain
+internal import RosterStore
 internal import Synchronization
 
 /// Builds the SQL of every employee read from a field set, a filter and an order.
@@ -61,7 +61,8 @@ enum EmployeeSQL {
     if fields.contains(.startDate) { row.startDate = text() }
     if fields.contains(.vacationDays) { row.vacationDays = Int(integer()) }
     if fields.contains(.pictureEtag) {
-      row.pictureEtag = sqlite3_column_type(statement, index) == SQLITE_NULL ? nil : Self.bytes(statement, index)
+      row.pictureEtag =
+        sqlite3_column_type(statement, index) == SQLITE_NULL ? nil : Self.bytes(statement, index)
       index += 1
     }
     if fields.contains(.salesCount) { row.salesCount = integer() }
@@ -70,7 +71,10 @@ enum EmployeeSQL {
       if sqlite3_column_type(statement, index) != SQLITE_NULL {
         // A zero-length blob has no pointer: an empty thumbnail.
         let bytes = sqlite3_column_blob(statement, index)?.assumingMemoryBound(to: UInt8.self)
-        row.thumbnail = UnsafeBufferPointer(start: bytes, count: Int(sqlite3_column_bytes(statement, index)))
+        row.thumbnail = UnsafeBufferPointer(
+          start: bytes,
+          count: Int(sqlite3_column_bytes(statement, index))
+        )
       }
       index += 1
     }
@@ -85,13 +89,15 @@ enum EmployeeSQL {
   /// The UTF-8 bytes of text column `index` of the row `statement` is on (none for NULL),
   /// valid until the statement steps.
   static func bytes(_ statement: SQLiteStatement, _ index: CInt) -> UnsafeBufferPointer<UInt8> {
-    guard let bytes = sqlite3_column_text(statement, index) else { return UnsafeBufferPointer(start: nil, count: 0) }
+    guard let bytes = sqlite3_column_text(statement, index) else {
+      return UnsafeBufferPointer(start: nil, count: 0)
+    }
     return UnsafeBufferPointer(start: bytes, count: Int(sqlite3_column_bytes(statement, index)))
   }
 
   /// The sort keys of the row `statement` is on: its columns from `index` on.
   static func keys(_ statement: SQLiteStatement, from index: Int) -> [String] {
-    (index..<Int(sqlite3_column_count(statement))).map { Self.text(statement, CInt($0)) }
+    (index ..< Int(sqlite3_column_count(statement))).map { Self.text(statement, CInt($0)) }
   }
 
   /// The columns that order a listing, most significant first (the row id comes last).
@@ -116,7 +122,8 @@ enum EmployeeSQL {
     var sql: String
     var arguments: [any DatabaseValueConvertible]
     if folded.count >= 3 {
-      sql = "SELECT \(columns) FROM employee_names WHERE id IN "
+      sql =
+        "SELECT \(columns) FROM employee_names WHERE id IN "
         + "(SELECT rowid FROM employee_names_fts WHERE employee_names_fts.name_folded GLOB ?)"
       arguments = [TextFolding.containsPattern(text)]
     } else {

@@ -1,5 +1,5 @@
-internal import RosterDomain
 internal import Foundation
+internal import RosterDomain
 
 /// State behind a condition variable: threads that wait for work sleep on it, and whoever
 /// changes the state signals them. For the store's own threads only (lanes, the priority

@@ -54,7 +54,10 @@ final class PointReaders: Sendable {
   }
 
   private func take() -> DatabaseQueue? {
-    enum Taken { case reader(DatabaseQueue), open, none }
+    enum Taken {
+      case reader(DatabaseQueue)
+      case open, none
+    }
     let taken: Taken = self.state.withLock { state in
       if let reader = state.idle.popLast() { return .reader(reader) }
       guard state.opened < self.capacity else { return .none }

@@ -1,5 +1,5 @@
-internal import RosterDomain
 internal import GRDB
+internal import RosterDomain
 
 /// One store query with SQLite's plan for it.
 public struct QueryPlan: Sendable {
@@ -38,9 +38,22 @@ extension SQLiteStore {
     ]
     for order in EmployeeOrder.allCases {
       for (label, filter) in filters {
-        for cursor in [nil, EmployeeCursor(keys: EmployeeSQL.sortKeys(order).map { _ in "m" }, id: 5)] {
-          let page = EmployeeSQL.page(fields: .all, filter: filter, order: order, after: cursor, limit: 51)
-          queries.append(("ListEmployees by \(order), \(label)\(cursor == nil ? "" : ", next page")", page.sql, page.arguments))
+        for cursor in [
+          nil, EmployeeCursor(keys: EmployeeSQL.sortKeys(order).map { _ in "m" }, id: 5),
+        ] {
+          let page = EmployeeSQL.page(
+            fields: .all,
+            filter: filter,
+            order: order,
+            after: cursor,
+            limit: 51
+          )
+          queries.append(
+            (
+              "ListEmployees by \(order), \(label)\(cursor == nil ? "" : ", next page")", page.sql,
+              page.arguments
+            )
+          )
         }
       }
     }
@@ -48,7 +61,9 @@ extension SQLiteStore {
       let count = EmployeeSQL.count(filter)
       queries.append(("CountEmployees, \(label)", count.sql, count.arguments))
     }
-    queries.append(("GetEmployee", EmployeeSQL.pointRead(.all), ["00000000-0000-4000-8000-000000000000"]))
+    queries.append(
+      ("GetEmployee", EmployeeSQL.pointRead(.all), ["00000000-0000-4000-8000-000000000000"])
+    )
     let keyed: [(String, String, StatementArguments)] = [
       ("DepartmentHeadcounts", AnalyticsSQL.departments, []),
       ("DepartmentSummary", AnalyticsSQL.department, ["Sales"]),
@@ -57,14 +72,23 @@ extension SQLiteStore {
       ("SalesCalendar months, a department", AnalyticsSQL.departmentMonths, ["Sales"]),
       ("SalesCalendar months, everyone", AnalyticsSQL.everyoneMonths, []),
       ("SalesCalendar cache version", AnalyticsSQL.monthVersion, ["2024-03"]),
-      ("SalesCalendar days, an employee", AnalyticsSQL.employeeDays, [1, "2024-03-01", "2024-03-31"]),
-      ("SalesCalendar days, a department", AnalyticsSQL.departmentDays, ["2024-03-01", "2024-03-31", "Sales"]),
+      (
+        "SalesCalendar days, an employee", AnalyticsSQL.employeeDays,
+        [1, "2024-03-01", "2024-03-31"]
+      ),
+      (
+        "SalesCalendar days, a department", AnalyticsSQL.departmentDays,
+        ["2024-03-01", "2024-03-31", "Sales"]
+      ),
       ("SalesCalendar days, everyone", AnalyticsSQL.everyoneDays, ["2024-03-01", "2024-03-31"]),
     ]
     queries += keyed
     let salesFilters: [(String, SalesFilter)] = [
       ("all sales", SalesFilter()),
-      ("a department, whole months", SalesFilter(department: "Sales", fromDate: "2024-01-01", toDate: "2024-06-30")),
+      (
+        "a department, whole months",
+        SalesFilter(department: "Sales", fromDate: "2024-01-01", toDate: "2024-06-30")
+      ),
       ("an employee", SalesFilter(employeeGUID: "00000000-0000-4000-8000-000000000000")),
       ("a day range", SalesFilter(fromDate: "2024-03-05", toDate: "2024-03-20")),
     ]
@@ -72,12 +96,25 @@ extension SQLiteStore {
       for grouping in AggregateGrouping.allCases where grouping != .active {
         for (label, filter) in salesFilters {
           let query = try AnalyticsSQL.aggregateSales(function, grouping, filter)
-          queries.append(("AggregateSales \(function) by \(grouping), \(label)", query.sql, query.arguments))
+          queries.append(
+            ("AggregateSales \(function) by \(grouping), \(label)", query.sql, query.arguments)
+          )
         }
       }
-      for (grouping, key) in [("none", "''"), ("department", "e.department"), ("active", "e.active")] {
-        let query = AnalyticsSQL.aggregateEmployees(function, key: key, EmployeeFilter(department: "Sales"))
-        queries.append(("AggregateEmployees \(function) by \(grouping), a department", query.sql, query.arguments))
+      for (grouping, key) in [
+        ("none", "''"), ("department", "e.department"), ("active", "e.active"),
+      ] {
+        let query = AnalyticsSQL.aggregateEmployees(
+          function,
+          key: key,
+          EmployeeFilter(department: "Sales")
+        )
+        queries.append(
+          (
+            "AggregateEmployees \(function) by \(grouping), a department", query.sql,
+            query.arguments
+          )
+        )
       }
     }
     return try self.read { (db: Database) in

@@ -70,8 +70,11 @@ extension SQLiteMaintenance {
   /// `foreign_key_check`, every counter and rollup against a recount from the rows, every
   /// picture an employee names against its row, and every picture file against its size and
   /// its SHA-256 (the file's name). Reads only, from one snapshot; runs beside a server.
-  public static func check(database: String, picturesDirectory: String? = nil) throws -> CheckReport {
-    guard FileManager.default.fileExists(atPath: database) else { throw Failure("no database at \(database)") }
+  public static func check(database: String, picturesDirectory: String? = nil) throws -> CheckReport
+  {
+    guard FileManager.default.fileExists(atPath: database) else {
+      throw Failure("no database at \(database)")
+    }
     var configuration = Configuration()
     configuration.busyMode = .timeout(10)
     let queue = try DatabaseQueue(path: database, configuration: configuration)
@@ -84,13 +87,19 @@ extension SQLiteMaintenance {
       }
       let foreignKeys = try Row.fetchAll(db, sql: "PRAGMA foreign_key_check")
       if !foreignKeys.isEmpty {
-        report.problems.append("foreign_key_check: \(foreignKeys.count) rows refer to rows that are gone")
+        report.problems.append(
+          "foreign_key_check: \(foreignKeys.count) rows refer to rows that are gone"
+        )
       }
-      let tables = Set(try String.fetchAll(db, sql: "SELECT name FROM sqlite_master WHERE type = 'table'"))
+      let tables = Set(
+        try String.fetchAll(db, sql: "SELECT name FROM sqlite_master WHERE type = 'table'")
+      )
       for (table, kept, recount) in Self.recounts {
         guard tables.contains(String(table.prefix { $0 != "." })) else { continue }
-        let extra = try Int.fetchOne(db, sql: "SELECT count(*) FROM (\(kept) EXCEPT \(recount))") ?? 0
-        let missing = try Int.fetchOne(db, sql: "SELECT count(*) FROM (\(recount) EXCEPT \(kept))") ?? 0
+        let extra =
+          try Int.fetchOne(db, sql: "SELECT count(*) FROM (\(kept) EXCEPT \(recount))") ?? 0
+        let missing =
+          try Int.fetchOne(db, sql: "SELECT count(*) FROM (\(recount) EXCEPT \(kept))") ?? 0
         report.recounted.append(table)
         if extra + missing > 0 {
           report.problems.append(
@@ -98,13 +107,14 @@ extension SQLiteMaintenance {
           )
         }
       }
-      let dangling = try Int.fetchOne(
-        db,
-        sql: """
-          SELECT count(*) FROM employees WHERE picture_etag IS NOT NULL
-            AND picture_etag NOT IN (SELECT etag FROM pictures)
-          """
-      ) ?? 0
+      let dangling =
+        try Int.fetchOne(
+          db,
+          sql: """
+            SELECT count(*) FROM employees WHERE picture_etag IS NOT NULL
+              AND picture_etag NOT IN (SELECT etag FROM pictures)
+            """
+        ) ?? 0
       if dangling > 0 {
         report.problems.append("pictures: \(dangling) employees name a picture with no row")
       }
@@ -141,19 +151,23 @@ extension SQLiteMaintenance {
     let manager = FileManager.default
     let copy = "\(backup)/\(Self.databaseName)"
     let pictures = "\(backup)/\(Self.picturesName)"
-    guard manager.fileExists(atPath: copy) else { throw Failure("\(backup) holds no \(Self.databaseName)") }
+    guard manager.fileExists(atPath: copy) else {
+      throw Failure("\(backup) holds no \(Self.databaseName)")
+    }
     if Self.isOpen(database) {
       throw Failure("a process has \(database) open (a server?): stop it before restoring")
     }
     let report = try Self.check(database: copy, picturesDirectory: pictures)
     if !report.isHealthy && !force {
       throw Failure(
-        "the backup fails its check (restore anyway with --force):\n" + report.problems.joined(separator: "\n")
+        "the backup fails its check (restore anyway with --force):\n"
+          + report.problems.joined(separator: "\n")
       )
     }
     let targetPictures = picturesDirectory ?? StoreConfiguration(path: database).picturesDirectory
     let stamp = ISO8601DateFormatter().string(from: Date()).replacingOccurrences(of: ":", with: "")
-    for path in [database, database + "-wal", database + "-shm", targetPictures] where manager.fileExists(atPath: path) {
+    for path in [database, database + "-wal", database + "-shm", targetPictures]
+    where manager.fileExists(atPath: path) {
       try manager.moveItem(atPath: path, toPath: "\(path).replaced-\(stamp)")
     }
     try manager.createDirectory(
@@ -166,7 +180,10 @@ extension SQLiteMaintenance {
     let target = try PictureFiles(directory: targetPictures)
     for etag in source.inventory().etags {
       let to = target.path(etag: etag)
-      try manager.createDirectory(atPath: (to as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
+      try manager.createDirectory(
+        atPath: (to as NSString).deletingLastPathComponent,
+        withIntermediateDirectories: true
+      )
       if link(source.path(etag: etag), to) != 0 {
         try manager.copyItem(atPath: source.path(etag: etag), toPath: to)
       }

@@ -61,10 +61,11 @@ public enum SQLiteMaintenance {
     }
     try manager.createDirectory(atPath: directory, withIntermediateDirectories: true)
     let sourcePictures = picturesDirectory ?? StoreConfiguration(path: database).picturesDirectory
-    let source = manager.fileExists(atPath: sourcePictures) ? try PictureFiles(directory: sourcePictures) : nil
+    let source =
+      manager.fileExists(atPath: sourcePictures) ? try PictureFiles(directory: sourcePictures) : nil
     let target = try PictureFiles(directory: "\(directory)/\(Self.picturesName)")
     let copy = "\(directory)/\(Self.databaseName)"
-    for attempt in 1...3 {
+    for attempt in 1 ... 3 {
       for suffix in ["", "-wal", "-shm"] { unlink(copy + suffix) }
       // Every file there now, before the snapshot: whatever the snapshot references that is
       // older than it is among them.
@@ -98,7 +99,11 @@ public enum SQLiteMaintenance {
 
   /// Puts `etag`'s file into `target`: a hard link, or a copy across filesystems. A file that
   /// went meanwhile is left out; the caller looks again.
-  private static func take(_ etag: String, from source: PictureFiles, into target: PictureFiles) throws {
+  private static func take(
+    _ etag: String,
+    from source: PictureFiles,
+    into target: PictureFiles
+  ) throws {
     let from = source.path(etag: etag)
     let to = target.path(etag: etag)
     try FileManager.default.createDirectory(

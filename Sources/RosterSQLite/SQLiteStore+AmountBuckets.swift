@@ -1,5 +1,5 @@
-internal import RosterDomain
 internal import GRDB
+internal import RosterDomain
 
 extension SQLiteStore {
   // MARK: Amount buckets (v9)
@@ -150,10 +150,17 @@ extension SQLiteStore {
       let value = try Int64.fetchOne(
         db,
         sql: Self.bucketAmount(inDepartment: filter.department != nil),
-        arguments: [amounts.lowerBound, amounts.upperBound, filter.fromDate ?? StoreLimits.earliestSaleDate,
-                    filter.toDate ?? "9999-12-31"] + departmentArgument + [offset]
+        arguments: [
+          amounts.lowerBound, amounts.upperBound, filter.fromDate ?? StoreLimits.earliestSaleDate,
+          filter.toDate ?? "9999-12-31",
+        ] + departmentArgument + [offset]
       )
-      guard let value else { throw StoreError(.unavailable, "the sales amount counts disagree with the sales; run roster check") }
+      guard let value else {
+        throw StoreError(
+          .unavailable,
+          "the sales amount counts disagree with the sales; run roster check"
+        )
+      }
       values.append(value)
     }
     return Double(values.reduce(0, +)) / Double(values.count)

@@ -1,6 +1,6 @@
-public import RosterDomain
 internal import Foundation
 internal import GRDB
+public import RosterDomain
 
 extension SQLiteStore {
   // MARK: Counters
@@ -12,7 +12,14 @@ extension SQLiteStore {
       try Row.fetchAll(
         db,
         sql: AnalyticsSQL.departments
-      ).map { DepartmentCounts(department: $0[0], headcount: $0[1], active: $0[2], vacationDaysTotal: $0[3]) }
+      ).map {
+        DepartmentCounts(
+          department: $0[0],
+          headcount: $0[1],
+          active: $0[2],
+          vacationDaysTotal: $0[3]
+        )
+      }
     }
   }
 
@@ -25,7 +32,14 @@ extension SQLiteStore {
         db,
         sql: AnalyticsSQL.department,
         arguments: [department]
-      ).map { DepartmentCounts(department: $0[0], headcount: $0[1], active: $0[2], vacationDaysTotal: $0[3]) }
+      ).map {
+        DepartmentCounts(
+          department: $0[0],
+          headcount: $0[1],
+          active: $0[2],
+          vacationDaysTotal: $0[3]
+        )
+      }
     }
     guard let counts else { throw StoreError(.notFound, "no department '\(department)'") }
     return counts
@@ -60,7 +74,8 @@ extension SQLiteStore {
     page: AggregatePageRequest = AggregatePageRequest()
   ) async throws -> AggregatePage {
     try filter.checkRange()
-    if function == .median, filter.employeeGUID == nil, grouping == .none || grouping == .department {
+    if function == .median, filter.employeeGUID == nil, grouping == .none || grouping == .department
+    {
       return try await self.medianFromBuckets(groupedBy: grouping, filter: filter, page: page)
     }
     // Other medians read every value of their groups: their pages end early, at a group
@@ -73,13 +88,27 @@ extension SQLiteStore {
       last = try await self.medianPageEnd(grouping, filter, after: page.after, limit: page.limit)
     }
     let groups: [AggregateValue]
-    if function == .median, filter.employeeGUID == nil, filter.department == nil, [.year, .month, .day].contains(grouping) {
-      groups = try await self.mediansInDateOrder(grouping, filter, after: page.after, through: last?.key, limit: page.limit)
+    if function == .median, filter.employeeGUID == nil, filter.department == nil,
+      [.year, .month, .day].contains(grouping)
+    {
+      groups = try await self.mediansInDateOrder(
+        grouping,
+        filter,
+        after: page.after,
+        through: last?.key,
+        limit: page.limit
+      )
     } else {
       // In a department, through the department's employees and their sales (a sort of at
       // most `medianRowsPerPage / 2` amounts): reading every sale in date order to keep the
       // department's took several times as long at 10M sales (docs/aggregates-10m.md).
-      let query = try AnalyticsSQL.aggregateSales(function, grouping, filter, after: page.after, through: last?.key)
+      let query = try AnalyticsSQL.aggregateSales(
+        function,
+        grouping,
+        filter,
+        after: page.after,
+        through: last?.key
+      )
       groups = try await self.aggregateGroups(query, limit: page.limit)
     }
     var result = AggregatePage(cutting: groups, grouping: grouping, page: page)
@@ -111,9 +140,17 @@ extension SQLiteStore {
     if grouping != .active && filter.nameContains == nil && filter.active == nil
       && [.count, .sum, .average].contains(function)
     {
-      var groups = try await self.aggregateFromCounters(function, byDepartment: grouping == .department, filter: filter)
+      var groups = try await self.aggregateFromCounters(
+        function,
+        byDepartment: grouping == .department,
+        filter: filter
+      )
       if let after = page.after { groups = groups.filter { $0.key > after } }
-      return AggregatePage(cutting: Array(groups.prefix(page.limit + 1)), grouping: grouping, page: page)
+      return AggregatePage(
+        cutting: Array(groups.prefix(page.limit + 1)),
+        grouping: grouping,
+        page: page
+      )
     }
     let query = AnalyticsSQL.aggregateEmployees(function, key: key, filter, after: page.after)
     let groups = try await self.aggregateGroups(query, limit: page.limit)
@@ -149,7 +186,9 @@ extension SQLiteStore {
       }
     }
     if byDepartment {
-      return counts.map { AggregateValue(key: $0.department, value: value($0.headcount, $0.vacationDaysTotal)) }
+      return counts.map {
+        AggregateValue(key: $0.department, value: value($0.headcount, $0.vacationDaysTotal))
+      }
     }
     let headcount = counts.reduce(0) { $0 + $1.headcount }
     let total = counts.reduce(0) { $0 + $1.vacationDaysTotal }
@@ -187,7 +226,12 @@ extension SQLiteStore {
       var employeeID: Int64? = nil
       switch scope {
       case .employee(let guid):
-        guard let id = try Int64.fetchOne(db, sql: "SELECT id FROM employees WHERE guid = ?", arguments: [guid])
+        guard
+          let id = try Int64.fetchOne(
+            db,
+            sql: "SELECT id FROM employees WHERE guid = ?",
+            arguments: [guid]
+          )
         else { throw StoreError(.notFound, "no employee with guid '\(guid)'") }
         employeeID = id
         months = try Row.fetchAll(
@@ -212,7 +256,13 @@ extension SQLiteStore {
         calendar.add(month: row[0], count: row[1], amountCents: row[2])
       }
       if let year, let month {
-        calendar.days = try self.days(db, scope: scope, employeeID: employeeID, year: year, month: month)
+        calendar.days = try self.days(
+          db,
+          scope: scope,
+          employeeID: employeeID,
+          year: year,
+          month: month
+        )
       }
       return calendar
     }
@@ -226,11 +276,12 @@ extension SQLiteStore {
     month: Int
   ) throws -> [SalesCalendar.Period] {
     let monthText = String(format: "%04d-%02d", year, month)
-    let version = try Int64.fetchOne(
-      db,
-      sql: AnalyticsSQL.monthVersion,
-      arguments: [monthText]
-    ) ?? 0
+    let version =
+      try Int64.fetchOne(
+        db,
+        sql: AnalyticsSQL.monthVersion,
+        arguments: [monthText]
+      ) ?? 0
     let key = CalendarCache.Key(scope: scope, month: monthText)
     if let days = self.calendarCache.get(key, version: version) { return days }
     let range: StatementArguments = [monthText + "-01", monthText + "-31"]

@@ -1,4 +1,5 @@
 internal import RosterDomain
+
 extension SQLiteStore {
   // MARK: Analytics schema
 

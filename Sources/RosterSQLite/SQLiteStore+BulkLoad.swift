@@ -1,5 +1,5 @@
-internal import RosterDomain
 internal import GRDB
+internal import RosterDomain
 
 extension SQLiteStore {
   // MARK: Bulk load
@@ -31,10 +31,11 @@ extension SQLiteStore {
   /// their DDL. Returns false, dropping nothing, when the table has rows.
   func beginBulkLoad() throws -> Bool {
     try self.write { db in
-      let empty = try Int.fetchOne(
-        db,
-        sql: "SELECT count(*) FROM (SELECT 1 FROM employees LIMIT 1)"
-      ) == 0
+      let empty =
+        try Int.fetchOne(
+          db,
+          sql: "SELECT count(*) FROM (SELECT 1 FROM employees LIMIT 1)"
+        ) == 0
       guard empty else { return false }
       let rows = try Row.fetchAll(
         db,

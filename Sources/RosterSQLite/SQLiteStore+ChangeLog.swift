@@ -1,9 +1,8 @@
-public import RosterDomain
 internal import GRDB
+public import RosterDomain
 
 extension SQLiteStore {
   // MARK: Change log
-
 
   /// The sequence number of the newest change ever recorded (0 before the first).
   ///

@@ -1,5 +1,5 @@
-internal import RosterDomain
 internal import GRDB
+internal import RosterDomain
 
 extension SQLiteStore {
   // MARK: Medians
@@ -19,12 +19,20 @@ extension SQLiteStore {
     guard grouping == .department else {
       if page.after != nil { return AggregatePage(groups: [], next: nil) }
       let median = try await self.read(.heavy) { db in try Self.medianFromBuckets(db, filter) }
-      return AggregatePage(cutting: median.map { [AggregateValue(key: "", value: $0)] } ?? [], grouping: .none, page: page)
+      return AggregatePage(
+        cutting: median.map { [AggregateValue(key: "", value: $0)] } ?? [],
+        grouping: .none,
+        page: page
+      )
     }
     let sizes = AnalyticsSQL.groupSizes(.department, filter, after: page.after)
     let limit = min(page.limit, AmountBuckets.mediansPerPage)
     return try await self.read(.heavy) { db in
-      let departments = try String.fetchAll(db, sql: sizes.sql + " LIMIT \(limit + 1)", arguments: sizes.arguments)
+      let departments = try String.fetchAll(
+        db,
+        sql: sizes.sql + " LIMIT \(limit + 1)",
+        arguments: sizes.arguments
+      )
       var groups: [AggregateValue] = []
       for department in departments.prefix(limit) {
         var scoped = filter
@@ -33,7 +41,10 @@ extension SQLiteStore {
           groups.append(AggregateValue(key: department, value: median))
         }
       }
-      return AggregatePage(groups: groups, next: departments.count > limit ? departments[limit - 1] : nil)
+      return AggregatePage(
+        groups: groups,
+        next: departments.count > limit ? departments[limit - 1] : nil
+      )
     }
   }
 
@@ -52,15 +63,18 @@ extension SQLiteStore {
     var terms: [String] = []
     var arguments: [any DatabaseValueConvertible] = []
     // "~" sorts after every character of a date, so `key~` bounds the dates that start with key.
-    for (term, value) in [("s.date >= ?", filter.fromDate), ("s.date <= ?", filter.toDate),
-                          ("s.date > ?", after.map { $0 + "~" }), ("s.date <= ?", last.map { $0 + "~" })] {
+    for (term, value) in [
+      ("s.date >= ?", filter.fromDate), ("s.date <= ?", filter.toDate),
+      ("s.date > ?", after.map { $0 + "~" }), ("s.date <= ?", last.map { $0 + "~" }),
+    ] {
       if let value {
         terms.append(term)
         arguments.append(value)
       }
     }
     let whereClause = terms.isEmpty ? "" : " WHERE " + terms.joined(separator: " AND ")
-    let sql = "SELECT s.date, s.amount_cents FROM sales s INDEXED BY sales_by_date\(whereClause) ORDER BY s.date"
+    let sql =
+      "SELECT s.date, s.amount_cents FROM sales s INDEXED BY sales_by_date\(whereClause) ORDER BY s.date"
     let statementArguments = StatementArguments(arguments.map(Optional.some))
     return try await self.read(.heavy, statement: true) { db in
       let rows = try Row.fetchCursor(db, sql: sql, arguments: statementArguments)
@@ -71,7 +85,9 @@ extension SQLiteStore {
         guard let key, !amounts.isEmpty else { return }
         amounts.sort()
         let middle = amounts.count / 2
-        let median = amounts.count % 2 == 1 ? Double(amounts[middle]) : Double(amounts[middle - 1] + amounts[middle]) / 2
+        let median =
+          amounts.count % 2 == 1
+          ? Double(amounts[middle]) : Double(amounts[middle - 1] + amounts[middle]) / 2
         groups.append(AggregateValue(key: key, value: median))
         amounts.removeAll(keepingCapacity: true)
       }

@@ -1,5 +1,5 @@
-internal import RosterDomain
 internal import GRDB
+internal import RosterDomain
 
 extension SQLiteStore {
   /// The schema's history. Each migration is SQL text, and a shipped one is never edited:

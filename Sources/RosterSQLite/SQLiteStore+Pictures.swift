@@ -1,11 +1,11 @@
-public import RosterDomain
-public import RosterStore
 internal import Foundation
 internal import GRDB
+public import RosterDomain
 public import RosterPictures
+public import RosterStore
 
 #if canImport(Glibc)
-  internal import Glibc
+internal import Glibc
 #endif
 
 extension SQLiteStore {
@@ -32,7 +32,12 @@ extension SQLiteStore {
       ) ?? false
     }
     guard exists else { throw StoreError(.notFound, "no employee with guid '\(guid)'") }
-    return try self.pictures.beginUpload(guid: guid, contentType: contentType, totalSize: totalSize, catalog: self)
+    return try self.pictures.beginUpload(
+      guid: guid,
+      contentType: contentType,
+      totalSize: totalSize,
+      catalog: self
+    )
   }
 
   /// Stores a finished upload: small pictures inline in their row, larger ones as files
@@ -131,8 +136,13 @@ extension SQLiteStore {
 
   /// Points each employee at the content stored under its etag, with the thumbnail another
   /// employee already has of it, in one write; those whose content no employee holds are left.
-  public func attachPictures(_ pictures: [(guid: String, etag: String)], context: WriteContext) async throws -> Set<String> {
-    let pictures = try pictures.map { (guid: try EmployeeValidation.requireGUID($0.guid), etag: $0.etag) }
+  public func attachPictures(
+    _ pictures: [(guid: String, etag: String)],
+    context: WriteContext
+  ) async throws -> Set<String> {
+    let pictures = try pictures.map {
+      (guid: try EmployeeValidation.requireGUID($0.guid), etag: $0.etag)
+    }
     // No hold on the content is needed: it is attached only within the write that finds
     // another employee referencing it, and files are removed only when nothing does.
     let (attached, replaced) = try await self.submit { db -> (Set<String>, [String]) in
@@ -176,9 +186,16 @@ extension SQLiteStore {
   }
 
   /// The row id and picture etag of employee `guid`. Throws `notFound` for an unknown guid.
-  private static func pictureOwner(_ db: Database, guid: String) throws -> (id: Int64, etag: String?) {
+  private static func pictureOwner(
+    _ db: Database,
+    guid: String
+  ) throws -> (id: Int64, etag: String?) {
     guard
-      let row = try Row.fetchOne(db, sql: "SELECT id, picture_etag FROM employees WHERE guid = ?", arguments: [guid])
+      let row = try Row.fetchOne(
+        db,
+        sql: "SELECT id, picture_etag FROM employees WHERE guid = ?",
+        arguments: [guid]
+      )
     else {
       throw StoreError(.notFound, "no employee with guid '\(guid)'")
     }
@@ -187,7 +204,9 @@ extension SQLiteStore {
 
   /// A thumbnail already made from the same content, if any employee has one: identical
   /// bytes were decoded and checked when they were first stored.
-  public func existingThumbnail(etag: String) async throws -> (StoredThumbnail, width: Int, height: Int)? {
+  public func existingThumbnail(
+    etag: String
+  ) async throws -> (StoredThumbnail, width: Int, height: Int)? {
     try self.readStatement { db in
       guard
         let row = try Row.fetchOne(
@@ -251,17 +270,23 @@ extension SQLiteStore {
     _ body: (PictureInfo, any PictureReading) async throws -> T
   ) async throws -> T {
     let guid = try EmployeeValidation.requireGUID(guid)
-    for _ in 0..<2 {
+    for _ in 0 ..< 2 {
       let (info, inline) = try self.pictureRow(guid: guid)
       let loadInline: (() throws -> Data?)? =
         inline
         ? {
           try self.readStatement { db in
-            try Data.fetchOne(db, sql: "SELECT data FROM pictures WHERE etag = ?", arguments: [info.etag])
+            try Data.fetchOne(
+              db,
+              sql: "SELECT data FROM pictures WHERE etag = ?",
+              arguments: [info.etag]
+            )
           }
         } : nil
       // nil: replaced meanwhile; read the row again.
-      if let result = try await self.pictures.withReader(info, inline: loadInline, body) { return result }
+      if let result = try await self.pictures.withReader(info, inline: loadInline, body) {
+        return result
+      }
     }
     throw StoreError(.unavailable, "picture for '\(guid)' is being replaced; try again")
   }
@@ -336,7 +361,11 @@ extension SQLiteStore {
   /// True when a picture row holds `etag`.
   func isPictureReferenced(_ etag: String) throws -> Bool {
     try self.readStatement { db in
-      try Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM pictures WHERE etag = ?)", arguments: [etag])
+      try Bool.fetchOne(
+        db,
+        sql: "SELECT EXISTS (SELECT 1 FROM pictures WHERE etag = ?)",
+        arguments: [etag]
+      )
     } ?? true
   }
 

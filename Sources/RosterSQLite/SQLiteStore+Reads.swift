@@ -1,7 +1,7 @@
-public import RosterDomain
-public import RosterStore
 internal import GRDB
 internal import GRDBSQLite
+public import RosterDomain
+public import RosterStore
 internal import Synchronization
 internal import Tracing
 
@@ -14,16 +14,21 @@ final class NameCount: Sendable {
 extension SQLiteStore {
   // MARK: Reads
 
-
   /// One employee by guid, reading only `fields`.
   ///
   /// - Throws: `StoreError.notFound` naming the guid.
   public func employee(guid: String, fields: EmployeeFields) async throws -> Employee {
-    try await self.read(.point, statement: true) { db in try Self.employee(db, guid: guid, fields: fields) }
+    try await self.read(.point, statement: true) { db in
+      try Self.employee(db, guid: guid, fields: fields)
+    }
   }
 
   /// One employee by guid; `notFound` naming it when there is none.
-  private static func employee(_ db: Database, guid: String, fields: EmployeeFields) throws -> Employee {
+  private static func employee(
+    _ db: Database,
+    guid: String,
+    fields: EmployeeFields
+  ) throws -> Employee {
     guard let employee = try Self.fetchEmployee(db, guid: guid, fields: fields) else {
       throw StoreError(.notFound, "no employee with guid '\(guid)'")
     }
@@ -55,7 +60,14 @@ extension SQLiteStore {
     limit: Int,
     count: Int
   ) async throws -> [EmployeePage] {
-    try await self.keysetPages(fields: fields, filter: filter, order: order, after: cursor, limit: limit, count: count) {
+    try await self.keysetPages(
+      fields: fields,
+      filter: filter,
+      order: order,
+      after: cursor,
+      limit: limit,
+      count: count
+    ) {
       statement,
       pages in
       let (employee, keyIndex) = EmployeeSQL.decode(statement, fields)
@@ -74,7 +86,14 @@ extension SQLiteStore {
     count: Int,
     writer: some EmployeeRowWriter
   ) async throws -> [WrittenEmployeePage] {
-    try await self.keysetPages(fields: fields, filter: filter, order: order, after: cursor, limit: limit, count: count) {
+    try await self.keysetPages(
+      fields: fields,
+      filter: filter,
+      order: order,
+      after: cursor,
+      limit: limit,
+      count: count
+    ) {
       statement,
       pages in
       let (row, keyIndex) = EmployeeSQL.row(statement, fields)
@@ -184,7 +203,9 @@ extension SQLiteStore {
       sqlite3_reset(handle)
       sqlite3_clear_bindings(handle)
     }
-    let bound = guid.withCString { sqlite3_bind_text(handle, 1, $0, CInt(guid.utf8.count), SQLITE_TRANSIENT) }
+    let bound = guid.withCString {
+      sqlite3_bind_text(handle, 1, $0, CInt(guid.utf8.count), SQLITE_TRANSIENT)
+    }
     guard bound == SQLITE_OK else { throw Self.failure(bound, db) }
     return try Self.step(handle, db) ? EmployeeSQL.decode(handle, fields).0 : nil
   }
@@ -235,7 +256,9 @@ extension SQLiteStore: PointCalls {
   /// - Throws: `StoreError.notFound` naming the guid; the call's stop error when its control
   ///   says it is over.
   public func employeeNow(guid: String, fields: EmployeeFields) throws -> Employee {
-    try self.readNow(statement: true, wait: PointCall.queued) { db in try Self.employee(db, guid: guid, fields: fields) }
+    try self.readNow(statement: true, wait: PointCall.queued) { db in
+      try Self.employee(db, guid: guid, fields: fields)
+    }
   }
 }
 

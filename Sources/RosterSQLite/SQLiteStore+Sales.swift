@@ -1,6 +1,6 @@
-public import RosterDomain
 internal import Foundation
 internal import GRDB
+public import RosterDomain
 
 extension SQLiteStore {
 
@@ -92,7 +92,10 @@ extension SQLiteStore {
     var summary = ImportSummary()
     summary.inserted = rows.count - unknown.count
     for position in unknown {
-      summary.reject(index: rows[position].index, reason: "no employee with guid '\(rows[position].guid)'")
+      summary.reject(
+        index: rows[position].index,
+        reason: "no employee with guid '\(rows[position].guid)'"
+      )
     }
     return summary
   }
@@ -136,7 +139,11 @@ extension SQLiteStore {
       if count < chunk { return (deleted, false) }
     }
     let more = try self.readStatement { db in
-      try Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM sales WHERE date < ?)", arguments: [date]) ?? false
+      try Bool.fetchOne(
+        db,
+        sql: "SELECT EXISTS (SELECT 1 FROM sales WHERE date < ?)",
+        arguments: [date]
+      ) ?? false
     }
     return (deleted, more)
   }
@@ -153,7 +160,9 @@ extension SQLiteStore {
           WHERE s.id > ? ORDER BY s.id LIMIT ?
           """,
         arguments: [after ?? 0, limit]
-      ).map { (id: $0[0] as Int64, sale: SaleRow(employeeGUID: $0[1], amountCents: $0[2], date: $0[3])) }
+      ).map {
+        (id: $0[0] as Int64, sale: SaleRow(employeeGUID: $0[1], amountCents: $0[2], date: $0[3]))
+      }
     }
     return SalesPage(rows: rows.map(\.sale), next: rows.count < limit ? nil : rows.last?.id)
   }

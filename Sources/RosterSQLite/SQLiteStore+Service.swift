@@ -1,5 +1,5 @@
-public import RosterStore
 internal import Logging
+public import RosterStore
 public import ServiceLifecycle
 
 extension SQLiteStore: StoreBackend {

@@ -1,7 +1,6 @@
-public import RosterDomain
 internal import Foundation
 internal import GRDB
-
+public import RosterDomain
 
 extension SQLiteStore {
   // MARK: Writes

@@ -1,11 +1,11 @@
-internal import RosterDomain
-public import RosterStore
 internal import Foundation
 internal import GRDB
-internal import Tracing
 internal import GRDBSQLite
 public import Logging
+internal import RosterDomain
 public import RosterPictures
+public import RosterStore
+internal import Tracing
 
 /// The one store every service shares: a WAL-mode SQLite database behind a GRDB pool.
 ///
@@ -179,7 +179,9 @@ public struct SQLiteStore: Sendable {
     let traced = StoreTracing.context
     switch kind {
     case .point:
-      if self.configuration.pointReads == .inline { return try self.readNow(statement: statement, body) }
+      if self.configuration.pointReads == .inline {
+        return try self.readNow(statement: statement, body)
+      }
       lane = self.interactive
     case .interactive: lane = self.interactive
     case .heavy: lane = self.heavy
@@ -189,7 +191,11 @@ public struct SQLiteStore: Sendable {
       // The wait for the lane, then the read, as children of the call's span.
       var span: (any Span)? = nil
       if let traced, let queued {
-        StoreTracing.record(kind == .heavy ? "sqlite.heavy_lane.wait" : "sqlite.lane.wait", context: traced, from: queued)
+        StoreTracing.record(
+          kind == .heavy ? "sqlite.heavy_lane.wait" : "sqlite.lane.wait",
+          context: traced,
+          from: queued
+        )
         span = StoreTracing.start("sqlite.read", context: traced)
       }
       defer { span?.end() }
@@ -270,11 +276,14 @@ public struct SQLiteStore: Sendable {
     _ body: @escaping @Sendable (Database) throws -> T
   ) async throws -> T {
     do {
-      guard let traced = StoreTracing.context else { return try await self.writer.submit(bulk: bulk, body) }
+      guard let traced = StoreTracing.context else {
+        return try await self.writer.submit(bulk: bulk, body)
+      }
       // The wait for the writer, the write's statements, then the wait for the commit it
       // shares with the writes coalesced with it.
       let queued = StoreTracing.now
-      let (value, wrote) = try await self.writer.submit(bulk: bulk) { db -> (T, DefaultTracerClock.Instant) in
+      let (value, wrote) = try await self.writer.submit(bulk: bulk) {
+        db -> (T, DefaultTracerClock.Instant) in
         StoreTracing.record("sqlite.writer.wait", context: traced, from: queued)
         let span = StoreTracing.start("sqlite.write", context: traced)
         defer { span.end() }
@@ -297,7 +306,11 @@ public struct SQLiteStore: Sendable {
     case .SQLITE_FULL:
       return DiskFault(operation: "database commit", full: true, detail: "database or disk is full")
     case .SQLITE_IOERR:
-      return DiskFault(operation: "database write", full: false, detail: error.message ?? "disk I/O error")
+      return DiskFault(
+        operation: "database write",
+        full: false,
+        detail: error.message ?? "disk I/O error"
+      )
     default:
       return nil
     }
@@ -315,7 +328,8 @@ public struct SQLiteStore: Sendable {
   ///
   /// - Returns: the WAL's size in pages, and how many of them are now in the database file.
   @discardableResult
-  public func checkpoint(truncate: Bool = false) async throws -> (walPages: Int, checkpointed: Int) {
+  public func checkpoint(truncate: Bool = false) async throws -> (walPages: Int, checkpointed: Int)
+  {
     let mode = truncate ? "TRUNCATE" : "PASSIVE"
     let niceness = self.configuration.writer.bulkNiceness
     let result = try await self.checkpointer.writeWithoutTransaction { db in
@@ -326,7 +340,9 @@ public struct SQLiteStore: Sendable {
       let row = try Row.fetchOne(db, sql: "PRAGMA wal_checkpoint(\(mode))")
       return (walPages: (row?[1] as Int?) ?? 0, checkpointed: (row?[2] as Int?) ?? 0)
     }
-    let attributes = try? FileManager.default.attributesOfItem(atPath: self.configuration.path + "-wal")
+    let attributes = try? FileManager.default.attributesOfItem(
+      atPath: self.configuration.path + "-wal"
+    )
     StoreMetrics.walBytes.record((attributes?[.size] as? Int) ?? 0)
     // Counted after the size is recorded: whoever sees a checkpoint on /metrics sees the WAL's
     // size too (the interop suite scraped between the two once).

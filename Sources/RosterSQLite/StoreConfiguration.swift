@@ -51,7 +51,12 @@ public struct StoreConfiguration: Sendable {
   /// grouped aggregates, calendars. In the background class (SCHED_IDLE, nice 19): it runs when
   /// nothing else wants the CPU (P14 p99 ratio 1.5 against 3.3 with nice 10, same run setup),
   /// and each query stops after 30 s.
-  public var heavyLane = LaneConfiguration(width: 2, queueLimit: 16, niceness: 19, budget: .seconds(30))
+  public var heavyLane = LaneConfiguration(
+    width: 2,
+    queueLimit: 16,
+    niceness: 19,
+    budget: .seconds(30)
+  )
   /// The most sales one page of medians reads, unless one group holds more: the page ends at
   /// a group boundary with fewer groups than asked, so a page's time stays bounded
   /// (docs/performance.md). 0 means no limit: a page holds as many groups as asked.

@@ -1,7 +1,7 @@
-internal import RosterDomain
 internal import CThreadShim
 internal import CoreMetrics
 internal import Foundation
+internal import RosterDomain
 internal import Synchronization
 
 /// How one lane of store threads runs: how many jobs at once, how many may wait, at what
@@ -82,7 +82,8 @@ final class StoreLane: Sendable {
     let hook = control?.addCancellationHook { job.cancel() }
     defer { control?.removeCancellationHook(hook) }
     return try await withTaskCancellationHandler {
-      try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
+      try await withCheckedThrowingContinuation {
+        (continuation: CheckedContinuation<T, any Error>) in
         job.prepare(
           work: { job in
             let result = Result { try job.translating { try body(job) } }
@@ -254,7 +255,11 @@ final class StoreLane: Sendable {
 
     init(lane: String) {
       let dimensions = [("lane", lane)]
-      self.depth = Recorder(label: "roster_lane_queue_depth", dimensions: dimensions, aggregate: false)
+      self.depth = Recorder(
+        label: "roster_lane_queue_depth",
+        dimensions: dimensions,
+        aggregate: false
+      )
       self.wait = CoreMetrics.Timer(label: "roster_lane_wait_seconds", dimensions: dimensions)
       self.rejected = Counter(label: "roster_lane_rejected_total", dimensions: dimensions)
       self.interrupted = Counter(label: "roster_lane_interrupted_total", dimensions: dimensions)

@@ -1,5 +1,5 @@
-internal import RosterDomain
 internal import CoreMetrics
+internal import RosterDomain
 
 /// The store's metrics, through swift-metrics: whatever backend the process bootstraps
 /// (`roster serve --metrics-port` uses Prometheus) records them, and without one they cost a

@@ -1,6 +1,6 @@
-internal import RosterDomain
 internal import CThreadShim
 internal import Foundation
+internal import RosterDomain
 internal import Synchronization
 
 /// Per-thread priority (nice values) on Linux, and the two rules that make it safe here.

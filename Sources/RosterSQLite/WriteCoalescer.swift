@@ -1,6 +1,6 @@
-internal import RosterDomain
 internal import Foundation
 internal import GRDB
+internal import RosterDomain
 internal import Synchronization
 
 /// Counters of the single writer, for tests, metrics and benchmarks.
@@ -283,7 +283,9 @@ struct PriorityScope {
 
   init(lowerTo niceness: Int32) {
     let current = ThreadPriority.current
-    guard niceness > current, ThreadPriority.canRestore, ThreadPriority.set(niceness) else { return }
+    guard niceness > current, ThreadPriority.canRestore, ThreadPriority.set(niceness) else {
+      return
+    }
     self.previous = current
   }
 

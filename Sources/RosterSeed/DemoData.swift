@@ -3,6 +3,7 @@
 /// The same `count` and `seed` always give the same records, so tests and benchmarks can
 /// rebuild a dataset instead of shipping one.
 internal import RosterDomain
+
 public struct DemoData: Sequence, Sendable {
   /// How many records to make.
   public var count: Int
@@ -102,7 +103,8 @@ public struct DemoData: Sequence, Sendable {
         Int(self.random.next() % 900) + 100,
         Int(self.random.next() % 10_000)
       )
-      e.address = "\(self.random.next() % 9000 + 100) \(self.pick(DemoData.streets)), "
+      e.address =
+        "\(self.random.next() % 9000 + 100) \(self.pick(DemoData.streets)), "
         + self.pick(DemoData.cities)
       e.about = self.pick(DemoData.aboutPhrases) + " " + self.pick(DemoData.aboutPhrases)
       e.active = self.random.next() % 10 != 0
@@ -120,7 +122,7 @@ public struct DemoData: Sequence, Sendable {
       let high = self.random.next()
       let low = self.random.next()
       var bytes = [UInt8](repeating: 0, count: 16)
-      for i in 0..<8 {
+      for i in 0 ..< 8 {
         bytes[i] = UInt8(truncatingIfNeeded: high >> (8 * UInt64(i)))
         bytes[8 + i] = UInt8(truncatingIfNeeded: low >> (8 * UInt64(i)))
       }
@@ -130,8 +132,8 @@ public struct DemoData: Sequence, Sendable {
         let text = String(byte, radix: 16)
         return byte < 16 ? "0" + text : text
       }
-      return hex[0..<4].joined() + "-" + hex[4..<6].joined() + "-" + hex[6..<8].joined() + "-"
-        + hex[8..<10].joined() + "-" + hex[10..<16].joined()
+      return hex[0 ..< 4].joined() + "-" + hex[4 ..< 6].joined() + "-" + hex[6 ..< 8].joined() + "-"
+        + hex[8 ..< 10].joined() + "-" + hex[10 ..< 16].joined()
     }
   }
 }

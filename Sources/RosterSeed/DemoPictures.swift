@@ -1,5 +1,5 @@
-internal import RosterDomain
 internal import Foundation
+internal import RosterDomain
 internal import RosterImaging
 
 /// Deterministic synthetic JPEG pictures for demo data, tests and benchmarks.

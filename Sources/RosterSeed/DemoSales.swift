@@ -1,5 +1,5 @@
-public import RosterDomain
 internal import Foundation
+public import RosterDomain
 
 /// Deterministic demo sales for the employees of a `DemoData`: about `perEmployee` each,
 /// spread uniformly from the employee's start date to `lastDate`, with amounts from $20 to
@@ -31,7 +31,8 @@ public struct DemoSales: Sequence, Sendable {
 
   public func makeIterator() -> Iterator {
     Iterator(
-      employees: self.perEmployee > 0 ? self.employees.makeIterator() : DemoData(count: 0).makeIterator(),
+      employees: self.perEmployee > 0
+        ? self.employees.makeIterator() : DemoData(count: 0).makeIterator(),
       random: SplitMix64(seed: self.seed ^ self.employees.seed),
       perEmployee: self.perEmployee
     )
@@ -50,9 +51,11 @@ public struct DemoSales: Sequence, Sendable {
       while self.remaining == 0 {
         guard let record = self.employees.next() else { return nil }
         self.guid = record.employee.guid
-        self.firstDay = CivilDate(record.employee.startDate)?.dayNumber
+        self.firstDay =
+          CivilDate(record.employee.startDate)?.dayNumber
           ?? DemoSales.lastDate.dayNumber
-        self.remaining = self.perEmployee / 2 + Int(self.random.next() % UInt64(self.perEmployee + 1))
+        self.remaining =
+          self.perEmployee / 2 + Int(self.random.next() % UInt64(self.perEmployee + 1))
       }
       self.remaining -= 1
       let span = UInt64(DemoSales.lastDate.dayNumber - self.firstDay + 1)

@@ -58,7 +58,9 @@ extension DirectoryCopy {
       for (mine, theirs) in zip(page.employees, there) {
         var (a, b) = (mine, theirs)
         (a.id, b.id) = (0, 0)
-        if a != b { result.differ("employee \(mine.guid): \(Self.fieldsDiffering(a, b))", limit: limit) }
+        if a != b {
+          result.differ("employee \(mine.guid): \(Self.fieldsDiffering(a, b))", limit: limit)
+        }
       }
     } while cursor != nil
 
@@ -66,7 +68,10 @@ extension DirectoryCopy {
     result.departments = departments.0.count
     if departments.0 != departments.1 {
       let differing = Set(departments.0).symmetricDifference(departments.1).map(\.department)
-      result.differ("department counters differ: \(Set(differing).sorted().joined(separator: ", "))", limit: limit)
+      result.differ(
+        "department counters differ: \(Set(differing).sorted().joined(separator: ", "))",
+        limit: limit
+      )
     }
 
     var scopes: [SalesScope] = [.everyone]
@@ -78,7 +83,9 @@ extension DirectoryCopy {
       )
       if scope == .everyone { result.sales = calendars.0.years.reduce(0) { $0 + $1.year.count } }
       if calendars.0 != calendars.1 {
-        let differing = Set(calendars.0.years).symmetricDifference(calendars.1.years).map(\.year.number)
+        let differing = Set(calendars.0.years).symmetricDifference(calendars.1.years).map(
+          \.year.number
+        )
         result.differ(
           "sales of \(Self.describe(scope)) differ in \(Set(differing).sorted().map(String.init).joined(separator: ", "))",
           limit: limit
@@ -110,7 +117,9 @@ extension DirectoryCopy {
     if a.vacationDays != b.vacationDays { names.append("vacation days") }
     if a.thumbnail != b.thumbnail { names.append("thumbnail") }
     if a.pictureEtag != b.pictureEtag { names.append("picture") }
-    if a.salesCount != b.salesCount { names.append("sales count (\(a.salesCount) and \(b.salesCount))") }
+    if a.salesCount != b.salesCount {
+      names.append("sales count (\(a.salesCount) and \(b.salesCount))")
+    }
     return names.joined(separator: ", ")
   }
 }

@@ -1,6 +1,6 @@
+internal import Foundation
 public import RosterDomain
 public import RosterStore
-internal import Foundation
 
 /// `roster copy`: every employee, picture, thumbnail and sale of one backend into another,
 /// through the store seam alone, so it runs between any two backends (SQLite to PostgreSQL
@@ -112,10 +112,11 @@ public struct DirectoryCopy: Sendable {
     report.employeesCopied = summary.imported
     self.progress("employees: copied \(summary.imported) in \(took())")
 
-    (report.picturesCopied, report.picturesSent, report.picturesSkipped) = try await self.copyPictures(
-      from: source,
-      to: target
-    )
+    (report.picturesCopied, report.picturesSent, report.picturesSkipped) =
+      try await self.copyPictures(
+        from: source,
+        to: target
+      )
     self.progress(
       "pictures: copied \(report.picturesCopied) (bytes sent for \(report.picturesSent)), "
         + "already there \(report.picturesSkipped), in \(took())"
@@ -152,8 +153,14 @@ public struct DirectoryCopy: Sendable {
       cursor = page.next
       let pictured = page.employees.filter { $0.pictureEtag != nil }
       if pictured.isEmpty { continue }
-      let there = try await target.employees(guids: pictured.map(\.guid), fields: [.guid, .pictureEtag])
-      let have = Dictionary(there.map { ($0.guid, $0.pictureEtag) }, uniquingKeysWith: { a, _ in a })
+      let there = try await target.employees(
+        guids: pictured.map(\.guid),
+        fields: [.guid, .pictureEtag]
+      )
+      let have = Dictionary(
+        there.map { ($0.guid, $0.pictureEtag) },
+        uniquingKeysWith: { a, _ in a }
+      )
       let wanted = pictured.filter { have[$0.guid] != .some($0.pictureEtag) }
       skipped += pictured.count - wanted.count
       if wanted.isEmpty { continue }
@@ -166,7 +173,9 @@ public struct DirectoryCopy: Sendable {
       // One employee's picture per content the target lacks is sent; the others then refer
       // to it.
       var firstOfContent = Set<String>()
-      let unsent = wanted.filter { !attached.contains($0.guid) && firstOfContent.insert($0.pictureEtag ?? "").inserted }
+      let unsent = wanted.filter {
+        !attached.contains($0.guid) && firstOfContent.insert($0.pictureEtag ?? "").inserted
+      }
       let rest = wanted.filter { !attached.contains($0.guid) && !unsent.contains($0) }
       try await withThrowingTaskGroup(of: Void.self) { group in
         var next = unsent.makeIterator()
@@ -175,7 +184,7 @@ public struct DirectoryCopy: Sendable {
           group.addTask { try await self.sendPicture(employee, from: source, to: target) }
           return true
         }
-        for _ in 0..<self.pictureConcurrency { _ = add() }
+        for _ in 0 ..< self.pictureConcurrency { _ = add() }
         while try await group.next() != nil {
           copied += 1
           sent += 1
@@ -183,9 +192,15 @@ public struct DirectoryCopy: Sendable {
         }
       }
       if rest.isEmpty { continue }
-      let late = try await target.attachPictures(rest.map { (guid: $0.guid, etag: $0.pictureEtag ?? "") }, context: self.context)
+      let late = try await target.attachPictures(
+        rest.map { (guid: $0.guid, etag: $0.pictureEtag ?? "") },
+        context: self.context
+      )
       if let lost = rest.first(where: { !late.contains($0.guid) }) {
-        throw Failure(description: "the picture of \(lost.guid) could not refer to content the target was just sent")
+        throw Failure(
+          description:
+            "the picture of \(lost.guid) could not refer to content the target was just sent"
+        )
       }
       copied += late.count
     } while cursor != nil
@@ -194,7 +209,11 @@ public struct DirectoryCopy: Sendable {
 
   /// One picture streamed from `source` through `target`'s upload pipeline, which checks it
   /// and reuses a thumbnail already made from the same bytes.
-  private func sendPicture(_ employee: Employee, from source: some StoreBackend, to target: some StoreBackend) async throws {
+  private func sendPicture(
+    _ employee: Employee,
+    from source: some StoreBackend,
+    to target: some StoreBackend
+  ) async throws {
     let context = self.context
     let etag = try await source.withPicture(guid: employee.guid) { info, reader in
       let upload = try await target.beginPictureUpload(
@@ -218,7 +237,8 @@ public struct DirectoryCopy: Sendable {
     }
     if etag != employee.pictureEtag {
       throw Failure(
-        description: "the picture of \(employee.guid) arrived as \(etag), not \(employee.pictureEtag ?? "")"
+        description:
+          "the picture of \(employee.guid) arrived as \(etag), not \(employee.pictureEtag ?? "")"
       )
     }
   }
@@ -227,13 +247,16 @@ public struct DirectoryCopy: Sendable {
   static func requireWhole(_ summary: ImportSummary, of what: String) throws {
     guard let first = summary.rejected.first else { return }
     throw Failure(
-      description: "the target refused \(summary.rejectedCount) \(what); the first, at \(first.index): \(first.reason)"
+      description:
+        "the target refused \(summary.rejectedCount) \(what); the first, at \(first.index): \(first.reason)"
     )
   }
 
   /// A backend's number of sales, from its yearly totals.
   static func salesCount(_ store: some AnalyticsStore) async throws -> Int64 {
-    try await store.salesCalendar(scope: .everyone, year: nil, month: nil).years.reduce(0) { $0 + $1.year.count }
+    try await store.salesCalendar(scope: .everyone, year: nil, month: nil).years.reduce(0) {
+      $0 + $1.year.count
+    }
   }
 }
 
@@ -255,7 +278,10 @@ extension DirectoryCopy {
       var position: Position? = nil
       var done = false
 
-      init(skip: Int, fetch: @escaping @Sendable (Position?) async throws -> (rows: [Row], next: Position?)) {
+      init(
+        skip: Int,
+        fetch: @escaping @Sendable (Position?) async throws -> (rows: [Row], next: Position?)
+      ) {
         self.skip = skip
         self.fetch = fetch
       }
@@ -288,12 +314,19 @@ extension DirectoryCopy {
         after: cursor,
         limit: pageSize
       )
-      return (page.employees.map { UpsertRow(guid: $0.guid, changes: EmployeeChanges(setting: $0)) }, page.next)
+      return (
+        page.employees.map { UpsertRow(guid: $0.guid, changes: EmployeeChanges(setting: $0)) },
+        page.next
+      )
     }
   }
 
   /// `source`'s sales in the order they were stored, after the first `skip`.
-  static func saleRows(_ source: some AnalyticsStore, skip: Int, pageSize: Int) -> PagedRows<SaleRow, Int64> {
+  static func saleRows(
+    _ source: some AnalyticsStore,
+    skip: Int,
+    pageSize: Int
+  ) -> PagedRows<SaleRow, Int64> {
     PagedRows(skip: skip) { position in
       let page = try await source.salesPage(after: position, limit: pageSize)
       return (page.rows, page.next)

@@ -1,12 +1,13 @@
-public import RosterDomain
-public import RosterStore
-internal import RosterPictures
 internal import Foundation
+public import RosterDomain
+internal import RosterPictures
+public import RosterStore
 
 /// Where a load's data comes from: a seed file with its pictures and sales
 /// (`SeedFileSource`), or the demo generators (`DemoSource`).
 public protocol DirectorySource: Sendable {
-  associatedtype Employees: AsyncSequence & Sendable & SendableMetatype where Employees.Element == [UpsertRow]
+  associatedtype Employees: AsyncSequence & Sendable & SendableMetatype
+  where Employees.Element == [UpsertRow]
   associatedtype Sales: AsyncSequence & Sendable & SendableMetatype where Sales.Element == [SaleRow]
 
   /// The employees, in batches.
@@ -52,26 +53,38 @@ public struct DirectoryLoader: Sendable {
   /// Pictures thumbnailed at once.
   public var pictureConcurrency: Int
 
-  public init(context: WriteContext, employeeChunkRows: Int? = 20_000, pictureConcurrency: Int = 2) {
+  public init(context: WriteContext, employeeChunkRows: Int? = 20_000, pictureConcurrency: Int = 2)
+  {
     self.context = context
     self.employeeChunkRows = employeeChunkRows
     self.pictureConcurrency = pictureConcurrency
   }
 
   /// Loads `source` into `store`.
-  public func load(_ source: some DirectorySource, into store: some StoreBackend) async throws -> LoadReport {
+  public func load(
+    _ source: some DirectorySource,
+    into store: some StoreBackend
+  ) async throws -> LoadReport {
     var report = LoadReport()
     let clock = ContinuousClock()
     var started = clock.now
     let employees = try source.employees()
     report.employees = try await store.withBulkLoad {
-      try await store.upsertEmployees(employees, context: self.context, chunkRows: self.employeeChunkRows)
+      try await store.upsertEmployees(
+        employees,
+        context: self.context,
+        chunkRows: self.employeeChunkRows
+      )
     }
     report.employeesTime = clock.now - started
     started = clock.now
     (report.picturesStored, report.picturesRefused) = try await source.withPictures { files in
       if files.isEmpty { return (0, []) }
-      return try await store.importPictures(files, concurrency: self.pictureConcurrency, context: self.context)
+      return try await store.importPictures(
+        files,
+        concurrency: self.pictureConcurrency,
+        context: self.context
+      )
     }
     report.picturesTime = clock.now - started
     if let sales = try source.sales() {
@@ -98,17 +111,22 @@ public struct SeedFileSource: DirectorySource {
     self.file = file
     self.picturesDirectory = picturesDirectory ?? SeedFile.picturesDirectory(beside: file)
     let besideSales = SalesFile.path(beside: file)
-    self.salesFile = salesFile ?? (FileManager.default.fileExists(atPath: besideSales) ? besideSales : nil)
+    self.salesFile =
+      salesFile ?? (FileManager.default.fileExists(atPath: besideSales) ? besideSales : nil)
   }
 
   public func employees() throws -> SeedFile.Batches {
     try SeedFile.batches(self.file)
   }
 
-  public func withPictures<T>(_ body: ([(guid: String, path: String)]) async throws -> T) async throws -> T {
+  public func withPictures<T>(
+    _ body: ([(guid: String, path: String)]) async throws -> T
+  ) async throws -> T {
     var pictures: [(guid: String, path: String)] = []
     try SeedFile.read(self.file) { record in
-      if let name = record.picture, let guid = EmployeeValidation.canonicalGUID(record.employee.guid) {
+      if let name = record.picture,
+        let guid = EmployeeValidation.canonicalGUID(record.employee.guid)
+      {
         pictures.append((guid, SeedFile.picturePath(name, in: self.picturesDirectory)))
       }
     }
@@ -134,7 +152,12 @@ public struct DemoSource: DirectorySource {
   /// Mean sales per employee; 0 for none.
   public var salesPerEmployee: Int
 
-  public init(demo: DemoData, pictureScratch: String?, keepsPictures: Bool = false, salesPerEmployee: Int) {
+  public init(
+    demo: DemoData,
+    pictureScratch: String?,
+    keepsPictures: Bool = false,
+    salesPerEmployee: Int
+  ) {
     self.demo = demo
     self.pictureScratch = pictureScratch
     self.keepsPictures = keepsPictures
@@ -145,7 +168,9 @@ public struct DemoSource: DirectorySource {
     AsyncBatches(DemoRows(demo: self.demo), size: 1_000)
   }
 
-  public func withPictures<T>(_ body: ([(guid: String, path: String)]) async throws -> T) async throws -> T {
+  public func withPictures<T>(
+    _ body: ([(guid: String, path: String)]) async throws -> T
+  ) async throws -> T {
     guard let scratch = self.pictureScratch, self.demo.pictures else { return try await body([]) }
     defer { if !self.keepsPictures { try? FileManager.default.removeItem(atPath: scratch) } }
     try DemoPictures.writePool(to: scratch)
@@ -156,7 +181,8 @@ public struct DemoSource: DirectorySource {
   }
 
   public func sales() -> AsyncBatches<DemoSales>? {
-    self.salesPerEmployee > 0 ? DemoSales(employees: self.demo, perEmployee: self.salesPerEmployee).batches() : nil
+    self.salesPerEmployee > 0
+      ? DemoSales(employees: self.demo, perEmployee: self.salesPerEmployee).batches() : nil
   }
 
   /// The demo employees as upsert rows, in constant memory.
@@ -171,7 +197,9 @@ public struct DemoSource: DirectorySource {
       var base: DemoData.Iterator
 
       public mutating func next() -> UpsertRow? {
-        self.base.next().map { UpsertRow(guid: $0.employee.guid, changes: EmployeeChanges(setting: $0.employee)) }
+        self.base.next().map {
+          UpsertRow(guid: $0.employee.guid, changes: EmployeeChanges(setting: $0.employee))
+        }
       }
     }
   }

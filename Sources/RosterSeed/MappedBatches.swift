@@ -8,7 +8,11 @@ public protocol BatchFormat {
   /// The cursor at the start of a file.
   static var start: Cursor { get }
   /// Parses up to `limit` rows from `cursor`, moving it past them; none at the end.
-  static func parse(_ bytes: UnsafeBufferPointer<UInt8>, cursor: inout Cursor, limit: Int) throws -> [Row]
+  static func parse(
+    _ bytes: UnsafeBufferPointer<UInt8>,
+    cursor: inout Cursor,
+    limit: Int
+  ) throws -> [Row]
 }
 
 /// The rows of a memory-mapped file in batches, parsed a batch at a time, as an async

@@ -1,5 +1,5 @@
-public import RosterDomain
 internal import Foundation
+public import RosterDomain
 
 /// Reads and writes `sales.csv`: a header line `employee_guid,amount,date`, then one sale per
 /// line, the amount in currency units with up to two decimals (`1234.50`), read into integer
@@ -13,7 +13,8 @@ public enum SalesFile {
 
   /// The default sales file for a seed file: `sales.csv` beside it.
   public static func path(beside seedPath: String) -> String {
-    URL(fileURLWithPath: seedPath).deletingLastPathComponent().appendingPathComponent("sales.csv").path
+    URL(fileURLWithPath: seedPath).deletingLastPathComponent().appendingPathComponent("sales.csv")
+      .path
   }
 
   /// Writes `sales` to `path`, replacing it.
@@ -29,7 +30,8 @@ public enum SalesFile {
     var buffer = Self.header + "\n"
     var count = 0
     for sale in sales {
-      buffer += sale.employeeGUID + "," + Self.amountText(cents: sale.amountCents) + "," + sale.date + "\n"
+      buffer +=
+        sale.employeeGUID + "," + Self.amountText(cents: sale.amountCents) + "," + sale.date + "\n"
       count += 1
       if buffer.utf8.count > 1 << 20 {
         try handle.write(contentsOf: Data(buffer.utf8))
@@ -69,7 +71,10 @@ public enum SalesFile {
       while end < bytes.count, bytes[end] != UInt8(ascii: "\n") { end += 1 }
       var stop = end
       if stop > position, bytes[stop - 1] == UInt8(ascii: "\r") { stop -= 1 }
-      let text = String(decoding: UnsafeBufferPointer(rebasing: bytes[position..<stop]), as: UTF8.self)
+      let text = String(
+        decoding: UnsafeBufferPointer(rebasing: bytes[position ..< stop]),
+        as: UTF8.self
+      )
       position = end + 1
       line += 1
       if text.isEmpty || (line == 1 && text == Self.header) { continue }
@@ -80,7 +85,9 @@ public enum SalesFile {
           "line \(line): expected employee_guid,amount,date with an amount of at most two decimals"
         )
       }
-      rows.append(SaleRow(employeeGUID: String(fields[0]), amountCents: cents, date: String(fields[2])))
+      rows.append(
+        SaleRow(employeeGUID: String(fields[0]), amountCents: cents, date: String(fields[2]))
+      )
     }
     return (rows, position, line)
   }
@@ -103,21 +110,22 @@ public enum SalesFile {
     let point = utf8.firstIndex(of: UInt8(ascii: "."))
     let whole = point.map { utf8[..<$0] } ?? utf8
     let decimals = point.map { utf8[utf8.index(after: $0)...] } ?? utf8[utf8.endIndex...]
-    guard (1...15).contains(whole.count), decimals.count <= 2, point == nil || !decimals.isEmpty else {
+    guard (1 ... 15).contains(whole.count), decimals.count <= 2, point == nil || !decimals.isEmpty
+    else {
       return nil
     }
     var value: Int64 = 0
     for byte in whole {
-      guard (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) else { return nil }
+      guard (UInt8(ascii: "0") ... UInt8(ascii: "9")).contains(byte) else { return nil }
       value = value * 10 + Int64(byte - UInt8(ascii: "0"))
     }
     var scale = 0
     for byte in decimals {
-      guard (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) else { return nil }
+      guard (UInt8(ascii: "0") ... UInt8(ascii: "9")).contains(byte) else { return nil }
       value = value * 10 + Int64(byte - UInt8(ascii: "0"))
       scale += 1
     }
-    for _ in scale..<2 { value *= 10 }
+    for _ in scale ..< 2 { value *= 10 }
     return negative ? -value : value
   }
 }
@@ -130,7 +138,12 @@ extension SalesFile: BatchFormat {
     cursor: inout (position: Int, line: Int),
     limit: Int
   ) throws -> [SaleRow] {
-    let (rows, position, line) = try Self.parse(bytes, from: cursor.position, line: cursor.line, limit: limit)
+    let (rows, position, line) = try Self.parse(
+      bytes,
+      from: cursor.position,
+      line: cursor.line,
+      limit: limit
+    )
     cursor = (position, line)
     return rows
   }

@@ -1,5 +1,5 @@
-public import RosterDomain
 internal import Foundation
+public import RosterDomain
 
 /// Reads and writes the `seed.json` format: a JSON array of flat employee objects.
 ///
@@ -94,7 +94,8 @@ public enum SeedFile {
       case "\r": out += "\\r"
       case "\t": out += "\\t"
       case _ where scalar.value < 0x20:
-        out += "\\u" + String(repeating: "0", count: 4 - String(scalar.value, radix: 16).count)
+        out +=
+          "\\u" + String(repeating: "0", count: 4 - String(scalar.value, radix: 16).count)
           + String(scalar.value, radix: 16)
       default: out.unicodeScalars.append(scalar)
       }
@@ -114,6 +115,8 @@ extension SeedFile: BatchFormat {
     var parser = SeedParser(bytes: bytes, position: cursor.position)
     let records = try parser.readRecords(limit: limit, atEnd: &cursor.atEnd)
     cursor.position = parser.position
-    return records.map { UpsertRow(guid: $0.employee.guid, changes: EmployeeChanges(setting: $0.employee)) }
+    return records.map {
+      UpsertRow(guid: $0.employee.guid, changes: EmployeeChanges(setting: $0.employee))
+    }
   }
 }

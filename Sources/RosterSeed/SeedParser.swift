@@ -1,6 +1,7 @@
 /// A small JSON parser for the seed format: an array of objects whose values are strings,
 /// numbers, booleans or null. Unknown keys are skipped, whatever their value.
 internal import RosterDomain
+
 struct SeedParser {
   private let bytes: UnsafeBufferPointer<UInt8>
   /// Where the next read starts; saved between calls by a reader that pulls batches.
@@ -92,14 +93,17 @@ struct SeedParser {
     while self.position < self.bytes.count {
       let byte = self.bytes[self.position]
       if byte == UInt8(ascii: "\"") {
-        let text = String(decoding: UnsafeBufferPointer(rebasing: self.bytes[start..<self.position]), as: UTF8.self)
+        let text = String(
+          decoding: UnsafeBufferPointer(rebasing: self.bytes[start ..< self.position]),
+          as: UTF8.self
+        )
         self.position += 1
         return text
       }
       if byte == UInt8(ascii: "\\") { break }
       self.position += 1
     }
-    var out = Array(self.bytes[start..<self.position])
+    var out = Array(self.bytes[start ..< self.position])
     while self.position < self.bytes.count {
       let byte = self.bytes[self.position]
       self.position += 1
@@ -128,13 +132,13 @@ struct SeedParser {
     case UInt8(ascii: "t"): out.append(0x09)
     case UInt8(ascii: "u"):
       var scalar = try self.readHex4()
-      if (0xD800..<0xDC00).contains(scalar) {
+      if (0xD800 ..< 0xDC00).contains(scalar) {
         guard self.position + 1 < self.bytes.count, self.bytes[self.position] == UInt8(ascii: "\\"),
           self.bytes[self.position + 1] == UInt8(ascii: "u")
         else { throw self.error("lone surrogate") }
         self.position += 2
         let low = try self.readHex4()
-        guard (0xDC00..<0xE000).contains(low) else { throw self.error("bad surrogate pair") }
+        guard (0xDC00 ..< 0xE000).contains(low) else { throw self.error("bad surrogate pair") }
         scalar = 0x10000 + ((scalar - 0xD800) << 10) + (low - 0xDC00)
       }
       guard let unicode = Unicode.Scalar(scalar) else { throw self.error("bad \\u escape") }
@@ -147,14 +151,14 @@ struct SeedParser {
   private mutating func readHex4() throws -> UInt32 {
     guard self.position + 4 <= self.bytes.count else { throw self.error("bad \\u escape") }
     var value: UInt32 = 0
-    for _ in 0..<4 {
+    for _ in 0 ..< 4 {
       let byte = self.bytes[self.position]
       self.position += 1
       let digit: UInt32
       switch byte {
-      case UInt8(ascii: "0")...UInt8(ascii: "9"): digit = UInt32(byte - 48)
-      case UInt8(ascii: "a")...UInt8(ascii: "f"): digit = UInt32(byte - 87)
-      case UInt8(ascii: "A")...UInt8(ascii: "F"): digit = UInt32(byte - 55)
+      case UInt8(ascii: "0") ... UInt8(ascii: "9"): digit = UInt32(byte - 48)
+      case UInt8(ascii: "a") ... UInt8(ascii: "f"): digit = UInt32(byte - 87)
+      case UInt8(ascii: "A") ... UInt8(ascii: "F"): digit = UInt32(byte - 55)
       default: throw self.error("bad \\u escape")
       }
       value = value << 4 | digit
@@ -184,11 +188,14 @@ struct SeedParser {
     let start = self.position
     while self.position < self.bytes.count {
       switch self.bytes[self.position] {
-      case UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"), UInt8(ascii: "+"),
+      case UInt8(ascii: "0") ... UInt8(ascii: "9"), UInt8(ascii: "-"), UInt8(ascii: "+"),
         UInt8(ascii: "."), UInt8(ascii: "e"), UInt8(ascii: "E"):
         self.position += 1
       default:
-        let text = String(decoding: UnsafeBufferPointer(rebasing: self.bytes[start..<self.position]), as: UTF8.self)
+        let text = String(
+          decoding: UnsafeBufferPointer(rebasing: self.bytes[start ..< self.position]),
+          as: UTF8.self
+        )
         guard let value = Double(text) else { throw self.error("bad number") }
         return value
       }
@@ -222,7 +229,7 @@ struct SeedParser {
   private mutating func literal(_ word: StaticString) throws {
     let count = word.utf8CodeUnitCount
     guard self.position + count <= self.bytes.count else { throw self.error("expected \(word)") }
-    for index in 0..<count where self.bytes[self.position + index] != word.utf8Start[index] {
+    for index in 0 ..< count where self.bytes[self.position + index] != word.utf8Start[index] {
       throw self.error("expected \(word)")
     }
     self.position += count

@@ -3,6 +3,7 @@
 /// Keys: `guid`, `active`, `picture`, `name`, `vacationDays`, `department`, `startDate`,
 /// `email`, `phone`, `address` and `about`.
 public import RosterDomain
+
 public struct SeedRecord: Sendable, Hashable {
   /// The employee fields the record carries.
   public var employee: Employee

@@ -16,7 +16,8 @@ public struct CORSPolicy: Sendable, Equatable {
 
   static let allowedMethods = "GET, POST"
   static let allowedHeaders = [
-    "authorization", "content-type", "connect-protocol-version", "connect-timeout-ms", "grpc-timeout",
+    "authorization", "content-type", "connect-protocol-version", "connect-timeout-ms",
+    "grpc-timeout",
     "x-grpc-web", "x-user-agent", "x-roster-author", "if-none-match",
   ].joined(separator: ", ")
   static let exposedHeaders = [
@@ -39,7 +40,9 @@ public struct CORSPolicy: Sendable, Equatable {
         ("access-control-expose-headers", Self.exposedHeaders), ("vary", "Origin"),
       ]
     }
-    return [("access-control-allow-origin", "*"), ("access-control-expose-headers", Self.exposedHeaders)]
+    return [
+      ("access-control-allow-origin", "*"), ("access-control-expose-headers", Self.exposedHeaders),
+    ]
   }
 
   /// The answer to a preflight from `origin`: 204 with what it may send, or 403 naming the
@@ -48,7 +51,8 @@ public struct CORSPolicy: Sendable, Equatable {
     guard let origin, self.allows(origin) else {
       return ConnectUnary.errorReply(
         code: .permissionDenied,
-        message: "origin \(origin ?? "(none)") may not call this server (roster serve --cors-origin)",
+        message:
+          "origin \(origin ?? "(none)") may not call this server (roster serve --cors-origin)",
         status: 403,
         metadata: []
       )
@@ -65,12 +69,16 @@ public struct CORSPolicy: Sendable, Equatable {
   /// Checks `--cors-origin` values: `*` alone, or origins (`http://` or `https://`, a host, an
   /// optional port, nothing after).
   public static func check(_ origins: [String]) -> String? {
-    if origins.contains("*") && origins.count > 1 { return "--cors-origin '*' allows every origin: give it alone" }
+    if origins.contains("*") && origins.count > 1 {
+      return "--cors-origin '*' allows every origin: give it alone"
+    }
     for origin in origins where origin != "*" {
       let parts = origin.split(separator: "/", omittingEmptySubsequences: false)
-      guard parts.count == 3, parts[0] == "http:" || parts[0] == "https:", parts[1].isEmpty, !parts[2].isEmpty
+      guard parts.count == 3, parts[0] == "http:" || parts[0] == "https:", parts[1].isEmpty,
+        !parts[2].isEmpty
       else {
-        return "--cors-origin '\(origin)' is not an origin: write it as https://HOST[:PORT], with no path"
+        return
+          "--cors-origin '\(origin)' is not an origin: write it as https://HOST[:PORT], with no path"
       }
     }
     return nil

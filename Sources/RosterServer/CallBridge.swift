@@ -50,14 +50,17 @@ final class CallBridge: ServerTransport, Sendable {
   /// `unavailable`).
   func accept(_ stream: RPCStream<Inbound, Outbound>, peers: UnaryFastPath.Peers) -> BridgedCall? {
     let call = BridgedCall()
-    guard case .enqueued = self.continuation.yield(Accepted(stream: stream, peers: peers, call: call)) else {
+    guard
+      case .enqueued = self.continuation.yield(Accepted(stream: stream, peers: peers, call: call))
+    else {
       return nil
     }
     return call
   }
 
   func listen(
-    streamHandler: @escaping @concurrent @Sendable (RPCStream<Inbound, Outbound>, ServerContext) async -> Void
+    streamHandler:
+      @escaping @concurrent @Sendable (RPCStream<Inbound, Outbound>, ServerContext) async -> Void
   ) async throws {
     await withDiscardingTaskGroup { group in
       for await accepted in self.accepted {

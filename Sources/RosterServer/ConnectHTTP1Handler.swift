@@ -75,16 +75,30 @@ final class ConnectHTTP1Handler: ChannelInboundHandler, @unchecked Sendable {
       guard !self.overLimit else { return }
       var headers = HPACKHeaders()
       for (name, value) in head.headers { headers.add(name: name.lowercased(), value: value) }
-      if let wire = self.streams.streamedProtocol(contentType: headers.first(name: "content-type"), path: head.uri) {
+      if let wire = self.streams.streamedProtocol(
+        contentType: headers.first(name: "content-type"),
+        path: head.uri
+      ) {
         self.startStreamed(wire, head: head, headers: headers, context: context)
         return
       }
-      let request = PlainHTTPRequest(http1: true, method: head.method.rawValue, target: head.uri, headers: headers, body: self.body)
+      let request = PlainHTTPRequest(
+        http1: true,
+        method: head.method.rawValue,
+        target: head.uri,
+        headers: headers,
+        body: self.body
+      )
       self.body = ByteBuffer()
       let keepAlive = head.isKeepAlive
       let handler = NIOLoopBound(self, eventLoop: context.eventLoop)
       let loop = context.eventLoop
-      self.running = self.connect.serve(request, peers: self.peers, eventLoop: loop, executor: self.executor) {
+      self.running = self.connect.serve(
+        request,
+        peers: self.peers,
+        eventLoop: loop,
+        executor: self.executor
+      ) {
         reply in
         loop.execute {
           let this = handler.value
@@ -98,7 +112,10 @@ final class ConnectHTTP1Handler: ChannelInboundHandler, @unchecked Sendable {
   }
 
   /// `headers` with HTTP/2's `:method` and `:path`, as `ConnectStreams` reads a request.
-  private static func withPseudoHeaders(_ headers: HPACKHeaders, _ head: HTTPRequestHead) -> HPACKHeaders {
+  private static func withPseudoHeaders(
+    _ headers: HPACKHeaders,
+    _ head: HTTPRequestHead
+  ) -> HPACKHeaders {
     var withPseudo = HPACKHeaders([(":method", head.method.rawValue), (":path", head.uri)])
     withPseudo.add(contentsOf: headers)
     return withPseudo
@@ -133,7 +150,10 @@ final class ConnectHTTP1Handler: ChannelInboundHandler, @unchecked Sendable {
             written.fail(RPCError(code: .cancelled, message: "the client went away"))
             return
           }
-          context.writeAndFlush(handler.value.wrapOutboundOut(.body(.byteBuffer(bytes))), promise: written)
+          context.writeAndFlush(
+            handler.value.wrapOutboundOut(.body(.byteBuffer(bytes))),
+            promise: written
+          )
         }
         try await written.futureResult.get()
       },
@@ -180,7 +200,8 @@ final class ConnectHTTP1Handler: ChannelInboundHandler, @unchecked Sendable {
     self.body = ByteBuffer()
     let reply = ConnectUnary.errorReply(
       code: .resourceExhausted,
-      message: "the request body is over the limit of \(self.connect.fastPath.maxRequestBytes) bytes",
+      message:
+        "the request body is over the limit of \(self.connect.fastPath.maxRequestBytes) bytes",
       status: nil,
       metadata: []
     )
@@ -193,12 +214,22 @@ final class ConnectHTTP1Handler: ChannelInboundHandler, @unchecked Sendable {
   /// How long a connection refused for an oversized body is read (and dropped) before it closes.
   static let drainTime = TimeAmount.seconds(2)
 
-  private func write(_ reply: PlainHTTPReply, keepAlive: Bool, closing: Bool = true, context: ChannelHandlerContext) {
+  private func write(
+    _ reply: PlainHTTPReply,
+    keepAlive: Bool,
+    closing: Bool = true,
+    context: ChannelHandlerContext
+  ) {
     var headers = HTTPHeaders(reply.headers)
     headers.replaceOrAdd(name: "content-length", value: String(reply.body.readableBytes))
     if !keepAlive { headers.replaceOrAdd(name: "connection", value: "close") }
     let status = HTTPResponseStatus(statusCode: reply.status)
-    context.write(self.wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: status, headers: headers))), promise: nil)
+    context.write(
+      self.wrapOutboundOut(
+        .head(HTTPResponseHead(version: .http1_1, status: status, headers: headers))
+      ),
+      promise: nil
+    )
     if reply.body.readableBytes > 0 {
       context.write(self.wrapOutboundOut(.body(.byteBuffer(reply.body))), promise: nil)
     }

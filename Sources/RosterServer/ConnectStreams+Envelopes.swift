@@ -71,7 +71,9 @@ struct EnvelopeReader {
 
   /// The bytes of the complete base64 quartets so far; what is left of a quartet waits.
   private mutating func decodeText(_ bytes: ByteBuffer) throws -> ByteBuffer {
-    self.textRemainder += bytes.readableBytesView.filter { !($0 == 0x20 || $0 == 0x0A || $0 == 0x0D || $0 == 0x09) }
+    self.textRemainder += bytes.readableBytesView.filter {
+      !($0 == 0x20 || $0 == 0x0A || $0 == 0x0D || $0 == 0x09)
+    }
     let whole = self.textRemainder.count - self.textRemainder.count % 4
     var decoded = ByteBuffer()
     var segmentStart = 0
@@ -79,8 +81,12 @@ struct EnvelopeReader {
     while index < whole {
       // A quartet that ends in padding closes a message's base64: decode up to it.
       if self.textRemainder[index + 3] == UInt8(ascii: "=") || index + 4 == whole {
-        guard let data = Data(base64Encoded: Data(self.textRemainder[segmentStart..<(index + 4)])) else {
-          throw RPCError(code: .invalidArgument, message: "the grpc-web-text body is not valid base64")
+        guard let data = Data(base64Encoded: Data(self.textRemainder[segmentStart ..< (index + 4)]))
+        else {
+          throw RPCError(
+            code: .invalidArgument,
+            message: "the grpc-web-text body is not valid base64"
+          )
         }
         decoded.writeBytes(data)
         segmentStart = index + 4

@@ -141,17 +141,25 @@ final class RequestEnvelopes: AsyncSequence, Sendable {
   /// A message as the bridge's server reads it: inflated.
   private func decode(_ envelope: Envelope) throws -> ByteBuffer {
     guard envelope.flags & 0x02 == 0 else {
-      throw RPCError(code: .invalidArgument, message: "a request envelope has the end-of-stream flag, which only replies carry")
+      throw RPCError(
+        code: .invalidArgument,
+        message: "a request envelope has the end-of-stream flag, which only replies carry"
+      )
     }
     var payload = envelope.payload
     if envelope.flags & 0x01 != 0 {
       guard let encoding = self.encoding else {
         throw RPCError(
           code: .internalError,
-          message: "a message is marked compressed but the request names no encoding (connect-content-encoding or grpc-encoding)"
+          message:
+            "a message is marked compressed but the request names no encoding (connect-content-encoding or grpc-encoding)"
         )
       }
-      payload = try encoding.decompress(payload, limit: self.limit, allocator: ByteBufferAllocator())
+      payload = try encoding.decompress(
+        payload,
+        limit: self.limit,
+        allocator: ByteBufferAllocator()
+      )
     }
     return payload
   }
@@ -217,12 +225,18 @@ final class ReplyWriter: ClosableRPCWriterProtocol, Sendable {
   }
 
   func finish() async {
-    self.end(Status(code: .internalError, message: "the call ended without a status"), trailers: [:])
+    self.end(
+      Status(code: .internalError, message: "the call ended without a status"),
+      trailers: [:]
+    )
   }
 
   func finish(throwing error: any Error) async {
     let rpcError = error as? RPCError ?? RPCError(code: .unknown, message: "")
-    self.end(Status(code: Status.Code(rpcError.code), message: rpcError.message), trailers: rpcError.metadata)
+    self.end(
+      Status(code: Status.Code(rpcError.code), message: rpcError.message),
+      trailers: rpcError.metadata
+    )
   }
 
   private var encodingHeader: String {
@@ -230,10 +244,12 @@ final class ReplyWriter: ClosableRPCWriterProtocol, Sendable {
   }
 
   private func sendHead(_ metadata: Metadata) {
-    guard self.progress.withLock({ state in
-      defer { state.headSent = true }
-      return !state.headSent && !state.ended
-    }) else { return }
+    guard
+      self.progress.withLock({ state in
+        defer { state.headSent = true }
+        return !state.headSent && !state.ended
+      })
+    else { return }
     var headers = HPACKHeaders()
     headers.add(metadata)
     var pairs = [("content-type", self.contentType)]
@@ -269,11 +285,13 @@ final class ReplyWriter: ClosableRPCWriterProtocol, Sendable {
 
   /// Ends the reply with `status` and `trailers`, once.
   func end(_ status: Status, trailers: Metadata) {
-    guard let headSent = self.progress.withLock({ state -> Bool? in
-      guard !state.ended else { return nil }
-      state.ended = true
-      return state.headSent
-    }) else { return }
+    guard
+      let headSent = self.progress.withLock({ state -> Bool? in
+        guard !state.ended else { return nil }
+        state.ended = true
+        return state.headSent
+      })
+    else { return }
     var status = status
     if status.code == .cancelled, let deadline = self.deadline, ContinuousClock.now >= deadline {
       status = Status(code: .deadlineExceeded, message: "the call's deadline passed")
@@ -283,16 +301,26 @@ final class ReplyWriter: ClosableRPCWriterProtocol, Sendable {
       if !headSent {
         self.sink.head([("content-type", self.contentType)] + self.extraHeaders)
       }
-      self.sink.end(self.envelope(0x02, ByteBuffer(bytes: Self.endOfStream(status, trailers: trailers))))
+      self.sink.end(
+        self.envelope(0x02, ByteBuffer(bytes: Self.endOfStream(status, trailers: trailers)))
+      )
     case .grpcWeb:
       let block = HPACKHeaders(status: status, metadata: trailers, trailersOnly: false)
       guard headSent else {
         // Trailers-only: the status in the head, no body.
-        self.sink.head([("content-type", self.contentType)] + block.map { ($0.name, $0.value) } + self.extraHeaders)
+        self.sink.head(
+          [("content-type", self.contentType)] + block.map { ($0.name, $0.value) }
+            + self.extraHeaders
+        )
         self.sink.end(ByteBuffer())
         return
       }
-      self.sink.end(self.envelope(0x80, ByteBuffer(string: block.map { "\($0.name): \($0.value)\r\n" }.joined())))
+      self.sink.end(
+        self.envelope(
+          0x80,
+          ByteBuffer(string: block.map { "\($0.name): \($0.value)\r\n" }.joined())
+        )
+      )
     }
   }
 

@@ -34,7 +34,8 @@ struct ConnectStreams: Sendable {
   /// The unary methods' paths, which a streaming content type does not suit (415, not 404).
   let unaryPaths: Set<String>
 
-  init(methods: [StreamingMethod], maxRequestBytes: Int, cors: CORSPolicy?, unaryPaths: Set<String>) {
+  init(methods: [StreamingMethod], maxRequestBytes: Int, cors: CORSPolicy?, unaryPaths: Set<String>)
+  {
     self.unaryPaths = unaryPaths
     self.methods = Dictionary(
       methods.map { ("/" + $0.descriptor.fullyQualifiedMethod, $0) },
@@ -75,7 +76,9 @@ struct ConnectStreams: Sendable {
     case "application/connect+proto": return .connect(json: false)
     default: ()
     }
-    guard contentType.hasPrefix("application/grpc-web"), self.methods[ConnectUnary.split(path).path] != nil else {
+    guard contentType.hasPrefix("application/grpc-web"),
+      self.methods[ConnectUnary.split(path).path] != nil
+    else {
       return nil
     }
     return .grpcWeb(text: contentType.hasPrefix("application/grpc-web-text"))
@@ -99,8 +102,18 @@ struct ConnectStreams: Sendable {
     sink: ReplySink
   ) -> Start {
     let corsHeaders = self.cors?.headers(for: headers.first(name: "origin")) ?? []
-    func refuse(_ code: RPCError.Code, _ message: String, status: Int, allow: String? = nil) -> Start {
-      var reply = ConnectUnary.errorReply(code: code, message: message, status: status, metadata: corsHeaders)
+    func refuse(
+      _ code: RPCError.Code,
+      _ message: String,
+      status: Int,
+      allow: String? = nil
+    ) -> Start {
+      var reply = ConnectUnary.errorReply(
+        code: code,
+        message: message,
+        status: status,
+        metadata: corsHeaders
+      )
       if let allow { reply.headers.append(("allow", allow)) }
       return .refused(reply)
     }
@@ -123,14 +136,22 @@ struct ConnectStreams: Sendable {
       )
     }
     if http1 && method.clientStreaming && method.serverStreaming {
-      return refuse(.unimplemented, "\(path) is a bidirectional stream, which needs HTTP/2", status: 505)
+      return refuse(
+        .unimplemented,
+        "\(path) is a bidirectional stream, which needs HTTP/2",
+        status: 505
+      )
     }
     let contentType = headers.first(name: "content-type") ?? ""
     let requestEncoding: MessageEncoding?
     let encodingHeader = wire.isConnect ? "connect-content-encoding" : "grpc-encoding"
     if let name = headers.first(name: encodingHeader), name != "identity" {
       guard let encoding = MessageEncoding(rawValue: name) else {
-        return refuse(.unimplemented, "\(encodingHeader) \(name) is not served: use gzip, deflate or identity", status: 200)
+        return refuse(
+          .unimplemented,
+          "\(encodingHeader) \(name) is not served: use gzip, deflate or identity",
+          status: 200
+        )
       }
       requestEncoding = encoding
     } else {
@@ -146,7 +167,10 @@ struct ConnectStreams: Sendable {
           status: 400
         )
       }
-      metadata.replaceOrAdd(name: "grpc-timeout", value: ConnectUnary.grpcTimeout(milliseconds: milliseconds))
+      metadata.replaceOrAdd(
+        name: "grpc-timeout",
+        value: ConnectUnary.grpcTimeout(milliseconds: milliseconds)
+      )
       deadline = .now + .milliseconds(milliseconds)
     } else if case .grpcWeb = wire, let timeout = headers.first(name: "grpc-timeout") {
       metadata.replaceOrAdd(name: "grpc-timeout", value: timeout)
@@ -159,7 +183,11 @@ struct ConnectStreams: Sendable {
     )
 
     let json = if case .connect(json: true) = wire { true } else { false }
-    let inbound = RequestEnvelopes(metadata: Metadata(metadata), encoding: requestEncoding, limit: self.maxRequestBytes)
+    let inbound = RequestEnvelopes(
+      metadata: Metadata(metadata),
+      encoding: requestEncoding,
+      limit: self.maxRequestBytes
+    )
     let writer = ReplyWriter(
       wire: wire,
       contentType: contentType,
@@ -173,7 +201,8 @@ struct ConnectStreams: Sendable {
       inbound: RPCAsyncSequence<RPCRequestPart<BufferBytes>, any Error>(wrapping: inbound),
       outbound: RPCWriter<RPCResponsePart<BufferBytes>>.Closable(wrapping: writer)
     )
-    guard let bridged = (json ? self.jsonBridge : self.protoBridge).accept(stream, peers: peers) else {
+    guard let bridged = (json ? self.jsonBridge : self.protoBridge).accept(stream, peers: peers)
+    else {
       writer.end(Status(code: .unavailable, message: "the server is shutting down"), trailers: [:])
       return .started(StreamedCall(inbound: inbound, bridged: nil, text: wire.isText))
     }
@@ -242,7 +271,9 @@ final class StreamedCall: Sendable {
     if self.reader.withLock({ $0.isEmpty }) {
       self.inbound.finish()
     } else {
-      self.inbound.finish(throwing: RPCError(code: .invalidArgument, message: "the request ends inside a message"))
+      self.inbound.finish(
+        throwing: RPCError(code: .invalidArgument, message: "the request ends inside a message")
+      )
     }
   }
 
@@ -269,10 +300,13 @@ struct StreamingMethod: Sendable {
     client: Bool,
     server: Bool,
     prepare: (@Sendable (inout Input) -> Void)? = nil,
-    _ handler: @escaping @Sendable (StreamingServerRequest<Input>, ServerContext) async throws
+    _ handler:
+      @escaping @Sendable (StreamingServerRequest<Input>, ServerContext) async throws
       -> StreamingServerResponse<Output>
   ) -> StreamingMethod {
-    StreamingMethod(descriptor: descriptor, clientStreaming: client, serverStreaming: server) { router, json in
+    StreamingMethod(descriptor: descriptor, clientStreaming: client, serverStreaming: server) {
+      router,
+      json in
       if json {
         router.registerHandler(
           forMethod: descriptor,
@@ -332,7 +366,11 @@ struct StreamingMethod: Sendable {
       .of(Grpc_Health_V1_Health.Method.Watch.descriptor, client: false, server: true) {
         try await health.watch(request: $0, context: $1)
       },
-      .of(Grpc_Reflection_V1_ServerReflection.Method.ServerReflectionInfo.descriptor, client: true, server: true) {
+      .of(
+        Grpc_Reflection_V1_ServerReflection.Method.ServerReflectionInfo.descriptor,
+        client: true,
+        server: true
+      ) {
         try await reflection.serverReflectionInfo(request: $0, context: $1)
       },
       .of(

@@ -8,9 +8,18 @@ internal import RosterTransport
 // accepts, and a GET's message in its query.
 extension ConnectUnary {
   /// A body in `compression` (`gzip` or `deflate`) inflated, within `limit` bytes.
-  static func inflate(_ body: ByteBuffer, _ compression: String, limit: Int) -> Result<ByteBuffer, Refusal> {
+  static func inflate(
+    _ body: ByteBuffer,
+    _ compression: String,
+    limit: Int
+  ) -> Result<ByteBuffer, Refusal> {
     guard let encoding = MessageEncoding(rawValue: compression) else {
-      return .failure(Refusal(.unimplemented, "compression \(compression) is not served: use gzip, deflate or identity"))
+      return .failure(
+        Refusal(
+          .unimplemented,
+          "compression \(compression) is not served: use gzip, deflate or identity"
+        )
+      )
     }
     do {
       return .success(try encoding.decompress(body, limit: limit, allocator: ByteBufferAllocator()))
@@ -26,7 +35,8 @@ extension ConnectUnary {
   /// to gain from it.
   static func responseEncoding(_ headers: HPACKHeaders, size: Int) -> MessageEncoding? {
     guard size >= MessageEncoding.minimumResponseBytes else { return nil }
-    let accepted = (headers[canonicalForm: "accept-encoding"] + headers[canonicalForm: "connect-accept-encoding"])
+    let accepted =
+      (headers[canonicalForm: "accept-encoding"] + headers[canonicalForm: "connect-accept-encoding"])
       .map { Self.mediaType($0) }
     if accepted.contains("gzip") { return .gzip }
     if accepted.contains("deflate") { return .deflate }
@@ -42,7 +52,9 @@ extension ConnectUnary {
       let name = String(parts[0]).removingPercentEncoding ?? String(parts[0])
       let raw = parts.count > 1 ? String(parts[1]).replacingOccurrences(of: "+", with: " ") : ""
       guard let value = raw.removingPercentEncoding else {
-        return .failure(Refusal(.invalidArgument, "query parameter \(name) is not valid percent-encoding"))
+        return .failure(
+          Refusal(.invalidArgument, "query parameter \(name) is not valid percent-encoding")
+        )
       }
       fields[name] = value
     }
@@ -60,8 +72,13 @@ extension ConnectUnary {
     }
     let compression = fields["compression"].flatMap { $0 == "identity" ? nil : $0 }
     let text = fields["message"] ?? ""
-    guard fields["base64"] == "1" else { return .success((encoding, Array(text.utf8), compression)) }
-    var standard = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+    guard fields["base64"] == "1" else {
+      return .success((encoding, Array(text.utf8), compression))
+    }
+    var standard = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(
+      of: "_",
+      with: "/"
+    )
     standard += String(repeating: "=", count: (4 - standard.utf8.count % 4) % 4)
     guard let bytes = Data(base64Encoded: standard).map(Array.init) else {
       return .failure(Refusal(.invalidArgument, "query parameter message is not valid base64url"))
@@ -71,10 +88,16 @@ extension ConnectUnary {
 
   /// The encoding for a call's reply messages: the first in the request's `header` (gRPC-Web's
   /// or Connect's accept-encoding) that the server has, unless the method sends pictures.
-  static func replyEncoding(_ headers: HPACKHeaders, accepting header: String, for method: MethodDescriptor)
+  static func replyEncoding(
+    _ headers: HPACKHeaders,
+    accepting header: String,
+    for method: MethodDescriptor
+  )
     -> MessageEncoding?
   {
-    guard !MessageEncoding.incompressibleServices.contains(method.service.fullyQualifiedService) else { return nil }
-    return headers[canonicalForm: header].lazy.compactMap { MessageEncoding(rawValue: String($0)) }.first
+    guard !MessageEncoding.incompressibleServices.contains(method.service.fullyQualifiedService)
+    else { return nil }
+    return headers[canonicalForm: header].lazy.compactMap { MessageEncoding(rawValue: String($0)) }
+      .first
   }
 }

@@ -21,7 +21,14 @@ extension ConnectUnary {
     let text = contentType.hasPrefix("application/grpc-web-text")
     let (path, _) = Self.split(request.target)
     guard request.method == "POST" else {
-      respond(Refusal(.unimplemented, "gRPC-Web calls are POST", status: 405, headers: [("allow", "POST")]).reply)
+      respond(
+        Refusal(
+          .unimplemented,
+          "gRPC-Web calls are POST",
+          status: 405,
+          headers: [("allow", "POST")]
+        ).reply
+      )
       return nil
     }
     func refuse(_ code: RPCError.Code, _ message: String) -> UnaryFastPath.LaunchedCall? {
@@ -32,13 +39,18 @@ extension ConnectUnary {
     }
     guard let method = self.fastPath.methods[path] else {
       if self.streamingPaths.contains(path) {
-        return refuse(.unimplemented, "\(path) is a streaming method: gRPC-Web streaming is not served yet")
+        return refuse(
+          .unimplemented,
+          "\(path) is a streaming method: gRPC-Web streaming is not served yet"
+        )
       }
       return refuse(.unimplemented, "no method \(path)")
     }
     var body = request.body
     if text {
-      let encoded = String(decoding: body.readableBytesView, as: UTF8.self).filter { !$0.isWhitespace }
+      let encoded = String(decoding: body.readableBytesView, as: UTF8.self).filter {
+        !$0.isWhitespace
+      }
       guard let decoded = Data(base64Encoded: encoded) else {
         return refuse(.invalidArgument, "the grpc-web-text body is not valid base64")
       }
@@ -49,28 +61,51 @@ extension ConnectUnary {
       // As `singleMessage` reads it, the flag cleared; inflated below.
       body.setInteger(UInt8(0), at: body.readerIndex)
     }
-    if let length = body.getInteger(at: body.readerIndex + 1, as: UInt32.self), Int(length) > self.fastPath.maxRequestBytes {
-      return refuse(.resourceExhausted, "the message of \(length) bytes is over the limit of \(self.fastPath.maxRequestBytes)")
+    if let length = body.getInteger(at: body.readerIndex + 1, as: UInt32.self),
+      Int(length) > self.fastPath.maxRequestBytes
+    {
+      return refuse(
+        .resourceExhausted,
+        "the message of \(length) bytes is over the limit of \(self.fastPath.maxRequestBytes)"
+      )
     }
-    guard var message = UnaryFastPath.singleMessage(in: body, limit: self.fastPath.maxRequestBytes) else {
-      return refuse(.internalError, "a gRPC-Web unary request is exactly one length-prefixed message")
+    guard var message = UnaryFastPath.singleMessage(in: body, limit: self.fastPath.maxRequestBytes)
+    else {
+      return refuse(
+        .internalError,
+        "a gRPC-Web unary request is exactly one length-prefixed message"
+      )
     }
     if compressed {
       guard let name = request.headers.first(name: "grpc-encoding"), name != "identity" else {
-        return refuse(.internalError, "a message is marked compressed but the request has no grpc-encoding")
+        return refuse(
+          .internalError,
+          "a message is marked compressed but the request has no grpc-encoding"
+        )
       }
       guard let encoding = MessageEncoding(rawValue: name) else {
-        return refuse(.unimplemented, "grpc-encoding \(name) is not served: use gzip, deflate or identity")
+        return refuse(
+          .unimplemented,
+          "grpc-encoding \(name) is not served: use gzip, deflate or identity"
+        )
       }
       do {
-        message = try encoding.decompress(message, limit: self.fastPath.maxRequestBytes, allocator: ByteBufferAllocator())
+        message = try encoding.decompress(
+          message,
+          limit: self.fastPath.maxRequestBytes,
+          allocator: ByteBufferAllocator()
+        )
       } catch let error as RPCError {
         return refuse(error.code, error.message)
       } catch {
         return refuse(.internalError, "the message is not valid \(name) data")
       }
     }
-    let replyEncoding = Self.replyEncoding(request.headers, accepting: "grpc-accept-encoding", for: method.descriptor)
+    let replyEncoding = Self.replyEncoding(
+      request.headers,
+      accepting: "grpc-accept-encoding",
+      for: method.descriptor
+    )
     let metadata = Self.callMetadata(request.headers)
     return self.fastPath.launch(
       method,
@@ -81,7 +116,9 @@ extension ConnectUnary {
       eventLoop: eventLoop,
       executor: executor
     ) { outcome in
-      respond(Self.grpcWebReply(outcome, contentType: contentType, text: text, encoding: replyEncoding))
+      respond(
+        Self.grpcWebReply(outcome, contentType: contentType, text: text, encoding: replyEncoding)
+      )
     }
   }
 
@@ -92,7 +129,11 @@ extension ConnectUnary {
     text: Bool,
     encoding: MessageEncoding? = nil
   ) -> PlainHTTPReply {
-    let trailers = HPACKHeaders(status: outcome.status, metadata: outcome.trailers, trailersOnly: false)
+    let trailers = HPACKHeaders(
+      status: outcome.status,
+      metadata: outcome.trailers,
+      trailersOnly: false
+    )
     guard let metadata = outcome.headers else {
       // Trailers-only: the status in the headers, no body.
       return PlainHTTPReply(

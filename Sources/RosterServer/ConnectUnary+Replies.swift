@@ -33,8 +33,16 @@ extension ConnectUnary {
     if wantsETag {
       let etag = "\"\(Self.fingerprint(body))\""
       headers.append(("etag", etag))
-      if let ifNoneMatch, ifNoneMatch.split(separator: ",").contains(where: { $0.trimmingCharacters(in: .whitespaces) == etag || $0 == "*" }) {
-        return PlainHTTPReply(status: 304, headers: headers.filter { $0.0 != "content-type" }, body: ByteBuffer())
+      if let ifNoneMatch,
+        ifNoneMatch.split(separator: ",").contains(where: {
+          $0.trimmingCharacters(in: .whitespaces) == etag || $0 == "*"
+        })
+      {
+        return PlainHTTPReply(
+          status: 304,
+          headers: headers.filter { $0.0 != "content-type" },
+          body: ByteBuffer()
+        )
       }
     }
     if let compression = Self.responseEncoding(accepting, size: body.readableBytes),

@@ -148,7 +148,10 @@ struct ConnectUnary: Sendable {
       var outcome = outcome
       if outcome.status.code == .cancelled, let deadline, ContinuousClock.now >= deadline {
         // The call's timeout stopped it: the Connect protocol says deadline_exceeded.
-        outcome.status = Status(code: .deadlineExceeded, message: "the call's deadline (connect-timeout-ms) passed")
+        outcome.status = Status(
+          code: .deadlineExceeded,
+          message: "the call's deadline (connect-timeout-ms) passed"
+        )
       }
       respond(
         Self.reply(
@@ -190,24 +193,37 @@ struct ConnectUnary: Sendable {
   struct Refusal: Error {
     var reply: PlainHTTPReply
 
-    init(_ code: RPCError.Code, _ message: String, status: Int? = nil, headers: [(String, String)] = []) {
-      self.reply = ConnectUnary.errorReply(code: code, message: message, status: status, metadata: [])
+    init(
+      _ code: RPCError.Code,
+      _ message: String,
+      status: Int? = nil,
+      headers: [(String, String)] = []
+    ) {
+      self.reply = ConnectUnary.errorReply(
+        code: code,
+        message: message,
+        status: status,
+        metadata: []
+      )
       self.reply.headers += headers
     }
   }
 
   /// The headers that describe the HTTP exchange, not the call: never call metadata.
   static let protocolHeaders: Set<String> = [
-    "content-type", "content-length", "content-encoding", "accept-encoding", "connection", "keep-alive",
+    "content-type", "content-length", "content-encoding", "accept-encoding", "connection",
+    "keep-alive",
     "host", "te", "transfer-encoding", "upgrade", "proxy-connection", "connect-protocol-version",
-    "connect-timeout-ms", "connect-content-encoding", "connect-accept-encoding", "if-none-match", "x-grpc-web",
+    "connect-timeout-ms", "connect-content-encoding", "connect-accept-encoding", "if-none-match",
+    "x-grpc-web",
   ]
 
   /// A request's headers as its call's metadata: all but the pseudo-headers and those of the
   /// HTTP exchange (`protocolHeaders`).
   static func callMetadata(_ headers: HPACKHeaders) -> HPACKHeaders {
     var metadata = HPACKHeaders()
-    for (name, value, _) in headers where !name.hasPrefix(":") && !Self.protocolHeaders.contains(name) {
+    for (name, value, _) in headers
+    where !name.hasPrefix(":") && !Self.protocolHeaders.contains(name) {
       metadata.add(name: name, value: value)
     }
     return metadata
@@ -215,7 +231,8 @@ struct ConnectUnary: Sendable {
 
   /// A header's value without its parameters (`; charset=utf-8`), in lower case.
   static func mediaType(_ value: some StringProtocol) -> String {
-    value.split(separator: ";").first.map { $0.trimmingCharacters(in: .whitespaces).lowercased() } ?? ""
+    value.split(separator: ";").first.map { $0.trimmingCharacters(in: .whitespaces).lowercased() }
+      ?? ""
   }
 
   static func mediaType(_ value: String?) -> String {
@@ -229,7 +246,11 @@ struct ConnectUnary: Sendable {
       if request.http1 && self.bidirectionalPaths.contains(path) {
         // As connect-go answers: HTTP/1.1 cannot carry a request and a reply at once.
         return .failure(
-          Refusal(.unimplemented, "\(path) is a bidirectional stream, which needs HTTP/2", status: 505)
+          Refusal(
+            .unimplemented,
+            "\(path) is a bidirectional stream, which needs HTTP/2",
+            status: 505
+          )
         )
       }
       if self.streamingPaths.contains(path) {
@@ -268,7 +289,9 @@ struct ConnectUnary: Sendable {
         )
       }
       body = request.body
-      if let compression = request.headers.first(name: "content-encoding"), compression != "identity" {
+      if let compression = request.headers.first(name: "content-encoding"),
+        compression != "identity"
+      {
         switch Self.inflate(body, compression, limit: self.fastPath.maxRequestBytes) {
         case .success(let inflated): body = inflated
         case .failure(let refusal): return .failure(refusal)
@@ -322,16 +345,29 @@ struct ConnectUnary: Sendable {
     if let timeout = request.headers.first(name: "connect-timeout-ms") {
       guard timeout.utf8.count <= 10, let milliseconds = Int(timeout), milliseconds >= 0 else {
         return .failure(
-          Refusal(.invalidArgument, "malformed connect-timeout-ms '\(timeout)': a whole number of milliseconds")
+          Refusal(
+            .invalidArgument,
+            "malformed connect-timeout-ms '\(timeout)': a whole number of milliseconds"
+          )
         )
       }
       // As gRPC's header, which the call's deadline is read from (at most 8 digits).
-      metadata.replaceOrAdd(name: "grpc-timeout", value: Self.grpcTimeout(milliseconds: milliseconds))
+      metadata.replaceOrAdd(
+        name: "grpc-timeout",
+        value: Self.grpcTimeout(milliseconds: milliseconds)
+      )
       deadline = .now + .milliseconds(milliseconds)
     }
     if encoding == .json && body.readableBytes == 0 { body = ByteBuffer(string: "{}") }
     return .success(
-      Call(method: method, encoding: encoding, message: body, metadata: metadata, isGet: isGet, deadline: deadline)
+      Call(
+        method: method,
+        encoding: encoding,
+        message: body,
+        metadata: metadata,
+        isGet: isGet,
+        deadline: deadline
+      )
     )
   }
 

@@ -31,7 +31,12 @@ extension ConnectionFastCalls {
       self.calls[stream] = .running(launched)
       return
     }
-    if let outcome = self.fastPath.answerNow(method, headers: headers, message: message, peers: self.peers) {
+    if let outcome = self.fastPath.answerNow(
+      method,
+      headers: headers,
+      message: message,
+      peers: self.peers
+    ) {
       // Answered in this read: the frames go out when the read completes (`channelReadComplete`),
       // with the replies of the other calls it brought.
       self.calls[stream] = .answered
@@ -56,16 +61,24 @@ extension ConnectionFastCalls {
 
   /// Writes a call's reply, unless its stream was reset or the connection closed meanwhile.
   private func finish(_ stream: HTTP2StreamID, _ outcome: UnaryOutcome) {
-    guard case .running(let launched)? = self.calls.removeValue(forKey: stream), let context = self.context
+    guard case .running(let launched)? = self.calls.removeValue(forKey: stream),
+      let context = self.context
     else { return }
     launched.ended()
     self.write(stream, outcome, context: context)
     context.flush()
   }
 
-  private func write(_ stream: HTTP2StreamID, _ outcome: UnaryOutcome, context: ChannelHandlerContext) {
+  private func write(
+    _ stream: HTTP2StreamID,
+    _ outcome: UnaryOutcome,
+    context: ChannelHandlerContext
+  ) {
     outcome.writeFrames(allocator: context.channel.allocator) { payload in
-      context.write(self.wrapOutboundOut(HTTP2Frame(streamID: stream, payload: payload)), promise: nil)
+      context.write(
+        self.wrapOutboundOut(HTTP2Frame(streamID: stream, payload: payload)),
+        promise: nil
+      )
     }
   }
 }

@@ -69,7 +69,13 @@ extension ConnectionFastCalls {
       },
       end: { bytes in loop.execute { handler.value.endStreamed(stream, bytes) } }
     )
-    switch self.streams.start(wire, headers: headers.headers, http1: false, peers: self.peers, sink: sink) {
+    switch self.streams.start(
+      wire,
+      headers: headers.headers,
+      http1: false,
+      peers: self.peers,
+      sink: sink
+    ) {
     case .refused(let reply):
       self.writePlain(stream, reply, context: context)
       if !headers.endStream { self.calls[stream] = .discarding(0) }
@@ -86,7 +92,11 @@ extension ConnectionFastCalls {
 
   /// Gives the client back the window its DATA used, unless the call has more unread than
   /// `streamedHighWater`: then the client waits until the call reads (`messageTaken`).
-  func giveBackWindow(_ stream: HTTP2StreamID, _ streamed: inout Streamed, context: ChannelHandlerContext) {
+  func giveBackWindow(
+    _ stream: HTTP2StreamID,
+    _ streamed: inout Streamed,
+    context: ChannelHandlerContext
+  ) {
     guard streamed.owedWindow > 0, !streamed.requestEnded,
       streamed.call.inbound.queuedBytes < Self.streamedHighWater
     else { return }
@@ -102,7 +112,9 @@ extension ConnectionFastCalls {
   }
 
   func messageTaken(_ stream: HTTP2StreamID) {
-    guard case .streamed(var streamed)? = self.calls[stream], let context = self.context else { return }
+    guard case .streamed(var streamed)? = self.calls[stream], let context = self.context else {
+      return
+    }
     self.giveBackWindow(stream, &streamed, context: context)
     self.calls[stream] = .streamed(streamed)
   }
@@ -113,12 +125,18 @@ extension ConnectionFastCalls {
     headers.add(name: ":status", value: "200")
     for (name, value) in pairs { headers.add(name: name, value: value) }
     context.writeAndFlush(
-      self.wrapOutboundOut(HTTP2Frame(streamID: stream, payload: .headers(.init(headers: headers)))),
+      self.wrapOutboundOut(
+        HTTP2Frame(streamID: stream, payload: .headers(.init(headers: headers)))
+      ),
       promise: nil
     )
   }
 
-  func writeStreamedBody(_ stream: HTTP2StreamID, _ bytes: ByteBuffer, _ written: EventLoopPromise<Void>) {
+  func writeStreamedBody(
+    _ stream: HTTP2StreamID,
+    _ bytes: ByteBuffer,
+    _ written: EventLoopPromise<Void>
+  ) {
     guard case .streamed? = self.calls[stream], let context = self.context else {
       written.fail(RPCError(code: .cancelled, message: "the client went away"))
       return
@@ -129,9 +147,13 @@ extension ConnectionFastCalls {
 
   /// The reply's last piece; what a client still sending sends after it is dropped.
   func endStreamed(_ stream: HTTP2StreamID, _ bytes: ByteBuffer) {
-    guard case .streamed(let streamed)? = self.calls.removeValue(forKey: stream), let context = self.context
+    guard case .streamed(let streamed)? = self.calls.removeValue(forKey: stream),
+      let context = self.context
     else { return }
-    let data = HTTP2Frame(streamID: stream, payload: .data(.init(data: .byteBuffer(bytes), endStream: true)))
+    let data = HTTP2Frame(
+      streamID: stream,
+      payload: .data(.init(data: .byteBuffer(bytes), endStream: true))
+    )
     context.writeAndFlush(self.wrapOutboundOut(data), promise: nil)
     if !streamed.requestEnded {
       streamed.call.cancel()

@@ -146,7 +146,11 @@ final class ConnectionFastCalls: ChannelInboundHandler, @unchecked Sendable {
         self.calls[stream] = .reading(reading)
         // The stream's window, given back as it is read (the multiplexer's child channels do
         // the same for the streams they own; the connection's window is the multiplexer's).
-        self.giveWindow(stream, bytes.readableBytes + (body.paddingBytes.map { $0 + 1 } ?? 0), context: context)
+        self.giveWindow(
+          stream,
+          bytes.readableBytes + (body.paddingBytes.map { $0 + 1 } ?? 0),
+          context: context
+        )
         return
       }
       guard
@@ -180,7 +184,8 @@ final class ConnectionFastCalls: ChannelInboundHandler, @unchecked Sendable {
       case .data(let body):
         guard case .byteBuffer(var bytes) = body.data else { return }
         let consumed = bytes.readableBytes + (body.paddingBytes.map { $0 + 1 } ?? 0)
-        guard reading.body.readableBytes + bytes.readableBytes <= self.fastPath.maxRequestBytes else {
+        guard reading.body.readableBytes + bytes.readableBytes <= self.fastPath.maxRequestBytes
+        else {
           // Answered now; the client is told to stop sending (RST_STREAM NO_ERROR after the
           // reply, RFC 9113 §8.1).
           self.calls[stream] = nil
@@ -300,7 +305,10 @@ final class ConnectionFastCalls: ChannelInboundHandler, @unchecked Sendable {
   ) {
     let head = UnaryFastPath.RequestHead(headers.headers)
     if !head.isGRPC {
-      if let wire = self.streams.streamedProtocol(contentType: head.contentType, path: head.path ?? "") {
+      if let wire = self.streams.streamedProtocol(
+        contentType: head.contentType,
+        path: head.path ?? ""
+      ) {
         self.startStreamed(stream, wire, headers: headers, context: context)
         return
       }
@@ -323,10 +331,22 @@ final class ConnectionFastCalls: ChannelInboundHandler, @unchecked Sendable {
     }
     if headers.endStream {
       // No message will come: answered now, as a call without a message.
-      self.start(stream, method, headers: headers.headers, timeout: head.timeout, message: nil, context: context)
+      self.start(
+        stream,
+        method,
+        headers: headers.headers,
+        timeout: head.timeout,
+        message: nil,
+        context: context
+      )
     } else {
       self.calls[stream] = .reading(
-        Reading(method: method, headers: headers.headers, timeout: head.timeout, frames: [.headers(headers)])
+        Reading(
+          method: method,
+          headers: headers.headers,
+          timeout: head.timeout,
+          frames: [.headers(headers)]
+        )
       )
     }
   }

@@ -1,7 +1,7 @@
+internal import CThreadShim
 internal import GRPCCore
 internal import NIOCore
 internal import NIOPosix
-internal import CThreadShim
 
 /// Runs each task's jobs on an event loop of `group`: the loop of the thread that enqueues the
 /// job (so a task woken by its own connection stays on that connection's loop), or, from any
@@ -19,7 +19,9 @@ final class EventLoopGroupExecutor: TaskExecutor, Sendable {
   init(group: any EventLoopGroup) {
     self.group = group
     self.executors = Dictionary(
-      uniqueKeysWithValues: group.makeIterator().map { (ObjectIdentifier($0), LoopExecutor(loop: $0)) }
+      uniqueKeysWithValues: group.makeIterator().map {
+        (ObjectIdentifier($0), LoopExecutor(loop: $0))
+      }
     )
   }
 
@@ -33,7 +35,9 @@ final class EventLoopGroupExecutor: TaskExecutor, Sendable {
   func enqueue(_ job: consuming ExecutorJob) {
     let job = UnownedJob(job)
     let current = MultiThreadedEventLoopGroup.currentEventLoop
-    let loop = current.flatMap { self.executors[ObjectIdentifier($0)] != nil ? $0 : nil } ?? self.group.next()
+    let loop =
+      current.flatMap { self.executors[ObjectIdentifier($0)] != nil ? $0 : nil }
+      ?? self.group.next()
     loop.execute {
       job.runSynchronously(on: self.asUnownedTaskExecutor())
     }
@@ -64,7 +68,9 @@ struct CooperativePoolInterceptor: ServerInterceptor {
   func intercept<Input: Sendable, Output: Sendable>(
     request: StreamingServerRequest<Input>,
     context: ServerContext,
-    next: @concurrent @Sendable (StreamingServerRequest<Input>, ServerContext) async throws -> StreamingServerResponse<Output>
+    next:
+      @concurrent @Sendable (StreamingServerRequest<Input>, ServerContext) async throws ->
+      StreamingServerResponse<Output>
   ) async throws -> StreamingServerResponse<Output> {
     var response = try await withTaskExecutorPreference(globalConcurrentExecutor) {
       try await next(request, context)
@@ -72,7 +78,9 @@ struct CooperativePoolInterceptor: ServerInterceptor {
     if case .success(var contents) = response.accepted {
       let producer = contents.producer
       contents.producer = { writer in
-        try await withTaskExecutorPreference(globalConcurrentExecutor) { try await producer(writer) }
+        try await withTaskExecutorPreference(globalConcurrentExecutor) {
+          try await producer(writer)
+        }
       }
       response.accepted = .success(contents)
     }

@@ -15,7 +15,10 @@ internal import SwiftProtobuf
 /// and gRPC clients in `grpc-status-details-bin`.
 enum JSONMessages {
   /// `Message` from its JSON; unknown fields are ignored.
-  static func decode<Message: SwiftProtobuf.Message>(_ type: Message.Type, from bytes: ByteBuffer) throws -> Message {
+  static func decode<Message: SwiftProtobuf.Message>(
+    _ type: Message.Type,
+    from bytes: ByteBuffer
+  ) throws -> Message {
     let json = Array(bytes.readableBytesView)
     var options = JSONDecodingOptions()
     options.ignoreUnknownFields = true
@@ -53,7 +56,10 @@ enum JSONMessages {
     options.ignoreUnknownFields = true
     for key in object.keys.sorted() {
       guard let value = object[key],
-        let alone = try? JSONSerialization.data(withJSONObject: [key: value], options: [.fragmentsAllowed])
+        let alone = try? JSONSerialization.data(
+          withJSONObject: [key: value],
+          options: [.fragmentsAllowed]
+        )
       else { continue }
       do {
         _ = try Message(jsonUTF8Bytes: Array(alone), options: options)
@@ -67,7 +73,8 @@ enum JSONMessages {
   /// The details of an error's `grpc-status-details-bin` (a `google.rpc.Status`), as the
   /// Connect protocol writes them: each `{"type": name, "value": base64}`.
   static func connectDetails(_ metadata: Metadata) -> [[String: String]] {
-    guard case .binary(let bytes)? = metadata["grpc-status-details-bin"].first(where: { _ in true }) else {
+    guard case .binary(let bytes)? = metadata["grpc-status-details-bin"].first(where: { _ in true })
+    else {
       return []
     }
     var details: [[String: String]] = []

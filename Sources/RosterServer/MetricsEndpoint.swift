@@ -73,7 +73,11 @@ private final class MetricsHandler: ChannelInboundHandler, @unchecked Sendable {
       var headers = HTTPHeaders()
       headers.add(name: "content-type", value: found ? "text/plain; version=0.0.4" : "text/plain")
       headers.add(name: "content-length", value: String(body.count))
-      let response = HTTPResponseHead(version: head.version, status: found ? .ok : .notFound, headers: headers)
+      let response = HTTPResponseHead(
+        version: head.version,
+        status: found ? .ok : .notFound,
+        headers: headers
+      )
       context.write(self.wrapOutboundOut(.head(response)), promise: nil)
       context.write(self.wrapOutboundOut(.body(.byteBuffer(ByteBuffer(bytes: body)))), promise: nil)
       let keepAlive = head.isKeepAlive

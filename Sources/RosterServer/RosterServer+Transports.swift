@@ -51,12 +51,20 @@ func makeServing(
   let limits = config.limits
   // The unary methods' table serves the Connect protocol whether or not gRPC calls take the
   // fast path.
-  let unaryMethods = UnaryFastPath(methods: fastMethods, interceptors: interceptors, maxRequestBytes: limits.maxRequestBytes)
+  let unaryMethods = UnaryFastPath(
+    methods: fastMethods,
+    interceptors: interceptors,
+    maxRequestBytes: limits.maxRequestBytes
+  )
   let fastPath = config.fastUnaryPath ? unaryMethods : nil
   let host = config.host == "localhost" ? "127.0.0.1" : config.host
   let serverInterceptors: [any ServerInterceptor] = [CooperativePoolInterceptor()] + interceptors
   let executor = loopExecutor
-  let connect = ConnectUnary(fastPath: unaryMethods, cors: config.cors, console: config.console ? .embedded : nil)
+  let connect = ConnectUnary(
+    fastPath: unaryMethods,
+    cors: config.cors,
+    console: config.console ? .embedded : nil
+  )
   let streams = ConnectStreams(
     methods: streamingMethods,
     maxRequestBytes: limits.maxRequestBytes,
@@ -93,9 +101,15 @@ func makeServing(
         )
       ]
     },
-    http1Handlers: { @Sendable _ in [ConnectHTTP1Handler(connect: connect, streams: streams, executor: executor)] }
+    http1Handlers: { @Sendable _ in
+      [ConnectHTTP1Handler(connect: connect, streams: streams, executor: executor)]
+    }
   )
-  let server = GRPCServer(transport: transport, services: services, interceptors: serverInterceptors)
+  let server = GRPCServer(
+    transport: transport,
+    services: services,
+    interceptors: serverInterceptors
+  )
   return GRPCServing(server, bridged: bridged) {
     let address = try await transport.listeningAddress
     guard let ip = address.ipAddress, let port = address.port else { return "\(address)" }
@@ -107,9 +121,14 @@ func makeServing(
 /// protocol's browsers and scripts); with a client CA, clients
 /// must present a certificate it signed.
 func sslContext(_ files: TLSFiles) throws -> NIOSSLContext {
-  let chain = try NIOSSLCertificate.fromPEMFile(files.certificatePath).map { NIOSSLCertificateSource.certificate($0) }
+  let chain = try NIOSSLCertificate.fromPEMFile(files.certificatePath).map {
+    NIOSSLCertificateSource.certificate($0)
+  }
   let key = try NIOSSLPrivateKey(file: files.keyPath, format: .pem)
-  var configuration = TLSConfiguration.makeServerConfiguration(certificateChain: chain, privateKey: .privateKey(key))
+  var configuration = TLSConfiguration.makeServerConfiguration(
+    certificateChain: chain,
+    privateKey: .privateKey(key)
+  )
   configuration.applicationProtocols = ["grpc-exp", "h2", "http/1.1"]
   if let clientCA = files.clientCAPath {
     configuration.trustRoots = .certificates(try NIOSSLCertificate.fromPEMFile(clientCA))

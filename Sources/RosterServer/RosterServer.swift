@@ -1,14 +1,14 @@
 internal import Foundation
 public import GRPCCore
-internal import NIOPosix
 public import Logging
-public import RosterServices
-public import RosterSQLite
-internal import RosterPostgres
+internal import NIOPosix
 internal import RosterDomain
+internal import RosterPostgres
+public import RosterSQLite
+internal import RosterSeed
+public import RosterServices
 public import RosterStore
 public import ServiceLifecycle
-internal import RosterSeed
 
 /// The Roster application: the store, the services and the gRPC server, wired once.
 ///
@@ -184,7 +184,9 @@ func buildServiceSet(
   streamingMethods: [StreamingMethod]
 ) {
   let reflection = try ReflectionService()
-  let health = HealthService(services: reflection.serviceNames.filter { $0 != "grpc.health.v1.Health" })
+  let health = HealthService(
+    services: reflection.serviceNames.filter { $0 != "grpc.health.v1.Health" }
+  )
   let directory = DirectoryService(store: store, logger: logger)
   let pictures = PicturesService(store: store, pacing: pacing, logger: logger)
   let analytics = AnalyticsService(store: store, logger: logger)
@@ -204,7 +206,9 @@ func buildServiceSet(
   if logRequests { interceptors.append(RequestLogInterceptor(logger: logger)) }
   interceptors.append(RequestMetricsInterceptor())
   if let tokens { interceptors.append(AuthInterceptor(tokens: tokens)) }
-  if let maxStreamsPerClient { interceptors.append(StreamLimitInterceptor(maximumPerClient: maxStreamsPerClient)) }
+  if let maxStreamsPerClient {
+    interceptors.append(StreamLimitInterceptor(maximumPerClient: maxStreamsPerClient))
+  }
   interceptors.append(CallControlInterceptor(deadline: defaultDeadline))
   interceptors.append(AuthorInterceptor())
   let fastMethods = UnaryFastPath.methods(
@@ -274,17 +278,40 @@ public func openStore(
     let isNew = !FileManager.default.fileExists(atPath: config.store.path)
     let store = try SQLiteStore(configuration: config.store, logger: logger)
     if isNew && config.seedEmployees > 0 {
-      try await seed(store, config: config, scratch: config.store.path + "-seed-pictures", logger: logger)
+      try await seed(
+        store,
+        config: config,
+        scratch: config.store.path + "-seed-pictures",
+        logger: logger
+      )
     }
     return (store, nil)
   }
   let store = try await PostgresStore.open(postgres, logger: logger)
-  logger.info("serving PostgreSQL", metadata: ["url": "\(postgres.url)", "schema": "\(postgres.schema)"])
+  logger.info(
+    "serving PostgreSQL",
+    metadata: ["url": "\(postgres.url)", "schema": "\(postgres.schema)"]
+  )
   guard store.createdSchema && config.seedEmployees > 0 else { return (store, nil) }
-  return (store, { try await seed(store, config: config, scratch: postgres.scratchDirectory + "/seed", logger: logger) })
+  return (
+    store,
+    {
+      try await seed(
+        store,
+        config: config,
+        scratch: postgres.scratchDirectory + "/seed",
+        logger: logger
+      )
+    }
+  )
 }
 
-private func seed(_ store: some StoreBackend, config: ServerConfig, scratch: String, logger: Logger) async throws {
+private func seed(
+  _ store: some StoreBackend,
+  config: ServerConfig,
+  scratch: String,
+  logger: Logger
+) async throws {
   let started = ContinuousClock.now
   let source = DemoSource(
     demo: DemoData(count: config.seedEmployees, pictures: config.seedPictures),

@@ -1,8 +1,8 @@
-public import RosterServices
-public import RosterSQLite
-public import RosterPostgres
 internal import RosterDomain
+public import RosterPostgres
+public import RosterSQLite
 internal import RosterSeed
+public import RosterServices
 
 /// Everything `buildServer(config:)` needs: where to listen and which database to serve.
 public struct ServerConfig: Sendable {

@@ -26,7 +26,8 @@ public enum StartupPages {
     else { return 0 }
     try? file.close()
     let smaps = String(decoding: bytes, as: UTF8.self)
-    let executable = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? ""
+    let executable =
+      (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? ""
     var released = 0
     var mapping: Mapping?
     for line in smaps.split(separator: "\n", omittingEmptySubsequences: true) {
@@ -63,7 +64,8 @@ public enum StartupPages {
       let fields = line.split(separator: " ", maxSplits: 5, omittingEmptySubsequences: true)
       guard fields.count >= 5 else { return nil }
       let range = fields[0].split(separator: "-")
-      guard range.count == 2, let start = UInt(range[0], radix: 16), let end = UInt(range[1], radix: 16)
+      guard range.count == 2, let start = UInt(range[0], radix: 16),
+        let end = UInt(range[1], radix: 16)
       else { return nil }
       let permissions = fields[1]
       let path = fields.count == 6 ? fields[5].trimmingCharacters(in: .whitespaces) : ""

@@ -4,11 +4,11 @@ internal import GRPCCore
 internal import NIOCore
 internal import NIOHPACK
 internal import NIOHTTP2
+internal import RosterDomain
 internal import RosterServices
 internal import RosterStore
-internal import RosterDomain
-internal import Synchronization
 internal import RosterTransport
+internal import Synchronization
 
 // The HTTP/2 side of the unary fast path, which `ConnectionFastCalls` runs at the connection:
 // reading a request's body, starting a call, writing its reply.
@@ -18,8 +18,14 @@ extension UnaryFastPath {
   /// because they were not plain (compressed, too large, not exactly one message, unusual
   /// headers). gRPC calls only: the Connect protocol's and gRPC-Web's,
   /// which take the same call path, are counted by `roster_rpc_requests_total` alone.
-  static let fastCalls = Counter(label: "roster_unary_fast_path_total", dimensions: [("path", "fast")])
-  static let passedOnCalls = Counter(label: "roster_unary_fast_path_total", dimensions: [("path", "grpc_swift")])
+  static let fastCalls = Counter(
+    label: "roster_unary_fast_path_total",
+    dimensions: [("path", "fast")]
+  )
+  static let passedOnCalls = Counter(
+    label: "roster_unary_fast_path_total",
+    dimensions: [("path", "grpc_swift")]
+  )
 
   /// The body the DATA frames among `frames` carry: the one frame's own bytes when there is
   /// one (a request of up to 16 KiB), copied together only when there are several.
@@ -164,7 +170,11 @@ extension UnaryFastPath {
     )
   }
 
-  private static func context(_ method: Method, _ peers: Peers, _ arrived: ContinuousClock.Instant?) -> ServerContext {
+  private static func context(
+    _ method: Method,
+    _ peers: Peers,
+    _ arrived: ContinuousClock.Instant?
+  ) -> ServerContext {
     var context = ServerContext(
       descriptor: method.descriptor,
       remotePeer: peers.remote,
@@ -196,11 +206,20 @@ extension UnaryFastPath {
     let timed = timer != nil
     let cancel = store.runPointCall(
       { [self] in
-        let outcome = self.answerNow(method, headers: headers, message: message, peers: peers, arrived: arrived, timed: timed)!
+        let outcome = self.answerNow(
+          method,
+          headers: headers,
+          message: message,
+          peers: peers,
+          arrived: arrived,
+          timed: timed
+        )!
         loop.execute { finish(outcome) }
       },
       stopped: { [self] error in
-        loop.execute { finish(self.refuseNow(method, error, headers: headers, peers: peers, arrived: arrived)) }
+        loop.execute {
+          finish(self.refuseNow(method, error, headers: headers, peers: peers, arrived: arrived))
+        }
       }
     )
     cancellation.attach(PointCallCancel(signal: cancel))
@@ -269,7 +288,8 @@ extension UnaryFastPath {
     /// Whether the request is gRPC (`application/grpc`, `+proto` and the like, not gRPC-Web).
     var isGRPC: Bool {
       guard let contentType = self.contentType else { return false }
-      return contentType.hasPrefix("application/grpc") && !contentType.hasPrefix("application/grpc-web")
+      return contentType.hasPrefix("application/grpc")
+        && !contentType.hasPrefix("application/grpc-web")
     }
 
     /// Whether the call is what gRPC clients send for a call the fast path answers as

@@ -23,7 +23,9 @@ extension UnaryFastPath {
     if let store = directory.pointCalls {
       getEmployee = getEmployee.answeringNow(
         in: store,
-        { request, context in try directory.getEmployeeReplyNow(request: request, context: context, store: store) },
+        { request, context in
+          try directory.getEmployeeReplyNow(request: request, context: context, store: store)
+        },
         serialize: UnaryFastPath.serialize(direct:format:)
       )
     }
@@ -86,4 +88,3 @@ extension UnaryFastPath {
     ]
   }
 }
-

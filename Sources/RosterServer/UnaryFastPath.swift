@@ -1,10 +1,10 @@
 internal import GRPCCore
 internal import GRPCProtobuf
 internal import NIOCore
-internal import SwiftProtobuf
 internal import RosterServices
 internal import RosterStore
 internal import RosterTransport
+internal import SwiftProtobuf
 
 /// The unary methods the server answers without grpc-swift's per-call machinery.
 ///
@@ -33,16 +33,23 @@ struct UnaryFastPath: Sendable {
     let onEventLoop: Bool
     /// Runs one call; the request's message, or nil when the client sent none, and the reply's
     /// messages, in `WireFormat`.
-    let run: @Sendable (ByteBuffer?, WireFormat, Metadata, ServerContext, [any UnaryServerInterceptor]) async
-      -> UnaryOutcome
+    let run:
+      @Sendable (ByteBuffer?, WireFormat, Metadata, ServerContext, [any UnaryServerInterceptor])
+        async
+        -> UnaryOutcome
     /// Runs one call without suspending, on the caller's thread (the connection's event loop,
     /// with no task): for a method whose handler never waits (`protobufNow`); nil for the
     /// others. A task, its executor hops and the async frames of the interceptors cost a
     /// `Health.Check` about a third of its instructions (docs/performance.md, "Calls without a
     /// task").
     var now:
-      (@Sendable (ByteBuffer?, WireFormat, Metadata, ServerContext, ContinuousClock.Instant, [any UnaryServerInterceptor]) ->
-        UnaryOutcome)?
+      (
+        @Sendable (
+          ByteBuffer?, WireFormat, Metadata, ServerContext, ContinuousClock.Instant,
+          [any UnaryServerInterceptor]
+        ) ->
+          UnaryOutcome
+      )?
     /// Where `now` runs: in the store's point-call jobs (`PointCalls`: a point read, which
     /// waits for the store's lane), or on the connection's event loop when nil.
     var pointCalls: (any PointCalls)?
@@ -77,8 +84,15 @@ struct UnaryFastPath: Sendable {
       output: Output.Type = Output.self,
       _ handler: @escaping @Sendable (Input, ServerContext) throws -> Output
     ) -> Method {
-      Method.protobuf(descriptor, input: input, output: output, onEventLoop: true, staged: false, handler)
-        .answeringNow(handler, serialize: UnaryFastPath.serialize)
+      Method.protobuf(
+        descriptor,
+        input: input,
+        output: output,
+        onEventLoop: true,
+        staged: false,
+        handler
+      )
+      .answeringNow(handler, serialize: UnaryFastPath.serialize)
     }
 
     /// This method, also answered without a task (`now`) by `handler`, which never waits: on
@@ -113,7 +127,13 @@ struct UnaryFastPath: Sendable {
       onEventLoop: Bool,
       _ handler: @escaping @Sendable (Input, ServerContext, _ binary: Bool) async throws -> Output
     ) -> Method {
-      .serializing(descriptor, onEventLoop: onEventLoop, staged: true, handler, with: UnaryFastPath.serialize(direct:format:))
+      .serializing(
+        descriptor,
+        onEventLoop: onEventLoop,
+        staged: true,
+        handler,
+        with: UnaryFastPath.serialize(direct:format:)
+      )
     }
 
     /// A method whose handler's reply `serialize` writes in the call's wire format; the
@@ -125,7 +145,12 @@ struct UnaryFastPath: Sendable {
       _ handler: @escaping @Sendable (Input, ServerContext, _ binary: Bool) async throws -> Output,
       with serialize: @escaping @Sendable (Output, WireFormat) throws -> ByteBuffer
     ) -> Method {
-      Method(descriptor: descriptor, onEventLoop: onEventLoop) { bytes, format, metadata, context, interceptors in
+      Method(descriptor: descriptor, onEventLoop: onEventLoop) {
+        bytes,
+        format,
+        metadata,
+        context,
+        interceptors in
         await UnaryFastPath.execute(
           message: bytes.map(BufferBytes.init),
           format: format,
@@ -181,7 +206,11 @@ struct UnaryFastPath: Sendable {
   ) async -> UnaryOutcome {
     let output: Output
     do {
-      output = try await Self.interceptUnary(metadata: metadata, context: context, interceptors: interceptors[...]) {
+      output = try await Self.interceptUnary(
+        metadata: metadata,
+        context: context,
+        interceptors: interceptors[...]
+      ) {
         try await handler(try Self.decode(bytes, format: format), context)
       }
     } catch {
@@ -211,7 +240,12 @@ struct UnaryFastPath: Sendable {
   ) -> UnaryOutcome {
     let output: Output
     do {
-      output = try Self.interceptNow(metadata: metadata, context: context, arrived: arrived, interceptors: interceptors[...]) {
+      output = try Self.interceptNow(
+        metadata: metadata,
+        context: context,
+        arrived: arrived,
+        interceptors: interceptors[...]
+      ) {
         try handler(try Self.decode(bytes, format: format), context)
       }
     } catch {
@@ -230,7 +264,12 @@ struct UnaryFastPath: Sendable {
     interceptors: [any UnaryServerInterceptor]
   ) -> UnaryOutcome {
     do {
-      try Self.interceptNow(metadata: metadata, context: context, arrived: arrived, interceptors: interceptors[...]) {
+      try Self.interceptNow(
+        metadata: metadata,
+        context: context,
+        arrived: arrived,
+        interceptors: interceptors[...]
+      ) {
         () throws -> Void in
         throw error
       }
@@ -242,7 +281,10 @@ struct UnaryFastPath: Sendable {
 
   /// The request's message, decoded where grpc-swift decodes it (inside the innermost
   /// interceptor), so a malformed one fails the same way.
-  private static func decode<Input: SwiftProtobuf.Message>(_ bytes: BufferBytes?, format: WireFormat) throws -> Input {
+  private static func decode<Input: SwiftProtobuf.Message>(
+    _ bytes: BufferBytes?,
+    format: WireFormat
+  ) throws -> Input {
     guard let bytes else { throw RPCError(code: .internalError, message: "Empty stream.") }
     switch format {
     case .binary: return try ProtobufDeserializer<Input>().deserialize(bytes)
@@ -266,7 +308,12 @@ struct UnaryFastPath: Sendable {
       )
     } catch {
       let error = Self.rpcError(error, unknown: "")
-      return UnaryOutcome(headers: [:], messages: [], status: Status(error), trailers: error.metadata)
+      return UnaryOutcome(
+        headers: [:],
+        messages: [],
+        status: Status(error),
+        trailers: error.metadata
+      )
     }
   }
 
@@ -317,19 +364,28 @@ struct UnaryFastPath: Sendable {
   }
 
   /// A direct reply in the call's wire format: the binary form written from what the store read.
-  static func serialize<Output: DirectReply>(direct reply: Output, format: WireFormat) throws -> ByteBuffer {
+  static func serialize<Output: DirectReply>(
+    direct reply: Output,
+    format: WireFormat
+  ) throws -> ByteBuffer {
     switch format {
     case .binary:
       let bytes = reply.binary()
       // Debug builds (every test) check each reply against SwiftProtobuf's bytes.
-      assert(bytes == (try? reply.message.serializedBytes() as [UInt8]), "EmployeeWire differs from SwiftProtobuf")
+      assert(
+        bytes == (try? reply.message.serializedBytes() as [UInt8]),
+        "EmployeeWire differs from SwiftProtobuf"
+      )
       return ByteBuffer(bytes: bytes)
     case .json: return try UnaryFastPath.serialize(reply.message, format: .json)
     }
   }
 
   /// One response message in the call's wire format.
-  static func serialize<Output: SwiftProtobuf.Message>(_ message: Output, format: WireFormat) throws -> ByteBuffer {
+  static func serialize<Output: SwiftProtobuf.Message>(
+    _ message: Output,
+    format: WireFormat
+  ) throws -> ByteBuffer {
     switch format {
     case .binary:
       let bytes: BufferBytes = try ProtobufSerializer<Output>().serialize(message)

@@ -49,20 +49,30 @@ struct WebConsole: Sendable {
 
   /// The reply to `request` if it asks for one of the console's files; nil otherwise.
   func reply(to request: PlainHTTPRequest) -> PlainHTTPReply? {
-    guard request.method == "GET", let file = self.files[ConnectUnary.split(request.target).path] else {
+    guard request.method == "GET", let file = self.files[ConnectUnary.split(request.target).path]
+    else {
       return nil
     }
-    var headers = [("etag", file.etag), ("cache-control", "no-cache"), ("vary", "Accept-Encoding")]
+    var headers =
+      [("etag", file.etag), ("cache-control", "no-cache"), ("vary", "Accept-Encoding")]
       + Self.securityHeaders
     if let ifNoneMatch = request.headers.first(name: "if-none-match"),
-      ifNoneMatch.split(separator: ",").contains(where: { $0.trimmingCharacters(in: .whitespaces) == file.etag })
+      ifNoneMatch.split(separator: ",").contains(where: {
+        $0.trimmingCharacters(in: .whitespaces) == file.etag
+      })
     {
       return PlainHTTPReply(status: 304, headers: headers, body: ByteBuffer())
     }
     headers.insert(("content-type", file.contentType), at: 0)
-    let accepted = request.headers[canonicalForm: "accept-encoding"].map { ConnectUnary.mediaType($0) }
+    let accepted = request.headers[canonicalForm: "accept-encoding"].map {
+      ConnectUnary.mediaType($0)
+    }
     if let gzipped = file.gzipped, accepted.contains("gzip") {
-      return PlainHTTPReply(status: 200, headers: headers + [("content-encoding", "gzip")], body: gzipped)
+      return PlainHTTPReply(
+        status: 200,
+        headers: headers + [("content-encoding", "gzip")],
+        body: gzipped
+      )
     }
     return PlainHTTPReply(status: 200, headers: headers, body: file.body)
   }

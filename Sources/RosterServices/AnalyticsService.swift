@@ -1,7 +1,7 @@
 public import GRPCCore
 public import Logging
-public import RosterProto
 internal import RosterDomain
+public import RosterProto
 public import RosterStore
 
 /// `roster.v1.Analytics`: headcounts, sales counts, grouped aggregates and calendar rollups.
@@ -89,10 +89,14 @@ extension AnalyticsService: Roster_V1_Analytics.SimpleServiceProtocol {
     let function = try AnalyticsRequests.function(request.function)
     let grouping = try AnalyticsRequests.grouping(request.groupBy)
     if grouping == .active {
-      throw RPCError(code: .invalidArgument, message: "group_by ACTIVE applies to employees, not sales")
+      throw RPCError(
+        code: .invalidArgument,
+        message: "group_by ACTIVE applies to employees, not sales"
+      )
     }
     try AnalyticsRequests.checkDates(from: request.fromDate, to: request.toDate)
-    let guid = request.employeeGuid.isEmpty
+    let guid =
+      request.employeeGuid.isEmpty
       ? nil : try DirectoryRequests.guid(request.employeeGuid, field: "employee_guid")
     let filter = SalesFilter(
       department: request.department,
@@ -101,13 +105,24 @@ extension AnalyticsService: Roster_V1_Analytics.SimpleServiceProtocol {
       toDate: request.toDate
     )
     let fingerprint = PageToken.fingerprint(
-      parts: ["sales", "\(function)", "\(grouping)", filter.department ?? "", filter.employeeGUID ?? "",
-              filter.fromDate ?? "", filter.toDate ?? ""]
+      parts: [
+        "sales", "\(function)", "\(grouping)", filter.department ?? "", filter.employeeGUID ?? "",
+        filter.fromDate ?? "", filter.toDate ?? "",
+      ]
     )
-    let page = try AnalyticsRequests.page(request.pageSize, token: request.pageToken, fingerprint: fingerprint)
+    let page = try AnalyticsRequests.page(
+      request.pageSize,
+      token: request.pageToken,
+      fingerprint: fingerprint
+    )
     return try await withStatusMapping("AggregateSales", logger: self.logger) {
       AnalyticsRequests.response(
-        try await self.store.aggregateSales(function, groupedBy: grouping, filter: filter, page: page),
+        try await self.store.aggregateSales(
+          function,
+          groupedBy: grouping,
+          filter: filter,
+          page: page
+        ),
         fingerprint: fingerprint
       )
     }
@@ -126,7 +141,8 @@ extension AnalyticsService: Roster_V1_Analytics.SimpleServiceProtocol {
     if ![.none, .department, .active].contains(grouping) {
       throw RPCError(
         code: .invalidArgument,
-        message: "group_by \(grouping.rawValue.uppercased()) applies to sales; employees group by NONE, DEPARTMENT or ACTIVE"
+        message:
+          "group_by \(grouping.rawValue.uppercased()) applies to sales; employees group by NONE, DEPARTMENT or ACTIVE"
       )
     }
     let filter = try DirectoryRequests.filter(
@@ -136,13 +152,24 @@ extension AnalyticsService: Roster_V1_Analytics.SimpleServiceProtocol {
     )
     let active = filter.active.map { $0 ? "1" : "0" } ?? "-"
     let fingerprint = PageToken.fingerprint(
-      parts: ["employees", "\(function)", "\(grouping)", filter.department ?? "", active,
-              filter.nameContains.map(TextFolding.fold) ?? ""]
+      parts: [
+        "employees", "\(function)", "\(grouping)", filter.department ?? "", active,
+        filter.nameContains.map(TextFolding.fold) ?? "",
+      ]
     )
-    let page = try AnalyticsRequests.page(request.pageSize, token: request.pageToken, fingerprint: fingerprint)
+    let page = try AnalyticsRequests.page(
+      request.pageSize,
+      token: request.pageToken,
+      fingerprint: fingerprint
+    )
     return try await withStatusMapping("AggregateEmployees", logger: self.logger) {
       AnalyticsRequests.response(
-        try await self.store.aggregateEmployees(function, groupedBy: grouping, filter: filter, page: page),
+        try await self.store.aggregateEmployees(
+          function,
+          groupedBy: grouping,
+          filter: filter,
+          page: page
+        ),
         fingerprint: fingerprint
       )
     }
@@ -158,9 +185,14 @@ extension AnalyticsService: Roster_V1_Analytics.SimpleServiceProtocol {
     let scope: SalesScope
     if !request.employeeGuid.isEmpty {
       if !request.department.isEmpty {
-        throw RPCError(code: .invalidArgument, message: "give employee_guid or department, not both")
+        throw RPCError(
+          code: .invalidArgument,
+          message: "give employee_guid or department, not both"
+        )
       }
-      scope = .employee(guid: try DirectoryRequests.guid(request.employeeGuid, field: "employee_guid"))
+      scope = .employee(
+        guid: try DirectoryRequests.guid(request.employeeGuid, field: "employee_guid")
+      )
     } else if !request.department.isEmpty {
       scope = .department(request.department)
     } else {
@@ -205,9 +237,15 @@ extension AnalyticsService: Roster_V1_Analytics.SimpleServiceProtocol {
   ) async throws -> Roster_V1_ImportSalesResponse {
     try await withStatusMapping("ImportSales", logger: self.logger) {
       let rows = request.map { message in
-        message.sales.map { SaleRow(employeeGUID: $0.employeeGuid, amountCents: $0.amountCents, date: $0.date) }
+        message.sales.map {
+          SaleRow(employeeGUID: $0.employeeGuid, amountCents: $0.amountCents, date: $0.date)
+        }
       }
-      let result = try await self.store.importSales(rows, context: RequestAuthor.writeContext, chunkRows: nil)
+      let result = try await self.store.importSales(
+        rows,
+        context: RequestAuthor.writeContext,
+        chunkRows: nil
+      )
       return .with {
         $0.inserted = Int64(result.inserted)
         $0.rejected = result.rejected.map(Roster_V1_Rejection.init)
@@ -226,7 +264,10 @@ extension AnalyticsService: Roster_V1_Analytics.SimpleServiceProtocol {
       throw RPCError(code: .invalidArgument, message: "before_date is required")
     }
     guard EmployeeValidation.isValidDate(request.beforeDate) else {
-      throw RPCError(code: .invalidArgument, message: "before_date '\(request.beforeDate)' is not a YYYY-MM-DD date")
+      throw RPCError(
+        code: .invalidArgument,
+        message: "before_date '\(request.beforeDate)' is not a YYYY-MM-DD date"
+      )
     }
     let limit = try DirectoryRequests.deleteLimit(request.limit)
     return try await withStatusMapping("DeleteSales", logger: self.logger) {
@@ -280,7 +321,10 @@ enum AnalyticsRequests {
   static func checkDates(from: String, to: String) throws {
     for (field, date) in [("from_date", from), ("to_date", to)] where !date.isEmpty {
       if !EmployeeValidation.isValidDate(date) {
-        throw RPCError(code: .invalidArgument, message: "\(field) '\(date)' is not a YYYY-MM-DD date")
+        throw RPCError(
+          code: .invalidArgument,
+          message: "\(field) '\(date)' is not a YYYY-MM-DD date"
+        )
       }
     }
     if !from.isEmpty, !to.isEmpty, from > to {
@@ -290,7 +334,8 @@ enum AnalyticsRequests {
 
   /// The page an aggregate request asks for. A token carries the last key of the page before,
   /// bound to the request's other fields by `fingerprint`.
-  static func page(_ size: Int32, token: String, fingerprint: UInt64) throws -> AggregatePageRequest {
+  static func page(_ size: Int32, token: String, fingerprint: UInt64) throws -> AggregatePageRequest
+  {
     if size < 0 {
       throw RPCError(code: .invalidArgument, message: "page_size must not be negative")
     }
@@ -317,8 +362,11 @@ enum AnalyticsRequests {
         }
       }
       if let next = page.next {
-        $0.nextPageToken = PageToken(fingerprint: fingerprint, cursor: EmployeeCursor(keys: [next], id: 0))
-          .encoded()
+        $0.nextPageToken = PageToken(
+          fingerprint: fingerprint,
+          cursor: EmployeeCursor(keys: [next], id: 0)
+        )
+        .encoded()
       }
     }
   }

@@ -36,7 +36,8 @@ public struct AuthorInterceptor: UnaryServerInterceptor {
   public func intercept<Input: Sendable, Output: Sendable>(
     request: StreamingServerRequest<Input>,
     context: ServerContext,
-    next: @concurrent @Sendable (StreamingServerRequest<Input>, ServerContext) async throws
+    next:
+      @concurrent @Sendable (StreamingServerRequest<Input>, ServerContext) async throws
       -> StreamingServerResponse<Output>
   ) async throws -> StreamingServerResponse<Output> {
     let author = Self.author(in: request.metadata)

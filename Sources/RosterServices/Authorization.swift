@@ -1,8 +1,8 @@
 internal import Crypto
 internal import Foundation
 public import GRPCCore
-internal import RosterProto
 internal import RosterDomain
+internal import RosterProto
 internal import RosterStore
 
 /// What a token may do. Each role includes the ones before it.
@@ -106,17 +106,21 @@ public struct TokenTable: Sendable {
   /// - Throws: `TokenTable.FormatError` naming the first bad line.
   public init(parsing text: String) throws {
     var entries: [Entry] = []
-    for (number, line) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
+    for (number, line) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated()
+    {
       let fields = line.split(whereSeparator: { $0 == " " || $0 == "\t" })
       guard let first = fields.first, !first.hasPrefix("#") else { continue }
       guard fields.count >= 2, let role = Role(name: String(first)),
         let digest = Self.bytes(hex: fields[1]), digest.count == 32
       else {
         throw FormatError(
-          message: "line \(number + 1): expected ROLE SHA256-HEX [LABEL], with ROLE reader, writer or admin"
+          message:
+            "line \(number + 1): expected ROLE SHA256-HEX [LABEL], with ROLE reader, writer or admin"
         )
       }
-      entries.append(Entry(digest: digest, role: role, label: fields.dropFirst(2).joined(separator: " ")))
+      entries.append(
+        Entry(digest: digest, role: role, label: fields.dropFirst(2).joined(separator: " "))
+      )
     }
     self.entries = entries
   }
@@ -146,7 +150,7 @@ public struct TokenTable: Sendable {
     var found: Entry? = nil
     for entry in self.entries {
       var difference: UInt8 = 0
-      for index in 0..<32 { difference |= entry.digest[index] ^ digest[index] }
+      for index in 0 ..< 32 { difference |= entry.digest[index] ^ digest[index] }
       if difference == 0 { found = entry }
     }
     guard let found else { return nil }
@@ -156,7 +160,7 @@ public struct TokenTable: Sendable {
   /// A new random token (256 bits, URL-safe base64) and its tokens-file line.
   public static func makeToken(role: Role, label: String = "") -> (token: String, line: String) {
     var generator = SystemRandomNumberGenerator()
-    let bytes = (0..<32).map { _ in UInt8.random(in: 0...255, using: &generator) }
+    let bytes = (0 ..< 32).map { _ in UInt8.random(in: 0 ... 255, using: &generator) }
     let token = "rst_" + Base64URL.encode(bytes)
     let line = "\(role) \(Self.sha256Hex(token))" + (label.isEmpty ? "" : " \(label)")
     return (token, line)
@@ -178,9 +182,9 @@ public struct TokenTable: Sendable {
     for character in hex.utf8 {
       let value: UInt8
       switch character {
-      case UInt8(ascii: "0")...UInt8(ascii: "9"): value = character - UInt8(ascii: "0")
-      case UInt8(ascii: "a")...UInt8(ascii: "f"): value = character - UInt8(ascii: "a") + 10
-      case UInt8(ascii: "A")...UInt8(ascii: "F"): value = character - UInt8(ascii: "A") + 10
+      case UInt8(ascii: "0") ... UInt8(ascii: "9"): value = character - UInt8(ascii: "0")
+      case UInt8(ascii: "a") ... UInt8(ascii: "f"): value = character - UInt8(ascii: "a") + 10
+      case UInt8(ascii: "A") ... UInt8(ascii: "F"): value = character - UInt8(ascii: "A") + 10
       default: return nil
       }
       if let first = high {
@@ -212,7 +216,8 @@ public struct AuthInterceptor: UnaryServerInterceptor {
   public func intercept<Input: Sendable, Output: Sendable>(
     request: StreamingServerRequest<Input>,
     context: ServerContext,
-    next: @concurrent @Sendable (StreamingServerRequest<Input>, ServerContext) async throws
+    next:
+      @concurrent @Sendable (StreamingServerRequest<Input>, ServerContext) async throws
       -> StreamingServerResponse<Output>
   ) async throws -> StreamingServerResponse<Output> {
     guard let principal = try self.principal(of: request.metadata, context: context) else {
@@ -228,7 +233,9 @@ public struct AuthInterceptor: UnaryServerInterceptor {
     context: ServerContext,
     next: () async throws -> Output
   ) async throws -> Output {
-    guard let principal = try self.principal(of: metadata, context: context) else { return try await next() }
+    guard let principal = try self.principal(of: metadata, context: context) else {
+      return try await next()
+    }
     return try await Principal.$current.withValue(principal, operation: next)
   }
 
@@ -238,7 +245,9 @@ public struct AuthInterceptor: UnaryServerInterceptor {
     arrived: ContinuousClock.Instant,
     next: () throws -> Output
   ) throws -> Output {
-    guard let principal = try self.principal(of: metadata, context: context) else { return try next() }
+    guard let principal = try self.principal(of: metadata, context: context) else {
+      return try next()
+    }
     return try Principal.$current.withValue(principal, operation: next)
   }
 
@@ -257,7 +266,10 @@ public struct AuthInterceptor: UnaryServerInterceptor {
     }
     let token = header.dropFirst(7).trimmingCharacters(in: .whitespaces)
     guard let (role, principal) = self.tokens.holder(of: token) else {
-      throw RPCError(code: .unauthenticated, message: "the bearer token is not known to this server")
+      throw RPCError(
+        code: .unauthenticated,
+        message: "the bearer token is not known to this server"
+      )
     }
     guard role >= needed else {
       throw RPCError(
@@ -289,7 +301,9 @@ public struct BearerTokenInterceptor: ClientInterceptor {
   public func intercept<Input: Sendable, Output: Sendable>(
     request: StreamingClientRequest<Input>,
     context: ClientContext,
-    next: @concurrent (StreamingClientRequest<Input>, ClientContext) async throws -> StreamingClientResponse<Output>
+    next:
+      @concurrent (StreamingClientRequest<Input>, ClientContext) async throws ->
+      StreamingClientResponse<Output>
   ) async throws -> StreamingClientResponse<Output> {
     var request = request
     request.metadata.replaceOrAddString("Bearer \(self.token)", forKey: AuthInterceptor.metadataKey)

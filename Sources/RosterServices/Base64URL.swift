@@ -3,7 +3,9 @@
 /// Written out rather than Foundation's base64 with three `replacingOccurrences` passes,
 /// which went through `NSString` and showed in a `ListEmployees` profile (one token per page).
 enum Base64URL {
-  private static let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
+  private static let alphabet = Array(
+    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8
+  )
 
   /// Each byte's value in the alphabet, 0xFF for bytes outside it.
   private static let values: [UInt8] = {
@@ -18,7 +20,8 @@ enum Base64URL {
     out.reserveCapacity((bytes.count * 4 + 2) / 3)
     var index = 0
     while index + 3 <= bytes.count {
-      let group = UInt32(bytes[index]) << 16 | UInt32(bytes[index + 1]) << 8 | UInt32(bytes[index + 2])
+      let group =
+        UInt32(bytes[index]) << 16 | UInt32(bytes[index + 1]) << 8 | UInt32(bytes[index + 2])
       out.append(alphabet[Int(group >> 18 & 63)])
       out.append(alphabet[Int(group >> 12 & 63)])
       out.append(alphabet[Int(group >> 6 & 63)])

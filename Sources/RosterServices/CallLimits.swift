@@ -1,6 +1,6 @@
 public import GRPCCore
-internal import RosterProto
 internal import RosterDomain
+internal import RosterProto
 internal import RosterStore
 internal import Synchronization
 
@@ -42,18 +42,27 @@ public struct CallControlInterceptor: UnaryServerInterceptor {
   public func intercept<Input: Sendable, Output: Sendable>(
     request: StreamingServerRequest<Input>,
     context: ServerContext,
-    next: @concurrent @Sendable (StreamingServerRequest<Input>, ServerContext) async throws
+    next:
+      @concurrent @Sendable (StreamingServerRequest<Input>, ServerContext) async throws
       -> StreamingServerResponse<Output>
   ) async throws -> StreamingServerResponse<Output> {
     let (limit, end) = try self.deadline(of: request.metadata, context: context)
     let control = CallControl(deadline: end)
     let reaper = self.reaper
-    @Sendable func bounded<T: Sendable>(_ body: @escaping @Sendable () async throws -> T) async throws -> T {
+    @Sendable func bounded<T: Sendable>(
+      _ body: @escaping @Sendable () async throws -> T
+    ) async throws -> T {
       try await CallControl.$current.withValue(control) {
         try await withRPCCancellationHandler {
           guard let limit, let end else { return try await body() }
           if let callTask = Self.callTask(of: context) {
-            return try await Self.run(until: end, limit: limit, reaper: reaper, cancelling: callTask, body)
+            return try await Self.run(
+              until: end,
+              limit: limit,
+              reaper: reaper,
+              cancelling: callTask,
+              body
+            )
           }
           return try await Self.run(until: end, limit: limit, reaper: reaper, body)
         } onCancelRPC: {
@@ -96,7 +105,13 @@ public struct CallControlInterceptor: UnaryServerInterceptor {
         // The fast path runs every call in a task of its own, which the reaper cancels; a
         // transport without one still has the call's `CallControl` cancelled at `end`.
         let callTask = Self.callTask(of: context)
-        return try await Self.run(until: end, limit: limit, reaper: self.reaper, cancelling: callTask, next)
+        return try await Self.run(
+          until: end,
+          limit: limit,
+          reaper: self.reaper,
+          cancelling: callTask,
+          next
+        )
       } onCancelRPC: {
         control.cancel()
       }
@@ -117,7 +132,9 @@ public struct CallControlInterceptor: UnaryServerInterceptor {
       do {
         return try next()
       } catch {
-        guard let limit, let end, ContinuousClock.now >= end, Self.endedByDeadline(error) else { throw error }
+        guard let limit, let end, ContinuousClock.now >= end, Self.endedByDeadline(error) else {
+          throw error
+        }
         throw Self.defaultDeadlineExceeded(limit)
       }
     }
@@ -137,11 +154,14 @@ public struct CallControlInterceptor: UnaryServerInterceptor {
     of metadata: Metadata,
     context: ServerContext
   ) throws -> (limit: Duration?, end: ContinuousClock.Instant?) {
-    if let clientTimeout = try metadata.firstString("grpc-timeout").map({ try Self.parseTimeout($0).get() }) {
+    if let clientTimeout = try metadata.firstString("grpc-timeout").map({
+      try Self.parseTimeout($0).get()
+    }) {
       // From the call's arrival, when the transport tells it: the transport's timer for it
       // started then (the cast only for calls that bring a timeout).
       let arrived =
-        (context.transportSpecific as? CallTask)?.arrived ?? (context.transportSpecific as? any CallArrival)?.arrived
+        (context.transportSpecific as? CallTask)?.arrived
+        ?? (context.transportSpecific as? any CallArrival)?.arrived
         ?? ContinuousClock.now
       return (nil, arrived + clientTimeout)
     }
@@ -197,7 +217,9 @@ public struct CallControlInterceptor: UnaryServerInterceptor {
       let value = try await body()
       if !expiry.fired { return value }
     } catch {
-      if !(expiry.fired || ContinuousClock.now >= end && Self.endedByDeadline(error)) { throw error }
+      if !(expiry.fired || ContinuousClock.now >= end && Self.endedByDeadline(error)) {
+        throw error
+      }
     }
     throw Self.defaultDeadlineExceeded(limit)
   }
@@ -231,8 +253,12 @@ public struct CallControlInterceptor: UnaryServerInterceptor {
   /// before the reaper's tick. Either way the call ran past the default deadline, and says so.
   private static func endedByDeadline(_ error: any Error) -> Bool {
     if error is CancellationError { return true }
-    if let error = error as? RPCError { return error.code == .cancelled || error.code == .deadlineExceeded }
-    if let error = error as? StoreError { return error.code == .cancelled || error.code == .deadlineExceeded }
+    if let error = error as? RPCError {
+      return error.code == .cancelled || error.code == .deadlineExceeded
+    }
+    if let error = error as? StoreError {
+      return error.code == .cancelled || error.code == .deadlineExceeded
+    }
     return false
   }
 
@@ -245,7 +271,12 @@ public struct CallControlInterceptor: UnaryServerInterceptor {
   /// eight digits and one of the units `H M S m u n`. Unlike grpc-go, a sign is refused.
   public static func parseTimeout(_ text: String) -> Result<Duration, RPCError> {
     func malformed(_ why: String) -> Result<Duration, RPCError> {
-      .failure(RPCError(code: .internalError, message: "malformed grpc-timeout: \(why): \"\(text.prefix(32))\""))
+      .failure(
+        RPCError(
+          code: .internalError,
+          message: "malformed grpc-timeout: \(why): \"\(text.prefix(32))\""
+        )
+      )
     }
     let utf8 = text.utf8
     guard utf8.count >= 2 else { return malformed("timeout string is too short") }

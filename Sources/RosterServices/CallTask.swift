@@ -66,4 +66,3 @@ public struct CallTask: CallTaskCancelling, CallArrival {
     self.task.cancel()
   }
 }
-

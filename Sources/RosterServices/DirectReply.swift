@@ -1,5 +1,5 @@
-public import RosterProto
 internal import RosterDomain
+public import RosterProto
 internal import RosterStore
 public import SwiftProtobuf
 

@@ -1,7 +1,7 @@
 public import GRPCCore
 internal import GRPCProtobuf
-internal import RosterProto
 internal import RosterDomain
+internal import RosterProto
 internal import RosterStore
 public import Synchronization
 
@@ -38,7 +38,9 @@ public struct DirectoryPageStreams: RegistrableRPCService {
         // As the generated glue: exactly one request message, then the pages.
         let request = try await ServerRequest(stream: request)
         return StreamingServerResponse(metadata: [:]) { writer in
-          try await directory.streamPages(request.message, written: true) { try await writer.write(contentsOf: $0) }
+          try await directory.streamPages(request.message, written: true) {
+            try await writer.write(contentsOf: $0)
+          }
           return [:]
         }
       }
@@ -146,7 +148,11 @@ extension DirectoryService {
     )
     return PageReplies(
       replies: pages.map {
-        EmployeePageReply(employees: $0.employees, mask: mask, nextPageToken: listing.token(after: $0.next))
+        EmployeePageReply(
+          employees: $0.employees,
+          mask: mask,
+          nextPageToken: listing.token(after: $0.next)
+        )
       },
       next: pages.last?.next
     )
@@ -159,7 +165,10 @@ struct DirectReplySerializer<Reply: DirectReply>: MessageSerializer {
   func serialize<Bytes: GRPCContiguousBytes>(_ reply: Reply) throws -> Bytes {
     let bytes = reply.binary()
     DirectoryPageStreams.pagesWritten.add(1, ordering: .relaxed)
-    assert(bytes == (try? reply.message.serializedBytes() as [UInt8]), "EmployeeWire differs from SwiftProtobuf")
+    assert(
+      bytes == (try? reply.message.serializedBytes() as [UInt8]),
+      "EmployeeWire differs from SwiftProtobuf"
+    )
     return Bytes(bytes)
   }
 }

@@ -1,7 +1,7 @@
 internal import Foundation
 internal import GRPCCore
-internal import RosterProto
 internal import RosterDomain
+internal import RosterProto
 internal import RosterStore
 internal import SwiftProtobuf
 
@@ -50,7 +50,10 @@ extension DirectoryRequests {
     for path in mask.paths {
       guard let field = EmployeeField(rawValue: path), field.isEditable else {
         if EmployeeField(rawValue: path) != nil {
-          throw RPCError(code: .invalidArgument, message: "update_mask: '\(path)' cannot be changed")
+          throw RPCError(
+            code: .invalidArgument,
+            message: "update_mask: '\(path)' cannot be changed"
+          )
         }
         throw RPCError(
           code: .invalidArgument,

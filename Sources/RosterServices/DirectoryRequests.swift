@@ -1,6 +1,6 @@
 internal import GRPCCore
-internal import RosterProto
 internal import RosterDomain
+internal import RosterProto
 internal import RosterStore
 
 /// Checks of Directory requests, each throwing `INVALID_ARGUMENT` that names the field.

@@ -1,8 +1,8 @@
-public import GRPCCore
 internal import CoreMetrics
+public import GRPCCore
 public import Logging
-public import RosterProto
 internal import RosterDomain
+public import RosterProto
 public import RosterStore
 
 /// `roster.v1.Directory`: employees, pages, search, writes and the change feed.
@@ -15,7 +15,10 @@ public struct DirectoryService: Sendable {
   let logger: Logger
 
   /// Creates the service over a shared store.
-  public init(store: any DirectoryStore & ChangeFeedStore, logger: Logger = Logger(label: "roster.directory")) {
+  public init(
+    store: any DirectoryStore & ChangeFeedStore,
+    logger: Logger = Logger(label: "roster.directory")
+  ) {
     self.store = store
     self.logger = logger
   }
@@ -44,7 +47,9 @@ extension DirectoryService: Roster_V1_Directory.SimpleServiceProtocol {
     response: RPCWriter<Roster_V1_EmployeePage>,
     context: ServerContext
   ) async throws {
-    try await self.streamPages(request, written: false) { try await response.write(contentsOf: $0.map(\.message)) }
+    try await self.streamPages(request, written: false) {
+      try await response.write(contentsOf: $0.map(\.message))
+    }
   }
 
   /// One employee by guid.
@@ -214,7 +219,10 @@ extension DirectoryService: Roster_V1_Directory.SimpleServiceProtocol {
     if request.hasSetDepartment { changes.department = request.setDepartment }
     if request.hasSetVacationDays { changes.vacationDays = Int(request.setVacationDays) }
     if changes.isEmpty {
-      throw RPCError(code: .invalidArgument, message: "set_active, set_department or set_vacation_days must be set")
+      throw RPCError(
+        code: .invalidArgument,
+        message: "set_active, set_department or set_vacation_days must be set"
+      )
     }
     return try await withStatusMapping("BatchUpdateEmployees", logger: self.logger) {
       let affected = try await self.store.batchUpdateEmployees(
@@ -290,10 +298,12 @@ extension DirectoryService: Roster_V1_Directory.SimpleServiceProtocol {
           continue
         }
         if try await !self.waitForChanges(after: last, atMost: heartbeat) {
-          try await response.write(.with {
-            $0.heartbeat = true
-            $0.token = String(last)
-          })
+          try await response.write(
+            .with {
+              $0.heartbeat = true
+              $0.token = String(last)
+            }
+          )
         }
       }
     }
@@ -329,7 +339,10 @@ extension DirectoryService {
     let guid = try DirectoryRequests.guid(request.guid)
     let mask = try EmployeeReadMask(request.hasReadMask ? request.readMask : nil)
     return try await withStatusMapping("GetEmployee", logger: self.logger) {
-      EmployeeReply(employee: try await self.store.employee(guid: guid, fields: mask.fields), mask: mask)
+      EmployeeReply(
+        employee: try await self.store.employee(guid: guid, fields: mask.fields),
+        mask: mask
+      )
     }
   }
 
@@ -362,7 +375,8 @@ extension DirectoryService {
   ) async throws -> EmployeePageReply<Roster_V1_ListEmployeesResponse> {
     let listing = try DirectoryRequests.listing(request)
     return try await withStatusMapping("ListEmployees", logger: self.logger) {
-      try await self.pageReplies(listing, after: listing.cursor, count: 1, written: written).replies[0]
+      try await self.pageReplies(listing, after: listing.cursor, count: 1, written: written)
+        .replies[0]
     }
   }
 }

@@ -1,7 +1,7 @@
 internal import Foundation
 internal import GRPCCore
-internal import RosterProto
 internal import RosterDomain
+internal import RosterProto
 internal import RosterStore
 internal import SwiftProtobuf
 

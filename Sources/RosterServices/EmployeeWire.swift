@@ -16,7 +16,11 @@ enum EmployeeWire {
   /// The page's bytes: each employee with the fields `mask` selects, as
   /// `Roster_V1_Employee(_:mask:)` sets them, then the token when it is not empty; the same
   /// entries `Rows` writes as a store reads its rows.
-  static func page(_ employees: [Employee], mask: EmployeeReadMask, nextPageToken: String) -> [UInt8] {
+  static func page(
+    _ employees: [Employee],
+    mask: EmployeeReadMask,
+    nextPageToken: String
+  ) -> [UInt8] {
     let rows = Rows(mask: mask)
     var bytes: [UInt8] = []
     for employee in employees { rows.append(employee, to: &bytes) }
@@ -47,7 +51,11 @@ enum EmployeeWire {
   }
 
   /// One `employees = 1` entry: the tag, the length, the employee.
-  private static func appendEntry(_ employee: some EmployeeWireSource, _ mask: EmployeeReadMask, to bytes: inout [UInt8]) {
+  private static func appendEntry(
+    _ employee: some EmployeeWireSource,
+    _ mask: EmployeeReadMask,
+    to bytes: inout [UInt8]
+  ) {
     let size = Self.size(employee, mask)
     Self.appending(1 + Self.varintSize(UInt64(size)) + size, to: &bytes) { writer in
       writer.byte(0x0A)  // field 1, length-delimited
@@ -57,19 +65,28 @@ enum EmployeeWire {
   }
 
   /// Appends exactly `size` bytes to `bytes`, which `write` writes.
-  private static func appending(_ size: Int, to bytes: inout [UInt8], _ write: (inout Writer) -> Void) {
+  private static func appending(
+    _ size: Int,
+    to bytes: inout [UInt8],
+    _ write: (inout Writer) -> Void
+  ) {
     let start = bytes.count
     bytes.append(contentsOf: repeatElement(0, count: size))
     bytes.withUnsafeMutableBufferPointer { buffer in
       var writer = Writer(base: buffer.baseAddress! + start, capacity: size)
       write(&writer)
-      precondition(writer.count == size, "EmployeeWire sized \(size) bytes and wrote \(writer.count)")
+      precondition(
+        writer.count == size,
+        "EmployeeWire sized \(size) bytes and wrote \(writer.count)"
+      )
     }
   }
 
   /// One employee's bytes (`Employee`, as `GetEmployee` answers), with the fields `mask` selects.
   static func employee(_ employee: Employee, mask: EmployeeReadMask) -> [UInt8] {
-    Self.written(size: Self.size(employee, mask)) { writer in Self.append(employee, mask, to: &writer) }
+    Self.written(size: Self.size(employee, mask)) { writer in
+      Self.append(employee, mask, to: &writer)
+    }
   }
 
   /// An array of exactly `size` bytes, which `write` fills.
@@ -78,7 +95,10 @@ enum EmployeeWire {
     return [UInt8](unsafeUninitializedCapacity: size) { buffer, initialized in
       var writer = Writer(base: buffer.baseAddress!, capacity: size)
       write(&writer)
-      precondition(writer.count == size, "EmployeeWire sized \(size) bytes and wrote \(writer.count)")
+      precondition(
+        writer.count == size,
+        "EmployeeWire sized \(size) bytes and wrote \(writer.count)"
+      )
       initialized = writer.count
     }
   }
@@ -102,7 +122,9 @@ enum EmployeeWire {
     if fields.contains(.about) { size += text(.about) }
     if fields.contains(.active) { size += 2 }
     if fields.contains(.startDate) { size += text(.startDate) }
-    if fields.contains(.vacationDays) { size += 1 + Self.varintSize(Self.int32Bits(employee.vacationDays)) }
+    if fields.contains(.vacationDays) {
+      size += 1 + Self.varintSize(Self.int32Bits(employee.vacationDays))
+    }
     if fields.contains(.thumbnail), let count = employee.withThumbnail({ $0?.count }), count > 0 {
       size += 1 + Self.varintSize(UInt64(count)) + count
     }
@@ -119,7 +141,11 @@ enum EmployeeWire {
     return size
   }
 
-  static func append(_ employee: some EmployeeWireSource, _ mask: EmployeeReadMask, to writer: inout Writer) {
+  static func append(
+    _ employee: some EmployeeWireSource,
+    _ mask: EmployeeReadMask,
+    to writer: inout Writer
+  ) {
     let fields = mask.fields
     func text(_ number: UInt8, _ field: EmployeeWireText) {
       employee.withText(field) { writer.string(number, $0) }
@@ -242,7 +268,10 @@ extension EmployeeWire {
 
     mutating func bytes(_ source: UnsafeBufferPointer<UInt8>) {
       guard let start = source.baseAddress, !source.isEmpty else { return }
-      precondition(source.count <= self.capacity - self.count, "EmployeeWire wrote past the size it computed")
+      precondition(
+        source.count <= self.capacity - self.count,
+        "EmployeeWire wrote past the size it computed"
+      )
       (self.base + self.count).initialize(from: start, count: source.count)
       self.count += source.count
     }
@@ -271,7 +300,10 @@ enum EmployeeWireText {
 /// (`EmployeeRow`), each text as its UTF-8 bytes.
 protocol EmployeeWireSource {
   /// Runs `body` with a text field's UTF-8 bytes (none for a picture etag there is not).
-  func withText<Result>(_ field: EmployeeWireText, _ body: (UnsafeBufferPointer<UInt8>) -> Result) -> Result
+  func withText<Result>(
+    _ field: EmployeeWireText,
+    _ body: (UnsafeBufferPointer<UInt8>) -> Result
+  ) -> Result
   /// Runs `body` with the thumbnail's bytes, nil when there is none.
   func withThumbnail<Result>(_ body: (UnsafeBufferPointer<UInt8>?) -> Result) -> Result
   var active: Bool { get }
@@ -283,7 +315,10 @@ protocol EmployeeWireSource {
 }
 
 extension Employee: EmployeeWireSource {
-  func withText<Result>(_ field: EmployeeWireText, _ body: (UnsafeBufferPointer<UInt8>) -> Result) -> Result {
+  func withText<Result>(
+    _ field: EmployeeWireText,
+    _ body: (UnsafeBufferPointer<UInt8>) -> Result
+  ) -> Result {
     var text =
       switch field {
       case .guid: self.guid
@@ -308,7 +343,10 @@ extension Employee: EmployeeWireSource {
 }
 
 extension EmployeeRow: EmployeeWireSource {
-  func withText<Result>(_ field: EmployeeWireText, _ body: (UnsafeBufferPointer<UInt8>) -> Result) -> Result {
+  func withText<Result>(
+    _ field: EmployeeWireText,
+    _ body: (UnsafeBufferPointer<UInt8>) -> Result
+  ) -> Result {
     switch field {
     case .guid: body(self.guid)
     case .name: body(self.name)

@@ -48,7 +48,9 @@ extension HealthService: Grpc_Health_V1_Health.SimpleServiceProtocol {
   }
 
   /// `check`'s reply, which never waits: what the fast path runs without a task.
-  public func status(of request: Grpc_Health_V1_HealthCheckRequest) throws -> Grpc_Health_V1_HealthCheckResponse {
+  public func status(
+    of request: Grpc_Health_V1_HealthCheckRequest
+  ) throws -> Grpc_Health_V1_HealthCheckResponse {
     guard let status = self.state.status(of: request.service) else {
       throw RPCError(code: .notFound, message: "service '\(request.service)' is not known")
     }
@@ -97,7 +99,9 @@ extension HealthService {
     private let storage: Mutex<Storage>
 
     init(names: [String]) {
-      self.storage = Mutex(Storage(statuses: Dictionary(uniqueKeysWithValues: names.map { ($0, .serving) })))
+      self.storage = Mutex(
+        Storage(statuses: Dictionary(uniqueKeysWithValues: names.map { ($0, .serving) }))
+      )
     }
 
     func status(of name: String) -> Status? {

@@ -56,7 +56,7 @@ struct PageToken: Equatable {
       let count = reader.byte()
     else { return nil }
     var keys: [String] = []
-    for _ in 0..<count {
+    for _ in 0 ..< count {
       guard let length: UInt32 = reader.integer(), let bytes = reader.bytes(Int(length)) else {
         return nil
       }
@@ -88,7 +88,7 @@ private struct ByteReader {
   mutating func bytes(_ count: Int) -> ArraySlice<UInt8>? {
     guard count >= 0, self.position + count <= self.bytes.count else { return nil }
     defer { self.position += count }
-    return self.bytes[self.position..<self.position + count]
+    return self.bytes[self.position ..< self.position + count]
   }
 
   mutating func integer<T: FixedWidthInteger>() -> T? {

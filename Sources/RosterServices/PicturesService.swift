@@ -1,10 +1,9 @@
+internal import Foundation
 public import GRPCCore
 public import Logging
-public import RosterProto
 internal import RosterDomain
+public import RosterProto
 public import RosterStore
-
-internal import Foundation
 
 /// `roster.v1.Pictures`: full pictures and thumbnails, on demand and streamed.
 ///
@@ -128,7 +127,7 @@ extension PicturesService: Roster_V1_Pictures.SimpleServiceProtocol {
           repeat {
             let end = min(span.endIndex, start + Self.chunkSize)
             var message = Roster_V1_GetPictureResponse()
-            message.data = span[start..<end]
+            message.data = span[start ..< end]
             message.offset = offset + Int64(start - span.startIndex)
             if first {
               message.totalSize = info.size

@@ -59,7 +59,10 @@ public struct ReflectionService: Sendable {
       files(self.index.fileDefining(symbol), "no symbol named '\(symbol)'")
     case .fileContainingExtension(let extensionRequest):
       // No Roster proto declares extensions.
-      files(nil, "no extension \(extensionRequest.extensionNumber) of '\(extensionRequest.containingType)'")
+      files(
+        nil,
+        "no extension \(extensionRequest.extensionNumber) of '\(extensionRequest.containingType)'"
+      )
     case .allExtensionNumbersOfType(let type):
       if self.index.isMessage(type) {
         response.allExtensionNumbersResponse = .with { $0.baseTypeName = type }
@@ -95,7 +98,9 @@ extension ReflectionService: Grpc_Reflection_V1_ServerReflection.SimpleServicePr
 
 /// `grpc.reflection.v1alpha.ServerReflection`: the v1 answers, moved across by their wire
 /// bytes, which the two versions share.
-public struct ReflectionServiceV1Alpha: Grpc_Reflection_V1alpha_ServerReflection.SimpleServiceProtocol {
+public struct ReflectionServiceV1Alpha: Grpc_Reflection_V1alpha_ServerReflection
+    .SimpleServiceProtocol
+{
   let v1: ReflectionService
 
   /// Answers each request of the stream in order, until the client half-closes.
@@ -142,7 +147,9 @@ struct DescriptorIndex: Sendable {
           let name = scope + message.name
           self.symbols[name] = file.name
           self.messages.insert(name)
-          for enumeration in message.enumType { self.symbols[name + "." + enumeration.name] = file.name }
+          for enumeration in message.enumType {
+            self.symbols[name + "." + enumeration.name] = file.name
+          }
           addMessages(message.nestedType, in: name + ".")
         }
       }

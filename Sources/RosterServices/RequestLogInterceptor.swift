@@ -1,5 +1,5 @@
-public import GRPCCore
 internal import CoreMetrics
+public import GRPCCore
 public import Logging
 internal import Synchronization
 
@@ -22,7 +22,8 @@ public struct RequestLogInterceptor: UnaryServerInterceptor {
   public func intercept<Input: Sendable, Output: Sendable>(
     request: StreamingServerRequest<Input>,
     context: ServerContext,
-    next: @concurrent @Sendable (StreamingServerRequest<Input>, ServerContext) async throws
+    next:
+      @concurrent @Sendable (StreamingServerRequest<Input>, ServerContext) async throws
       -> StreamingServerResponse<Output>
   ) async throws -> StreamingServerResponse<Output> {
     let started = ContinuousClock.now
@@ -57,15 +58,23 @@ public struct RequestLogInterceptor: UnaryServerInterceptor {
   }
 
   /// The line of one call that ended with `code` (nil: OK).
-  private func log(_ code: RPCError.Code?, started: ContinuousClock.Instant, author: String?, context: ServerContext) {
+  private func log(
+    _ code: RPCError.Code?,
+    started: ContinuousClock.Instant,
+    author: String?,
+    context: ServerContext
+  ) {
     let elapsed = ContinuousClock.now - started
     var metadata: Logger.Metadata = [
       "rpc.method": "\(context.descriptor.fullyQualifiedMethod)",
       "rpc.status": "\(code.map(Self.name) ?? "OK")",
-      "rpc.duration_us": "\(elapsed.components.seconds * 1_000_000 + elapsed.components.attoseconds / 1_000_000_000_000)",
+      "rpc.duration_us":
+        "\(elapsed.components.seconds * 1_000_000 + elapsed.components.attoseconds / 1_000_000_000_000)",
       "rpc.peer": "\(context.remotePeer)",
     ]
-    if let author, !author.isEmpty { metadata["rpc.author"] = "\(author.prefix(AuthorInterceptor.maximumLength))" }
+    if let author, !author.isEmpty {
+      metadata["rpc.author"] = "\(author.prefix(AuthorInterceptor.maximumLength))"
+    }
     let level: Logger.Level =
       switch code {
       case nil: self.okLevel
@@ -108,11 +117,13 @@ public struct RequestMetricsInterceptor: UnaryServerInterceptor {
   public func intercept<Input: Sendable, Output: Sendable>(
     request: StreamingServerRequest<Input>,
     context: ServerContext,
-    next: @concurrent @Sendable (StreamingServerRequest<Input>, ServerContext) async throws
+    next:
+      @concurrent @Sendable (StreamingServerRequest<Input>, ServerContext) async throws
       -> StreamingServerResponse<Output>
   ) async throws -> StreamingServerResponse<Output> {
     let started = ContinuousClock.now
-    return try await whenFinished(request: request, context: context, next: next) { [instruments] error in
+    return try await whenFinished(request: request, context: context, next: next) {
+      [instruments] error in
       instruments.record(context.descriptor, error, since: started)
     }
   }
@@ -148,7 +159,11 @@ public struct RequestMetricsInterceptor: UnaryServerInterceptor {
     private let table = Mutex<[Key: (Counter, Timer)]>([:])
 
     /// Counts a call of `method` that began at `started` and ended with `error` (nil: OK).
-    func record(_ method: MethodDescriptor, _ error: (any Error)?, since started: ContinuousClock.Instant) {
+    func record(
+      _ method: MethodDescriptor,
+      _ error: (any Error)?,
+      since started: ContinuousClock.Instant
+    ) {
       let elapsed = ContinuousClock.now - started
       let (counter, timer) = self.of(method, error.map(RequestLogInterceptor.code(of:)))
       counter.increment()

@@ -1,5 +1,5 @@
-public import GRPCCore
 internal import CoreMetrics
+public import GRPCCore
 internal import RosterProto
 internal import Synchronization
 
@@ -45,7 +45,8 @@ public final class StreamLimitInterceptor: UnaryServerInterceptor, Sendable {
   public func intercept<Input: Sendable, Output: Sendable>(
     request: StreamingServerRequest<Input>,
     context: ServerContext,
-    next: @concurrent @Sendable (StreamingServerRequest<Input>, ServerContext) async throws
+    next:
+      @concurrent @Sendable (StreamingServerRequest<Input>, ServerContext) async throws
       -> StreamingServerResponse<Output>
   ) async throws -> StreamingServerResponse<Output> {
     guard Self.limited.contains(context.descriptor) else { return try await next(request, context) }
@@ -94,7 +95,8 @@ public final class StreamLimitInterceptor: UnaryServerInterceptor, Sendable {
     guard admitted else {
       throw RPCError(
         code: .resourceExhausted,
-        message: "at most \(self.maximum) open StreamEmployees and WatchChanges streams per client; close one first"
+        message:
+          "at most \(self.maximum) open StreamEmployees and WatchChanges streams per client; close one first"
       )
     }
     return client
@@ -126,7 +128,9 @@ public final class StreamLimitInterceptor: UnaryServerInterceptor, Sendable {
 func whenFinished<Input: Sendable, Output: Sendable>(
   request: StreamingServerRequest<Input>,
   context: ServerContext,
-  next: @Sendable (StreamingServerRequest<Input>, ServerContext) async throws -> StreamingServerResponse<Output>,
+  next:
+    @Sendable (StreamingServerRequest<Input>, ServerContext) async throws ->
+    StreamingServerResponse<Output>,
   finished: @escaping @Sendable ((any Error)?) -> Void
 ) async throws -> StreamingServerResponse<Output> {
   let signal = FinishSignal(finished)

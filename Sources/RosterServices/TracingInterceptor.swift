@@ -16,12 +16,14 @@ public struct TracingInterceptor: UnaryServerInterceptor {
   public func intercept<Input: Sendable, Output: Sendable>(
     request: StreamingServerRequest<Input>,
     context: ServerContext,
-    next: @concurrent @Sendable (StreamingServerRequest<Input>, ServerContext) async throws
+    next:
+      @concurrent @Sendable (StreamingServerRequest<Input>, ServerContext) async throws
       -> StreamingServerResponse<Output>
   ) async throws -> StreamingServerResponse<Output> {
     let (span, spanContext) = Self.startSpan(metadata: request.metadata, context: context)
     return try await ServiceContext.$current.withValue(spanContext) {
-      var response = try await whenFinished(request: request, context: context, next: next) { error in
+      var response = try await whenFinished(request: request, context: context, next: next) {
+        error in
         Self.end(span, error: error)
       }
       // The producer runs after this returns, on the transport's task: in the span's context.
@@ -71,7 +73,12 @@ public struct TracingInterceptor: UnaryServerInterceptor {
     var parent = ServiceContext.topLevel
     tracer.extract(metadata, into: &parent, using: MetadataExtractor())
     let start = WallInstant(arrived)
-    let span = tracer.startSpan(context.descriptor.fullyQualifiedMethod, context: parent, ofKind: .server, at: start)
+    let span = tracer.startSpan(
+      context.descriptor.fullyQualifiedMethod,
+      context: parent,
+      ofKind: .server,
+      at: start
+    )
     span.attributes["rpc.system"] = "grpc"
     span.attributes["rpc.service"] = context.descriptor.service.fullyQualifiedService
     span.attributes["rpc.method"] = context.descriptor.method
@@ -118,9 +125,13 @@ private struct WallInstant: TracerInstant {
       return
     }
     let ago = max(.zero, ContinuousClock.now - moment)
-    let agoNanoseconds = UInt64(ago.components.seconds) * 1_000_000_000 + UInt64(ago.components.attoseconds / 1_000_000_000)
+    let agoNanoseconds =
+      UInt64(ago.components.seconds) * 1_000_000_000
+      + UInt64(ago.components.attoseconds / 1_000_000_000)
     self.nanosecondsSinceEpoch = now - min(now, agoNanoseconds)
   }
 
-  static func < (lhs: Self, rhs: Self) -> Bool { lhs.nanosecondsSinceEpoch < rhs.nanosecondsSinceEpoch }
+  static func < (lhs: Self, rhs: Self) -> Bool {
+    lhs.nanosecondsSinceEpoch < rhs.nanosecondsSinceEpoch
+  }
 }

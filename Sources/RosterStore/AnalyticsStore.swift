@@ -47,5 +47,9 @@ public protocol AnalyticsStore: Sendable {
 
   /// Deletes up to `limit` sales dated before `date`, in chunks; returns how many went and
   /// whether more remain.
-  func deleteSales(before date: String, limit: Int, context: WriteContext) async throws -> (deleted: Int, more: Bool)
+  func deleteSales(
+    before date: String,
+    limit: Int,
+    context: WriteContext
+  ) async throws -> (deleted: Int, more: Bool)
 }

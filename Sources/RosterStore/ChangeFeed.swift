@@ -63,7 +63,9 @@ package final class ChangeFeed: Sendable {
       return state.nextID
     }
     let control = CallControl.current
-    let hook = control?.addCancellationHook { self.end(id, throwing: CallControl.stopError(control)) }
+    let hook = control?.addCancellationHook {
+      self.end(id, throwing: CallControl.stopError(control))
+    }
     defer { control?.removeCancellationHook(hook) }
     return try await withTaskCancellationHandler {
       try await withCheckedThrowingContinuation { continuation in

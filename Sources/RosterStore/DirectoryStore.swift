@@ -50,7 +50,11 @@ public protocol DirectoryStore: Sendable {
 
   /// Applies `changes` to one employee; returns it as stored. Throws `notFound` for an
   /// unknown guid, `invalidArgument` for a bad value.
-  func updateEmployee(guid: String, changes: EmployeeChanges, context: WriteContext) async throws -> Employee
+  func updateEmployee(
+    guid: String,
+    changes: EmployeeChanges,
+    context: WriteContext
+  ) async throws -> Employee
 
   /// Deletes one employee with their sales and picture. Throws `notFound` for an unknown guid.
   func deleteEmployee(guid: String, context: WriteContext) async throws
@@ -65,11 +69,19 @@ public protocol DirectoryStore: Sendable {
   ) async throws -> ImportSummary where Rows.Element == [UpsertRow]
 
   /// Sets `changes` on every employee matching `filter`; returns how many changed.
-  func batchUpdateEmployees(filter: EmployeeFilter, changes: EmployeeChanges, context: WriteContext) async throws -> Int
+  func batchUpdateEmployees(
+    filter: EmployeeFilter,
+    changes: EmployeeChanges,
+    context: WriteContext
+  ) async throws -> Int
 
   /// Deletes up to `limit` employees matching `filter`, in chunks each committed on its own;
   /// returns how many went and whether more match.
-  func deleteEmployees(filter: EmployeeFilter, limit: Int, context: WriteContext) async throws -> (deleted: Int, more: Bool)
+  func deleteEmployees(
+    filter: EmployeeFilter,
+    limit: Int,
+    context: WriteContext
+  ) async throws -> (deleted: Int, more: Bool)
 }
 
 extension DirectoryStore {
@@ -82,7 +94,14 @@ extension DirectoryStore {
     after cursor: EmployeeCursor?,
     limit: Int
   ) async throws -> EmployeePage {
-    try await self.employeePages(fields: fields, filter: filter, order: order, after: cursor, limit: limit, count: 1)[0]
+    try await self.employeePages(
+      fields: fields,
+      filter: filter,
+      order: order,
+      after: cursor,
+      limit: limit,
+      count: 1
+    )[0]
   }
 
   public func writtenEmployeePages(
@@ -121,6 +140,10 @@ extension DirectoryStore {
     chunkRows: Int = 20_000
   ) async throws -> ImportSummary {
     let rows = employees.map { UpsertRow(guid: $0.guid, changes: EmployeeChanges(setting: $0)) }
-    return try await self.upsertEmployees(AsyncBatches(rows, size: 1_000), context: context, chunkRows: chunkRows)
+    return try await self.upsertEmployees(
+      AsyncBatches(rows, size: 1_000),
+      context: context,
+      chunkRows: chunkRows
+    )
   }
 }

@@ -22,7 +22,11 @@ public protocol PictureUploading: AnyObject {
 /// Pictures and thumbnails, stored apart from employee rows.
 public protocol PictureStore: Sendable {
   /// Starts an upload for `guid`. Throws `notFound` for an unknown employee.
-  func beginPictureUpload(guid: String, contentType: String, totalSize: Int64) async throws -> any PictureUploading
+  func beginPictureUpload(
+    guid: String,
+    contentType: String,
+    totalSize: Int64
+  ) async throws -> any PictureUploading
 
   /// Runs `body` with `guid`'s picture and a reader of its bytes, held open for the call.
   /// Throws `notFound` for an unknown employee or one with no picture.
@@ -36,7 +40,10 @@ public protocol PictureStore: Sendable {
   /// `roster copy`, which sends each distinct picture's bytes once. Returns the guids it
   /// pointed (or found pointed already); the rest, whose content the store does not hold, are
   /// left as they were. Throws `notFound` for an unknown employee, changing nothing.
-  func attachPictures(_ pictures: [(guid: String, etag: String)], context: WriteContext) async throws -> Set<String>
+  func attachPictures(
+    _ pictures: [(guid: String, etag: String)],
+    context: WriteContext
+  ) async throws -> Set<String>
 
   /// `guid`'s thumbnail. Throws `notFound` for an unknown employee or one with no picture.
   func thumbnail(guid: String) async throws -> StoredThumbnail

@@ -12,7 +12,8 @@ public import ServiceLifecycle
 /// ```swift
 /// let group = ServiceGroup(configuration: .init(services: [.init(service: store), .init(service: grpc)], logger: logger))
 /// ```
-public protocol StoreBackend: Service, DirectoryStore, ChangeFeedStore, AnalyticsStore, PictureStore {
+public protocol StoreBackend: Service, DirectoryStore, ChangeFeedStore, AnalyticsStore, PictureStore
+{
   /// Ends every `waitForChanges`, now and later, with `unavailable`: the first step of a
   /// server's shutdown, since change-feed watchers never end by themselves.
   func closeChangeFeed()

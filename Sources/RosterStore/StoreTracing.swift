@@ -1,5 +1,5 @@
-public import Tracing
 internal import Synchronization
+public import Tracing
 
 /// Spans for the store's own work, children of the span of the call that asked for it: a
 /// lane's wait and its read, a write's wait, statements and commit, a PostgreSQL query or
@@ -51,7 +51,9 @@ public enum StoreTracing {
   /// The current context, to carry to work on another thread; nil when tracing is off or the
   /// current call's span does not record.
   public static var context: ServiceContext? {
-    guard Self.isOn, let current = ServiceContext.current, current[Recording.self] == true else { return nil }
+    guard Self.isOn, let current = ServiceContext.current, current[Recording.self] == true else {
+      return nil
+    }
     return current
   }
 
@@ -59,8 +61,13 @@ public enum StoreTracing {
   public static var now: DefaultTracerClock.Instant { DefaultTracerClock.now }
 
   /// Records a span named `name` that began at `start` and ends now, under `context`.
-  public static func record(_ name: String, context: ServiceContext, from start: DefaultTracerClock.Instant) {
-    InstrumentationSystem.tracer.startSpan(name, context: context, ofKind: .internal, at: start).end()
+  public static func record(
+    _ name: String,
+    context: ServiceContext,
+    from start: DefaultTracerClock.Instant
+  ) {
+    InstrumentationSystem.tracer.startSpan(name, context: context, ofKind: .internal, at: start)
+      .end()
   }
 
   /// Starts a span named `name` under `context`, for synchronous work on another thread; the

@@ -32,7 +32,8 @@ extension EmployeeRow {
   /// written from `Employee(row)`, whose Strings repair it, as every other read does.
   public var textIsValidUTF8: Bool {
     Self.isValidUTF8(self.guid) && Self.isValidUTF8(self.name) && Self.isValidUTF8(self.department)
-      && Self.isValidUTF8(self.email) && Self.isValidUTF8(self.phone) && Self.isValidUTF8(self.address)
+      && Self.isValidUTF8(self.email) && Self.isValidUTF8(self.phone)
+      && Self.isValidUTF8(self.address)
       && Self.isValidUTF8(self.about) && Self.isValidUTF8(self.startDate)
       && self.pictureEtag.map(Self.isValidUTF8) ?? true
   }
@@ -56,25 +57,29 @@ extension EmployeeRow {
       return true
     }
     var index = 0
-    func continuation(_ offset: Int, _ range: ClosedRange<UInt8> = 0x80...0xBF) -> Bool {
+    func continuation(_ offset: Int, _ range: ClosedRange<UInt8> = 0x80 ... 0xBF) -> Bool {
       index + offset < count && range.contains(base[index + offset])
     }
     while index < count {
-      if index + 8 <= count, raw.loadUnaligned(fromByteOffset: index, as: UInt64.self) & 0x8080_8080_8080_8080 == 0 {
+      if index + 8 <= count,
+        raw.loadUnaligned(fromByteOffset: index, as: UInt64.self) & 0x8080_8080_8080_8080 == 0
+      {
         index += 8
         continue
       }
       let lead = base[index]
       let length: Int
       switch lead {
-      case 0x00...0x7F: length = 1
-      case 0xC2...0xDF: length = continuation(1) ? 2 : 0
-      case 0xE0: length = continuation(1, 0xA0...0xBF) && continuation(2) ? 3 : 0
-      case 0xE1...0xEC, 0xEE...0xEF: length = continuation(1) && continuation(2) ? 3 : 0
-      case 0xED: length = continuation(1, 0x80...0x9F) && continuation(2) ? 3 : 0
-      case 0xF0: length = continuation(1, 0x90...0xBF) && continuation(2) && continuation(3) ? 4 : 0
-      case 0xF1...0xF3: length = continuation(1) && continuation(2) && continuation(3) ? 4 : 0
-      case 0xF4: length = continuation(1, 0x80...0x8F) && continuation(2) && continuation(3) ? 4 : 0
+      case 0x00 ... 0x7F: length = 1
+      case 0xC2 ... 0xDF: length = continuation(1) ? 2 : 0
+      case 0xE0: length = continuation(1, 0xA0 ... 0xBF) && continuation(2) ? 3 : 0
+      case 0xE1 ... 0xEC, 0xEE ... 0xEF: length = continuation(1) && continuation(2) ? 3 : 0
+      case 0xED: length = continuation(1, 0x80 ... 0x9F) && continuation(2) ? 3 : 0
+      case 0xF0:
+        length = continuation(1, 0x90 ... 0xBF) && continuation(2) && continuation(3) ? 4 : 0
+      case 0xF1 ... 0xF3: length = continuation(1) && continuation(2) && continuation(3) ? 4 : 0
+      case 0xF4:
+        length = continuation(1, 0x80 ... 0x8F) && continuation(2) && continuation(3) ? 4 : 0
       default: length = 0
       }
       guard length > 0 else { return false }
@@ -116,7 +121,11 @@ public struct WrittenEmployeePage: KeysetPage {
 
 /// `KeysetPages` of written rows: `write` appends each row to the current page's bytes.
 extension KeysetPages where Page == WrittenEmployeePage {
-  public mutating func append(id: Int64, keys: () throws -> [String], write: (inout [UInt8]) -> Void) rethrows {
+  public mutating func append(
+    id: Int64,
+    keys: () throws -> [String],
+    write: (inout [UInt8]) -> Void
+  ) rethrows {
     self.withCurrentPage { write(&$0.bytes) }
     try self.append((), id: id, keys: keys)
   }

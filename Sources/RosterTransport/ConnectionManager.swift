@@ -119,7 +119,11 @@ final class ConnectionManager: ChannelDuplexHandler, NIOHTTP2FrameDelegate {
         self.closing = true
         let goAway = HTTP2Frame(
           streamID: .rootStream,
-          payload: .goAway(lastStreamID: self.lastStreamID, errorCode: .enhanceYourCalm, opaqueData: nil)
+          payload: .goAway(
+            lastStreamID: self.lastStreamID,
+            errorCode: .enhanceYourCalm,
+            opaqueData: nil
+          )
         )
         context.writeAndFlush(self.wrapOutboundOut(goAway), promise: nil)
         context.close(promise: nil)
@@ -207,7 +211,9 @@ final class ConnectionManager: ChannelDuplexHandler, NIOHTTP2FrameDelegate {
     context.writeAndFlush(self.wrapOutboundOut(goAway), promise: nil)
     if let grace = self.limits.maxGraceTime {
       let bound = NIOLoopBound(context, eventLoop: context.eventLoop)
-      self.graceTimer = context.eventLoop.scheduleTask(in: grace) { bound.value.close(promise: nil) }
+      self.graceTimer = context.eventLoop.scheduleTask(in: grace) {
+        bound.value.close(promise: nil)
+      }
     }
   }
 
@@ -239,14 +245,17 @@ final class ConnectionManager: ChannelDuplexHandler, NIOHTTP2FrameDelegate {
   /// Every frame `NIOHTTP2Handler` writes, its own and this pipeline's: a GOAWAY with an error
   /// code marks a connection error, which `errorCaught` hears of next.
   func wroteFrame(_ frame: HTTP2Frame) {
-    if case .goAway(_, let code, _) = frame.payload, code != .noError { self.connectionErrorSent = true }
+    if case .goAway(_, let code, _) = frame.payload, code != .noError {
+      self.connectionErrorSent = true
+    }
   }
 
   /// The errors swift-nio-http2 raises for a peer that floods or breaks the framing: each ends
   /// the connection (a GOAWAY), also when that GOAWAY could not be written.
   static func endsConnection(_ error: any Error) -> Bool {
     switch error {
-    case is NIOHTTP2Errors.ExcessiveContinuationFrames, is NIOHTTP2Errors.ExcessivelyLargeHeaderBlock,
+    case is NIOHTTP2Errors.ExcessiveContinuationFrames,
+      is NIOHTTP2Errors.ExcessivelyLargeHeaderBlock,
       is NIOHTTP2Errors.ExcessiveRSTFrames, is NIOHTTP2Errors.ExcessiveControlFrames,
       is NIOHTTP2Errors.ExcessiveEmptyDataFrames, is NIOHTTP2Errors.ExcessiveNumberOfGlitches,
       is NIOHTTP2Errors.ExcessiveStreamErrors, is NIOHTTP2Errors.ExcessiveOutboundFrameBuffering,
@@ -292,7 +301,10 @@ final class ConnectionManager: ChannelDuplexHandler, NIOHTTP2FrameDelegate {
   }
 
   private func cancelTimers() {
-    for timer in [self.idleTimer, self.ageTimer, self.graceTimer, self.keepaliveTimer, self.keepaliveTimeoutTimer] {
+    for timer in [
+      self.idleTimer, self.ageTimer, self.graceTimer, self.keepaliveTimer,
+      self.keepaliveTimeoutTimer,
+    ] {
       timer?.cancel()
     }
     self.idleTimer = nil

@@ -64,7 +64,8 @@ extension HPACKHeaders {
     for (key, value) in metadata {
       switch value {
       case .string(let text): self.add(name: key.lowercased(), value: text)
-      case .binary(let bytes): self.add(name: key.lowercased(), value: Data(bytes).base64EncodedString())
+      case .binary(let bytes):
+        self.add(name: key.lowercased(), value: Data(bytes).base64EncodedString())
       }
     }
   }

@@ -88,7 +88,9 @@ final class GRPCStreamCodec: ChannelDuplexHandler {
   }
 
   func handlerRemoved(context: ChannelHandlerContext) {
-    self.descriptor.fail(RPCError(code: .unavailable, message: "RPC stream was closed before we got any Metadata."))
+    self.descriptor.fail(
+      RPCError(code: .unavailable, message: "RPC stream was closed before we got any Metadata.")
+    )
   }
 
   func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -153,13 +155,18 @@ final class GRPCStreamCodec: ChannelDuplexHandler {
     guard let descriptor = self.descriptorsByPath[path] ?? MethodDescriptor(path: path) else {
       self.inbound = .closed
       self.outbound = .closed
-      let status = Status(code: .unimplemented, message: "Requested RPC isn't implemented by this server.")
+      let status = Status(
+        code: .unimplemented,
+        message: "Requested RPC isn't implemented by this server."
+      )
       self.descriptor.fail(RPCError(code: .unimplemented, message: status.message))
       let trailers = HPACKHeaders(status: status, metadata: [:], trailersOnly: true)
       self.write(.headers(.init(headers: trailers, endStream: true)), context: context)
       return
     }
-    self.requestEncoding = fields.first(name: "grpc-encoding").flatMap(MessageEncoding.init(rawValue:))
+    self.requestEncoding = fields.first(name: "grpc-encoding").flatMap(
+      MessageEncoding.init(rawValue:)
+    )
     self.responseEncoding = MessageEncoding.forResponses(
       request: fields,
       requestEncoding: self.requestEncoding,
@@ -186,16 +193,24 @@ final class GRPCStreamCodec: ChannelDuplexHandler {
       return status(.invalidArgument, "No :path header has been set.")
     }
     guard let scheme = headers.first(name: ":scheme"), scheme == "http" || scheme == "https" else {
-      return status(.invalidArgument, ":scheme header must be present and one of \"http\" or \"https\".")
+      return status(
+        .invalidArgument,
+        ":scheme header must be present and one of \"http\" or \"https\"."
+      )
     }
     guard headers.first(name: ":method") == "POST" else {
-      return status(.invalidArgument, ":method header is expected to be present and have a value of \"POST\".")
+      return status(
+        .invalidArgument,
+        ":method header is expected to be present and have a value of \"POST\"."
+      )
     }
     let encodings = headers[canonicalForm: "grpc-encoding"]
     guard encodings.count <= 1 else {
       return status(.internalError, "encoding must contain no more than one value.")
     }
-    if let encoding = encodings.first, encoding != "identity", MessageEncoding(rawValue: encoding) == nil {
+    if let encoding = encodings.first, encoding != "identity",
+      MessageEncoding(rawValue: encoding) == nil
+    {
       var refused = status(
         .unimplemented,
         "\(encoding) compression is not supported; supported algorithms are listed in grpc-accept-encoding"
@@ -228,14 +243,18 @@ final class GRPCStreamCodec: ChannelDuplexHandler {
         return self.fail(
           RPCError(
             code: .resourceExhausted,
-            message: "the request message of \(length) bytes is over the limit of \(self.maxPayloadSize) bytes"
+            message:
+              "the request message of \(length) bytes is over the limit of \(self.maxPayloadSize) bytes"
           ),
           context: context
         )
       }
       guard !compressed || self.requestEncoding != nil else {
         return self.fail(
-          RPCError(code: .internalError, message: "a message is marked compressed but the request has no grpc-encoding"),
+          RPCError(
+            code: .internalError,
+            message: "a message is marked compressed but the request has no grpc-encoding"
+          ),
           context: context
         )
       }
@@ -253,9 +272,16 @@ final class GRPCStreamCodec: ChannelDuplexHandler {
       var message = buffer.readSlice(length: length)!
       if compressed, let encoding = self.requestEncoding {
         do {
-          message = try encoding.decompress(message, limit: self.maxPayloadSize, allocator: context.channel.allocator)
+          message = try encoding.decompress(
+            message,
+            limit: self.maxPayloadSize,
+            allocator: context.channel.allocator
+          )
         } catch {
-          return self.fail(error as? RPCError ?? RPCError(code: .internalError, message: "\(error)"), context: context)
+          return self.fail(
+            error as? RPCError ?? RPCError(code: .internalError, message: "\(error)"),
+            context: context
+          )
         }
       }
       context.fireChannelRead(self.wrapInboundOut(.message(BufferBytes(message))))
@@ -272,11 +298,15 @@ final class GRPCStreamCodec: ChannelDuplexHandler {
     let outbound = self.outbound
     self.inbound = .closed
     self.outbound = .closed
-    if case .closed = outbound {} else {
+    if case .closed = outbound {
+    } else {
       let status = Status(code: Status.Code(error.code), message: error.message)
       let trailersOnly = if case .idle = outbound { true } else { false }
       let trailers = HPACKHeaders(status: status, metadata: [:], trailersOnly: trailersOnly)
-      context.write(self.wrapOutboundOut(.headers(.init(headers: trailers, endStream: true))), promise: nil)
+      context.write(
+        self.wrapOutboundOut(.headers(.init(headers: trailers, endStream: true))),
+        promise: nil
+      )
       context.flush()
     }
     self.cancel()
@@ -302,14 +332,18 @@ final class GRPCStreamCodec: ChannelDuplexHandler {
     self.outbound = .closed
     guard wasOpen else { return }
     self.cancel()
-    context.fireErrorCaught(error ?? RPCError(code: .unavailable, message: "Stream unexpectedly closed."))
+    context.fireErrorCaught(
+      error ?? RPCError(code: .unavailable, message: "Stream unexpectedly closed.")
+    )
   }
 
   func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
     switch self.unwrapOutboundIn(data) {
     case .metadata(let metadata):
       guard case .idle = self.outbound else {
-        promise?.fail(RPCError(code: .internalError, message: "Response headers were already sent."))
+        promise?.fail(
+          RPCError(code: .internalError, message: "Response headers were already sent.")
+        )
         return
       }
       self.outbound = .open
@@ -321,10 +355,15 @@ final class GRPCStreamCodec: ChannelDuplexHandler {
 
     case .message(let message):
       guard case .open = self.outbound else {
-        promise?.fail(RPCError(code: .internalError, message: "A message must follow the response headers."))
+        promise?.fail(
+          RPCError(code: .internalError, message: "A message must follow the response headers.")
+        )
         return
       }
-      let framed = context.channel.allocator.grpcMessage(message.buffer, encoding: self.responseEncoding)
+      let framed = context.channel.allocator.grpcMessage(
+        message.buffer,
+        encoding: self.responseEncoding
+      )
       context.write(self.wrapOutboundOut(.data(.init(data: .byteBuffer(framed)))), promise: promise)
 
     case .status(let status, let metadata):
@@ -333,12 +372,17 @@ final class GRPCStreamCodec: ChannelDuplexHandler {
       case .idle: trailersOnly = true
       case .open: trailersOnly = false
       case .closed:
-        promise?.fail(RPCError(code: .internalError, message: "Can't write status, stream has already closed"))
+        promise?.fail(
+          RPCError(code: .internalError, message: "Can't write status, stream has already closed")
+        )
         return
       }
       self.outbound = .closed
       let trailers = HPACKHeaders(status: status, metadata: metadata, trailersOnly: trailersOnly)
-      context.write(self.wrapOutboundOut(.headers(.init(headers: trailers, endStream: true))), promise: promise)
+      context.write(
+        self.wrapOutboundOut(.headers(.init(headers: trailers, endStream: true))),
+        promise: promise
+      )
     }
   }
 
@@ -366,7 +410,7 @@ extension MethodDescriptor {
     let rest = utf8.dropFirst()
     guard let slash = rest.firstIndex(of: UInt8(ascii: "/")) else { return nil }
     self.init(
-      fullyQualifiedService: String(rest[rest.startIndex..<slash])!,
+      fullyQualifiedService: String(rest[rest.startIndex ..< slash])!,
       method: String(rest[rest.index(after: slash)...])!
     )
   }

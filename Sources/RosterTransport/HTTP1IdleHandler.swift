@@ -61,6 +61,8 @@ final class HTTP1IdleHandler: ChannelDuplexHandler {
   private func schedule(context: ChannelHandlerContext) {
     self.timer?.cancel()
     let channel = context.channel
-    self.timer = context.eventLoop.scheduleTask(in: self.maxIdleTime) { channel.close(promise: nil) }
+    self.timer = context.eventLoop.scheduleTask(in: self.maxIdleTime) {
+      channel.close(promise: nil)
+    }
   }
 }

@@ -31,8 +31,12 @@ package enum MessageEncoding: String, Sendable {
   /// The request's encoding: nil for none or `identity`; `.failure` for one the server does not
   /// support (its name).
   static func of(request headers: HPACKHeaders) -> Result<MessageEncoding?, UnsupportedEncoding> {
-    guard let name = headers.first(name: "grpc-encoding"), name != "identity" else { return .success(nil) }
-    guard let encoding = MessageEncoding(rawValue: name) else { return .failure(UnsupportedEncoding(name: name)) }
+    guard let name = headers.first(name: "grpc-encoding"), name != "identity" else {
+      return .success(nil)
+    }
+    guard let encoding = MessageEncoding(rawValue: name) else {
+      return .failure(UnsupportedEncoding(name: name))
+    }
     return .success(encoding)
   }
 
@@ -48,7 +52,8 @@ package enum MessageEncoding: String, Sendable {
   ) -> MessageEncoding? {
     guard let requestEncoding, !Self.incompressibleServices.contains(service) else { return nil }
     let accepted = headers[canonicalForm: "grpc-accept-encoding"]
-    return accepted.contains(where: { $0 == Substring(requestEncoding.rawValue) }) ? requestEncoding : nil
+    return accepted.contains(where: { $0 == Substring(requestEncoding.rawValue) })
+      ? requestEncoding : nil
   }
 
   private var algorithm: CompressNIO.CompressionAlgorithm {
@@ -60,7 +65,11 @@ package enum MessageEncoding: String, Sendable {
 
   /// `message` inflated; `RESOURCE_EXHAUSTED` when it would exceed `limit` bytes,
   /// `INTERNAL` when it is not valid compressed data.
-  package func decompress(_ message: ByteBuffer, limit: Int, allocator: ByteBufferAllocator) throws -> ByteBuffer {
+  package func decompress(
+    _ message: ByteBuffer,
+    limit: Int,
+    allocator: ByteBufferAllocator
+  ) throws -> ByteBuffer {
     var input = message
     do {
       return try input.decompress(with: self.algorithm, maxSize: limit, allocator: allocator)
@@ -70,7 +79,10 @@ package enum MessageEncoding: String, Sendable {
         message: "the \(self.rawValue)-compressed message inflates past the limit of \(limit) bytes"
       )
     } catch {
-      throw RPCError(code: .internalError, message: "the message is not valid \(self.rawValue) data")
+      throw RPCError(
+        code: .internalError,
+        message: "the message is not valid \(self.rawValue) data"
+      )
     }
   }
 

@@ -23,7 +23,8 @@ package final class ResponseEncodingFilter: ChannelInboundHandler, RemovableChan
       context.fireChannelRead(data)
       return
     }
-    let service = headers.headers.first(name: ":path")?.split(separator: "/").first.map(String.init) ?? ""
+    let service =
+      headers.headers.first(name: ":path")?.split(separator: "/").first.map(String.init) ?? ""
     let requestEncoding = try? MessageEncoding.of(request: headers.headers).get()
     let chosen = MessageEncoding.forResponses(
       request: headers.headers,

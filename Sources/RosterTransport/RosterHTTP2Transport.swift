@@ -100,7 +100,10 @@ package final class RosterHTTP2Transport: ServerTransport {
   }
 
   package func configure(context: GRPCServerContext) {
-    let byPath = Dictionary(context.methods.map { ("/" + $0.fullyQualifiedMethod, $0) }, uniquingKeysWith: { a, _ in a })
+    let byPath = Dictionary(
+      context.methods.map { ("/" + $0.fullyQualifiedMethod, $0) },
+      uniquingKeysWith: { a, _ in a }
+    )
     self.descriptorsByPath.withLock { $0 = byPath }
   }
 
@@ -119,12 +122,19 @@ package final class RosterHTTP2Transport: ServerTransport {
       .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
       .serverChannelInitializer { channel in
         channel.eventLoop.makeCompletedFuture {
-          try channel.pipeline.syncOperations.addHandler(self.quiescing.makeServerChannelHandler(channel: channel))
+          try channel.pipeline.syncOperations.addHandler(
+            self.quiescing.makeServerChannelHandler(channel: channel)
+          )
         }
       }
       .childChannelInitializer { channel in
         channel.eventLoop.makeCompletedFuture {
-          try self.configure(connection: channel, tls: tls, descriptorsByPath: descriptorsByPath, accepted: accepted)
+          try self.configure(
+            connection: channel,
+            tls: tls,
+            descriptorsByPath: descriptorsByPath,
+            accepted: accepted
+          )
         }
       }
     let server: any Channel
@@ -165,16 +175,27 @@ package final class RosterHTTP2Transport: ServerTransport {
     try sync.addHandler(TickFlushHandler())
     if let tls { try sync.addHandler(NIOSSLServerHandler(context: tls)) }
     guard let http1Handlers = self.http1Handlers else {
-      try self.configureHTTP2(connection: channel, descriptorsByPath: descriptorsByPath, accepted: accepted)
+      try self.configureHTTP2(
+        connection: channel,
+        descriptorsByPath: descriptorsByPath,
+        accepted: accepted
+      )
       return
     }
     let detector = HTTPVersionDetector(timeout: Self.versionTimeout) { version, channel in
       switch version {
       case .http2:
-        try self.configureHTTP2(connection: channel, descriptorsByPath: descriptorsByPath, accepted: accepted)
+        try self.configureHTTP2(
+          connection: channel,
+          descriptorsByPath: descriptorsByPath,
+          accepted: accepted
+        )
       case .http1:
         let sync = channel.pipeline.syncOperations
-        try sync.configureHTTPServerPipeline(withPipeliningAssistance: true, withErrorHandling: true)
+        try sync.configureHTTPServerPipeline(
+          withPipeliningAssistance: true,
+          withErrorHandling: true
+        )
         if let maxIdle = self.config.connection.maxIdleTime {
           try sync.addHandler(HTTP1IdleHandler(maxIdleTime: maxIdle))
         }
@@ -198,7 +219,9 @@ package final class RosterHTTP2Transport: ServerTransport {
       HTTP2Setting(parameter: .initialWindowSize, value: 65535),
       HTTP2Setting(parameter: .maxHeaderListSize, value: HPACKDecoder.defaultMaxHeaderListSize),
     ]
-    settings.append(HTTP2Setting(parameter: .maxConcurrentStreams, value: self.config.maxConcurrentStreams))
+    settings.append(
+      HTTP2Setting(parameter: .maxConcurrentStreams, value: self.config.maxConcurrentStreams)
+    )
     // The client's header blocks are checked by `ConnectionManager` (`RequestHeaderCheck`);
     // swift-nio-http2's own check also ran on the server's blocks, at twice the cost.
     var connection = NIOHTTP2Handler.ConnectionConfiguration()
@@ -207,7 +230,9 @@ package final class RosterHTTP2Transport: ServerTransport {
     // The manager hears of every frame the handler writes: a GOAWAY for a connection error
     // has it close the connection.
     let manager = ConnectionManager(limits: self.config.connection)
-    try sync.addHandler(NIOHTTP2Handler(mode: .server, frameDelegate: manager, connectionConfiguration: connection))
+    try sync.addHandler(
+      NIOHTTP2Handler(mode: .server, frameDelegate: manager, connectionConfiguration: connection)
+    )
     try sync.addHandler(manager)
     if let connectionHandlers = self.connectionHandlers {
       try sync.addHandlers(try connectionHandlers(channel))
@@ -215,7 +240,11 @@ package final class RosterHTTP2Transport: ServerTransport {
     let maxRequestBytes = self.config.maxRequestBytes
     let remotePeer = describePeer(channel.remoteAddress)
     let localPeer = describePeer(channel.localAddress)
-    let multiplexer = HTTP2StreamMultiplexer(mode: .server, channel: channel, targetWindowSize: 65535) { stream in
+    let multiplexer = HTTP2StreamMultiplexer(
+      mode: .server,
+      channel: channel,
+      targetWindowSize: 65535
+    ) { stream in
       stream.eventLoop.makeCompletedFuture {
         let descriptor = stream.eventLoop.makePromise(of: MethodDescriptor.self)
         let codec = GRPCStreamCodec(
@@ -224,7 +253,9 @@ package final class RosterHTTP2Transport: ServerTransport {
           descriptor: descriptor
         )
         try stream.pipeline.syncOperations.addHandler(codec)
-        let wrapped = try NIOAsyncChannel<RPCRequestPart<BufferBytes>, RPCResponsePart<BufferBytes>>(
+        let wrapped = try NIOAsyncChannel<
+          RPCRequestPart<BufferBytes>, RPCResponsePart<BufferBytes>
+        >(
           wrappingChannelSynchronously: stream
         )
         accepted.yield(
@@ -276,7 +307,9 @@ package final class RosterHTTP2Transport: ServerTransport {
         let rpc = RPCStream(
           descriptor: descriptor,
           inbound: RPCAsyncSequence(wrapping: inbound),
-          outbound: RPCWriter.Closable(wrapping: StreamOutbound(writer: outbound, channel: stream.channel.channel))
+          outbound: RPCWriter.Closable(
+            wrapping: StreamOutbound(writer: outbound, channel: stream.channel.channel)
+          )
         )
         var context = ServerContext(
           descriptor: descriptor,

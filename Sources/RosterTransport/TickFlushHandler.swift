@@ -24,7 +24,11 @@ package final class TickFlushHandler: ChannelOutboundHandler, RemovableChannelHa
     }
   }
 
-  package func close(context: ChannelHandlerContext, mode: CloseMode, promise: EventLoopPromise<Void>?) {
+  package func close(
+    context: ChannelHandlerContext,
+    mode: CloseMode,
+    promise: EventLoopPromise<Void>?
+  ) {
     self.flushNow(context: context)
     context.close(mode: mode, promise: promise)
   }

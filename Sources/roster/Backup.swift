@@ -25,7 +25,11 @@ struct Backup: ParsableCommand {
 
   func run() throws {
     let started = ContinuousClock.now
-    let report = try SQLiteMaintenance.backup(database: self.database.db, picturesDirectory: self.database.picturesDir, into: self.out)
+    let report = try SQLiteMaintenance.backup(
+      database: self.database.db,
+      picturesDirectory: self.database.picturesDir,
+      into: self.out
+    )
     let elapsed = ContinuousClock.now - started
     print(
       "backed up \(self.database.db) into \(self.out): \(report.databaseBytes) bytes of database, "
@@ -39,7 +43,8 @@ struct Backup: ParsableCommand {
 /// `roster restore`: puts a backup in place for a stopped server (`SQLiteMaintenance.restore`).
 struct Restore: ParsableCommand {
   static let configuration = CommandConfiguration(
-    abstract: "Put a backup in place of a stopped server's SQLite database (what was there is kept, renamed)."
+    abstract:
+      "Put a backup in place of a stopped server's SQLite database (what was there is kept, renamed)."
   )
 
   @Argument(help: "The backup directory (made by roster backup).")
@@ -68,13 +73,17 @@ struct Restore: ParsableCommand {
 /// exits 1 when it finds a problem.
 struct Check: ParsableCommand {
   static let configuration = CommandConfiguration(
-    abstract: "Verify a SQLite database: integrity, every counter against a recount, every picture file against its hash."
+    abstract:
+      "Verify a SQLite database: integrity, every counter against a recount, every picture file against its hash."
   )
 
   @OptionGroup var database: SQLiteLocation
 
   func run() throws {
-    let report = try SQLiteMaintenance.check(database: self.database.db, picturesDirectory: self.database.picturesDir)
+    let report = try SQLiteMaintenance.check(
+      database: self.database.db,
+      picturesDirectory: self.database.picturesDir
+    )
     for problem in report.problems { print("problem: \(problem)") }
     print(
       "checked \(self.database.db): integrity, \(report.recounted.count) counters and rollups recounted, "

@@ -60,7 +60,7 @@ struct ConnectionOptions: ParsableArguments {
   /// The parsed target.
   func resolvedTarget() throws -> ResolvableTargets.IPv4 {
     let parts = self.target.split(separator: ":")
-    guard parts.count == 2, let port = Int(parts[1]), (1...65535).contains(port) else {
+    guard parts.count == 2, let port = Int(parts[1]), (1 ... 65535).contains(port) else {
       throw ValidationError("--target must be HOST:PORT, for example 127.0.0.1:50051")
     }
     let host = parts[0] == "localhost" ? "127.0.0.1" : String(parts[0])
@@ -77,7 +77,10 @@ struct ConnectionOptions: ParsableArguments {
     _ body: (GRPCClient<HTTP2ClientTransport.Posix>) async throws -> T
   ) async throws -> T {
     try await withGRPCClient(
-      transport: .http2NIOPosix(target: try self.resolvedTarget(), transportSecurity: self.transportSecurity),
+      transport: .http2NIOPosix(
+        target: try self.resolvedTarget(),
+        transportSecurity: self.transportSecurity
+      ),
       interceptors: self.interceptors,
       handleClient: body
     )
@@ -116,6 +119,9 @@ extension Duration {
   var wholeMicroseconds: Int { self.wholeUnits(per: 1_000_000) }
 
   private func wholeUnits(per second: Int64) -> Int {
-    Int(self.components.seconds * second + self.components.attoseconds / (1_000_000_000_000_000_000 / second))
+    Int(
+      self.components.seconds * second + self.components.attoseconds
+        / (1_000_000_000_000_000_000 / second)
+    )
   }
 }

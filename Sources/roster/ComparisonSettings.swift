@@ -1,7 +1,7 @@
 import ArgumentParser
 import Foundation
-import RosterServer
 import RosterSQLite
+import RosterServer
 
 /// The settings that exist only to measure a design choice against its alternative, or to
 /// test one path against another: never an operator's choice, so not flags. `ROSTER_COMPARE`

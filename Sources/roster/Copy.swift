@@ -10,7 +10,8 @@ import RosterStore
 /// and back, then checks the target against the source.
 struct Copy: AsyncParsableCommand {
   static let configuration = CommandConfiguration(
-    abstract: "Copy every employee, picture and sale from one database to another (SQLite and PostgreSQL, either way), then verify.",
+    abstract:
+      "Copy every employee, picture and sale from one database to another (SQLite and PostgreSQL, either way), then verify.",
     discussion: """
       Each side is sqlite:PATH (its pictures in PATH-pictures) or a postgres:// URL. The source \
       must not change meanwhile: copy from a stopped server or from a roster backup. An \
@@ -18,13 +19,18 @@ struct Copy: AsyncParsableCommand {
       """
   )
 
-  @Option(help: "Where to copy from: sqlite:PATH or postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE.")
+  @Option(
+    help: "Where to copy from: sqlite:PATH or postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE."
+  )
   var from: String
 
   @Option(help: "Where to copy to, as --from; it must be empty unless --resume.")
   var to: String
 
-  @Option(help: "The source's picture directory, when it is SQLite (default: PATH-pictures; a backup's is its pictures directory).")
+  @Option(
+    help:
+      "The source's picture directory, when it is SQLite (default: PATH-pictures; a backup's is its pictures directory)."
+  )
   var fromPicturesDir: String?
 
   @Option(help: "The target's picture directory, when it is SQLite (default: PATH-pictures).")
@@ -36,7 +42,10 @@ struct Copy: AsyncParsableCommand {
   @Flag(help: "Go on with a copy that was interrupted: skip what the target already has.")
   var resume = false
 
-  @Flag(inversion: .prefixedNo, help: "Compare every employee, counter and calendar after the copy.")
+  @Flag(
+    inversion: .prefixedNo,
+    help: "Compare every employee, counter and calendar after the copy."
+  )
   var verify = true
 
   @Option(help: "Pictures copied at once.")
@@ -49,10 +58,14 @@ struct Copy: AsyncParsableCommand {
     _ = try Endpoint(self.from)
     _ = try Endpoint(self.to)
     if self.from == self.to { throw ValidationError("--from and --to name the same database") }
-    if case .sqlite(let path) = try Endpoint(self.from), !FileManager.default.fileExists(atPath: path) {
+    if case .sqlite(let path) = try Endpoint(self.from),
+      !FileManager.default.fileExists(atPath: path)
+    {
       throw ValidationError("--from \(self.from): no such database")
     }
-    if self.pictureConcurrency < 1 { throw ValidationError("--picture-concurrency must be at least 1") }
+    if self.pictureConcurrency < 1 {
+      throw ValidationError("--picture-concurrency must be at least 1")
+    }
   }
 
   func run() async throws {
@@ -62,8 +75,10 @@ struct Copy: AsyncParsableCommand {
       // Each step as it happens, unbuffered, for whoever watches a long copy through a pipe.
       progress: { FileHandle.standardOutput.write(Data("\($0)\n".utf8)) }
     )
-    try await self.withStore(try Endpoint(self.from), pictures: self.fromPicturesDir, reading: true) { source in
-      try await self.withStore(try Endpoint(self.to), pictures: self.toPicturesDir, reading: false) { target in
+    try await self.withStore(try Endpoint(self.from), pictures: self.fromPicturesDir, reading: true)
+    { source in
+      try await self.withStore(try Endpoint(self.to), pictures: self.toPicturesDir, reading: false)
+      { target in
         let clock = ContinuousClock()
         let started = clock.now
         let report = try await copy.copy(from: source, to: target, resume: self.resume)
@@ -103,7 +118,9 @@ struct Copy: AsyncParsableCommand {
       } else if text.hasPrefix("postgres://") || text.hasPrefix("postgresql://") {
         self = .postgres(try PostgresURL(text))
       } else {
-        throw ValidationError("'\(PostgresURL.redacted(text))' is neither sqlite:PATH nor a postgres:// URL")
+        throw ValidationError(
+          "'\(PostgresURL.redacted(text))' is neither sqlite:PATH nor a postgres:// URL"
+        )
       }
     }
   }

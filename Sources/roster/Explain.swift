@@ -1,7 +1,7 @@
 import ArgumentParser
 import Foundation
-import RosterSQLite
 import RosterDomain
+import RosterSQLite
 
 /// `roster explain`: SQLite's plan for every query the store runs.
 struct Explain: ParsableCommand {

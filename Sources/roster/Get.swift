@@ -16,9 +16,17 @@ struct Get: AsyncParsableCommand {
     let employees = try await self.client.withClient { client in
       let directory = Roster_V1_Directory.Client(wrapping: client)
       if self.guids.count == 1 {
-        return [try await directory.getEmployee(.with { $0.guid = self.guids[0] }, options: self.client.callOptions)]
+        return [
+          try await directory.getEmployee(
+            .with { $0.guid = self.guids[0] },
+            options: self.client.callOptions
+          )
+        ]
       }
-      return try await directory.batchGetEmployees(.with { $0.guids = self.guids }, options: self.client.callOptions).employees
+      return try await directory.batchGetEmployees(
+        .with { $0.guids = self.guids },
+        options: self.client.callOptions
+      ).employees
     }
     if self.client.json {
       for employee in employees { print(try employee.jsonString()) }

@@ -1,10 +1,10 @@
 import ArgumentParser
 import Foundation
+import RosterDomain
 import RosterPostgres
 import RosterSQLite
-import RosterStore
-import RosterDomain
 import RosterSeed
+import RosterStore
 
 /// `roster import`: loads a seed.json file into the database, offline, in large batches.
 struct Import: AsyncParsableCommand {
@@ -18,7 +18,9 @@ struct Import: AsyncParsableCommand {
   @Option(help: "SQLite database path (env ROSTER_DB).")
   var db: String = ProcessInfo.processInfo.environment["ROSTER_DB"] ?? "data/roster.sqlite"
 
-  @Option(help: "Load into this PostgreSQL database instead of the SQLite file (env ROSTER_POSTGRES_URL).")
+  @Option(
+    help: "Load into this PostgreSQL database instead of the SQLite file (env ROSTER_POSTGRES_URL)."
+  )
   var postgres: String? = ProcessInfo.processInfo.environment["ROSTER_POSTGRES_URL"]
 
   @Option(help: "The PostgreSQL schema (with --postgres).")
@@ -33,7 +35,9 @@ struct Import: AsyncParsableCommand {
   @Option(help: "Where the files named by `picture` are (default: pictures beside the file).")
   var picturesDir: String?
 
-  @Option(help: "The sales to load after the employees (default: sales.csv beside the file, if present).")
+  @Option(
+    help: "The sales to load after the employees (default: sales.csv beside the file, if present)."
+  )
   var sales: String?
 
   func validate() throws {
@@ -46,18 +50,28 @@ struct Import: AsyncParsableCommand {
   func run() async throws {
     guard let url = self.postgres else {
       let store = try SQLiteStore(configuration: StoreConfiguration(path: self.db))
-      try await self.load(into: store, pictureConcurrency: store.configuration.pictures.thumbnailConcurrency)
+      try await self.load(
+        into: store,
+        pictureConcurrency: store.configuration.pictures.thumbnailConcurrency
+      )
       return
     }
     var configuration = PostgresConfiguration(url: try PostgresURL(url))
     configuration.schema = self.postgresSchema
     try await PostgresStore.withOffline(configuration, label: "roster.import") { store in
-      try await self.load(into: store, pictureConcurrency: configuration.pictures.thumbnailConcurrency)
+      try await self.load(
+        into: store,
+        pictureConcurrency: configuration.pictures.thumbnailConcurrency
+      )
     }
   }
 
   private func load(into store: some StoreBackend, pictureConcurrency: Int) async throws {
-    let source = SeedFileSource(file: self.file, picturesDirectory: self.picturesDir, salesFile: self.sales)
+    let source = SeedFileSource(
+      file: self.file,
+      picturesDirectory: self.picturesDir,
+      salesFile: self.sales
+    )
     let loader = DirectoryLoader(
       context: WriteContext(author: self.author),
       employeeChunkRows: self.chunkRows,
@@ -75,8 +89,12 @@ struct Import: AsyncParsableCommand {
       print("  record \(rejection.index): \(rejection.reason)")
     }
     if report.picturesStored + report.picturesRefused.count > 0 {
-      print("stored \(report.picturesStored) pictures in \(report.picturesTime), refused \(report.picturesRefused.count)")
-      for (guid, reason) in report.picturesRefused.prefix(20) { print("  picture of \(guid): \(reason)") }
+      print(
+        "stored \(report.picturesStored) pictures in \(report.picturesTime), refused \(report.picturesRefused.count)"
+      )
+      for (guid, reason) in report.picturesRefused.prefix(20) {
+        print("  picture of \(guid): \(reason)")
+      }
     }
     if let sales = report.sales {
       let inserted = sales.inserted
@@ -84,7 +102,9 @@ struct Import: AsyncParsableCommand {
         "imported \(inserted) sales in \(Self.seconds(report.salesTime)) s "
           + "(\(Self.rate(inserted, report.salesTime)) rows/s), rejected \(sales.rejectedCount)"
       )
-      for rejection in sales.rejected.prefix(20) { print("  sale \(rejection.index): \(rejection.reason)") }
+      for rejection in sales.rejected.prefix(20) {
+        print("  sale \(rejection.index): \(rejection.reason)")
+      }
     }
   }
 

@@ -55,7 +55,10 @@ struct List: AsyncParsableCommand {
       )
     }
     let response = try await self.client.withClient { client in
-      try await Roster_V1_Directory.Client(wrapping: client).listEmployees(request, options: self.client.callOptions)
+      try await Roster_V1_Directory.Client(wrapping: client).listEmployees(
+        request,
+        options: self.client.callOptions
+      )
     }
     if self.client.json {
       print(try response.jsonString())

@@ -28,7 +28,10 @@ struct Load: AsyncParsableCommand {
 
   @OptionGroup var connection: ConnectionOptions
 
-  @Argument(help: "One scenario to run: get, list, stream, search, picture, thumbnail, analytics or write; or use --mix.")
+  @Argument(
+    help:
+      "One scenario to run: get, list, stream, search, picture, thumbnail, analytics or write; or use --mix."
+  )
   var scenario: String?
 
   @Option(help: "Weighted scenarios, such as get=60,list=25,picture=8,analytics=5,write=2.")
@@ -43,7 +46,9 @@ struct Load: AsyncParsableCommand {
   @Option(help: "HTTP/2 connections; requests are spread over them.")
   var connections = 1
 
-  @Option(help: "Closed loop: concurrent streams per connection (default 16, or from --concurrency).")
+  @Option(
+    help: "Closed loop: concurrent streams per connection (default 16, or from --concurrency)."
+  )
   var streams: Int?
 
   @Option(help: "Open loop: the most requests in flight before sending waits.")
@@ -104,7 +109,9 @@ struct Load: AsyncParsableCommand {
   var quiet = false
 
   func validate() throws {
-    if self.scenario != nil && self.mix != nil { throw ValidationError("give a scenario or --mix, not both") }
+    if self.scenario != nil && self.mix != nil {
+      throw ValidationError("give a scenario or --mix, not both")
+    }
     if self.concurrency != nil && self.rate != nil {
       throw ValidationError("--concurrency (closed loop) and --rate (open loop) exclude each other")
     }
@@ -112,14 +119,22 @@ struct Load: AsyncParsableCommand {
       throw ValidationError("--duration and --requests exclude each other")
     }
     if self.connections < 1 { throw ValidationError("--connections must be at least 1") }
-    if let streams = self.streams, streams < 1 { throw ValidationError("--streams must be at least 1") }
-    if let concurrency = self.concurrency, concurrency < 1 { throw ValidationError("--concurrency must be at least 1") }
-    if let requests = self.requests, requests < 1 { throw ValidationError("--requests must be at least 1") }
-    if !(1...1_000).contains(self.pageSize) { throw ValidationError("--page-size must be 1 to 1000") }
+    if let streams = self.streams, streams < 1 {
+      throw ValidationError("--streams must be at least 1")
+    }
+    if let concurrency = self.concurrency, concurrency < 1 {
+      throw ValidationError("--concurrency must be at least 1")
+    }
+    if let requests = self.requests, requests < 1 {
+      throw ValidationError("--requests must be at least 1")
+    }
+    if !(1 ... 1_000).contains(self.pageSize) {
+      throw ValidationError("--page-size must be 1 to 1000")
+    }
     if self.streamPages < 1 { throw ValidationError("--stream-pages must be at least 1") }
     if self.discoverLimit < 1 { throw ValidationError("--discover-limit must be at least 1") }
     if self.maxInFlight < 1 { throw ValidationError("--max-in-flight must be at least 1") }
-    if !(1...64).contains(self.threads) { throw ValidationError("--threads must be 1 to 64") }
+    if !(1 ... 64).contains(self.threads) { throw ValidationError("--threads must be 1 to 64") }
     _ = try self.makeConfiguration()
     _ = try self.gates()
   }
@@ -133,7 +148,9 @@ struct Load: AsyncParsableCommand {
     let configuration = try self.makeConfiguration()
     let gates = try self.gates()
     if configuration.mix.scenarios.contains(.write) {
-      Self.status("note: the write scenario updates and creates employees on \(self.connection.target)")
+      Self.status(
+        "note: the write scenario updates and creates employees on \(self.connection.target)"
+      )
     }
     let stop = LoadStop()
     let interrupt = Self.onInterrupt { stop.stop() }
@@ -170,8 +187,12 @@ struct Load: AsyncParsableCommand {
       encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
       try encoder.encode(result.report).write(to: URL(fileURLWithPath: path))
     }
-    if let path = self.plot { try result.latencyPlot.write(toFile: path, atomically: true, encoding: .utf8) }
-    if let path = self.hgrm { try result.hgrm.write(toFile: path, atomically: true, encoding: .utf8) }
+    if let path = self.plot {
+      try result.latencyPlot.write(toFile: path, atomically: true, encoding: .utf8)
+    }
+    if let path = self.hgrm {
+      try result.hgrm.write(toFile: path, atomically: true, encoding: .utf8)
+    }
     if !passed { throw ExitCode(3) }
   }
 
@@ -189,11 +210,18 @@ struct Load: AsyncParsableCommand {
       configuration.leanUnary = !self.grpcSwiftClient && !self.connection.usesTLS
       configuration.connections = self.connections
       if let rate = self.rate {
-        configuration.model = .open(rate: try LoadParsing.rate(rate, flag: "--rate"), maxInFlight: self.maxInFlight)
+        configuration.model = .open(
+          rate: try LoadParsing.rate(rate, flag: "--rate"),
+          maxInFlight: self.maxInFlight
+        )
       } else {
         let concurrency = self.concurrency ?? self.connections * (self.streams ?? 16)
-        if let streams = self.streams, self.concurrency != nil, streams * self.connections != concurrency {
-          throw LoadError("--concurrency \(concurrency) is not --connections x --streams; give one or the other")
+        if let streams = self.streams, self.concurrency != nil,
+          streams * self.connections != concurrency
+        {
+          throw LoadError(
+            "--concurrency \(concurrency) is not --connections x --streams; give one or the other"
+          )
         }
         configuration.model = .closed(concurrency: concurrency)
       }
@@ -220,7 +248,9 @@ struct Load: AsyncParsableCommand {
   private func gates() throws -> [Gate] {
     do {
       var gates: [Gate] = []
-      if let text = self.maxP99 { gates.append(.maxP99(try LoadParsing.duration(text, flag: "--max-p99"))) }
+      if let text = self.maxP99 {
+        gates.append(.maxP99(try LoadParsing.duration(text, flag: "--max-p99")))
+      }
       if let text = self.maxErrorRate {
         gates.append(.maxErrorRate(try LoadParsing.fraction(text, flag: "--max-error-rate")))
       }
@@ -255,7 +285,9 @@ struct Load: AsyncParsableCommand {
   }
 
   /// Ends the run on the first Ctrl-C (the report still prints); a second one exits at once.
-  private static func onInterrupt(_ handler: @escaping @Sendable () -> Void) -> any DispatchSourceSignal {
+  private static func onInterrupt(
+    _ handler: @escaping @Sendable () -> Void
+  ) -> any DispatchSourceSignal {
     signal(SIGINT, SIG_IGN)
     let source = DispatchSource.makeSignalSource(signal: SIGINT, queue: .global())
     source.setEventHandler {

@@ -1,6 +1,6 @@
 import ArgumentParser
-import RosterSQLite
 import RosterDomain
+import RosterSQLite
 import RosterSeed
 
 /// `roster seed`: writes deterministic demo employees in the sample's seed.json shape.
@@ -50,7 +50,10 @@ struct Seed: ParsableCommand {
     if self.salesPerEmployee > 0 {
       let salesStarted = ContinuousClock.now
       let path = self.salesOut ?? SalesFile.path(beside: self.out)
-      let written = try SalesFile.write(DemoSales(employees: data, perEmployee: self.salesPerEmployee), to: path)
+      let written = try SalesFile.write(
+        DemoSales(employees: data, perEmployee: self.salesPerEmployee),
+        to: path
+      )
       print("wrote \(written) sales to \(path) in \(ContinuousClock.now - salesStarted)")
     }
   }

@@ -1,27 +1,32 @@
 import ArgumentParser
 import Foundation
 import OTel
+import RosterDomain
+import RosterPostgres
+import RosterSQLite
+import RosterServer
 import RosterStore
 import ServiceLifecycle
 import Tracing
-import RosterDomain
-import RosterPostgres
-import RosterServer
-import RosterSQLite
 
 extension Serve {
   /// The server configuration the flags describe (all but the tokens file, which `run` reads).
   func serverConfig() throws -> ServerConfig {
     var config = ServerConfig(databasePath: self.db)
     // One query budget and one change-log age for either backend.
-    let queryBudget: Duration? = self.maxQuerySeconds == 0 ? nil : .milliseconds(Int64(self.maxQuerySeconds * 1000))
+    let queryBudget: Duration? =
+      self.maxQuerySeconds == 0 ? nil : .milliseconds(Int64(self.maxQuerySeconds * 1000))
     let changeLogAge = Duration.seconds(self.changeLogMaxAgeHours * 3600)
     config.host = self.host
     config.logRequests = self.logRequests
     config.cors = self.corsOrigin.isEmpty ? nil : CORSPolicy(origins: self.corsOrigin)
     config.console = self.console
     if let certificate = self.tlsCert, let key = self.tlsKey {
-      config.tls = TLSFiles(certificatePath: certificate, keyPath: key, clientCAPath: self.tlsClientCa)
+      config.tls = TLSFiles(
+        certificatePath: certificate,
+        keyPath: key,
+        clientCAPath: self.tlsClientCa
+      )
     }
     config.limits.maxRequestBytes = self.maxRequestKib * 1024
     config.limits.maxConcurrentStreams = self.maxConcurrentStreams
@@ -29,7 +34,8 @@ extension Serve {
     config.limits.keepaliveTimeout = .seconds(self.keepaliveTimeoutS)
     config.limits.maxConnectionIdle = self.maxIdleS == 0 ? nil : .seconds(self.maxIdleS)
     config.limits.maxConnectionAge = self.maxAgeS == 0 ? nil : .seconds(self.maxAgeS)
-    config.limits.defaultDeadline = self.defaultDeadlineMs == 0 ? nil : .milliseconds(self.defaultDeadlineMs)
+    config.limits.defaultDeadline =
+      self.defaultDeadlineMs == 0 ? nil : .milliseconds(self.defaultDeadlineMs)
     config.limits.maxStreamsPerClient = self.maxStreamsPerClient
     config.shutdownGrace = .seconds(self.shutdownGraceS)
     config.port = self.port
@@ -54,7 +60,9 @@ extension Serve {
     config.store.interactiveLane.width = self.interactiveConcurrency
     config.store.interactiveLane.queueLimit = self.interactiveQueue
     config.store.pointReaderCount = self.pointConnections
-    config.store.memory = MemoryBudget(megabytes: self.memoryBudgetMb == 0 ? nil : self.memoryBudgetMb)
+    config.store.memory = MemoryBudget(
+      megabytes: self.memoryBudgetMb == 0 ? nil : self.memoryBudgetMb
+    )
     config.store.changeLogRetention = ChangeLogRetention(
       maximumAge: changeLogAge,
       maximumRows: self.changeLogMaxRows

@@ -2,15 +2,15 @@ import ArgumentParser
 import Foundation
 import Logging
 import Metrics
+import OTel
 import Prometheus
+import RosterDomain
+import RosterPostgres
+import RosterSQLite
 import RosterServer
 import RosterServices
-import RosterSQLite
-import RosterPostgres
-import RosterDomain
-import ServiceLifecycle
-import OTel
 import RosterStore
+import ServiceLifecycle
 import Tracing
 
 /// `roster serve`: runs the gRPC server on the embedded database.
@@ -27,12 +27,18 @@ struct Serve: AsyncParsableCommand {
   var host: String = ProcessInfo.processInfo.environment["ROSTER_HOST"] ?? Self.defaults.host
 
   @Option(help: "Port to bind; 0 picks a free one (env ROSTER_PORT).")
-  var port: Int = Int(ProcessInfo.processInfo.environment["ROSTER_PORT"] ?? "") ?? Self.defaults.port
+  var port: Int =
+    Int(ProcessInfo.processInfo.environment["ROSTER_PORT"] ?? "") ?? Self.defaults.port
 
-  @Option(help: "Tokens file: ROLE SHA256-HEX [LABEL] per line, from `roster token` (env ROSTER_TOKENS).")
+  @Option(
+    help: "Tokens file: ROLE SHA256-HEX [LABEL] per line, from `roster token` (env ROSTER_TOKENS)."
+  )
   var tokens: String? = ProcessInfo.processInfo.environment["ROSTER_TOKENS"]
 
-  @Flag(help: "Serve a non-loopback address without a tokens file: anyone who can reach it may do anything.")
+  @Flag(
+    help:
+      "Serve a non-loopback address without a tokens file: anyone who can reach it may do anything."
+  )
   var insecure = false
 
   @Option(help: "PEM certificate chain: serve TLS (with --tls-key).")
@@ -68,31 +74,54 @@ struct Serve: AsyncParsableCommand {
   @Option(help: "Seconds in-flight calls may run after SIGTERM before they are cancelled.")
   var shutdownGraceS: Int = Self.defaults.shutdownGrace.wholeSeconds
 
-  @Option(help: "Open StreamEmployees and WatchChanges streams per client (per token holder with --tokens, else per peer address).")
+  @Option(
+    help:
+      "Open StreamEmployees and WatchChanges streams per client (per token holder with --tokens, else per peer address)."
+  )
   var maxStreamsPerClient: Int = Self.defaults.limits.maxStreamsPerClient
 
-  @Option(help: "A browser origin (https://HOST[:PORT]) whose pages may call the Connect protocol (CORS); repeat for more, or '*' for any (never with credentials). None by default.")
+  @Option(
+    help:
+      "A browser origin (https://HOST[:PORT]) whose pages may call the Connect protocol (CORS); repeat for more, or '*' for any (never with credentials). None by default."
+  )
   var corsOrigin: [String] = []
 
-  @Flag(inversion: .prefixedNo, help: "Serve the web console at / (the directory in a browser, over the Connect protocol).")
+  @Flag(
+    inversion: .prefixedNo,
+    help: "Serve the web console at / (the directory in a browser, over the Connect protocol)."
+  )
   var console = Self.defaults.console
 
-  @Option(help: "Serve Prometheus metrics at http://HOST:PORT/metrics on this port; off when unset.")
+  @Option(
+    help: "Serve Prometheus metrics at http://HOST:PORT/metrics on this port; off when unset."
+  )
   var metricsPort: Int?
 
-  @Option(help: "Export a span per RPC, with the store's work as child spans, to this OpenTelemetry collector over OTLP/gRPC, e.g. http://127.0.0.1:4317 (env OTEL_EXPORTER_OTLP_ENDPOINT; off by default).")
+  @Option(
+    help:
+      "Export a span per RPC, with the store's work as child spans, to this OpenTelemetry collector over OTLP/gRPC, e.g. http://127.0.0.1:4317 (env OTEL_EXPORTER_OTLP_ENDPOINT; off by default)."
+  )
   var otlpEndpoint: String?
 
-  @Flag(inversion: .prefixedNo, help: "Log one line per RPC: method, status, duration, peer, author.")
+  @Flag(
+    inversion: .prefixedNo,
+    help: "Log one line per RPC: method, status, duration, peer, author."
+  )
   var logRequests = Self.defaults.logRequests
 
-  @Option(help: "Event-loop threads (default: the CPUs this process may run on, its affinity mask included).")
+  @Option(
+    help:
+      "Event-loop threads (default: the CPUs this process may run on, its affinity mask included)."
+  )
   var eventLoops: Int?
 
   @Option(help: "SQLite database path (env ROSTER_DB).")
   var db: String = ProcessInfo.processInfo.environment["ROSTER_DB"] ?? Self.defaults.store.path
 
-  @Option(help: "Serve this PostgreSQL database instead of the SQLite file, for several replicas over one database: postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE (env ROSTER_POSTGRES_URL).")
+  @Option(
+    help:
+      "Serve this PostgreSQL database instead of the SQLite file, for several replicas over one database: postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE (env ROSTER_POSTGRES_URL)."
+  )
   var postgres: String? = ProcessInfo.processInfo.environment["ROSTER_POSTGRES_URL"]
 
   @Option(help: "The PostgreSQL schema holding Roster's tables (with --postgres).")
@@ -101,7 +130,10 @@ struct Serve: AsyncParsableCommand {
   @Option(help: "Connections to PostgreSQL, at most (with --postgres).")
   var postgresConnections: Int = PostgresConfiguration.defaultMaximumConnections
 
-  @Option(help: "GetEmployee statements in flight at once (with --postgres); the reads that arrive meanwhile share the next one. More suit a database with cores to spare and a longer round trip.")
+  @Option(
+    help:
+      "GetEmployee statements in flight at once (with --postgres); the reads that arrive meanwhile share the next one. More suit a database with cores to spare and a longer round trip."
+  )
   var postgresPointReads: Int = PostgresConfiguration.defaultPointReads
 
   @Option(help: "Demo employees to create when the database is new; 0 for an empty directory.")
@@ -110,7 +142,10 @@ struct Serve: AsyncParsableCommand {
   @Flag(inversion: .prefixedNo, help: "Give the demo employees pictures.")
   var seedPictures = Self.defaults.seedPictures
 
-  @Option(help: "A directory that keeps the demo picture pool between seedings: made there once, then reused (default: a scratch directory, removed after seeding).")
+  @Option(
+    help:
+      "A directory that keeps the demo picture pool between seedings: made there once, then reused (default: a scratch directory, removed after seeding)."
+  )
   var demoPictures: String?
 
   @Option(help: "Mean demo sales per demo employee; 0 for none.")
@@ -151,13 +186,21 @@ struct Serve: AsyncParsableCommand {
   @Option(help: "Rows per transaction of a bulk upsert (UpsertEmployees).")
   var bulkChunkRows: Int = Self.defaults.store.writer.bulkChunkRows
 
-  @Option(help: "Nice value of bulk work (upsert and import chunks, and decoding their rows): 0 to 19; 19 is Linux's background class (SCHED_IDLE).")
+  @Option(
+    help:
+      "Nice value of bulk work (upsert and import chunks, and decoding their rows): 0 to 19; 19 is Linux's background class (SCHED_IDLE)."
+  )
   var bulkNiceness: Int32 = Self.defaults.store.writer.bulkNiceness
 
-  @Option(help: "Heavy store calls (searches, counts, aggregates, calendars) run at once, on threads of their own at a lower priority.")
+  @Option(
+    help:
+      "Heavy store calls (searches, counts, aggregates, calendars) run at once, on threads of their own at a lower priority."
+  )
   var heavyConcurrency: Int = Self.defaults.store.heavyLane.width
 
-  @Option(help: "Heavy store calls that may wait for a thread; past that, RESOURCE_EXHAUSTED at once.")
+  @Option(
+    help: "Heavy store calls that may wait for a thread; past that, RESOURCE_EXHAUSTED at once."
+  )
   var heavyQueue: Int = Self.defaults.store.heavyLane.queueLimit
 
   @Option(help: "Interactive store reads (pages, change-log reads) run at once.")
@@ -166,20 +209,34 @@ struct Serve: AsyncParsableCommand {
   @Option(help: "Interactive store reads that may wait for a thread.")
   var interactiveQueue: Int = Self.defaults.store.interactiveLane.queueLimit
 
-  @Option(help: "The longest one heavy query may run, in seconds, whatever the call's deadline; 0 for no limit.")
-  var maxQuerySeconds: Double = Double(Self.defaults.store.heavyLane.budget?.wholeMilliseconds ?? 0) / 1000
+  @Option(
+    help:
+      "The longest one heavy query may run, in seconds, whatever the call's deadline; 0 for no limit."
+  )
+  var maxQuerySeconds: Double =
+    Double(Self.defaults.store.heavyLane.budget?.wholeMilliseconds ?? 0) / 1000
 
-  @Option(help: "The most sales one page of AggregateSales medians reads (it then ends early, at a group boundary, one department per page); 0 for no limit.")
+  @Option(
+    help:
+      "The most sales one page of AggregateSales medians reads (it then ends early, at a group boundary, one department per page); 0 for no limit."
+  )
   var medianRowsPerPage: Int64 = Self.defaults.store.medianRowsPerPage
 
-  @Option(help: "Read-only connections for one-SELECT reads (GetEmployee and the other point reads), beside the reader pool and opened on first use; 0 reads them through the pool.")
+  @Option(
+    help:
+      "Read-only connections for one-SELECT reads (GetEmployee and the other point reads), beside the reader pool and opened on first use; 0 reads them through the pool."
+  )
   var pointConnections: Int = Self.defaults.store.pointReaderCount
 
-  @Option(help: "Memory budget in MiB shared by SQLite's heap (soft limit), every connection's page cache and the picture cache; 0 for none (each cache keeps its own flag).")
+  @Option(
+    help:
+      "Memory budget in MiB shared by SQLite's heap (soft limit), every connection's page cache and the picture cache; 0 for none (each cache keeps its own flag)."
+  )
   var memoryBudgetMb: Int = Self.defaults.store.memory.megabytes ?? 0
 
   @Option(help: "Hours of history the change log keeps.")
-  var changeLogMaxAgeHours: Int = Self.defaults.store.changeLogRetention.maximumAge.wholeSeconds / 3600
+  var changeLogMaxAgeHours: Int =
+    Self.defaults.store.changeLogRetention.maximumAge.wholeSeconds / 3600
 
   @Option(help: "The most changes the change log keeps.")
   var changeLogMaxRows: Int = Self.defaults.store.changeLogRetention.maximumRows
@@ -213,13 +270,13 @@ struct Serve: AsyncParsableCommand {
     if let problem = CORSPolicy.check(self.corsOrigin) {
       throw ValidationError(problem)
     }
-    if let eventLoops = self.eventLoops, !(1...1024).contains(eventLoops) {
+    if let eventLoops = self.eventLoops, !(1 ... 1024).contains(eventLoops) {
       throw ValidationError("--event-loops must be between 1 and 1024")
     }
-    if let metricsPort = self.metricsPort, !(0...65535).contains(metricsPort) {
+    if let metricsPort = self.metricsPort, !(0 ... 65535).contains(metricsPort) {
       throw ValidationError("--metrics-port must be between 0 and 65535")
     }
-    guard (0...65535).contains(self.port) else {
+    guard (0 ... 65535).contains(self.port) else {
       throw ValidationError("--port must be between 0 and 65535")
     }
     guard self.seedEmployees >= 0, self.seedSalesPerEmployee >= 0 else {
@@ -228,11 +285,15 @@ struct Serve: AsyncParsableCommand {
     guard self.bulkChunkRows >= 1 else {
       throw ValidationError("--bulk-chunk-rows must be at least 1")
     }
-    guard (0...19).contains(self.bulkNiceness) else {
+    guard (0 ... 19).contains(self.bulkNiceness) else {
       throw ValidationError("--bulk-niceness must be 0 to 19")
     }
-    guard self.postgresConnections >= 1, (1...self.postgresConnections).contains(self.postgresPointReads) else {
-      throw ValidationError("--postgres-connections must be at least 1, and --postgres-point-reads 1 to that")
+    guard self.postgresConnections >= 1,
+      (1 ... self.postgresConnections).contains(self.postgresPointReads)
+    else {
+      throw ValidationError(
+        "--postgres-connections must be at least 1, and --postgres-point-reads 1 to that"
+      )
     }
     guard self.maxWriteBatch >= 1 else {
       throw ValidationError("--max-write-batch must be at least 1")
@@ -249,9 +310,13 @@ struct Serve: AsyncParsableCommand {
         "--heavy-concurrency and --interactive-concurrency must be at least 1; the queues not negative"
       )
     }
-    guard (0...64).contains(self.pointConnections) else { throw ValidationError("--point-connections must be 0 to 64") }
+    guard (0 ... 64).contains(self.pointConnections) else {
+      throw ValidationError("--point-connections must be 0 to 64")
+    }
     guard self.maxQuerySeconds >= 0, self.memoryBudgetMb >= 0, self.medianRowsPerPage >= 0 else {
-      throw ValidationError("--max-query-seconds, --memory-budget-mb and --median-rows-per-page must not be negative")
+      throw ValidationError(
+        "--max-query-seconds, --memory-budget-mb and --median-rows-per-page must not be negative"
+      )
     }
     guard self.changeLogMaxAgeHours >= 1, self.changeLogMaxRows >= 1 else {
       throw ValidationError("--change-log-max-age-hours and --change-log-max-rows must be positive")
@@ -269,7 +334,9 @@ struct Serve: AsyncParsableCommand {
     )
     var logger = Logger(label: "roster")
     // `debug` or `trace` for a closer look (the PostgreSQL pool's own events among them).
-    if let level = ProcessInfo.processInfo.environment["ROSTER_LOG_LEVEL"].flatMap(Logger.Level.init(rawValue:)) {
+    if let level = ProcessInfo.processInfo.environment["ROSTER_LOG_LEVEL"].flatMap(
+      Logger.Level.init(rawValue:)
+    ) {
       logger.logLevel = level
     }
     var config = try self.serverConfig()
@@ -281,8 +348,14 @@ struct Serve: AsyncParsableCommand {
       }
       logger.info("authentication on", metadata: ["tokens": "\(config.tokens?.count ?? 0)"])
     } else if !Self.isLoopback(self.host) {
-      let warning = "WARNING: --insecure: serving \(self.host) with no authentication; anyone who can reach it can read, change and delete everything"
-      FileHandle.standardError.write(Data(("\n" + String(repeating: "!", count: 80) + "\n" + warning + "\n" + String(repeating: "!", count: 80) + "\n\n").utf8))
+      let warning =
+        "WARNING: --insecure: serving \(self.host) with no authentication; anyone who can reach it can read, change and delete everything"
+      FileHandle.standardError.write(
+        Data(
+          ("\n" + String(repeating: "!", count: 80) + "\n" + warning + "\n"
+            + String(repeating: "!", count: 80) + "\n\n").utf8
+        )
+      )
     }
 
     var services: [any Service] = []
@@ -300,7 +373,9 @@ struct Serve: AsyncParsableCommand {
       MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: registry))
       services.append(
         MetricsEndpoint(host: self.host, port: metricsPort, registry: registry) { port in
-          FileHandle.standardOutput.write(Data("metrics on http://\(self.host):\(port)/metrics\n".utf8))
+          FileHandle.standardOutput.write(
+            Data("metrics on http://\(self.host):\(port)/metrics\n".utf8)
+          )
         }
       )
     }

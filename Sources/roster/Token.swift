@@ -12,10 +12,15 @@ struct Token: ParsableCommand {
       """
   )
 
-  @Option(help: "reader, writer or admin.", transform: { name in
-    guard let role = Role(name: name) else { throw ValidationError("--role must be reader, writer or admin") }
-    return role
-  })
+  @Option(
+    help: "reader, writer or admin.",
+    transform: { name in
+      guard let role = Role(name: name) else {
+        throw ValidationError("--role must be reader, writer or admin")
+      }
+      return role
+    }
+  )
   var role: Role
 
   @Option(help: "A label kept in the tokens file, such as who holds the token.")

@@ -1,11 +1,11 @@
 import ArgumentParser
 import Foundation
 import GRPCCore
-import RosterProto
-import RosterServices
-import RosterSQLite
 import RosterDomain
+import RosterProto
+import RosterSQLite
 import RosterSeed
+import RosterServices
 
 /// `roster upsert`: streams a seed.json file to a running server's UpsertEmployees.
 struct Upsert: AsyncParsableCommand {

@@ -3,8 +3,8 @@ import FoundationNetworking
 import GRPCCore
 import GRPCNIOTransportHTTP2
 import RosterProto
-import Testing
 import TestSupport
+import Testing
 
 /// A client that cancels a `StreamEmployees` makes the server stop reading: the rows it has
 /// read (`roster_streamed_rows_total`) stop growing, far short of the table.
@@ -13,7 +13,8 @@ import TestSupport
 /// quick; `ROSTER_CANCEL_EMPLOYEES=1000000` for the full-size check).
 @Suite("Cancellation, end to end", .timeLimit(.minutes(10)))
 struct CancellationTests {
-  static let employees = Int(ProcessInfo.processInfo.environment["ROSTER_CANCEL_EMPLOYEES"] ?? "") ?? 20_000
+  static let employees =
+    Int(ProcessInfo.processInfo.environment["ROSTER_CANCEL_EMPLOYEES"] ?? "") ?? 20_000
 
   /// The value of `roster_streamed_rows_total` at `url`.
   static func streamedRows(_ url: String) async throws -> Double {
@@ -27,10 +28,14 @@ struct CancellationTests {
   func cancelledStreamStopsReading() async throws {
     let directory = try makeTemporaryDirectory()
     defer { try? FileManager.default.removeItem(atPath: directory) }
-    let server = try await RosterProcess.serve(arguments: [
-      "--db", directory + "/cancel.sqlite", "--seed-employees", "\(Self.employees)", "--no-seed-pictures",
-      "--seed-sales-per-employee", "0", "--metrics-port", "0", "--no-log-requests",
-    ], timeout: .seconds(1800))
+    let server = try await RosterProcess.serve(
+      arguments: [
+        "--db", directory + "/cancel.sqlite", "--seed-employees", "\(Self.employees)",
+        "--no-seed-pictures",
+        "--seed-sales-per-employee", "0", "--metrics-port", "0", "--no-log-requests",
+      ],
+      timeout: .seconds(1800)
+    )
     defer { server.terminate() }
     let metrics = try #require(server.metricsURL)
 
@@ -44,7 +49,9 @@ struct CancellationTests {
         config: config
       )
     ) { client in
-      try await Roster_V1_Directory.Client(wrapping: client).streamEmployees(.with { $0.pageSize = 100 }) { response in
+      try await Roster_V1_Directory.Client(wrapping: client).streamEmployees(
+        .with { $0.pageSize = 100 }
+      ) { response in
         for try await page in response.messages { return page.employees.count }
         return 0
       }
@@ -55,8 +62,13 @@ struct CancellationTests {
     let afterCancel = try await Self.streamedRows(metrics)
     try await Task.sleep(for: .seconds(1))
     let later = try await Self.streamedRows(metrics)
-    print("CancellationTests: the server read \(Int(afterCancel)) of \(Self.employees) rows, then stopped")
+    print(
+      "CancellationTests: the server read \(Int(afterCancel)) of \(Self.employees) rows, then stopped"
+    )
     #expect(later == afterCancel, "still reading after the cancel: \(afterCancel) then \(later)")
-    #expect(afterCancel < Double(Self.employees) / 4, "read \(afterCancel) of \(Self.employees) rows")
+    #expect(
+      afterCancel < Double(Self.employees) / 4,
+      "read \(afterCancel) of \(Self.employees) rows"
+    )
   }
 }

@@ -1,8 +1,9 @@
 import Foundation
 import RosterPostgres
-import RosterServer
 import RosterSQLite
+import RosterServer
 import Testing
+
 @testable import roster
 
 /// The defaults live in the configuration types (`ServerConfig`, `StoreConfiguration`); the
@@ -17,9 +18,12 @@ struct ConfigurationDefaultsTests {
     return [
       "host": config.host, "port": "\(config.port)", "logRequests": "\(config.logRequests)",
       "seedEmployees": "\(config.seedEmployees)", "seedPictures": "\(config.seedPictures)",
-      "seedSalesPerEmployee": "\(config.seedSalesPerEmployee)", "shutdownGrace": "\(config.shutdownGrace)",
-      "maxRequestBytes": "\(limits.maxRequestBytes)", "maxConcurrentStreams": "\(limits.maxConcurrentStreams)",
-      "keepaliveInterval": "\(limits.keepaliveInterval)", "keepaliveTimeout": "\(limits.keepaliveTimeout)",
+      "seedSalesPerEmployee": "\(config.seedSalesPerEmployee)",
+      "shutdownGrace": "\(config.shutdownGrace)",
+      "maxRequestBytes": "\(limits.maxRequestBytes)",
+      "maxConcurrentStreams": "\(limits.maxConcurrentStreams)",
+      "keepaliveInterval": "\(limits.keepaliveInterval)",
+      "keepaliveTimeout": "\(limits.keepaliveTimeout)",
       "maxConnectionIdle": "\(String(describing: limits.maxConnectionIdle))",
       "maxConnectionAge": "\(String(describing: limits.maxConnectionAge))",
       "defaultDeadline": "\(String(describing: limits.defaultDeadline))",
@@ -28,13 +32,17 @@ struct ConfigurationDefaultsTests {
       "path": store.path, "cacheSizeKiB": "\(store.cacheSizeKiB)", "mmapSize": "\(store.mmapSize)",
       "sqlDebug": "\(store.sqlDebug)", "synchronous": store.synchronous.rawValue,
       "window": "\(store.writer.window)",
-      "maximumBatch": "\(store.writer.maximumBatch)", "bulkChunkRows": "\(store.writer.bulkChunkRows)",
+      "maximumBatch": "\(store.writer.maximumBatch)",
+      "bulkChunkRows": "\(store.writer.bulkChunkRows)",
       "bulkNiceness": "\(store.writer.bulkNiceness)", "heavyLane": "\(store.heavyLane)",
-      "interactiveLane": "\(store.interactiveLane)", "medianRowsPerPage": "\(store.medianRowsPerPage)",
-      "pointReads": store.pointReads.rawValue, "pointReaderCount": "\(store.pointReaderCount)", "memory": "\(store.memory)",
+      "interactiveLane": "\(store.interactiveLane)",
+      "medianRowsPerPage": "\(store.medianRowsPerPage)",
+      "pointReads": store.pointReads.rawValue, "pointReaderCount": "\(store.pointReaderCount)",
+      "memory": "\(store.memory)",
       "changeLogMaxAge": "\(store.changeLogRetention.maximumAge)",
       "changeLogMaxRows": "\(store.changeLogRetention.maximumRows)",
-      "pictureMaximumBytes": "\(store.pictures.maximumBytes)", "pictureCacheBytes": "\(store.pictures.cacheBytes)",
+      "pictureMaximumBytes": "\(store.pictures.maximumBytes)",
+      "pictureCacheBytes": "\(store.pictures.cacheBytes)",
       "inlineMaximumBytes": "\(store.pictures.inlineMaximumBytes)",
     ]
   }
@@ -42,11 +50,17 @@ struct ConfigurationDefaultsTests {
   @Test("roster serve with no flags configures exactly the configuration types' defaults")
   func flagsComeFromTheConfiguration() throws {
     let environment = ProcessInfo.processInfo.environment
-    try #require(environment["ROSTER_HOST"] == nil && environment["ROSTER_PORT"] == nil && environment["ROSTER_DB"] == nil)
+    try #require(
+      environment["ROSTER_HOST"] == nil && environment["ROSTER_PORT"] == nil
+        && environment["ROSTER_DB"] == nil
+    )
     let fromFlags = Self.settings(try Serve.parse([]).serverConfig())
     let defaults = Self.settings(ServerConfig())
     for key in defaults.keys.sorted() {
-      #expect(fromFlags[key] == defaults[key], "\(key): flags give \(fromFlags[key] ?? "nothing"), the configuration \(defaults[key] ?? "nothing")")
+      #expect(
+        fromFlags[key] == defaults[key],
+        "\(key): flags give \(fromFlags[key] ?? "nothing"), the configuration \(defaults[key] ?? "nothing")"
+      )
     }
   }
 
@@ -70,7 +84,7 @@ struct ConfigurationDefaultsTests {
       if flags[0] == "--help" { continue }
       var value: String?
       if let range = text.range(of: "(default: ", options: .backwards), text.hasSuffix(")") {
-        value = String(text[range.upperBound..<text.index(before: text.endIndex)])
+        value = String(text[range.upperBound ..< text.index(before: text.endIndex)])
         if flags.count == 2 { value = value == flags[0] ? "on" : "off" }
       } else if !text.contains("<") {
         value = "off"  // a flag with no value is off unless given
@@ -83,14 +97,24 @@ struct ConfigurationDefaultsTests {
   /// docs/operations.md's configuration table: `--flag` → its default column, one entry per
   /// flag of rows that list several.
   static func documentedDefaults() throws -> [String: String] {
-    let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-    let text = try String(contentsOf: root.appendingPathComponent("docs/operations.md"), encoding: .utf8)
+    let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+      .deletingLastPathComponent().deletingLastPathComponent()
+    let text = try String(
+      contentsOf: root.appendingPathComponent("docs/operations.md"),
+      encoding: .utf8
+    )
     let section = try #require(text.components(separatedBy: "## Configuration").dropFirst().first)
     var documented: [String: String] = [:]
     for line in section.split(separator: "\n") where line.hasPrefix("| `--") {
-      let cells = line.split(separator: "|", omittingEmptySubsequences: false).map { $0.trimmingCharacters(in: .whitespaces) }
-      let flags = cells[1].components(separatedBy: ", ").map { $0.replacingOccurrences(of: "`", with: "").components(separatedBy: " / ")[0] }
-      let values = cells[3].components(separatedBy: ", ").map { $0.replacingOccurrences(of: "`", with: "") }
+      let cells = line.split(separator: "|", omittingEmptySubsequences: false).map {
+        $0.trimmingCharacters(in: .whitespaces)
+      }
+      let flags = cells[1].components(separatedBy: ", ").map {
+        $0.replacingOccurrences(of: "`", with: "").components(separatedBy: " / ")[0]
+      }
+      let values = cells[3].components(separatedBy: ", ").map {
+        $0.replacingOccurrences(of: "`", with: "")
+      }
       for (index, flag) in flags.enumerated() {
         documented[flag] = values.count == flags.count ? values[index] : values[0]
       }
@@ -98,22 +122,31 @@ struct ConfigurationDefaultsTests {
     return documented
   }
 
-  @Test("--postgres-connections and --postgres-point-reads reach the PostgreSQL configuration, and a width outside 1 to the connections is refused")
+  @Test(
+    "--postgres-connections and --postgres-point-reads reach the PostgreSQL configuration, and a width outside 1 to the connections is refused"
+  )
   func postgresWidths() throws {
     let url = ["--postgres", "postgres://roster@db.example/roster"]
     let defaults = try #require(try Serve.parse(url).serverConfig().postgres)
     #expect(defaults.maximumConnections == PostgresConfiguration.defaultMaximumConnections)
     #expect(defaults.pointReads == PostgresConfiguration.defaultPointReads)
     let set = try #require(
-      try Serve.parse(url + ["--postgres-connections", "8", "--postgres-point-reads", "3"]).serverConfig().postgres
+      try Serve.parse(url + ["--postgres-connections", "8", "--postgres-point-reads", "3"])
+        .serverConfig().postgres
     )
     #expect(set.maximumConnections == 8 && set.pointReads == 3)
-    for refused in [["--postgres-point-reads", "0"], ["--postgres-connections", "4", "--postgres-point-reads", "5"], ["--postgres-connections", "0"]] {
+    for refused in [
+      ["--postgres-point-reads", "0"],
+      ["--postgres-connections", "4", "--postgres-point-reads", "5"],
+      ["--postgres-connections", "0"],
+    ] {
       #expect(throws: (any Error).self, "\(refused)") { try Serve.parse(url + refused) }
     }
   }
 
-  @Test("ROSTER_COMPARE sets each comparison setting, changes nothing when unset, and refuses an unknown one by name")
+  @Test(
+    "ROSTER_COMPARE sets each comparison setting, changes nothing when unset, and refuses an unknown one by name"
+  )
   func comparisonSettings() throws {
     let defaults = ServerConfig()
     var unchanged = defaults

@@ -1,13 +1,13 @@
 import Foundation
 import GRDB
-import Logging
-import PostgresNIO
 import GRPCCore
 import GRPCNIOTransportHTTP2
+import Logging
+import PostgresNIO
 import RosterProto
 import Synchronization
-import Testing
 import TestSupport
+import Testing
 
 /// SIGKILL under a sustained concurrent write load, over and over: no acknowledged write is
 /// ever lost, the database stays intact, and the change log has no gaps.
@@ -36,19 +36,23 @@ struct CrashTests {
   static let rounds = Int(ProcessInfo.processInfo.environment["ROSTER_CRASH_ROUNDS"] ?? "") ?? 10
   static let workers = 8
 
-  @Test("acknowledged writes survive SIGKILL at random moments, round after round", arguments: TestBackend.available)
+  @Test(
+    "acknowledged writes survive SIGKILL at random moments, round after round",
+    arguments: TestBackend.available
+  )
   func killUnderLoad(_ backend: TestBackend) async throws {
     let directory = try makeTemporaryDirectory()
     defer { try? FileManager.default.removeItem(atPath: directory) }
     let path = directory + "/crash.sqlite"
     let schema = "crash_" + UUID().uuidString.prefix(8).lowercased()
     let postgresURL = PostgresTesting.url ?? ""
-    let arguments = backend == .sqlite
+    let arguments =
+      backend == .sqlite
       ? ["--db", path, "--seed-employees", "0"]
       : ["--postgres", postgresURL, "--postgres-schema", schema, "--seed-employees", "0"]
     var tracked: [String: Tracked] = [:]
     var totalAcked = 0
-    for round in 0..<Self.rounds {
+    for round in 0 ..< Self.rounds {
       let server = try await RosterProcess.serve(arguments: arguments)
       let stop = StopFlag()
       let acks = Tally()
@@ -61,7 +65,7 @@ struct CrashTests {
       ) { client in
         let directoryClient = Roster_V1_Directory.Client(wrapping: client)
         return try await withThrowingTaskGroup(of: [String: Tracked].self) { group in
-          for worker in 0..<Self.workers {
+          for worker in 0 ..< Self.workers {
             let owned = ownedByWorker[worker] ?? [:]
             group.addTask {
               await Self.work(
@@ -84,7 +88,7 @@ struct CrashTests {
             try await Task.sleep(for: .milliseconds(10))
           }
           #expect(acks.count >= 12, "round \(round): the load did not get going")
-          try await Task.sleep(for: .milliseconds(Int.random(in: 0...550)))
+          try await Task.sleep(for: .milliseconds(Int.random(in: 0 ... 550)))
           stop.set()
           server.kill()
           var merged: [String: Tracked] = [:]
@@ -94,7 +98,8 @@ struct CrashTests {
       }
       tracked = results
       totalAcked = tracked.values.reduce(0) { $0 + $1.ackedWrites }
-      let left = backend == .sqlite
+      let left =
+        backend == .sqlite
         ? try Self.readSQLite(path)
         : try await Self.readPostgres(url: postgresURL, schema: schema)
       tracked = Self.verify(left, tracked: tracked, round: round)
@@ -134,7 +139,7 @@ struct CrashTests {
       counter += 1
       let tag = "w\(worker)-r\(round)-\(counter)"
       let known = owned.filter { $0.value.acked != nil }.map(\.key)
-      let choice = known.isEmpty ? 0 : Int.random(in: 0..<3)
+      let choice = known.isEmpty ? 0 : Int.random(in: 0 ..< 3)
       // The guids this request writes, and the values it writes to each.
       var writes: [(String, Snapshot)] = []
       do {
@@ -226,10 +231,17 @@ struct CrashTests {
     let queue = try DatabaseQueue(path: path)
     defer { try? queue.close() }
     return try queue.read { db in
-      let log = try Row.fetchOne(db, sql: "SELECT count(*), coalesce(min(seq), 0), coalesce(max(seq), 0) FROM change_log")!
+      let log = try Row.fetchOne(
+        db,
+        sql: "SELECT count(*), coalesce(min(seq), 0), coalesce(max(seq), 0) FROM change_log"
+      )!
       var left = Leftover(
         intact: try String.fetchAll(db, sql: "PRAGMA integrity_check") == ["ok"],
-        logCount: log[0], firstSequence: log[1], lastSequence: log[2], stored: [:], logged: [:]
+        logCount: log[0],
+        firstSequence: log[1],
+        lastSequence: log[2],
+        stored: [:],
+        logged: [:]
       )
       for row in try Row.fetchAll(db, sql: "SELECT guid, vacation_days, about FROM employees") {
         left.stored[row[0]] = Snapshot(vacationDays: row[1], about: row[2])
@@ -244,25 +256,43 @@ struct CrashTests {
   static func readPostgres(url: String, schema: String) async throws -> Leftover {
     let components = URLComponents(string: url)!
     var configuration = PostgresConnection.Configuration(
-      host: components.host!, port: components.port ?? 5432, username: components.user!,
-      password: components.password, database: String(components.path.dropFirst()), tls: .disable
+      host: components.host!,
+      port: components.port ?? 5432,
+      username: components.user!,
+      password: components.password,
+      database: String(components.path.dropFirst()),
+      tls: .disable
     )
     configuration.options.additionalStartupParameters = [("search_path", schema)]
-    let connection = try await PostgresConnection.connect(configuration: configuration, id: 1, logger: Logger(label: "crash"))
+    let connection = try await PostgresConnection.connect(
+      configuration: configuration,
+      id: 1,
+      logger: Logger(label: "crash")
+    )
     do {
-      var left = Leftover(intact: true, logCount: 0, firstSequence: 0, lastSequence: 0, stored: [:], logged: [:])
+      var left = Leftover(
+        intact: true,
+        logCount: 0,
+        firstSequence: 0,
+        lastSequence: 0,
+        stored: [:],
+        logged: [:]
+      )
       for try await (count, first, last) in try await connection.query(
-        "SELECT count(*), coalesce(min(seq), 0), coalesce(max(seq), 0) FROM change_log", logger: connection.logger
+        "SELECT count(*), coalesce(min(seq), 0), coalesce(max(seq), 0) FROM change_log",
+        logger: connection.logger
       ).decode((Int64, Int64, Int64).self) {
         (left.logCount, left.firstSequence, left.lastSequence) = (count, first, last)
       }
       for try await (guid, days, about) in try await connection.query(
-        "SELECT guid, vacation_days, about FROM employees", logger: connection.logger
+        "SELECT guid, vacation_days, about FROM employees",
+        logger: connection.logger
       ).decode((String, Int, String).self) {
         left.stored[guid] = Snapshot(vacationDays: days, about: about)
       }
       for try await (guid, count) in try await connection.query(
-        "SELECT guid, count(*) FROM change_log GROUP BY guid", logger: connection.logger
+        "SELECT guid, count(*) FROM change_log GROUP BY guid",
+        logger: connection.logger
       ).decode((String, Int).self) {
         left.logged[guid] = count
       }
@@ -276,7 +306,8 @@ struct CrashTests {
 
   /// Checks what the killed server left behind, and returns what it now holds as the
   /// acknowledged state for the next round.
-  static func verify(_ left: Leftover, tracked: [String: Tracked], round: Int) -> [String: Tracked] {
+  static func verify(_ left: Leftover, tracked: [String: Tracked], round: Int) -> [String: Tracked]
+  {
     #expect(left.intact, "round \(round): the database is damaged")
     let (count, first, last) = (left.logCount, left.firstSequence, left.lastSequence)
     #expect(count == (last == 0 ? 0 : last - first + 1), "round \(round): the log has gaps")

@@ -3,8 +3,8 @@ import FoundationNetworking
 import GRDB
 import RosterProto
 import SwiftProtobuf
-import Testing
 import TestSupport
+import Testing
 
 /// The unary fast path (`UnaryFastPath`) answers exactly as grpc-swift's server does.
 ///
@@ -29,14 +29,19 @@ final class FastUnaryTests {
     self.writer = setup.writer
     let common = setup.arguments
     self.fast = try await RosterProcess.serve(arguments: common)
-    self.generic = try await RosterProcess.serve(arguments: common, environment: ["ROSTER_COMPARE": "no-fast-unary"])
+    self.generic = try await RosterProcess.serve(
+      arguments: common,
+      environment: ["ROSTER_COMPARE": "no-fast-unary"]
+    )
     // The same first call on each, so their request metrics stay alike.
     var page = RawHTTP2Reply(headers: nil, body: [], trailers: [])
     for server in [self.fast, self.generic] {
       page = try await rawHTTP2Call(
         port: server.port,
         headers: Self.headers("/roster.v1.Directory/ListEmployees", token: self.reader),
-        body: grpcFramed(try Roster_V1_ListEmployeesRequest.with { $0.pageSize = 1 }.serializedBytes())
+        body: grpcFramed(
+          try Roster_V1_ListEmployeesRequest.with { $0.pageSize = 1 }.serializedBytes()
+        )
       )
     }
     let listed = try Roster_V1_ListEmployeesResponse(serializedBytes: Array(page.body.dropFirst(5)))
@@ -63,20 +68,33 @@ final class FastUnaryTests {
     in directory: String,
     database: String
   ) async throws -> (reader: String, writer: String, arguments: [String]) {
-    let reader = try await RosterProcess.run(["token", "--role", "reader"]).output.split(separator: "\n")
-    let writer = try await RosterProcess.run(["token", "--role", "writer"]).output.split(separator: "\n")
-    try "\(reader[1])\n\(writer[1])\n".write(toFile: directory + "/tokens", atomically: true, encoding: .utf8)
+    let reader = try await RosterProcess.run(["token", "--role", "reader"]).output.split(
+      separator: "\n"
+    )
+    let writer = try await RosterProcess.run(["token", "--role", "writer"]).output.split(
+      separator: "\n"
+    )
+    try "\(reader[1])\n\(writer[1])\n".write(
+      toFile: directory + "/tokens",
+      atomically: true,
+      encoding: .utf8
+    )
     let arguments = [
       "--db", directory + "/" + database, "--tokens", directory + "/tokens",
       "--seed-employees", "50", "--no-seed-pictures", "--seed-sales-per-employee", "0",
-      "--metrics-port", "0", "--no-log-requests", "--max-request-kib", "\(Self.maxRequestBytes / 1024)",
+      "--metrics-port", "0", "--no-log-requests", "--max-request-kib",
+      "\(Self.maxRequestBytes / 1024)",
       "--default-deadline-ms", "\(Self.defaultDeadlineMs)",
     ]
     return (String(reader[0]), String(writer[0]), arguments)
   }
 
   /// What a gRPC client sends: pseudo-headers first, then content type, `te`, the token.
-  static func headers(_ path: String, token: String?, extra: [(String, String)] = []) -> [(String, String)] {
+  static func headers(
+    _ path: String,
+    token: String?,
+    extra: [(String, String)] = []
+  ) -> [(String, String)] {
     var headers = [
       (":method", "POST"), (":scheme", "http"), (":path", path), (":authority", "127.0.0.1"),
       ("content-type", "application/grpc"), ("te", "trailers"),
@@ -103,7 +121,9 @@ final class FastUnaryTests {
   static func cases(guid: String, reader: String) throws -> [Case] {
     let get = "/roster.v1.Directory/GetEmployee"
     let health = "/grpc.health.v1.Health/Check"
-    let request = grpcFramed(try Roster_V1_GetEmployeeRequest.with { $0.guid = guid }.serializedBytes())
+    let request = grpcFramed(
+      try Roster_V1_GetEmployeeRequest.with { $0.guid = guid }.serializedBytes()
+    )
     func getting(_ guid: String, mask: [String] = []) throws -> [UInt8] {
       grpcFramed(
         try Roster_V1_GetEmployeeRequest.with {
@@ -113,37 +133,191 @@ final class FastUnaryTests {
       )
     }
     return [
-      Case(name: "GetEmployee", headers: Self.headers(get, token: reader), body: request, fast: true),
-      Case(name: "GetEmployee with a read mask", headers: Self.headers(get, token: reader), body: try getting(guid, mask: ["name", "email"]), fast: true),
-      Case(name: "GetEmployee, unknown guid: NOT_FOUND", headers: Self.headers(get, token: reader), body: try getting("00000000-0000-4000-8000-000000000000"), fast: true),
-      Case(name: "GetEmployee, malformed guid: INVALID_ARGUMENT, message percent-encoded", headers: Self.headers(get, token: reader), body: try getting("José 100%"), fast: true),
-      Case(name: "GetEmployee, unknown read mask path", headers: Self.headers(get, token: reader), body: try getting(guid, mask: ["salary"]), fast: true),
+      Case(
+        name: "GetEmployee",
+        headers: Self.headers(get, token: reader),
+        body: request,
+        fast: true
+      ),
+      Case(
+        name: "GetEmployee with a read mask",
+        headers: Self.headers(get, token: reader),
+        body: try getting(guid, mask: ["name", "email"]),
+        fast: true
+      ),
+      Case(
+        name: "GetEmployee, unknown guid: NOT_FOUND",
+        headers: Self.headers(get, token: reader),
+        body: try getting("00000000-0000-4000-8000-000000000000"),
+        fast: true
+      ),
+      Case(
+        name: "GetEmployee, malformed guid: INVALID_ARGUMENT, message percent-encoded",
+        headers: Self.headers(get, token: reader),
+        body: try getting("José 100%"),
+        fast: true
+      ),
+      Case(
+        name: "GetEmployee, unknown read mask path",
+        headers: Self.headers(get, token: reader),
+        body: try getting(guid, mask: ["salary"]),
+        fast: true
+      ),
       // 200 KB: many DATA frames, past the stream's first flow-control window.
-      Case(name: "a large request (an unknown field of 200 KB)", headers: Self.headers(get, token: reader), body: grpcFramed(Array(request.dropFirst(5)) + Self.unknownField(bytes: 200_000)), fast: true),
-      Case(name: "a message that is not protobuf", headers: Self.headers(get, token: reader), body: grpcFramed([0xFF, 0xFF, 0xFF]), fast: true),
-      Case(name: "content type application/grpc+proto", headers: Self.headers(get, token: reader).map { $0.0 == "content-type" ? ($0.0, "application/grpc+proto") : $0 }, body: request, fast: true),
-      Case(name: "grpc-encoding identity", headers: Self.headers(get, token: reader, extra: [("grpc-encoding", "identity")]), body: request, fast: true),
-      Case(name: "grpc-accept-encoding gzip (the server compresses nothing)", headers: Self.headers(get, token: reader, extra: [("grpc-accept-encoding", "gzip")]), body: request, fast: true),
-      Case(name: "custom and binary metadata", headers: Self.headers(get, token: reader, extra: [("x-trace", "abc"), ("x-trace-bin", "AAEC")]), body: request, fast: true),
-      Case(name: "a client deadline far off", headers: Self.headers(get, token: reader, extra: [("grpc-timeout", "10S")]), body: request, fast: true),
-      Case(name: "no token: UNAUTHENTICATED", headers: Self.headers(get, token: nil), body: request, fast: true),
-      Case(name: "an unknown token: UNAUTHENTICATED", headers: Self.headers(get, token: "roster_not_a_token"), body: request, fast: true),
-      Case(name: "a reader deleting: PERMISSION_DENIED", headers: Self.headers("/roster.v1.Directory/DeleteEmployee", token: reader), body: grpcFramed(try Roster_V1_DeleteEmployeeRequest.with { $0.guid = guid }.serializedBytes()), fast: true),
-      Case(name: "Health.Check", headers: Self.headers(health, token: nil), body: grpcFramed([]), fast: true),
-      Case(name: "Health.Check of an unknown service: NOT_FOUND", headers: Self.headers(health, token: nil), body: grpcFramed(try Grpc_Health_V1_HealthCheckRequest.with { $0.service = "nope" }.serializedBytes()), fast: true),
-      Case(name: "ListEmployees", headers: Self.headers("/roster.v1.Directory/ListEmployees", token: reader), body: grpcFramed(try Roster_V1_ListEmployeesRequest.with { $0.pageSize = 5 }.serializedBytes()), fast: true),
-      Case(name: "CountEmployees", headers: Self.headers("/roster.v1.Directory/CountEmployees", token: reader), body: grpcFramed([]), fast: true),
+      Case(
+        name: "a large request (an unknown field of 200 KB)",
+        headers: Self.headers(get, token: reader),
+        body: grpcFramed(Array(request.dropFirst(5)) + Self.unknownField(bytes: 200_000)),
+        fast: true
+      ),
+      Case(
+        name: "a message that is not protobuf",
+        headers: Self.headers(get, token: reader),
+        body: grpcFramed([0xFF, 0xFF, 0xFF]),
+        fast: true
+      ),
+      Case(
+        name: "content type application/grpc+proto",
+        headers: Self.headers(get, token: reader).map {
+          $0.0 == "content-type" ? ($0.0, "application/grpc+proto") : $0
+        },
+        body: request,
+        fast: true
+      ),
+      Case(
+        name: "grpc-encoding identity",
+        headers: Self.headers(get, token: reader, extra: [("grpc-encoding", "identity")]),
+        body: request,
+        fast: true
+      ),
+      Case(
+        name: "grpc-accept-encoding gzip (the server compresses nothing)",
+        headers: Self.headers(get, token: reader, extra: [("grpc-accept-encoding", "gzip")]),
+        body: request,
+        fast: true
+      ),
+      Case(
+        name: "custom and binary metadata",
+        headers: Self.headers(
+          get,
+          token: reader,
+          extra: [("x-trace", "abc"), ("x-trace-bin", "AAEC")]
+        ),
+        body: request,
+        fast: true
+      ),
+      Case(
+        name: "a client deadline far off",
+        headers: Self.headers(get, token: reader, extra: [("grpc-timeout", "10S")]),
+        body: request,
+        fast: true
+      ),
+      Case(
+        name: "no token: UNAUTHENTICATED",
+        headers: Self.headers(get, token: nil),
+        body: request,
+        fast: true
+      ),
+      Case(
+        name: "an unknown token: UNAUTHENTICATED",
+        headers: Self.headers(get, token: "roster_not_a_token"),
+        body: request,
+        fast: true
+      ),
+      Case(
+        name: "a reader deleting: PERMISSION_DENIED",
+        headers: Self.headers("/roster.v1.Directory/DeleteEmployee", token: reader),
+        body: grpcFramed(
+          try Roster_V1_DeleteEmployeeRequest.with { $0.guid = guid }.serializedBytes()
+        ),
+        fast: true
+      ),
+      Case(
+        name: "Health.Check",
+        headers: Self.headers(health, token: nil),
+        body: grpcFramed([]),
+        fast: true
+      ),
+      Case(
+        name: "Health.Check of an unknown service: NOT_FOUND",
+        headers: Self.headers(health, token: nil),
+        body: grpcFramed(
+          try Grpc_Health_V1_HealthCheckRequest.with { $0.service = "nope" }.serializedBytes()
+        ),
+        fast: true
+      ),
+      Case(
+        name: "ListEmployees",
+        headers: Self.headers("/roster.v1.Directory/ListEmployees", token: reader),
+        body: grpcFramed(
+          try Roster_V1_ListEmployeesRequest.with { $0.pageSize = 5 }.serializedBytes()
+        ),
+        fast: true
+      ),
+      Case(
+        name: "CountEmployees",
+        headers: Self.headers("/roster.v1.Directory/CountEmployees", token: reader),
+        body: grpcFramed([]),
+        fast: true
+      ),
       // Not plain: grpc-swift answers, through the fast server too.
-      Case(name: "grpc-encoding gzip, a message not compressed (the flag allows it)", headers: Self.headers(get, token: reader, extra: [("grpc-encoding", "gzip")]), body: request, fast: false),
-      Case(name: "two encodings", headers: Self.headers(get, token: reader, extra: [("grpc-encoding", "identity, gzip")]), body: request, fast: false),
-      Case(name: "the compressed flag without an encoding", headers: Self.headers(get, token: reader), body: grpcFramed(Array(request.dropFirst(5)), compressedFlag: 1), fast: false),
-      Case(name: "over the size limit: RESOURCE_EXHAUSTED", headers: Self.headers(get, token: reader), body: try getting(String(repeating: "x", count: 600_000)), fast: false),
+      Case(
+        name: "grpc-encoding gzip, a message not compressed (the flag allows it)",
+        headers: Self.headers(get, token: reader, extra: [("grpc-encoding", "gzip")]),
+        body: request,
+        fast: false
+      ),
+      Case(
+        name: "two encodings",
+        headers: Self.headers(get, token: reader, extra: [("grpc-encoding", "identity, gzip")]),
+        body: request,
+        fast: false
+      ),
+      Case(
+        name: "the compressed flag without an encoding",
+        headers: Self.headers(get, token: reader),
+        body: grpcFramed(Array(request.dropFirst(5)), compressedFlag: 1),
+        fast: false
+      ),
+      Case(
+        name: "over the size limit: RESOURCE_EXHAUSTED",
+        headers: Self.headers(get, token: reader),
+        body: try getting(String(repeating: "x", count: 600_000)),
+        fast: false
+      ),
       Case(name: "no message", headers: Self.headers(get, token: reader), body: [], fast: false),
-      Case(name: "two messages", headers: Self.headers(get, token: reader), body: request + request, fast: false),
-      Case(name: "a truncated message", headers: Self.headers(get, token: reader), body: Array(request.dropLast()), fast: false),
-      Case(name: "content type text/plain: HTTP 415", headers: Self.headers(get, token: reader).map { $0.0 == "content-type" ? ($0.0, "text/plain") : $0 }, body: request, fast: false),
-      Case(name: "no content type", headers: Self.headers(get, token: reader).filter { $0.0 != "content-type" }, body: request, fast: false),
-      Case(name: "method GET", headers: Self.headers(get, token: reader).map { $0.0 == ":method" ? ($0.0, "GET") : $0 }, body: request, fast: false),
+      Case(
+        name: "two messages",
+        headers: Self.headers(get, token: reader),
+        body: request + request,
+        fast: false
+      ),
+      Case(
+        name: "a truncated message",
+        headers: Self.headers(get, token: reader),
+        body: Array(request.dropLast()),
+        fast: false
+      ),
+      Case(
+        name: "content type text/plain: HTTP 415",
+        headers: Self.headers(get, token: reader).map {
+          $0.0 == "content-type" ? ($0.0, "text/plain") : $0
+        },
+        body: request,
+        fast: false
+      ),
+      Case(
+        name: "no content type",
+        headers: Self.headers(get, token: reader).filter { $0.0 != "content-type" },
+        body: request,
+        fast: false
+      ),
+      Case(
+        name: "method GET",
+        headers: Self.headers(get, token: reader).map { $0.0 == ":method" ? ($0.0, "GET") : $0 },
+        body: request,
+        fast: false
+      ),
     ]
   }
 
@@ -162,11 +336,17 @@ final class FastUnaryTests {
   }
 
   /// `roster_unary_fast_path_total` by path ("fast", "grpc_swift") on `server`.
-  static func fastPathCounts(_ server: RosterProcess) async throws -> (fast: Double, passedOn: Double) {
-    let (data, _) = try await URLSession.shared.data(from: URL(string: try #require(server.metricsURL))!)
+  static func fastPathCounts(
+    _ server: RosterProcess
+  ) async throws -> (fast: Double, passedOn: Double) {
+    let (data, _) = try await URLSession.shared.data(
+      from: URL(string: try #require(server.metricsURL))!
+    )
     let lines = String(decoding: data, as: UTF8.self).split(separator: "\n")
     func value(_ path: String) -> Double {
-      let line = lines.first { $0.hasPrefix("roster_unary_fast_path_total{") && $0.contains("path=\"\(path)\"") }
+      let line = lines.first {
+        $0.hasPrefix("roster_unary_fast_path_total{") && $0.contains("path=\"\(path)\"")
+      }
       return Double(line?.split(separator: " ").last ?? "0") ?? 0
     }
     return (value("fast"), value("grpc_swift"))
@@ -178,12 +358,26 @@ final class FastUnaryTests {
       let started = ContinuousClock.now
       defer { print("FastUnaryTests: \(testCase) took \(ContinuousClock.now - started)") }
       let before = try await Self.fastPathCounts(self.fast)
-      let fromFast = try await rawHTTP2Call(port: self.fast.port, headers: testCase.headers, body: testCase.body)
+      let fromFast = try await rawHTTP2Call(
+        port: self.fast.port,
+        headers: testCase.headers,
+        body: testCase.body
+      )
       let after = try await Self.fastPathCounts(self.fast)
-      let fromGeneric = try await rawHTTP2Call(port: self.generic.port, headers: testCase.headers, body: testCase.body)
-      #expect(fromFast == fromGeneric, "\(testCase): fast path \(fromFast), grpc-swift \(fromGeneric)")
+      let fromGeneric = try await rawHTTP2Call(
+        port: self.generic.port,
+        headers: testCase.headers,
+        body: testCase.body
+      )
+      #expect(
+        fromFast == fromGeneric,
+        "\(testCase): fast path \(fromFast), grpc-swift \(fromGeneric)"
+      )
       if testCase.fast {
-        #expect(after.fast == before.fast + 1 && after.passedOn == before.passedOn, "\(testCase) did not take the fast path")
+        #expect(
+          after.fast == before.fast + 1 && after.passedOn == before.passedOn,
+          "\(testCase) did not take the fast path"
+        )
       } else {
         #expect(after.fast == before.fast, "\(testCase) took the fast path")
       }
@@ -203,14 +397,22 @@ final class FastUnaryTests {
     #expect((try await Self.fastPathCounts(self.fast)).fast == before.fast + 1)
     // grpc-swift's answer to a body without a message (the table's "no message").
     let noMessage = try await rawHTTP2Call(port: self.generic.port, headers: headers, body: [])
-    #expect(fromFast == noMessage, "fast path \(fromFast), grpc-swift without a message \(noMessage)")
-    #expect(fromFast.trailer("grpc-status") != "0" && fromFast.trailer("grpc-status") != nil, "\(fromFast)")
+    #expect(
+      fromFast == noMessage,
+      "fast path \(fromFast), grpc-swift without a message \(noMessage)"
+    )
+    #expect(
+      fromFast.trailer("grpc-status") != "0" && fromFast.trailer("grpc-status") != nil,
+      "\(fromFast)"
+    )
     // grpc-swift itself holds it until the default deadline (4 s here, 60 s by default).
     // With a client deadline (`grpc-timeout`) it answers at once, so the request has none.
     let genericStarted = ContinuousClock.now
     let fromGeneric = try await rawHTTP2Call(port: self.generic.port, headers: headers, body: nil)
     let genericTook = ContinuousClock.now - genericStarted
-    print("FastUnaryTests: headers ending the stream: fast path \(fastTook) (\(fromFast)), grpc-swift \(genericTook) (\(fromGeneric))")
+    print(
+      "FastUnaryTests: headers ending the stream: fast path \(fastTook) (\(fromFast)), grpc-swift \(genericTook) (\(fromGeneric))"
+    )
     // Held until the default deadline, the call would end in DEADLINE_EXCEEDED, as grpc-swift's
     // does: the status says whether it was answered at once, whatever the machine's load.
     #expect(fromFast.trailer("grpc-status") != "4", "DEADLINE_EXCEEDED: \(fromFast)")
@@ -219,11 +421,21 @@ final class FastUnaryTests {
   @Test("the request metrics count fast-path calls as grpc-swift's server counts its calls")
   func sameRequestMetrics() async throws {
     for testCase in try self.cases() where testCase.fast {
-      _ = try await rawHTTP2Call(port: self.fast.port, headers: testCase.headers, body: testCase.body)
-      _ = try await rawHTTP2Call(port: self.generic.port, headers: testCase.headers, body: testCase.body)
+      _ = try await rawHTTP2Call(
+        port: self.fast.port,
+        headers: testCase.headers,
+        body: testCase.body
+      )
+      _ = try await rawHTTP2Call(
+        port: self.generic.port,
+        headers: testCase.headers,
+        body: testCase.body
+      )
     }
     func counts(_ server: RosterProcess) async throws -> [String] {
-      let (data, _) = try await URLSession.shared.data(from: URL(string: try #require(server.metricsURL))!)
+      let (data, _) = try await URLSession.shared.data(
+        from: URL(string: try #require(server.metricsURL))!
+      )
       return String(decoding: data, as: UTF8.self).split(separator: "\n")
         .filter { $0.hasPrefix("roster_rpc_requests_total{") }.map(String.init).sorted()
     }
@@ -239,8 +451,14 @@ final class FastUnaryTests {
     // before its query runs: DEADLINE_EXCEEDED when the store sees the deadline first,
     // CANCELLED when the transport's timer cancels the call first (grpc-swift's executor does
     // the same, and a client has given up by then anyway).
-    let body = grpcFramed(try Roster_V1_CountEmployeesRequest.with { $0.nameContains = "a" }.serializedBytes())
-    let headers = Self.headers("/roster.v1.Directory/CountEmployees", token: self.reader, extra: [("grpc-timeout", "1n")])
+    let body = grpcFramed(
+      try Roster_V1_CountEmployeesRequest.with { $0.nameContains = "a" }.serializedBytes()
+    )
+    let headers = Self.headers(
+      "/roster.v1.Directory/CountEmployees",
+      token: self.reader,
+      extra: [("grpc-timeout", "1n")]
+    )
     let before = try await Self.fastPathCounts(self.fast)
     let fromFast = try await rawHTTP2Call(port: self.fast.port, headers: headers, body: body)
     let fromGeneric = try await rawHTTP2Call(port: self.generic.port, headers: headers, body: body)
@@ -283,7 +501,11 @@ final class FastUnaryTests {
     let created = try Roster_V1_Employee(serializedBytes: Array(reply.body.dropFirst(5)))
     let queue = try DatabaseQueue(path: self.directory + "/fast.sqlite")
     let authors = try await queue.read { db in
-      try String.fetchAll(db, sql: "SELECT author FROM change_log WHERE guid = ?", arguments: [created.guid])
+      try String.fetchAll(
+        db,
+        sql: "SELECT author FROM change_log WHERE guid = ?",
+        arguments: [created.guid]
+      )
     }
     #expect(authors == ["fast path test"])
   }

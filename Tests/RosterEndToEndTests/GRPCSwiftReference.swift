@@ -1,9 +1,9 @@
 import GRPCCore
 import GRPCNIOTransportHTTP2
 import NIOCore
+import RosterSQLite
 import RosterServer
 import RosterServices
-import RosterSQLite
 import RosterTransport
 
 /// The oracle Roster's transport is compared with: grpc-swift's own HTTP/2 server
@@ -19,7 +19,11 @@ final class GRPCSwiftReference: Sendable {
   private let server: GRPCServer<HTTP2ServerTransport.Posix>
   private let serving: Task<Void, any Error>
 
-  private init(port: Int, server: GRPCServer<HTTP2ServerTransport.Posix>, serving: Task<Void, any Error>) {
+  private init(
+    port: Int,
+    server: GRPCServer<HTTP2ServerTransport.Posix>,
+    serving: Task<Void, any Error>
+  ) {
     self.port = port
     self.server = server
     self.serving = serving
@@ -51,12 +55,19 @@ final class GRPCSwiftReference: Sendable {
         transport.compression.enabledAlgorithms = [.gzip, .deflate]
         transport.channelDebuggingCallbacks.onAcceptHTTP2Stream = { channel in
           channel.eventLoop.makeCompletedFuture {
-            try channel.pipeline.syncOperations.addHandler(ResponseEncodingFilter(), position: .first)
+            try channel.pipeline.syncOperations.addHandler(
+              ResponseEncodingFilter(),
+              position: .first
+            )
           }
         }
       }
     )
-    let server = GRPCServer(transport: transport, services: built.services, interceptors: built.interceptors)
+    let server = GRPCServer(
+      transport: transport,
+      services: built.services,
+      interceptors: built.interceptors
+    )
     let serving = Task { try await server.serve() }
     guard let port = try await transport.listeningAddress.ipv4?.port else {
       server.beginGracefulShutdown()

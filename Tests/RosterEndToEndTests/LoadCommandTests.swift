@@ -1,21 +1,27 @@
 import Foundation
-import Testing
 import TestSupport
+import Testing
 
 /// `roster load` as an operator runs it: the binary, its files and its exit code.
 @Suite("roster load, end to end", .timeLimit(.minutes(10)))
 struct LoadCommandTests {
   /// Runs `roster load ARGUMENTS`, returning its exit code, stdout and stderr.
-  static func load(_ arguments: [String]) async throws -> (status: Int32, output: String, errors: String) {
+  static func load(
+    _ arguments: [String]
+  ) async throws -> (status: Int32, output: String, errors: String) {
     try await RosterProcess.run(["load"] + arguments)
   }
 
-  @Test("a mix against a demo server writes the JSON, the plot and the .hgrm, and gates the exit code")
+  @Test(
+    "a mix against a demo server writes the JSON, the plot and the .hgrm, and gates the exit code"
+  )
   func mixWithFilesAndGates() async throws {
     let directory = try makeTemporaryDirectory()
     defer { try? FileManager.default.removeItem(atPath: directory) }
     let server = try await RosterProcess.serve(
-      arguments: ["--db", directory + "/load.sqlite", "--seed-employees", "60", "--no-log-requests"]
+      arguments: [
+        "--db", directory + "/load.sqlite", "--seed-employees", "60", "--no-log-requests",
+      ]
     )
     defer { _ = server.terminate() }
 
@@ -32,13 +38,17 @@ struct LoadCommandTests {
     #expect(passing.output.contains("passed"))
     #expect(passing.errors.contains("note: the write scenario updates and creates employees"))
 
-    let json = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: directory + "/out.json")))
+    let json = try JSONSerialization.jsonObject(
+      with: Data(contentsOf: URL(fileURLWithPath: directory + "/out.json"))
+    )
     let report = try #require(json as? [String: Any])
     let total = try #require(report["total"] as? [String: Any])
     #expect((total["requests"] as? Int ?? 0) > 20)
     #expect(total["errors"] as? Int == 0)
     let scenarios = try #require(report["scenarios"] as? [[String: Any]])
-    #expect(Set(scenarios.compactMap { $0["scenario"] as? String }).isSuperset(of: ["get", "list"]))
+    #expect(
+      Set(scenarios.compactMap { $0["scenario"] as? String }).isSuperset(of: ["get", "list"])
+    )
     let svg = try String(contentsOfFile: directory + "/out.svg", encoding: .utf8)
     #expect(svg.hasPrefix("<svg") && svg.contains("<polyline"))
     let hgrm = try String(contentsOfFile: directory + "/out.hgrm", encoding: .utf8)
@@ -58,7 +68,9 @@ struct LoadCommandTests {
 
   @Test("a server that is not there is an error, not a report")
   func unreachable() async throws {
-    let result = try await Self.load(["--target", "127.0.0.1:1", "--requests", "5", "--quiet", "--warmup", "0s"])
+    let result = try await Self.load([
+      "--target", "127.0.0.1:1", "--requests", "5", "--quiet", "--warmup", "0s",
+    ])
     #expect(result.status != 0 && result.status != 3)
     #expect(result.errors.lowercased().contains("unavailable"), "\(result.errors)")
   }

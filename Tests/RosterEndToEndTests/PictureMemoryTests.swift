@@ -1,12 +1,12 @@
 import Foundation
 import GRPCCore
 import GRPCNIOTransportHTTP2
+import RosterDomain
 import RosterProto
 import RosterSQLite
-import RosterDomain
-import Testing
-import TestSupport
 import RosterSeed
+import TestSupport
+import Testing
 
 /// Pictures stream through the real binary in constant memory, whatever their size.
 @Suite("Picture memory, end to end", .timeLimit(.minutes(10)))
@@ -77,7 +77,9 @@ struct PictureMemoryTests {
     let directory = try makeTemporaryDirectory()
     defer { try? FileManager.default.removeItem(atPath: directory) }
     let server = try await RosterProcess.serve(
-      arguments: ["--db", directory + "/lazy.sqlite", "--seed-employees", "1", "--no-seed-pictures"]
+      arguments: [
+        "--db", directory + "/lazy.sqlite", "--seed-employees", "1", "--no-seed-pictures",
+      ]
     )
     defer { server.terminate() }
     func mapsLibvips() throws -> Bool { try server.procFile("maps").contains("libvips") }
@@ -88,7 +90,8 @@ struct PictureMemoryTests {
       )
     ) { client in
       let guid = try #require(
-        try await Roster_V1_Directory.Client(wrapping: client).listEmployees(.init()).employees.first?.guid
+        try await Roster_V1_Directory.Client(wrapping: client).listEmployees(.init()).employees
+          .first?.guid
       )
       #expect(try !mapsLibvips(), "libvips is mapped before any thumbnail")
       let picture = try DemoPictures.jpeg(width: 320, height: 240, seed: 7, noise: 10)
@@ -115,7 +118,7 @@ struct PictureMemoryTests {
       var start = 0
       while start < bytes.count {
         let end = min(bytes.count, start + 65_536)
-        try await writer.write(.with { $0.chunk = Data(bytes[start..<end]) })
+        try await writer.write(.with { $0.chunk = Data(bytes[start ..< end]) })
         start = end
       }
     }
@@ -131,7 +134,9 @@ struct PictureMemoryTests {
       var offset = 0
       for try await message in response.messages {
         guard message.offset == Int64(offset),
-          message.data.elementsEqual(expected[offset..<min(expected.count, offset + message.data.count)])
+          message.data.elementsEqual(
+            expected[offset ..< min(expected.count, offset + message.data.count)]
+          )
         else { return false }
         offset += message.data.count
       }

@@ -80,7 +80,9 @@ private final class RawStreamHandler: ChannelInboundHandler, @unchecked Sendable
   }
 
   func channelActive(context: ChannelHandlerContext) {
-    let headers = HTTP2Frame.FramePayload.headers(.init(headers: self.request, endStream: self.body == nil))
+    let headers = HTTP2Frame.FramePayload.headers(
+      .init(headers: self.request, endStream: self.body == nil)
+    )
     context.write(self.wrapOutboundOut(headers), promise: nil)
     if let body = self.body {
       let data = HTTP2Frame.FramePayload.data(
@@ -128,6 +130,9 @@ private final class RawStreamHandler: ChannelInboundHandler, @unchecked Sendable
 /// A gRPC message: the 5-byte prefix (compressed flag, length) and the bytes.
 func grpcFramed(_ message: [UInt8], compressedFlag: UInt8 = 0) -> [UInt8] {
   let length = UInt32(message.count)
-  return [compressedFlag, UInt8(length >> 24), UInt8((length >> 16) & 0xFF), UInt8((length >> 8) & 0xFF), UInt8(length & 0xFF)]
+  return [
+    compressedFlag, UInt8(length >> 24), UInt8((length >> 16) & 0xFF), UInt8((length >> 8) & 0xFF),
+    UInt8(length & 0xFF),
+  ]
     + message
 }

@@ -4,8 +4,8 @@ import GRPCNIOTransportHTTP2
 import RosterProto
 import SwiftProtobuf
 import Synchronization
-import Testing
 import TestSupport
+import Testing
 
 /// Robust under load, through the real binary: heavy calls never stall cheap ones, a passed
 /// deadline stops the server's work, a full heavy queue refuses at once, and aggregates page.
@@ -16,8 +16,10 @@ import TestSupport
 /// `--median-rows-per-page 0`) takes seconds in a debug build.
 @Suite("Robust under load, end to end", .serialized, .timeLimit(.minutes(10)), .removingTheDatabase)
 struct RobustnessTests {
-  static let employees = Int(ProcessInfo.processInfo.environment["ROSTER_ROBUST_EMPLOYEES"] ?? "") ?? 100_000
-  static let salesPerEmployee = Int(ProcessInfo.processInfo.environment["ROSTER_ROBUST_SALES"] ?? "") ?? 20
+  static let employees =
+    Int(ProcessInfo.processInfo.environment["ROSTER_ROBUST_EMPLOYEES"] ?? "") ?? 100_000
+  static let salesPerEmployee =
+    Int(ProcessInfo.processInfo.environment["ROSTER_ROBUST_SALES"] ?? "") ?? 20
   /// The heavy call: every sale read, every amount kept for the exact median.
   static let heavy = Roster_V1_AggregateSalesRequest.with {
     $0.function = .median
@@ -68,14 +70,18 @@ struct RobustnessTests {
   static func p99(_ count: Int, _ call: () async throws -> Void) async throws -> Double {
     var samples: [Double] = []
     samples.reserveCapacity(count)
-    for _ in 0..<count {
+    for _ in 0 ..< count {
       let started = ContinuousClock.now
       try await call()
       let elapsed = ContinuousClock.now - started
-      samples.append(Double(elapsed.components.attoseconds) / 1e18 + Double(elapsed.components.seconds))
+      samples.append(
+        Double(elapsed.components.attoseconds) / 1e18 + Double(elapsed.components.seconds)
+      )
     }
     samples.sort()
-    print("RobustnessTests: p50 \(samples[samples.count / 2] * 1000) ms, p99 \(samples[samples.count * 99 / 100] * 1000) ms")
+    print(
+      "RobustnessTests: p50 \(samples[samples.count / 2] * 1000) ms, p99 \(samples[samples.count * 99 / 100] * 1000) ms"
+    )
     return samples[min(samples.count - 1, samples.count * 99 / 100)]
   }
 
@@ -89,39 +95,47 @@ struct RobustnessTests {
     return ticks / Double(sysconf(Int32(_SC_CLK_TCK)))
   }
 
-  @Test("with 8 heavy calls in flight, Health.Check and GetEmployee p99 stay within 3x idle or 25 ms (medians of 3 rounds)")
+  @Test(
+    "with 8 heavy calls in flight, Health.Check and GetEmployee p99 stay within 3x idle or 25 ms (medians of 3 rounds)"
+  )
   func isolation() async throws {
     try await Self.withServer { server, client in
       let directory = Roster_V1_Directory.Client(wrapping: client)
       let analytics = Roster_V1_Analytics.Client(wrapping: client)
       let health = Grpc_Health_V1_Health.Client(wrapping: client)
-      let guids = try await directory.listEmployees(.with { $0.pageSize = 100 }).employees.map(\.guid)
+      let guids = try await directory.listEmployees(.with { $0.pageSize = 100 }).employees.map(
+        \.guid
+      )
       let next = Tally()
       @Sendable func guid() -> String { guids[next.add() % guids.count] }
       @Sendable func checkHealth() async throws { _ = try await health.check(.init()) }
-      @Sendable func getEmployee() async throws { _ = try await directory.getEmployee(.with { $0.guid = guid() }) }
+      @Sendable func getEmployee() async throws {
+        _ = try await directory.getEmployee(.with { $0.guid = guid() })
+      }
 
       // Warm up, then rounds of idle and loaded figures, so that both sides of the
       // comparison see the same background (other suites run beside this one).
-      for _ in 0..<100 {
+      for _ in 0 ..< 100 {
         try await checkHealth()
         try await getEmployee()
       }
       var idle: (health: [Double], get: [Double]) = ([], [])
       var loaded: (health: [Double], get: [Double]) = ([], [])
       let finished = Tally()
-      for _ in 0..<3 {
+      for _ in 0 ..< 3 {
         idle.health.append(try await Self.p99(500, checkHealth))
         idle.get.append(try await Self.p99(500, getEmployee))
         let (health, get) = try await withThrowingTaskGroup(of: Void.self) { group in
-          for _ in 0..<8 {
+          for _ in 0 ..< 8 {
             group.addTask {
               // Each loops on the heavy call until cancelled: 8 always in flight.
               while !Task.isCancelled {
                 do {
                   _ = try await analytics.aggregateSales(Self.heavy)
                   finished.add()
-                } catch let error as RPCError where error.code == .resourceExhausted || error.code == .cancelled {
+                } catch let error as RPCError
+                  where error.code == .resourceExhausted || error.code == .cancelled
+                {
                   try? await Task.sleep(for: .milliseconds(20))
                 }
               }
@@ -160,18 +174,28 @@ struct RobustnessTests {
       // measured on the release build with its same-run baseline by scripts/bench-robust,
       // where the ratio is 0.8-1.3.
       let floor = 0.025
-      #expect(loadedHealth <= max(3 * idleHealth, floor), "Health.Check p99 \(loadedHealth) s against \(idleHealth) s idle")
-      #expect(loadedGet <= max(3 * idleGet, floor), "GetEmployee p99 \(loadedGet) s against \(idleGet) s idle")
+      #expect(
+        loadedHealth <= max(3 * idleHealth, floor),
+        "Health.Check p99 \(loadedHealth) s against \(idleHealth) s idle"
+      )
+      #expect(
+        loadedGet <= max(3 * idleGet, floor),
+        "GetEmployee p99 \(loadedGet) s against \(idleGet) s idle"
+      )
     }
   }
 
-  @Test("a heavy call past its deadline (0.5 s, less on a machine that runs it faster) stops using the server's CPU within a second")
+  @Test(
+    "a heavy call past its deadline (0.5 s, less on a machine that runs it faster) stops using the server's CPU within a second"
+  )
   func interrupt() async throws {
     // No budget of the server's own: only the call's deadline may stop the query (the client's,
     // or the server's default for the last call, which brings none).
     // The default is short, so that the last call outlives it on any machine: with 1.5 s, a
     // heavy call that ran in 1.45 s on a CI run answered OK where DEADLINE_EXCEEDED was due.
-    try await Self.withServer(["--max-query-seconds", "0", "--default-deadline-ms", "100"]) { server, client in
+    try await Self.withServer(["--max-query-seconds", "0", "--default-deadline-ms", "100"]) {
+      server,
+      client in
       let analytics = Roster_V1_Analytics.Client(wrapping: client)
       // Two warm-ups, which may end either way: how long the heavy call takes depends on the
       // machine and its cache (1.6 s cold and 0.45 s warm on an idle one, seconds on a busy CI
@@ -180,13 +204,16 @@ struct RobustnessTests {
       var options = CallOptions.defaults
       options.timeout = .seconds(3)
       var warmUp = Duration.seconds(3)
-      for _ in 0..<2 {
+      for _ in 0 ..< 2 {
         let started = ContinuousClock.now
         _ = try? await analytics.aggregateSales(Self.heavy, options: options)
         warmUp = min(warmUp, ContinuousClock.now - started)
       }
       // At least 3x the server's default deadline, so the last call outlives that too.
-      try #require(warmUp >= .milliseconds(300), "the heavy call took \(warmUp): too little work to interrupt")
+      try #require(
+        warmUp >= .milliseconds(300),
+        "the heavy call took \(warmUp): too little work to interrupt"
+      )
       try await Task.sleep(for: .milliseconds(200))
 
       let cpuAtStart = try Self.cpuSeconds(server.pid)
@@ -231,7 +258,7 @@ struct RobustnessTests {
         // One runs, one waits.
         final class Finished: Sendable { let count = Mutex(0) }
         let finished = Finished()
-        for _ in 0..<2 {
+        for _ in 0 ..< 2 {
           group.addTask {
             _ = try? await analytics.aggregateSales(Self.heavy)
             finished.count.withLock { $0 += 1 }
@@ -275,7 +302,8 @@ struct RobustnessTests {
         request.pageToken = page.nextPageToken
         pages += 1
       } while !request.pageToken.isEmpty
-      let total = try await analytics.aggregateSales(.with { $0.function = .count }).groups.first?.value ?? -1
+      let total =
+        try await analytics.aggregateSales(.with { $0.function = .count }).groups.first?.value ?? -1
       print("RobustnessTests: \(keys.count) groups in \(pages) pages, the largest \(largest) bytes")
       #expect(largest < 4 * 1024 * 1024)
       #expect(pages > 1)
@@ -286,10 +314,12 @@ struct RobustnessTests {
       await expectStatus(.invalidArgument, mentioning: "page_token") {
         var other = request
         other.function = .sum
-        other.pageToken = try await analytics.aggregateSales(.with {
-          $0.function = .count
-          $0.groupBy = .employee
-        }).nextPageToken
+        other.pageToken = try await analytics.aggregateSales(
+          .with {
+            $0.function = .count
+            $0.groupBy = .employee
+          }
+        ).nextPageToken
         _ = try await analytics.aggregateSales(other)
       }
     }
@@ -302,7 +332,12 @@ final class Tally: Sendable {
 
   /// Adds one and returns the new count.
   @discardableResult
-  func add() -> Int { self.value.withLock { $0 += 1; return $0 } }
+  func add() -> Int {
+    self.value.withLock {
+      $0 += 1
+      return $0
+    }
+  }
 
   var count: Int { self.value.withLock { $0 } }
 }

@@ -5,8 +5,8 @@ import NIOPosix
 import RosterProto
 import SwiftProtobuf
 import Synchronization
-import Testing
 import TestSupport
+import Testing
 
 /// Roster's HTTP/2 transport answers as grpc-swift's does, and manages its connections as
 /// grpc-swift's does.
@@ -34,7 +34,10 @@ final class RosterTransportTests {
     self.writer = setup.writer
     let common = setup.arguments
     self.fast = try await RosterProcess.serve(arguments: common)
-    self.codec = try await RosterProcess.serve(arguments: common, environment: ["ROSTER_COMPARE": "no-fast-unary"])
+    self.codec = try await RosterProcess.serve(
+      arguments: common,
+      environment: ["ROSTER_COMPARE": "no-fast-unary"]
+    )
     self.reference = try await GRPCSwiftReference.start(
       database: self.directory + "/transport.sqlite",
       tokensFile: self.directory + "/tokens",
@@ -46,7 +49,9 @@ final class RosterTransportTests {
       page = try await rawHTTP2Call(
         port: port,
         headers: FastUnaryTests.headers("/roster.v1.Directory/ListEmployees", token: self.reader),
-        body: grpcFramed(try Roster_V1_ListEmployeesRequest.with { $0.pageSize = 1 }.serializedBytes())
+        body: grpcFramed(
+          try Roster_V1_ListEmployeesRequest.with { $0.pageSize = 1 }.serializedBytes()
+        )
       )
     }
     let listed = try Roster_V1_ListEmployeesResponse(serializedBytes: Array(page.body.dropFirst(5)))
@@ -60,35 +65,67 @@ final class RosterTransportTests {
     try? FileManager.default.removeItem(atPath: self.directory)
   }
 
-  @Test("every request of the fast path's table gets grpc-swift's reply, with and without the fast path")
+  @Test(
+    "every request of the fast path's table gets grpc-swift's reply, with and without the fast path"
+  )
   func sameReplies() async throws {
     for testCase in try FastUnaryTests.cases(guid: self.guid, reader: self.reader) {
       let before = try await FastUnaryTests.fastPathCounts(self.fast)
-      let fromFast = try await rawHTTP2Call(port: self.fast.port, headers: testCase.headers, body: testCase.body)
+      let fromFast = try await rawHTTP2Call(
+        port: self.fast.port,
+        headers: testCase.headers,
+        body: testCase.body
+      )
       let after = try await FastUnaryTests.fastPathCounts(self.fast)
-      let fromCodec = try await rawHTTP2Call(port: self.codec.port, headers: testCase.headers, body: testCase.body)
-      let fromReference = try await rawHTTP2Call(port: self.reference.port, headers: testCase.headers, body: testCase.body)
+      let fromCodec = try await rawHTTP2Call(
+        port: self.codec.port,
+        headers: testCase.headers,
+        body: testCase.body
+      )
+      let fromReference = try await rawHTTP2Call(
+        port: self.reference.port,
+        headers: testCase.headers,
+        body: testCase.body
+      )
       if let status = Self.statusInsteadOfReset[testCase.name] {
         // Where grpc-swift resets the stream, Roster's transport ends the call with a status
         // that says why (the abuse suite's "a clear status").
         #expect(fromReference.reset, "\(testCase): grpc-swift \(fromReference)")
         for reply in [fromFast, fromCodec] {
           #expect(reply.trailer("grpc-status") == status.code, "\(testCase): \(reply)")
-          #expect(reply.trailer("grpc-message")?.contains(status.mentioning) == true, "\(testCase): \(reply)")
+          #expect(
+            reply.trailer("grpc-message")?.contains(status.mentioning) == true,
+            "\(testCase): \(reply)"
+          )
         }
       } else if Self.connectInsteadOfBare415.contains(testCase.name) {
         // A request that is not gRPC is the Connect protocol's on Roster's transport: the
         // same 415, with a body that says what is served.
-        #expect(fromReference.trailers == [":status: 415"], "\(testCase): grpc-swift \(fromReference)")
+        #expect(
+          fromReference.trailers == [":status: 415"],
+          "\(testCase): grpc-swift \(fromReference)"
+        )
         for reply in [fromFast, fromCodec] {
           #expect(reply.headers?.first == ":status: 415", "\(testCase): \(reply)")
-          #expect(reply.headers?.contains("content-type: application/json") == true, "\(testCase): \(reply)")
+          #expect(
+            reply.headers?.contains("content-type: application/json") == true,
+            "\(testCase): \(reply)"
+          )
           let text = String(decoding: reply.body, as: UTF8.self)
-          #expect(text.contains("\"code\":\"unimplemented\"") && text.contains("application/grpc"), "\(testCase): \(text)")
+          #expect(
+            text.contains("\"code\":\"unimplemented\"") && text.contains("application/grpc"),
+            "\(testCase): \(text)"
+          )
         }
       } else {
-        #expect(fromFast == fromReference, "\(testCase): Roster's transport \(fromFast), grpc-swift \(fromReference)")
-        #expect(fromCodec == fromReference, "\(testCase): Roster's codec \(fromCodec), grpc-swift \(fromReference)")
+        #expect(
+          fromFast == fromReference,
+          "\(testCase): Roster's transport \(fromFast), grpc-swift \(fromReference)"
+        )
+        #expect(
+          fromCodec == fromReference,
+          "\(testCase): Roster's codec \(fromCodec), grpc-swift \(fromReference)"
+        )
       }
       if testCase.fast {
         #expect(after.fast == before.fast + 1, "\(testCase) was not answered at the connection")
@@ -104,17 +141,35 @@ final class RosterTransportTests {
     // (A request without `:scheme` is not here: swift-nio-http2 will not send one, and on the
     // server it resets such a stream before any gRPC code sees it, on either transport.)
     let get = "/roster.v1.Directory/GetEmployee"
-    let request = grpcFramed(try Roster_V1_GetEmployeeRequest.with { $0.guid = self.guid }.serializedBytes())
+    let request = grpcFramed(
+      try Roster_V1_GetEmployeeRequest.with { $0.guid = self.guid }.serializedBytes()
+    )
     let cases: [(String, [(String, String)])] = [
-      ("a path that is not /service/method", FastUnaryTests.headers("/nothing", token: self.reader)),
-      ("an unknown method", FastUnaryTests.headers("/roster.v1.Directory/Nope", token: self.reader)),
-      ("scheme ftp", FastUnaryTests.headers(get, token: self.reader).map { $0.0 == ":scheme" ? ($0.0, "ftp") : $0 }),
-      ("an unknown encoding", FastUnaryTests.headers(get, token: self.reader, extra: [("grpc-encoding", "snappy")])),
+      (
+        "a path that is not /service/method", FastUnaryTests.headers("/nothing", token: self.reader)
+      ),
+      (
+        "an unknown method", FastUnaryTests.headers("/roster.v1.Directory/Nope", token: self.reader)
+      ),
+      (
+        "scheme ftp",
+        FastUnaryTests.headers(get, token: self.reader).map {
+          $0.0 == ":scheme" ? ($0.0, "ftp") : $0
+        }
+      ),
+      (
+        "an unknown encoding",
+        FastUnaryTests.headers(get, token: self.reader, extra: [("grpc-encoding", "snappy")])
+      ),
     ]
     for (name, headers) in cases {
       for server in [self.fast, self.codec] {
         var reply = try await rawHTTP2Call(port: server.port, headers: headers, body: request)
-        var reference = try await rawHTTP2Call(port: self.reference.port, headers: headers, body: request)
+        var reference = try await rawHTTP2Call(
+          port: self.reference.port,
+          headers: headers,
+          body: request
+        )
         // Both accept gzip, deflate and identity, and say so: Roster's transport in one
         // grpc-accept-encoding field, grpc-swift's in one field each.
         for index in [0, 1] {
@@ -123,7 +178,8 @@ final class RosterTransportTests {
             .flatMap { $0.dropFirst("grpc-accept-encoding: ".count).split(separator: ",") }
           guard !accepted.isEmpty else { continue }
           #expect(Set(accepted) == ["gzip", "deflate", "identity"], "\(name): \(trailers)")
-          trailers = trailers.filter { !$0.hasPrefix("grpc-accept-encoding: ") } + ["grpc-accept-encoding"]
+          trailers =
+            trailers.filter { !$0.hasPrefix("grpc-accept-encoding: ") } + ["grpc-accept-encoding"]
           if index == 0 { reply.trailers = trailers } else { reference.trailers = trailers }
         }
         #expect(reply == reference, "\(name): Roster's transport \(reply), grpc-swift \(reference)")
@@ -134,7 +190,9 @@ final class RosterTransportTests {
   /// The table's requests that grpc-swift answers with a reset stream and Roster's transport
   /// with a status: its code and a word of its message.
   /// The requests that are not gRPC: Roster's transport answers them by the Connect protocol.
-  static let connectInsteadOfBare415: Set<String> = ["content type text/plain: HTTP 415", "no content type"]
+  static let connectInsteadOfBare415: Set<String> = [
+    "content type text/plain: HTTP 415", "no content type",
+  ]
 
   static let statusInsteadOfReset: [String: (code: String, mentioning: String)] = [
     "the compressed flag without an encoding": ("13", "grpc-encoding"),
@@ -145,9 +203,15 @@ final class RosterTransportTests {
   func streams() async throws {
     // StreamEmployees: every employee, in pages, the same bytes as grpc-swift's.
     let stream = FastUnaryTests.headers("/roster.v1.Directory/StreamEmployees", token: self.reader)
-    let streamBody = grpcFramed(try Roster_V1_ListEmployeesRequest.with { $0.pageSize = 7 }.serializedBytes())
+    let streamBody = grpcFramed(
+      try Roster_V1_ListEmployeesRequest.with { $0.pageSize = 7 }.serializedBytes()
+    )
     let streamed = try await rawHTTP2Call(port: self.fast.port, headers: stream, body: streamBody)
-    let streamedReference = try await rawHTTP2Call(port: self.reference.port, headers: stream, body: streamBody)
+    let streamedReference = try await rawHTTP2Call(
+      port: self.reference.port,
+      headers: stream,
+      body: streamBody
+    )
     #expect(streamed.trailer("grpc-status") == "0", "\(streamed)")
     #expect(streamed == streamedReference)
     #expect(Self.messages(in: streamed.body).count >= 8, "50 employees in pages of 7")
@@ -174,14 +238,25 @@ final class RosterTransportTests {
       body: try upsert("Stream One") + upsert("Stream Two")
     )
     #expect(upserted.trailer("grpc-status") == "0", "\(upserted)")
-    let summary = try Roster_V1_UpsertEmployeesResponse(serializedBytes: Array(upserted.body.dropFirst(5)))
+    let summary = try Roster_V1_UpsertEmployeesResponse(
+      serializedBytes: Array(upserted.body.dropFirst(5))
+    )
     #expect(summary.inserted + summary.updated == 2, "\(summary)")
 
     // Reflection (bidirectional): the list of services.
-    let reflection = FastUnaryTests.headers("/grpc.reflection.v1.ServerReflection/ServerReflectionInfo", token: nil)
-    let listBody = grpcFramed(try Grpc_Reflection_V1_ServerReflectionRequest.with { $0.listServices = "" }.serializedBytes())
+    let reflection = FastUnaryTests.headers(
+      "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo",
+      token: nil
+    )
+    let listBody = grpcFramed(
+      try Grpc_Reflection_V1_ServerReflectionRequest.with { $0.listServices = "" }.serializedBytes()
+    )
     let listed = try await rawHTTP2Call(port: self.fast.port, headers: reflection, body: listBody)
-    let listedReference = try await rawHTTP2Call(port: self.reference.port, headers: reflection, body: listBody)
+    let listedReference = try await rawHTTP2Call(
+      port: self.reference.port,
+      headers: reflection,
+      body: listBody
+    )
     #expect(listed.trailer("grpc-status") == "0", "\(listed)")
     #expect(listed == listedReference)
   }
@@ -191,8 +266,8 @@ final class RosterTransportTests {
     var messages: [[UInt8]] = []
     var index = 0
     while index + 5 <= body.count {
-      let length = body[index + 1..<index + 5].reduce(0) { $0 << 8 | Int($1) }
-      messages.append(Array(body[index + 5..<min(body.count, index + 5 + length)]))
+      let length = body[index + 1 ..< index + 5].reduce(0) { $0 << 8 | Int($1) }
+      messages.append(Array(body[index + 5 ..< min(body.count, index + 5 + length)]))
       index += 5 + length
     }
     return messages
@@ -205,10 +280,12 @@ final class RosterTransportTests {
 struct RosterTransportConnectionTests {
   static func serve(_ extra: [String]) async throws -> (RosterProcess, String) {
     let directory = try makeTemporaryDirectory()
-    let server = try await RosterProcess.serve(arguments: [
-      "--db", directory + "/connections.sqlite", "--seed-employees", "10", "--no-seed-pictures",
-      "--seed-sales-per-employee", "0", "--no-log-requests",
-    ] + extra)
+    let server = try await RosterProcess.serve(
+      arguments: [
+        "--db", directory + "/connections.sqlite", "--seed-employees", "10", "--no-seed-pictures",
+        "--seed-sales-per-employee", "0", "--no-log-requests",
+      ] + extra
+    )
     return (server, directory)
   }
 
@@ -221,7 +298,10 @@ struct RosterTransportConnectionTests {
     }
     let connection = try await RawHTTP2Connection.open(port: server.port)
     #expect(try await connection.firstGoAway(within: .seconds(30)) == .noError)
-    #expect(try await connection.closed(within: .seconds(30)), "closed after GOAWAY with no calls open")
+    #expect(
+      try await connection.closed(within: .seconds(30)),
+      "closed after GOAWAY with no calls open"
+    )
   }
 
   @Test("a connection with no calls for --max-idle-s is sent GOAWAY (NO_ERROR), then closed")
@@ -244,14 +324,16 @@ struct RosterTransportConnectionTests {
       try? FileManager.default.removeItem(atPath: directory)
     }
     let connection = try await RawHTTP2Connection.open(port: server.port)
-    for index in 0..<5 { connection.ping(UInt64(index)) }
+    for index in 0 ..< 5 { connection.ping(UInt64(index)) }
     #expect(try await connection.firstGoAway(within: .seconds(30)) == .enhanceYourCalm)
     #expect(try await connection.closed(within: .seconds(30)))
   }
 
   @Test("a server pings a quiet connection every --keepalive-s, and closes it when no ack comes")
   func keepalive() async throws {
-    let (server, directory) = try await Self.serve(["--keepalive-s", "1", "--keepalive-timeout-s", "1"])
+    let (server, directory) = try await Self.serve([
+      "--keepalive-s", "1", "--keepalive-timeout-s", "1",
+    ])
     defer {
       _ = server.terminate()
       try? FileManager.default.removeItem(atPath: directory)
@@ -260,7 +342,10 @@ struct RosterTransportConnectionTests {
     #expect(try await answering.pings(atLeast: 2, within: .seconds(30)), "acked pings keep coming")
     #expect(!answering.isClosed)
     let silent = try await SilentHTTP2Client.open(port: server.port)
-    #expect(try await silent.closed(within: .seconds(30)), "no ack: the server closes the connection")
+    #expect(
+      try await silent.closed(within: .seconds(30)),
+      "no ack: the server closes the connection"
+    )
   }
 
   @Test("SIGTERM sends an open connection GOAWAY and closes it, and the server exits 0")
@@ -282,7 +367,9 @@ final class RawHTTP2Connection: ChannelInboundHandler, @unchecked Sendable {
   typealias InboundIn = HTTP2Frame
   typealias OutboundOut = HTTP2Frame
 
-  private let state = Mutex<(goAways: [HTTP2ErrorCode], pings: Int, closed: Bool, settings: Bool)>(([], 0, false, false))
+  private let state = Mutex<(goAways: [HTTP2ErrorCode], pings: Int, closed: Bool, settings: Bool)>(
+    ([], 0, false, false)
+  )
   private var channel: (any Channel)?
 
   static func open(port: Int) async throws -> RawHTTP2Connection {
@@ -303,7 +390,10 @@ final class RawHTTP2Connection: ChannelInboundHandler, @unchecked Sendable {
 
   func ping(_ value: UInt64) {
     guard let channel = self.channel else { return }
-    let frame = HTTP2Frame(streamID: .rootStream, payload: .ping(HTTP2PingData(withInteger: value), ack: false))
+    let frame = HTTP2Frame(
+      streamID: .rootStream,
+      payload: .ping(HTTP2PingData(withInteger: value), ack: false)
+    )
     channel.writeAndFlush(frame, promise: nil)
   }
 
@@ -341,7 +431,8 @@ final class RawHTTP2Connection: ChannelInboundHandler, @unchecked Sendable {
   }
 
   func pings(atLeast count: Int, within limit: Duration) async throws -> Bool {
-    try await waitFor(within: limit) { self.state.withLock { $0.pings >= count ? true : nil } } ?? false
+    try await waitFor(within: limit) { self.state.withLock { $0.pings >= count ? true : nil } }
+      ?? false
   }
 }
 
@@ -355,7 +446,9 @@ final class SilentHTTP2Client: ChannelInboundHandler, @unchecked Sendable {
     let client = SilentHTTP2Client()
     _ = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
       .channelInitializer { channel in
-        channel.eventLoop.makeCompletedFuture { try channel.pipeline.syncOperations.addHandler(client) }
+        channel.eventLoop.makeCompletedFuture {
+          try channel.pipeline.syncOperations.addHandler(client)
+        }
       }
       .connect(host: "127.0.0.1", port: port).get()
     return client

@@ -1,12 +1,12 @@
 import Foundation
 import GRPCCore
 import GRPCNIOTransportHTTP2
+import RosterDomain
 import RosterProto
 import RosterSQLite
-import RosterDomain
-import Testing
-import TestSupport
 import RosterSeed
+import TestSupport
+import Testing
 
 @Suite("roster serve, end to end", .timeLimit(.minutes(10)))
 struct ServeEndToEndTests {
@@ -61,7 +61,9 @@ struct ServeEndToEndTests {
 
       let health = Grpc_Health_V1_Health.Client(wrapping: client)
       #expect(try await health.check(.init()).status == .serving)
-      #expect(try await health.check(.with { $0.service = "roster.v1.Analytics" }).status == .serving)
+      #expect(
+        try await health.check(.with { $0.service = "roster.v1.Analytics" }).status == .serving
+      )
     }
     #expect(server.terminate() == 0)
   }
@@ -74,8 +76,11 @@ struct ServeEndToEndTests {
       try await RosterProcess.offPool {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: RosterProcess.binaryPath)
-        process.arguments = ["serve", "--host", "0.0.0.0", "--port", "0", "--db", directory + "/x.sqlite",
-                             "--seed-employees", "0"] + extra
+        process.arguments =
+          [
+            "serve", "--host", "0.0.0.0", "--port", "0", "--db", directory + "/x.sqlite",
+            "--seed-employees", "0",
+          ] + extra
         let errors = Pipe()
         process.standardError = errors
         process.standardOutput = FileHandle.nullDevice
@@ -84,7 +89,10 @@ struct ServeEndToEndTests {
           Thread.sleep(forTimeInterval: 1.5)
           process.terminate()
         }
-        let text = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        let text = String(
+          decoding: errors.fileHandleForReading.readDataToEndOfFile(),
+          as: UTF8.self
+        )
         process.waitUntilExit()
         return (process.terminationStatus, text)
       }
@@ -102,7 +110,7 @@ struct ServeEndToEndTests {
     let directory = try makeTemporaryDirectory()
     defer { try? FileManager.default.removeItem(atPath: directory) }
     let arguments = ["--db", directory + "/again.sqlite", "--seed-employees", "30"]
-    for _ in 0..<2 {
+    for _ in 0 ..< 2 {
       let server = try await RosterProcess.serve(arguments: arguments)
       let count = try await withGRPCClient(
         transport: .http2NIOPosix(

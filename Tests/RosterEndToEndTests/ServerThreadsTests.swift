@@ -2,10 +2,10 @@ import Foundation
 import GRPCCore
 import NIOCore
 import NIOPosix
-import Synchronization
 import RosterServices
-import Testing
+import Synchronization
 import TestSupport
+import Testing
 
 @testable import RosterServer
 
@@ -16,7 +16,9 @@ struct ServerThreadsTests {
   /// Whether the calling thread is one of NIO's event loops.
   private static var onEventLoop: Bool { MultiThreadedEventLoopGroup.currentEventLoop != nil }
 
-  @Test("a task on the loops' executor runs on a loop; a handler and its response's body, behind CooperativePoolInterceptor, on the pool")
+  @Test(
+    "a task on the loops' executor runs on a loop; a handler and its response's body, behind CooperativePoolInterceptor, on the pool"
+  )
   func handlersLeaveTheLoops() async throws {
     let loops = MultiThreadedEventLoopGroup(numberOfThreads: 1)
     let executor = EventLoopGroupExecutor(group: loops)
@@ -29,25 +31,30 @@ struct ServerThreadsTests {
     )
     try await withTaskExecutorPreference(executor) {
       seen.withLock { $0["server task"] = Self.onEventLoop }
-      let response: StreamingServerResponse<String> = try await CooperativePoolInterceptor().intercept(
-        request: StreamingServerRequest(single: ServerRequest(metadata: [:], message: "where?")),
-        context: context
-      ) { _, _ in
-        seen.withLock { $0["handler"] = Self.onEventLoop }
-        return StreamingServerResponse { writer in
-          seen.withLock { $0["response body"] = Self.onEventLoop }
-          try await writer.write("here")
-          return [:]
+      let response: StreamingServerResponse<String> = try await CooperativePoolInterceptor()
+        .intercept(
+          request: StreamingServerRequest(single: ServerRequest(metadata: [:], message: "where?")),
+          context: context
+        ) { _, _ in
+          seen.withLock { $0["handler"] = Self.onEventLoop }
+          return StreamingServerResponse { writer in
+            seen.withLock { $0["response body"] = Self.onEventLoop }
+            try await writer.write("here")
+            return [:]
+          }
         }
-      }
-      let written = try await response.accepted.get().producer(RPCWriter(wrapping: CollectingWriter()))
+      let written = try await response.accepted.get().producer(
+        RPCWriter(wrapping: CollectingWriter())
+      )
       #expect(written.isEmpty)
       seen.withLock { $0["server task, after"] = Self.onEventLoop }
     }
     try await loops.shutdownGracefully()
     #expect(
       seen.withLock { $0 }
-        == ["server task": true, "handler": false, "response body": false, "server task, after": true]
+        == [
+          "server task": true, "handler": false, "response body": false, "server task, after": true,
+        ]
     )
   }
 
@@ -70,7 +77,9 @@ struct ServerThreadsTests {
     #expect(onOurs)
   }
 
-  @Test("a fast-path call's task is cancelled by the default deadline whether it is known yet or not")
+  @Test(
+    "a fast-path call's task is cancelled by the default deadline whether it is known yet or not"
+  )
   func cancellingTheCallsTask() async {
     // The deadline may pass before the call's task is attached: the signal is kept, and
     // applied when it is.

@@ -4,8 +4,8 @@ import GRPCCore
 import GRPCNIOTransportHTTP2
 import RosterProto
 import Synchronization
-import Testing
 import TestSupport
+import Testing
 
 /// SIGTERM under a steady write load: every call either completes or gets `UNAVAILABLE`,
 /// every acknowledged write is in the database afterwards, the process exits 0, and the
@@ -26,7 +26,8 @@ struct ShutdownTests {
     defer { try? FileManager.default.removeItem(atPath: directory) }
     let path = directory + "/shutdown.sqlite"
     let server = try await RosterProcess.serve(arguments: [
-      "--db", path, "--seed-employees", "50", "--no-seed-pictures", "--seed-sales-per-employee", "0",
+      "--db", path, "--seed-employees", "50", "--no-seed-pictures", "--seed-sales-per-employee",
+      "0",
       "--no-log-requests",
     ])
     let outcome = Outcome()
@@ -38,11 +39,11 @@ struct ShutdownTests {
     ) { client in
       let directoryClient = Roster_V1_Directory.Client(wrapping: client)
       return try await withThrowingTaskGroup(of: Int32?.self) { group in
-        for worker in 0..<Self.workers {
+        for worker in 0 ..< Self.workers {
           group.addTask {
             // Each worker writes until its first failure; a failure after shutdown began is
             // the only kind expected.
-            for index in 0..<100_000 {
+            for index in 0 ..< 100_000 {
               do {
                 let created = try await directoryClient.createEmployee(
                   .with {

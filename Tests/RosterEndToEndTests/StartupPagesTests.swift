@@ -2,25 +2,32 @@ import Foundation
 import GRPCCore
 import GRPCNIOTransportHTTP2
 import RosterProto
-import Testing
 import TestSupport
+import Testing
 
 /// `roster serve` gives back the code only starting up touched (`StartupPages`), and keeps
 /// working: what it runs afterwards maps back in.
 @Suite("Startup pages", .timeLimit(.minutes(10)))
 struct StartupPagesTests {
-  @Test("once listening, file-backed memory falls well below a server that keeps its startup pages, and every kind of call still works")
+  @Test(
+    "once listening, file-backed memory falls well below a server that keeps its startup pages, and every kind of call still works"
+  )
   func releasedAndStillServing() async throws {
     let directory = try makeTemporaryDirectory()
     defer { try? FileManager.default.removeItem(atPath: directory) }
     let arguments = ["--db", directory + "/pages.sqlite", "--seed-employees", "200"]
     let kept = try await RosterProcess.serve(
-      arguments: arguments, environment: ["ROSTER_COMPARE": "no-release-startup-pages"])
+      arguments: arguments,
+      environment: ["ROSTER_COMPARE": "no-release-startup-pages"]
+    )
     let keptFile = try await Self.settledFileBacked(kept.processIdentifier)
     #expect(kept.terminate() == 0)
     let released = try await RosterProcess.serve(arguments: arguments)
     let releasedFile = try await Self.settledFileBacked(released.processIdentifier)
-    #expect(releasedFile < keptFile * 6 / 10, "RssFile \(releasedFile) kB released, \(keptFile) kB kept")
+    #expect(
+      releasedFile < keptFile * 6 / 10,
+      "RssFile \(releasedFile) kB released, \(keptFile) kB kept"
+    )
 
     try await withGRPCClient(
       transport: .http2NIOPosix(
@@ -49,7 +56,9 @@ struct StartupPagesTests {
         return count
       }
       #expect(streamed == 201)
-      let headcounts = try await Roster_V1_Analytics.Client(wrapping: client).departmentHeadcounts(.init())
+      let headcounts = try await Roster_V1_Analytics.Client(wrapping: client).departmentHeadcounts(
+        .init()
+      )
       #expect(headcounts.departments.map(\.headcount).reduce(0, +) == 201)
       let health = Grpc_Health_V1_Health.Client(wrapping: client)
       #expect(try await health.check(.init()).status == .serving)

@@ -2,8 +2,8 @@ import Foundation
 import GRPCCore
 import GRPCNIOTransportHTTP2
 import RosterProto
-import Testing
 import TestSupport
+import Testing
 
 /// TLS and mutual TLS through the real binary, with certificates the test makes itself.
 @Suite("TLS, end to end", .timeLimit(.minutes(10)))
@@ -42,11 +42,17 @@ struct TLSTests {
     do {
       return .success(
         try await withGRPCClient(
-          transport: .http2NIOPosix(target: .ipv4(address: "127.0.0.1", port: port), transportSecurity: security)
+          transport: .http2NIOPosix(
+            target: .ipv4(address: "127.0.0.1", port: port),
+            transportSecurity: security
+          )
         ) { client in
           var options = CallOptions.defaults
           options.timeout = .seconds(60)
-          return try await Roster_V1_Directory.Client(wrapping: client).countEmployees(.init(), options: options).count
+          return try await Roster_V1_Directory.Client(wrapping: client).countEmployees(
+            .init(),
+            options: options
+          ).count
         }
       )
     } catch {
@@ -75,12 +81,18 @@ struct TLSTests {
     let server = try await RosterProcess.serve(arguments: tlsArguments)
     #expect(try await Self.count(port: server.port, trusting).get() == 25)
     // Plaintext to a TLS port, and TLS that does not trust the CA, both fail.
-    await #expect(throws: (any Error).self) { try await Self.count(port: server.port, .plaintext).get() }
+    await #expect(throws: (any Error).self) {
+      try await Self.count(port: server.port, .plaintext).get()
+    }
     await #expect(throws: (any Error).self) { try await Self.count(port: server.port, .tls).get() }
     #expect(server.terminate() == 0)
 
-    let mutual = try await RosterProcess.serve(arguments: tlsArguments + ["--tls-client-ca", directory + "/ca.pem"])
-    await #expect(throws: (any Error).self) { try await Self.count(port: mutual.port, trusting).get() }
+    let mutual = try await RosterProcess.serve(
+      arguments: tlsArguments + ["--tls-client-ca", directory + "/ca.pem"]
+    )
+    await #expect(throws: (any Error).self) {
+      try await Self.count(port: mutual.port, trusting).get()
+    }
     #expect(try await Self.count(port: mutual.port, withCertificate).get() == 25)
 
     // The CLI client speaks it too.

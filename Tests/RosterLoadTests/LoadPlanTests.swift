@@ -39,7 +39,7 @@ struct LoadPlanTests {
     var random = SplitMix64(seed: 42)
     var counts: [Scenario: Int] = [:]
     let rolls = 200_000
-    for _ in 0..<rolls { counts[mix.pick(random.next()), default: 0] += 1 }
+    for _ in 0 ..< rolls { counts[mix.pick(random.next()), default: 0] += 1 }
     for entry in mix.entries {
       let share = Double(counts[entry.scenario] ?? 0) / Double(rolls) * 100
       #expect(abs(share - Double(entry.weight)) < 0.5, "\(entry.scenario): \(share)%")

@@ -13,11 +13,15 @@ struct LoadReportTests {
   /// 1,000 `get` calls at 1–1,000 µs (one failed), and 100 `list` calls at 10 ms.
   static func sample() -> LoadResult {
     var get = Tally()
-    for microseconds in 1...1_000 {
-      get.record(microseconds: UInt64(microseconds), status: microseconds == 500 ? 14 : nil, items: 1)
+    for microseconds in 1 ... 1_000 {
+      get.record(
+        microseconds: UInt64(microseconds),
+        status: microseconds == 500 ? 14 : nil,
+        items: 1
+      )
     }
     var list = Tally()
-    for _ in 0..<100 { list.record(microseconds: 10_000, status: nil, items: 50) }
+    for _ in 0 ..< 100 { list.record(microseconds: 10_000, status: nil, items: 50) }
     return LoadReport.make(
       configuration: LoadConfiguration(target: .ipv4(address: "127.0.0.1", port: 50051)),
       tallies: [.get: get, .list: list],
@@ -89,9 +93,12 @@ struct LoadReportTests {
     let parser = XMLParser(data: Data(svg.utf8))
     #expect(parser.parse(), "\(parser.parserError.map(String.init(describing:)) ?? "")")
     #expect(svg.components(separatedBy: "<polyline").count - 1 == 3)
-    #expect(svg.contains(">get</text>") && svg.contains(">list</text>") && svg.contains(">all</text>"))
+    #expect(
+      svg.contains(">get</text>") && svg.contains(">list</text>") && svg.contains(">all</text>")
+    )
     #expect(svg.contains("99.9%"))
-    #expect(!svg.contains("http://") || svg.components(separatedBy: "http://").count == 2)  // only xmlns
+    // Only xmlns.
+    #expect(!svg.contains("http://") || svg.components(separatedBy: "http://").count == 2)
   }
 
   @Test("the .hgrm output is HdrHistogram's format, in milliseconds")
@@ -103,7 +110,9 @@ struct LoadReportTests {
     #expect(text.contains("Total count    =         1100"))
     // The last data line reaches the 100th percentile at the 10 ms maximum (to the
     // histogram's three significant digits).
-    let data = lines.filter { $0.first == " " && (3...4).contains($0.split(separator: " ").count) }
+    let data = lines.filter {
+      $0.first == " " && (3 ... 4).contains($0.split(separator: " ").count)
+    }
     let last = try #require(data.last?.split(separator: " "))
     #expect(abs(Double(last[0])! - 10.0) < 0.01)
     #expect(Double(last[1])! == 1.0)

@@ -1,12 +1,12 @@
 import Foundation
 import GRPCCore
-import RosterSQLite
 import RosterDomain
-import Testing
+import RosterImaging
+import RosterSQLite
 import TestSupport
+import Testing
 
 @testable import RosterLoad
-import RosterImaging
 
 /// The load generator against the real `roster serve`, over loopback.
 @Suite("roster load against a live server", .timeLimit(.minutes(10)), .serialized)
@@ -19,14 +19,20 @@ struct LoadRunnerTests {
   ) async throws {
     let directory = try makeTemporaryDirectory()
     defer { try? FileManager.default.removeItem(atPath: directory) }
-    var arguments = ["--db", directory + "/load.sqlite", "--seed-employees", String(employees),
-                     "--seed-sales-per-employee", "2", "--no-log-requests"]
+    var arguments = [
+      "--db", directory + "/load.sqlite", "--seed-employees", String(employees),
+      "--seed-sales-per-employee", "2", "--no-log-requests",
+    ]
     if !pictures { arguments.append("--no-seed-pictures") }
     arguments += extra.map { $0.replacingOccurrences(of: "$DIR", with: directory) }
     if let tokens = extra.firstIndex(of: "--tokens").map({ extra[$0 + 1] }) {
       // One reader token, "load-test-token", for servers that require one.
       let line = "reader \(Digest.sha256Hex(Array("load-test-token".utf8))) load\n"
-      try line.write(toFile: tokens.replacingOccurrences(of: "$DIR", with: directory), atomically: true, encoding: .utf8)
+      try line.write(
+        toFile: tokens.replacingOccurrences(of: "$DIR", with: directory),
+        atomically: true,
+        encoding: .utf8
+      )
     }
     let server = try await RosterProcess.serve(arguments: arguments)
     defer { _ = server.terminate() }
@@ -37,7 +43,11 @@ struct LoadRunnerTests {
 
   /// Stops the server with SIGSTOP for `duration`, starting `delay` from now, as a stalled
   /// machine would, then lets it go on.
-  static func freeze(_ server: RosterProcess, after delay: Duration, for duration: Duration) async throws {
+  static func freeze(
+    _ server: RosterProcess,
+    after delay: Duration,
+    for duration: Duration
+  ) async throws {
     try await Task.sleep(for: delay)
     kill(server.pid, SIGSTOP)
     defer { kill(server.pid, SIGCONT) }
@@ -58,7 +68,11 @@ struct LoadRunnerTests {
       let report = result.report
       #expect(report.total.requests == 600)
       #expect(report.total.errors == 0, "\(report.text)")
-      #expect(Set(report.scenarios.map(\.scenario)) == ["get", "list", "search", "stream", "analytics", "write"])
+      #expect(
+        Set(report.scenarios.map(\.scenario)) == [
+          "get", "list", "search", "stream", "analytics", "write",
+        ]
+      )
       #expect(report.employeesDiscovered == 120)
       // Reads carried rows: a list page is 50 rows of 120 employees, and a stream reads them all.
       let list = try #require(report.scenarios.first { $0.scenario == "list" })
@@ -112,7 +126,8 @@ struct LoadRunnerTests {
       await #expect {
         _ = try await LoadRunner(configuration: configuration).run()
       } throws: { error in
-        (error as? LoadError)?.description.contains("no employee has a picture, so 'thumbnail'") == true
+        (error as? LoadError)?.description.contains("no employee has a picture, so 'thumbnail'")
+          == true
       }
     }
   }
@@ -176,7 +191,10 @@ struct LoadRunnerTests {
     }
   }
 
-  @Test("a per-call deadline ends calls to a frozen server with DEADLINE_EXCEEDED", arguments: [true, false])
+  @Test(
+    "a per-call deadline ends calls to a frozen server with DEADLINE_EXCEEDED",
+    arguments: [true, false]
+  )
   func deadline(lean: Bool) async throws {
     try await Self.server { server, base in
       var configuration = base
@@ -197,7 +215,9 @@ struct LoadRunnerTests {
     }
   }
 
-  @Test("when the server closes connections (GOAWAY, --max-age-s), the lean client reconnects and the load goes on")
+  @Test(
+    "when the server closes connections (GOAWAY, --max-age-s), the lean client reconnects and the load goes on"
+  )
   func reconnectsAfterGoAway() async throws {
     // 3 s, not less: the run's start (discovery, on grpc-swift's client) must not meet a
     // GOAWAY even when the machine is busy with the other suites.
@@ -218,7 +238,10 @@ struct LoadRunnerTests {
       // second GOAWAY finds no open stream while a stream opened just before it is still
       // starting); they are not retried, as the server may have run them.
       #expect(report.total.errors * 100 <= report.total.requests, "\(report.text)")
-      #expect(report.total.errors == (report.total.errorsByStatus["UNAVAILABLE"] ?? 0), "\(report.text)")
+      #expect(
+        report.total.errors == (report.total.errorsByStatus["UNAVAILABLE"] ?? 0),
+        "\(report.text)"
+      )
     }
   }
 }

@@ -1,9 +1,10 @@
 import Foundation
 import PostgresNIO
 import RosterDomain
-@testable import RosterPostgres
-import Testing
 import TestSupport
+import Testing
+
+@testable import RosterPostgres
 
 /// Heavy reads on PostgreSQL: admitted a few at a time, and stopped at the server when their
 /// call is cancelled or its deadline passes.
@@ -11,12 +12,15 @@ import TestSupport
 struct HeavyReadTests {
   /// A heavy read that holds its place for `seconds` at the server.
   static func sleep(_ store: PostgresStore, seconds: Double) async throws {
-    _ = try await store.heavy { try await $0.rows(PostgresQuery(unsafeSQL: "SELECT pg_sleep(\(seconds))")) }
+    _ = try await store.heavy {
+      try await $0.rows(PostgresQuery(unsafeSQL: "SELECT pg_sleep(\(seconds))"))
+    }
   }
 
   /// Statements running `pg_sleep(seconds)` at the server now (each test sleeps for a
   /// length of its own, as the tests run side by side).
-  static func sleepers(_ configuration: PostgresConfiguration, seconds: Double) async throws -> Int {
+  static func sleepers(_ configuration: PostgresConfiguration, seconds: Double) async throws -> Int
+  {
     let rows = try await PostgresTesting.query(
       configuration,
       "SELECT count(*) FROM pg_stat_activity WHERE query = 'SELECT pg_sleep(\(seconds))' AND state = 'active'"
@@ -24,18 +28,24 @@ struct HeavyReadTests {
     return try rows.first?.decode(Int.self) ?? 0
   }
 
-  @Test("past the running and waiting places, a heavy read is refused at once with RESOURCE_EXHAUSTED")
+  @Test(
+    "past the running and waiting places, a heavy read is refused at once with RESOURCE_EXHAUSTED"
+  )
   func admission() async throws {
     var configuration = try PostgresTesting.configuration()
     configuration.heavyReads = 1
     configuration.heavyQueueLimit = 1
     try await PostgresTesting.withStore(configuration) { store in
       try await withThrowingTaskGroup(of: Void.self) { group in
-        for _ in 0..<2 { group.addTask { try await Self.sleep(store, seconds: 4) } }
+        for _ in 0 ..< 2 { group.addTask { try await Self.sleep(store, seconds: 4) } }
         // Wait until one runs and one waits.
-        for _ in 0..<200 where store.heavyReads.load != (1, 1) { try await Task.sleep(for: .milliseconds(10)) }
+        for _ in 0 ..< 200 where store.heavyReads.load != (1, 1) {
+          try await Task.sleep(for: .milliseconds(10))
+        }
         #expect(store.heavyReads.load == (1, 1))
-        let error = await #expect(throws: StoreError.self) { try await Self.sleep(store, seconds: 4) }
+        let error = await #expect(throws: StoreError.self) {
+          try await Self.sleep(store, seconds: 4)
+        }
         #expect(error?.code == .resourceExhausted)
         #expect(error?.message.contains("busy") == true)
         // At once: the running and the waiting read still hold their places (waiting would
@@ -56,8 +66,12 @@ struct HeavyReadTests {
     let configuration = try PostgresTesting.configuration()
     try await PostgresTesting.withStore(configuration) { store in
       let control = CallControl(deadline: nil)
-      let call = Task { try await CallControl.$current.withValue(control) { try await Self.sleep(store, seconds: 60.1) } }
-      for _ in 0..<200 where try await Self.sleepers(configuration, seconds: 60.1) == 0 {
+      let call = Task {
+        try await CallControl.$current.withValue(control) {
+          try await Self.sleep(store, seconds: 60.1)
+        }
+      }
+      for _ in 0 ..< 200 where try await Self.sleepers(configuration, seconds: 60.1) == 0 {
         try await Task.sleep(for: .milliseconds(10))
       }
       #expect(try await Self.sleepers(configuration, seconds: 60.1) == 1)
@@ -67,7 +81,10 @@ struct HeavyReadTests {
       #expect(error.code == .cancelled)
       // The statement sleeps for a minute: anything well short of that was stopped.
       #expect(ContinuousClock.now - cancelled < .seconds(15), "stopped, not waited out")
-      #expect(try await Self.sleepers(configuration, seconds: 60.1) == 0, "the statement no longer runs at the server")
+      #expect(
+        try await Self.sleepers(configuration, seconds: 60.1) == 0,
+        "the statement no longer runs at the server"
+      )
     }
   }
 
@@ -76,7 +93,7 @@ struct HeavyReadTests {
     let configuration = try PostgresTesting.configuration()
     try await PostgresTesting.withStore(configuration) { store in
       let task = Task { try await Self.sleep(store, seconds: 60.2) }
-      for _ in 0..<200 where try await Self.sleepers(configuration, seconds: 60.2) == 0 {
+      for _ in 0 ..< 200 where try await Self.sleepers(configuration, seconds: 60.2) == 0 {
         try await Task.sleep(for: .milliseconds(10))
       }
       #expect(try await Self.sleepers(configuration, seconds: 60.2) == 1)
@@ -96,7 +113,9 @@ struct HeavyReadTests {
       let started = ContinuousClock.now
       let control = CallControl(deadline: started + .milliseconds(400))
       let error = try await #require(throws: StoreError.self) {
-        try await CallControl.$current.withValue(control) { try await Self.sleep(store, seconds: 60.3) }
+        try await CallControl.$current.withValue(control) {
+          try await Self.sleep(store, seconds: 60.3)
+        }
       }
       let took = ContinuousClock.now - started
       #expect(error.code == .deadlineExceeded)
@@ -111,8 +130,10 @@ struct HeavyReadTests {
     #expect(PostgresStore.timeoutMilliseconds(budget: .seconds(30), deadline: nil) == 30_000)
     #expect(PostgresStore.timeoutMilliseconds(budget: nil, deadline: nil) == 0)
     let soon = PostgresStore.timeoutMilliseconds(budget: .seconds(30), deadline: .now + .seconds(2))
-    #expect((1_900...2_000).contains(soon))
-    #expect(PostgresStore.timeoutMilliseconds(budget: .seconds(1), deadline: .now + .seconds(60)) == 1_000)
+    #expect((1_900 ... 2_000).contains(soon))
+    #expect(
+      PostgresStore.timeoutMilliseconds(budget: .seconds(1), deadline: .now + .seconds(60)) == 1_000
+    )
     #expect(PostgresStore.timeoutMilliseconds(budget: nil, deadline: .now - .seconds(1)) == 1)
   }
 }

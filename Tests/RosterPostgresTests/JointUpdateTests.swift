@@ -1,16 +1,23 @@
 import Foundation
 import RosterDomain
-@testable import RosterPostgres
-import Testing
 import TestSupport
+import Testing
+
+@testable import RosterPostgres
 
 /// The writer runs the prepared updates and the creates of a batch that are next to each other,
 /// each of a different employee, as one statement of each kind (`EmployeeUpdates`,
 /// `EmployeeInserts`): each write still gets its own answer, found or not, taken or not, and
 /// its own change in the log, and two updates of one employee both land.
-@Suite("PostgreSQL updates and creates written together", .timeLimit(.minutes(5)), .enabled(if: PostgresTesting.enabled))
+@Suite(
+  "PostgreSQL updates and creates written together",
+  .timeLimit(.minutes(5)),
+  .enabled(if: PostgresTesting.enabled)
+)
 struct JointUpdateTests {
-  @Test("300 concurrent updates: two of different fields for each of 100 employees, two for each of 50 unknown guids")
+  @Test(
+    "300 concurrent updates: two of different fields for each of 100 employees, two for each of 50 unknown guids"
+  )
   func concurrentUpdates() async throws {
     let configuration = try PostgresTesting.configuration()
     try await PostgresTesting.withStore(configuration) { store in
@@ -19,8 +26,8 @@ struct JointUpdateTests {
       // Each employee gets two updates of different fields (its e-mail, then its vacation days
       // and active flag), sent at once: both must land whatever the order and the batches.
       let answers = try await withThrowingTaskGroup(of: (String, String).self) { group in
-        for index in 1...150 {
-          for part in 0..<2 {
+        for index in 1 ... 150 {
+          for part in 0 ..< 2 {
             group.addTask {
               let guid = "guid-\(index)"
               var changes = EmployeeChanges()
@@ -31,8 +38,15 @@ struct JointUpdateTests {
                 changes.active = index % 2 == 0
               }
               do {
-                let employee = try await store.updateEmployee(guid: guid, changes: changes, context: WriteContext(author: "test"))
-                return ("\(guid)/\(part)", "\(employee.guid) \(employee.name) \(part == 0 ? employee.email : "\(employee.vacationDays) \(employee.active)")")
+                let employee = try await store.updateEmployee(
+                  guid: guid,
+                  changes: changes,
+                  context: WriteContext(author: "test")
+                )
+                return (
+                  "\(guid)/\(part)",
+                  "\(employee.guid) \(employee.name) \(part == 0 ? employee.email : "\(employee.vacationDays) \(employee.active)")"
+                )
               } catch let error as StoreError where error.code == .notFound {
                 return ("\(guid)/\(part)", "not found")
               }
@@ -43,23 +57,33 @@ struct JointUpdateTests {
         for try await (key, answer) in group { answers[key] = answer }
         return answers
       }
-      for index in 1...150 {
+      for index in 1 ... 150 {
         let guid = "guid-\(index)"
         if index <= 100 {
           #expect(answers["\(guid)/0"] == "\(guid) Name \(index) e\(index)@example.com")
           #expect(answers["\(guid)/1"] == "\(guid) Name \(index) \(index % 20) \(index % 2 == 0)")
           let stored = try await store.employee(guid: guid, fields: .all)
-          #expect(stored.email == "e\(index)@example.com" && stored.vacationDays == index % 20 && stored.active == (index % 2 == 0), "\(guid)")
+          #expect(
+            stored.email == "e\(index)@example.com" && stored.vacationDays == index % 20
+              && stored.active == (index % 2 == 0),
+            "\(guid)"
+          )
         } else {
-          #expect(answers["\(guid)/0"] == "not found" && answers["\(guid)/1"] == "not found", "\(guid)")
+          #expect(
+            answers["\(guid)/0"] == "not found" && answers["\(guid)/1"] == "not found",
+            "\(guid)"
+          )
         }
       }
       // One change per update that found its employee, naming what it changed.
       let changes = try await store.changes(after: before, limit: 1_000)
       #expect(changes.count == 200)
-      for index in 1...100 {
+      for index in 1 ... 100 {
         let mine = changes.filter { $0.guid == "guid-\(index)" }
-        #expect(mine.count == 2 && mine.contains { $0.fields == ["email"] }, "guid-\(index): \(mine.map(\.fields))")
+        #expect(
+          mine.count == 2 && mine.contains { $0.fields == ["email"] },
+          "guid-\(index): \(mine.map(\.fields))"
+        )
       }
       let joint = store.writes.jointWrites.load(ordering: .relaxed)
       #expect(joint > 0, "no batch wrote its updates together")
@@ -73,10 +97,14 @@ struct JointUpdateTests {
       try await PointReadTests.insertEmployees(60, configuration)
       // Past the service's validation, straight to the writer: a negative number of vacation
       // days, which the table's CHECK refuses, in the middle of many good updates.
-      let outcomes = await Self.outcomes(1...60) { index in
-        try await Self.updateVacation(store, guid: "guid-\(index)", to: index == 30 ? -1 : 100 + index)
+      let outcomes = await Self.outcomes(1 ... 60) { index in
+        try await Self.updateVacation(
+          store,
+          guid: "guid-\(index)",
+          to: index == 30 ? -1 : 100 + index
+        )
       }
-      for index in 1...60 {
+      for index in 1 ... 60 {
         let stored = try await store.employee(guid: "guid-\(index)", fields: .all)
         if index == 30 {
           #expect(outcomes[index] == false)
@@ -94,17 +122,24 @@ struct JointUpdateTests {
     let configuration = try PostgresTesting.configuration()
     try await PostgresTesting.withStore(configuration) { store in
       let context = WriteContext(author: "test")
-      let taken = (0..<10).map { _ in UUID().uuidString.lowercased() }
+      let taken = (0 ..< 10).map { _ in UUID().uuidString.lowercased() }
       for guid in taken {
-        _ = try await store.createEmployee(makeEmployee(name: "First", guid: guid), context: context)
+        _ = try await store.createEmployee(
+          makeEmployee(name: "First", guid: guid),
+          context: context
+        )
       }
       let before = try await store.changes(after: 0, limit: 1_000).last?.sequence ?? 0
       let jointBefore = store.writes.jointWrites.load(ordering: .relaxed)
-      let fresh = (0..<100).map { _ in UUID().uuidString.lowercased() }
+      let fresh = (0 ..< 100).map { _ in UUID().uuidString.lowercased() }
       let answers = try await withThrowingTaskGroup(of: (String, String).self) { group in
         for (index, guid) in (fresh + taken).enumerated() {
           group.addTask {
-            let employee = makeEmployee(name: "New \(index)", department: "Dept \(index % 3)", guid: guid)
+            let employee = makeEmployee(
+              name: "New \(index)",
+              department: "Dept \(index % 3)",
+              guid: guid
+            )
             do {
               let created = try await store.createEmployee(employee, context: context)
               return (guid, "created \(created.id > 0) \(created.name)")
@@ -121,13 +156,19 @@ struct JointUpdateTests {
       for (index, guid) in fresh.enumerated() {
         #expect(answers[guid] == "created true New \(index)", "\(guid)")
         let stored = try await store.employee(guid: guid, fields: .all)
-        #expect(stored.name == "New \(index)" && stored.department == "Dept \(index % 3)", "\(guid)")
+        #expect(
+          stored.name == "New \(index)" && stored.department == "Dept \(index % 3)",
+          "\(guid)"
+        )
         ids.insert(stored.id)
       }
       #expect(ids.count == fresh.count, "two creates got one id")
       for guid in taken {
         #expect(answers[guid] == "taken", "\(guid)")
-        #expect(try await store.employee(guid: guid, fields: .all).name == "First", "a refused create changed \(guid)")
+        #expect(
+          try await store.employee(guid: guid, fields: .all).name == "First",
+          "a refused create changed \(guid)"
+        )
       }
       // One change per employee created; none for the guids already taken.
       let changes = try await store.changes(after: before, limit: 1_000)
@@ -145,7 +186,7 @@ struct JointUpdateTests {
       try await PointReadTests.insertEmployees(30, configuration)
       // Past the service's validation, straight to the writer: a negative number of vacation
       // days, which the table's CHECK refuses, among good creates and updates.
-      let outcomes = await Self.outcomes(1...60) { index in
+      let outcomes = await Self.outcomes(1 ... 60) { index in
         if index % 2 == 0 {
           try await Self.updateVacation(store, guid: "guid-\(index / 2)", to: 100 + index)
           return
@@ -157,10 +198,16 @@ struct JointUpdateTests {
         }()
         try await store.writes.submitInsert(employee) { transaction, id, now in
           guard id != nil else { throw StoreError(.alreadyExists, "taken") }
-          transaction.record(.employee, guid: employee.guid, kind: .inserted, context: WriteContext(author: "test"), timeMillis: now)
+          transaction.record(
+            .employee,
+            guid: employee.guid,
+            kind: .inserted,
+            context: WriteContext(author: "test"),
+            timeMillis: now
+          )
         }
       }
-      for index in 1...60 {
+      for index in 1 ... 60 {
         if index == 31 {
           #expect(outcomes[index] == false)
           await #expect(throws: StoreError.self, "the refused create wrote its row") {
@@ -168,18 +215,25 @@ struct JointUpdateTests {
           }
         } else if index % 2 == 0 {
           #expect(outcomes[index] == true, "update \(index)")
-          #expect(try await store.employee(guid: "guid-\(index / 2)", fields: .all).vacationDays == 100 + index)
+          #expect(
+            try await store.employee(guid: "guid-\(index / 2)", fields: .all).vacationDays == 100
+              + index
+          )
         } else {
           #expect(outcomes[index] == true, "create \(index)")
-          #expect(try await store.employee(guid: "new-\(index)", fields: .all).vacationDays == index)
+          #expect(
+            try await store.employee(guid: "new-\(index)", fields: .all).vacationDays == index
+          )
         }
       }
     }
   }
 
-
   /// Runs `write` for each of `indices` at once; which of them succeeded.
-  static func outcomes(_ indices: ClosedRange<Int>, _ write: @escaping @Sendable (Int) async throws -> Void) async -> [Int: Bool] {
+  static func outcomes(
+    _ indices: ClosedRange<Int>,
+    _ write: @escaping @Sendable (Int) async throws -> Void
+  ) async -> [Int: Bool] {
     await withTaskGroup(of: (Int, Bool).self) { group in
       for index in indices {
         group.addTask { ((try? await write(index)) != nil) ? (index, true) : (index, false) }
@@ -197,7 +251,14 @@ struct JointUpdateTests {
     changes.vacationDays = days
     let update = try #require(EmployeeUpdate(guid: guid, changes: changes))
     _ = try await store.writes.submitUpdate(update) { [changes] transaction, row, now in
-      try PostgresStore.updated(row, guid: guid, changes: changes, now: now, context: WriteContext(author: "test"), in: transaction)
+      try PostgresStore.updated(
+        row,
+        guid: guid,
+        changes: changes,
+        now: now,
+        context: WriteContext(author: "test"),
+        in: transaction
+      )
     }
   }
 

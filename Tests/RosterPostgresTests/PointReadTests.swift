@@ -1,20 +1,23 @@
 import Foundation
 import RosterDomain
-@testable import RosterPostgres
-import Testing
 import TestSupport
+import Testing
+
+@testable import RosterPostgres
 
 /// `PointReads`: concurrent `GetEmployee` reads share statements, and each still gets its own
 /// answer, found or not, cancelled or not.
 @Suite("PostgreSQL point reads", .timeLimit(.minutes(5)), .enabled(if: PostgresTesting.enabled))
 struct PointReadTests {
-  @Test("300 concurrent reads of 200 employees and 100 unknown guids: each its own answer, from fewer statements")
+  @Test(
+    "300 concurrent reads of 200 employees and 100 unknown guids: each its own answer, from fewer statements"
+  )
   func coalesced() async throws {
     let configuration = try PostgresTesting.configuration()
     try await PostgresTesting.withStore(configuration) { store in
       try await Self.insertEmployees(200, configuration)
       let answers = try await withThrowingTaskGroup(of: (Int, String?).self) { group in
-        for index in 1...300 {
+        for index in 1 ... 300 {
           group.addTask {
             do {
               let employee = try await store.employee(guid: "guid-\(index)", fields: .all)
@@ -28,7 +31,7 @@ struct PointReadTests {
         for try await (index, answer) in group { answers[index] = answer }
         return answers
       }
-      for index in 1...300 {
+      for index in 1 ... 300 {
         let expected = index <= 200 ? "guid-\(index) Name \(index) \(index % 30)" : nil
         #expect(answers[index] == expected, "read \(index)")
       }
@@ -46,7 +49,7 @@ struct PointReadTests {
       // with its employee or is cancelled, and none waits for good (the suite's time limit).
       let outcomes = try await withThrowingTaskGroup(of: String.self) { group in
         var tasks: [Task<String, any Error>] = []
-        for index in 1...200 {
+        for index in 1 ... 200 {
           let task = Task {
             do {
               let employee = try await store.employee(guid: "guid-\(1 + index % 50)", fields: .all)
@@ -64,7 +67,10 @@ struct PointReadTests {
         return outcomes
       }
       #expect(outcomes.count == 200)
-      #expect(outcomes.allSatisfy { $0 == "ok" || $0 == "cancelled" }, "\(outcomes.filter { $0 != "ok" && $0 != "cancelled" })")
+      #expect(
+        outcomes.allSatisfy { $0 == "ok" || $0 == "cancelled" },
+        "\(outcomes.filter { $0 != "ok" && $0 != "cancelled" })"
+      )
       #expect(outcomes.filter { $0 == "ok" }.count >= 100, "the reads not cancelled answered")
     }
   }

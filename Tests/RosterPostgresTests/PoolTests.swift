@@ -1,7 +1,8 @@
 import Foundation
-@testable import RosterPostgres
-import Testing
 import TestSupport
+import Testing
+
+@testable import RosterPostgres
 
 /// The pool keeps every connection open, and the store's own keep-alive
 /// (`PostgresStore.keepAlive`) reaches each of them while nothing else runs; a connection that
@@ -18,9 +19,13 @@ struct PoolTests {
   }
 
   /// Waits (up to 20 s) until `count` backends other than `excluded` have run the keep-alive.
-  static func waitForPings(_ count: Int, excluding excluded: Set<Int32> = [], _ configuration: PostgresConfiguration) async throws -> Set<Int32> {
+  static func waitForPings(
+    _ count: Int,
+    excluding excluded: Set<Int32> = [],
+    _ configuration: PostgresConfiguration
+  ) async throws -> Set<Int32> {
     var pids: Set<Int32> = []
-    for _ in 0..<200 {
+    for _ in 0 ..< 200 {
       pids = try await Self.pinged(configuration).subtracting(excluded)
       if pids.count >= count { break }
       try await Task.sleep(for: .milliseconds(100))
@@ -41,7 +46,10 @@ struct PoolTests {
       let victim = try #require(first.first)
       _ = try await PostgresTesting.query(configuration, "SELECT pg_terminate_backend(\(victim))")
       let replaced = try await Self.waitForPings(3, excluding: [victim], configuration)
-      #expect(replaced.count >= 3 && !replaced.contains(victim), "after a backend was terminated: \(replaced)")
+      #expect(
+        replaced.count >= 3 && !replaced.contains(victim),
+        "after a backend was terminated: \(replaced)"
+      )
       // The store still answers.
       _ = try await store.countEmployees(filter: .init())
     }

@@ -2,12 +2,16 @@ import Foundation
 import RosterPostgres
 import RosterSeed
 import StoreContract
-import Testing
 import TestSupport
+import Testing
 
 /// The store contract (`Tests/StoreContract`) on the PostgreSQL backend: each clause on a new,
 /// empty schema of the throwaway server.
-@Suite("Store contract on PostgreSQL", .timeLimit(.minutes(10)), .enabled(if: PostgresTesting.enabled))
+@Suite(
+  "Store contract on PostgreSQL",
+  .timeLimit(.minutes(10)),
+  .enabled(if: PostgresTesting.enabled)
+)
 struct PostgresContractTests {
   @Test("the PostgreSQL store keeps the store contract", arguments: StoreContract.Clause.allCases)
   func clause(_ clause: StoreContract.Clause) async throws {

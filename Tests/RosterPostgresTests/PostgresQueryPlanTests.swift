@@ -2,9 +2,10 @@ import Foundation
 import PostgresNIO
 import RosterDomain
 import RosterStore
-@testable import RosterPostgres
-import Testing
 import TestSupport
+import Testing
+
+@testable import RosterPostgres
 
 /// Every page shape's plan on PostgreSQL, over enough rows that the planner's choice is real:
 /// no sequential scan of employees, and no sort for ordering (a name search in another order
@@ -37,16 +38,32 @@ struct PostgresQueryPlanTests {
     var checked = 0
     for order in EmployeeOrder.allCases {
       for filter in filters {
-        let keys = PostgresEmployeeSQL.sortKeys(order).map { $0 == "e.department" ? "Dept 3" : "name 2" }
+        let keys = PostgresEmployeeSQL.sortKeys(order).map {
+          $0 == "e.department" ? "Dept 3" : "name 2"
+        }
         for cursor in [nil, EmployeeCursor(keys: keys, id: 100)] {
-          let query = PostgresEmployeeSQL.page(fields: [.guid, .name], filter: filter, order: order, after: cursor, limit: 51)
+          let query = PostgresEmployeeSQL.page(
+            fields: [.guid, .name],
+            filter: filter,
+            order: order,
+            after: cursor,
+            limit: 51
+          )
           let plan = try await Self.explain(configuration, query)
           let shape = "\(order) \(filter) cursor=\(cursor != nil)"
           // A name search may scan the distinct names (`name_counts`), never the employees.
           let nodes = try Self.nodes(plan)
-          #expect(nodes.contains { $0["Relation Name"] as? String == "employees" }, "no read of employees in \(plan)")
-          #expect(!nodes.contains { $0["Node Type"] as? String == "Seq Scan" && $0["Relation Name"] as? String == "employees" },
-                  "a sequential scan of employees for \(shape):\n\(plan)")
+          #expect(
+            nodes.contains { $0["Relation Name"] as? String == "employees" },
+            "no read of employees in \(plan)"
+          )
+          #expect(
+            !nodes.contains {
+              $0["Node Type"] as? String == "Seq Scan"
+                && $0["Relation Name"] as? String == "employees"
+            },
+            "a sequential scan of employees for \(shape):\n\(plan)"
+          )
           if filter.nameContains == nil {
             #expect(!plan.contains("\"Sort\""), "a sort for \(shape):\n\(plan)")
           }
@@ -58,31 +75,53 @@ struct PostgresQueryPlanTests {
     try await PostgresTesting.dropSchema(configuration)
   }
 
-  @Test("name-search pages come in (name, id) order, every match once, with many employees per name")
+  @Test(
+    "name-search pages come in (name, id) order, every match once, with many employees per name"
+  )
   func namePagesInOrder() async throws {
     try await PostgresTesting.withStore { store in
-      let names = ["Ana Lima", "ana lima", "Bárbara Alves", "Carla Dias", "Daniela Rocha", "Zed Quinn"]
-      let made = (0..<300).map { makeEmployee(name: names[$0 % names.count]) }
+      let names = [
+        "Ana Lima", "ana lima", "Bárbara Alves", "Carla Dias", "Daniela Rocha", "Zed Quinn",
+      ]
+      let made = (0 ..< 300).map { makeEmployee(name: names[$0 % names.count]) }
       _ = try await store.importEmployees(made, chunkRows: 50)
       // Renames and deletes leave delta rows in the names' counters until they are folded.
       for employee in made.prefix(20) {
         var changes = EmployeeChanges()
         changes.name = "Ana Lima"
-        _ = try await store.updateEmployee(guid: employee.guid, changes: changes, context: WriteContext())
+        _ = try await store.updateEmployee(
+          guid: employee.guid,
+          changes: changes,
+          context: WriteContext()
+        )
       }
-      for employee in made.suffix(10) { try await store.deleteEmployee(guid: employee.guid, context: WriteContext()) }
+      for employee in made.suffix(10) {
+        try await store.deleteEmployee(guid: employee.guid, context: WriteContext())
+      }
       for text in ["a", "ANA", "lim", "zed"] {
         var walked: [Employee] = []
         var cursor: EmployeeCursor?
         repeat {
-          let page = try await store.employeePage(fields: [.guid, .name], filter: EmployeeFilter(nameContains: text), order: .name, after: cursor, limit: 7)
+          let page = try await store.employeePage(
+            fields: [.guid, .name],
+            filter: EmployeeFilter(nameContains: text),
+            order: .name,
+            after: cursor,
+            limit: 7
+          )
           walked += page.employees
           cursor = page.next
         } while cursor != nil
         let keys = walked.map { (TextFolding.fold($0.name), $0.id) }
-        #expect(zip(keys, keys.dropFirst()).allSatisfy { $0 < $1 }, "'\(text)': out of (name, id) order")
+        #expect(
+          zip(keys, keys.dropFirst()).allSatisfy { $0 < $1 },
+          "'\(text)': out of (name, id) order"
+        )
         let count = try await store.countEmployees(filter: EmployeeFilter(nameContains: text))
-        #expect(Int64(walked.count) == count && Set(walked.map(\.guid)).count == walked.count, "'\(text)': \(walked.count) walked, \(count) counted")
+        #expect(
+          Int64(walked.count) == count && Set(walked.map(\.guid)).count == walked.count,
+          "'\(text)': \(walked.count) walked, \(count) counted"
+        )
       }
     }
   }
@@ -100,10 +139,15 @@ struct PostgresQueryPlanTests {
   }
 
   /// `EXPLAIN (FORMAT JSON)` of a query with its parameters, on a connection of its own.
-  static func explain(_ configuration: PostgresConfiguration, _ query: PostgresQuery) async throws -> String {
+  static func explain(
+    _ configuration: PostgresConfiguration,
+    _ query: PostgresQuery
+  ) async throws -> String {
     var explained = query
     explained.sql = "EXPLAIN (FORMAT JSON) " + query.sql
-    return try await PostgresTesting.query(configuration, explained).map { try $0.decode(String.self) }.joined()
+    return try await PostgresTesting.query(configuration, explained).map {
+      try $0.decode(String.self)
+    }.joined()
   }
 
   @Test("a bulk load ends with every table of the schema vacuumed and analyzed")
@@ -137,7 +181,10 @@ struct PostgresQueryPlanTests {
       let (table, vacuumed, analyzed) = try row.decode((String, Bool, Bool).self)
       return "\(table) \(vacuumed) \(analyzed)"
     }
-    #expect(found == ["change_log true true", "employees true true", "sales true true"], "\(found)")
+    #expect(
+      found == ["change_log true true", "employees true true", "sales true true"],
+      "\(found)"
+    )
     try await PostgresTesting.dropSchema(configuration)
   }
 }

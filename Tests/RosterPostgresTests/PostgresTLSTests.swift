@@ -1,9 +1,10 @@
 import Foundation
 import PostgresNIO
 import RosterDomain
-@testable import RosterPostgres
-import Testing
 import TestSupport
+import Testing
+
+@testable import RosterPostgres
 
 /// TLS to PostgreSQL, as libpq's `sslmode` and `sslrootcert` ask for it, against the
 /// throwaway cluster `scripts/postgres` starts with a certificate signed by a CA of its own
@@ -13,7 +14,9 @@ struct PostgresTLSTests {
   static var caFile: String {
     get throws {
       guard let file = ProcessInfo.processInfo.environment["ROSTER_TEST_POSTGRES_CA"] else {
-        throw TestFailure("ROSTER_TEST_POSTGRES_CA is not set: run the tests under scripts/postgres run")
+        throw TestFailure(
+          "ROSTER_TEST_POSTGRES_CA is not set: run the tests under scripts/postgres run"
+        )
       }
       return file
     }
@@ -21,7 +24,9 @@ struct PostgresTLSTests {
 
   /// The test server's URL with `parameters` added.
   static func url(_ parameters: String) throws -> PostgresURL {
-    guard let base = PostgresTesting.url else { throw TestFailure("ROSTER_TEST_POSTGRES_URL is not set") }
+    guard let base = PostgresTesting.url else {
+      throw TestFailure("ROSTER_TEST_POSTGRES_URL is not set")
+    }
     return try PostgresURL(base + "?" + parameters)
   }
 
@@ -30,7 +35,10 @@ struct PostgresTLSTests {
   static func connectsWithTLS(_ url: PostgresURL) async throws -> Bool {
     var configuration = try PostgresTesting.configuration()
     configuration.url = url
-    let connection = try await Migrator(configuration: configuration, logger: PostgresTesting.logger).connect()
+    let connection = try await Migrator(
+      configuration: configuration,
+      logger: PostgresTesting.logger
+    ).connect()
     defer { Task { try? await connection.close() } }
     let rows = try await connection.query(
       "SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()",
@@ -39,7 +47,9 @@ struct PostgresTLSTests {
     return try rows.first?.decode(Bool.self) ?? false
   }
 
-  @Test("sslmode=require connects over TLS; disable connects in plaintext; prefer is the default and uses TLS")
+  @Test(
+    "sslmode=require connects over TLS; disable connects in plaintext; prefer is the default and uses TLS"
+  )
   func requireAndDisable() async throws {
     #expect(try await Self.connectsWithTLS(Self.url("sslmode=require")))
     #expect(try await Self.connectsWithTLS(Self.url("sslmode=disable")) == false)
@@ -59,9 +69,13 @@ struct PostgresTLSTests {
     }
   }
 
-  @Test("sslmode=verify-full with a CA that did not sign the server's certificate fails at start, saying why")
+  @Test(
+    "sslmode=verify-full with a CA that did not sign the server's certificate fails at start, saying why"
+  )
   func wrongCA() async throws {
-    let directory = FileManager.default.temporaryDirectory.appendingPathComponent("roster-tls-\(UUID().uuidString)")
+    let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
+      "roster-tls-\(UUID().uuidString)"
+    )
     try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
     defer { try? FileManager.default.removeItem(at: directory) }
     let other = directory.appendingPathComponent("other-ca.crt").path
@@ -88,7 +102,9 @@ struct PostgresTLSTests {
     #expect(error?.message.contains("TLS handshake failed") == true, "\(String(describing: error))")
   }
 
-  @Test("a verify mode without a CA file, an unknown sslmode and an unknown parameter are refused, naming them")
+  @Test(
+    "a verify mode without a CA file, an unknown sslmode and an unknown parameter are refused, naming them"
+  )
   func badParameters() throws {
     let missing = try Self.url("sslmode=verify-ca&sslrootcert=/nonexistent/ca.crt")
     let error = #expect(throws: StoreError.self) { _ = try missing.tlsChoice() }

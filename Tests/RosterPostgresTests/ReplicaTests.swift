@@ -1,15 +1,21 @@
 import Foundation
 import PostgresNIO
 import RosterDomain
-@testable import RosterPostgres
 import Synchronization
-import Testing
 import TestSupport
+import Testing
+
+@testable import RosterPostgres
 
 /// What only several replicas over one database can show: one migration however many start
 /// together, a change log in commit order across replicas, watchers woken by another
 /// replica's commit, and group commit.
-@Suite("PostgreSQL replicas", .timeLimit(.minutes(15)), .enabled(if: PostgresTesting.enabled), .serialized)
+@Suite(
+  "PostgreSQL replicas",
+  .timeLimit(.minutes(15)),
+  .enabled(if: PostgresTesting.enabled),
+  .serialized
+)
 struct ReplicaTests {
   @Test("replicas that start together migrate the schema once, and exactly one of them created it")
   func migrateOnce() async throws {
@@ -17,8 +23,10 @@ struct ReplicaTests {
     let stores: [PostgresStore]
     do {
       stores = try await withThrowingTaskGroup(of: PostgresStore.self) { group in
-        for _ in 0..<4 {
-          group.addTask { try await PostgresStore.open(configuration, logger: PostgresTesting.logger) }
+        for _ in 0 ..< 4 {
+          group.addTask {
+            try await PostgresStore.open(configuration, logger: PostgresTesting.logger)
+          }
         }
         return try await group.reduce(into: []) { $0.append($1) }
       }
@@ -26,13 +34,18 @@ struct ReplicaTests {
       throw TestFailure(String(reflecting: error))
     }
     #expect(stores.count(where: \.createdSchema) == 1)
-    let rows = try await PostgresTesting.query(configuration, "SELECT count(*), count(DISTINCT version) FROM schema_migrations")
+    let rows = try await PostgresTesting.query(
+      configuration,
+      "SELECT count(*), count(DISTINCT version) FROM schema_migrations"
+    )
     let (count, distinct) = try rows[0].decode((Int64, Int64).self)
     #expect(count == distinct && count >= 2)
     try await PostgresTesting.dropSchema(configuration)
   }
 
-  @Test("the change log is numbered in commit order across two replicas: a reader tailing it during concurrent writes misses nothing")
+  @Test(
+    "the change log is numbered in commit order across two replicas: a reader tailing it during concurrent writes misses nothing"
+  )
   func commitOrderAcrossReplicas() async throws {
     let configuration = try PostgresTesting.configuration()
     let a = try await PostgresStore.open(configuration, logger: PostgresTesting.logger)
@@ -60,7 +73,7 @@ struct ReplicaTests {
         defer { reader.cancel() }
         let acknowledged = try await withThrowingTaskGroup(of: [String].self) { group in
           // Six writers, three per replica, each creating employees one by one.
-          for writer in 0..<6 {
+          for writer in 0 ..< 6 {
             let store = writer % 2 == 0 ? a : b
             group.addTask {
               var made: [String] = []
@@ -71,7 +84,12 @@ struct ReplicaTests {
                 employee.department = ["Sales", "Design"][made.count % 2]
                 employee.startDate = "2020-01-01"
                 employee.active = true
-                made.append(try await store.createEmployee(employee, context: WriteContext(author: "w\(writer)")).guid)
+                made.append(
+                  try await store.createEmployee(
+                    employee,
+                    context: WriteContext(author: "w\(writer)")
+                  ).guid
+                )
               }
               return made
             }
@@ -97,12 +115,20 @@ struct ReplicaTests {
     }
     try await PostgresTesting.dropSchema(configuration)
     #expect(acknowledged.count > 50, "writes made: \(acknowledged.count)")
-    #expect(all.map(\.sequence) == Array(1...Int64(all.count)), "no gaps, in order")
-    #expect(Set(all.map(\.guid)) == Set(acknowledged), "every acknowledged write is logged, and nothing else")
-    #expect(tailed.map(\.sequence) == all.map(\.sequence), "the tailing reader saw \(tailed.count) of \(all.count)")
+    #expect(all.map(\.sequence) == Array(1 ... Int64(all.count)), "no gaps, in order")
+    #expect(
+      Set(all.map(\.guid)) == Set(acknowledged),
+      "every acknowledged write is logged, and nothing else"
+    )
+    #expect(
+      tailed.map(\.sequence) == all.map(\.sequence),
+      "the tailing reader saw \(tailed.count) of \(all.count)"
+    )
   }
 
-  @Test("a watcher on replica B wakes within 100 ms of a commit through replica A (LISTEN/NOTIFY, no polling)")
+  @Test(
+    "a watcher on replica B wakes within 100 ms of a commit through replica A (LISTEN/NOTIFY, no polling)"
+  )
   func watcherWakesAcrossReplicas() async throws {
     var configuration = try PostgresTesting.configuration()
     configuration.feedPollInterval = .seconds(600)
@@ -112,10 +138,12 @@ struct ReplicaTests {
       try await PostgresTesting.running(b) { b in
         try await Task.sleep(for: .milliseconds(300))  // B's LISTEN is in place
         var delays: [Duration] = []
-        for round in 0..<5 {
+        for round in 0 ..< 5 {
           let start = b.latestChange
           // Bounded: a watcher that is never woken fails the test instead of hanging it.
-          async let woke: ContinuousClock.Instant = withThrowingTaskGroup(of: ContinuousClock.Instant.self) { race in
+          async let woke: ContinuousClock.Instant = withThrowingTaskGroup(
+            of: ContinuousClock.Instant.self
+          ) { race in
             race.addTask {
               _ = try await b.waitForChanges(after: start)
               return ContinuousClock.now
@@ -152,7 +180,7 @@ struct ReplicaTests {
   func groupCommit() async throws {
     try await PostgresTesting.withStore { store in
       try await withThrowingTaskGroup(of: Void.self) { group in
-        for index in 0..<64 {
+        for index in 0 ..< 64 {
           group.addTask {
             var employee = Employee()
             employee.guid = UUID().uuidString.lowercased()
@@ -166,25 +194,35 @@ struct ReplicaTests {
       }
       // Each transaction numbers its changes in one statement, outside the writes'
       // savepoints, so its log rows share the transaction's id.
-      let rows = try await PostgresTesting.query(store.configuration, "SELECT count(*), count(DISTINCT xmin::text) FROM change_log")
+      let rows = try await PostgresTesting.query(
+        store.configuration,
+        "SELECT count(*), count(DISTINCT xmin::text) FROM change_log"
+      )
       let (changes, transactions) = try rows[0].decode((Int64, Int64).self)
       #expect(changes == 64)
       #expect(transactions <= 32, "64 writes took \(transactions) transactions")
     }
   }
 
-  @Test("in a shared transaction, a write without a savepoint whose statement fails answers alone; the others commit")
+  @Test(
+    "in a shared transaction, a write without a savepoint whose statement fails answers alone; the others commit"
+  )
   func failedWriteWithoutSavepoint() async throws {
     try await PostgresTesting.withStore { store in
-      _ = try await PostgresTesting.query(store.configuration, "CREATE TABLE writes (name text PRIMARY KEY, one int8 NOT NULL)")
+      _ = try await PostgresTesting.query(
+        store.configuration,
+        "CREATE TABLE writes (name text PRIMARY KEY, one int8 NOT NULL)"
+      )
       let results = await withTaskGroup(of: (Int, Bool).self) { group in
-        for index in 0..<48 {
+        for index in 0 ..< 48 {
           group.addTask {
             do {
               try await store.submit(savepoint: false) { transaction in
                 // Every eighth write fails at the server, which aborts the transaction.
                 let value = index % 8 == 3 ? 0 : 1
-                try await transaction.execute("INSERT INTO writes (name, one) VALUES (\("w\(index)"), 1 / \(value))")
+                try await transaction.execute(
+                  "INSERT INTO writes (name, one) VALUES (\("w\(index)"), 1 / \(value))"
+                )
               }
               return (index, true)
             } catch {
@@ -195,13 +233,16 @@ struct ReplicaTests {
         return await group.reduce(into: [Int: Bool]()) { $0[$1.0] = $1.1 }
       }
       #expect(results.count == 48)
-      #expect(results.filter { !$0.value }.keys.sorted() == (0..<48).filter { $0 % 8 == 3 })
+      #expect(results.filter { !$0.value }.keys.sorted() == (0 ..< 48).filter { $0 % 8 == 3 })
       let rows = try await PostgresTesting.query(
         store.configuration,
         "SELECT name FROM writes"
       )
       let stored = Set(try rows.map { try $0.decode(String.self) })
-      #expect(stored == Set((0..<48).filter { $0 % 8 != 3 }.map { "w\($0)" }), "every good write, and no failed one")
+      #expect(
+        stored == Set((0 ..< 48).filter { $0 % 8 != 3 }.map { "w\($0)" }),
+        "every good write, and no failed one"
+      )
     }
   }
 }

@@ -1,11 +1,12 @@
 import Foundation
 import GRDB
-@testable import RosterSQLite
-@testable import RosterDomain
-import Testing
-import TestSupport
-import StoreContract
 import RosterSeed
+import StoreContract
+import TestSupport
+import Testing
+
+@testable import RosterDomain
+@testable import RosterSQLite
 
 /// Counters and rollups kept in step with every write, the aggregates against references the
 /// test computes itself, and the calendar cache.
@@ -60,17 +61,24 @@ struct AnalyticsTests {
         "SELECT substr(date, 1, 7), count(*), sum(amount_cents) FROM sales GROUP BY 1"
       ),
       // The same recount `roster check` runs.
-      SQLiteMaintenance.recounts.first { $0.table == "sales_amount_buckets" }.map { ("amount buckets", $0.kept, $0.recount) }!,
+      SQLiteMaintenance.recounts.first { $0.table == "sales_amount_buckets" }.map {
+        ("amount buckets", $0.kept, $0.recount)
+      }!,
     ]
     return try store.read { db in
       for (name, kept, recount) in checks {
         func values(_ sql: String) throws -> Set<String> {
-          Set(try Row.fetchAll(db, sql: sql).map { $0.databaseValues.map(\.description).joined(separator: "|") })
+          Set(
+            try Row.fetchAll(db, sql: sql).map {
+              $0.databaseValues.map(\.description).joined(separator: "|")
+            }
+          )
         }
         let a = try values(kept)
         let b = try values(recount)
         if a != b {
-          return "\(name): kept-only \(a.subtracting(b).sorted().prefix(3)), recount-only \(b.subtracting(a).sorted().prefix(3))"
+          return
+            "\(name): kept-only \(a.subtracting(b).sorted().prefix(3)), recount-only \(b.subtracting(a).sorted().prefix(3))"
         }
       }
       return nil
@@ -89,10 +97,16 @@ struct AnalyticsTests {
     try await withTemporaryStore(employees: 40) { store async throws in
       var random = SplitMix64(seed: 0xA11)
       func guids() async throws -> [String] {
-        try await store.employeePage(fields: .all, filter: EmployeeFilter(), order: .name, after: nil, limit: 1000)
-          .employees.map(\.guid)
+        try await store.employeePage(
+          fields: .all,
+          filter: EmployeeFilter(),
+          order: .name,
+          after: nil,
+          limit: 1000
+        )
+        .employees.map(\.guid)
       }
-      for step in 0..<160 {
+      for step in 0 ..< 160 {
         let everyone = try await guids()
         let someone = everyone.isEmpty ? nil : everyone[Int(random.next() % UInt64(everyone.count))]
         let department = Self.departments[Int(random.next() % 4)]
@@ -100,7 +114,11 @@ struct AnalyticsTests {
         switch operation {
         case 0:
           _ = try await store.createEmployee(
-            makeEmployee(name: "Step \(step)", department: department, active: random.next() % 2 == 0)
+            makeEmployee(
+              name: "Step \(step)",
+              department: department,
+              active: random.next() % 2 == 0
+            )
           )
         case 1 where someone != nil:
           var changes = EmployeeChanges()
@@ -126,39 +144,62 @@ struct AnalyticsTests {
             changes.active = random.next() % 2 == 0
             rows.append(UpsertRow(guid: guid, changes: changes))
           }
-          rows.append(UpsertRow(
-            guid: UUID().uuidString.lowercased(),
-            changes: EmployeeChanges(setting: makeEmployee(name: "Upserted \(step)", department: department))
-          ))
+          rows.append(
+            UpsertRow(
+              guid: UUID().uuidString.lowercased(),
+              changes: EmployeeChanges(
+                setting: makeEmployee(name: "Upserted \(step)", department: department)
+              )
+            )
+          )
           _ = try await store.upsertEmployees(AsyncStreamOf([rows]))
         case 5:
-          _ = try await store.deleteEmployees(filter: EmployeeFilter(department: department), limit: 2)
+          _ = try await store.deleteEmployees(
+            filter: EmployeeFilter(department: department),
+            limit: 2
+          )
         case 6, 7:
           var sales: [SaleRow] = []
-          for _ in 0..<Int(1 + random.next() % 20) {
-            let guid = everyone.isEmpty || random.next() % 10 == 0
-              ? "00000000-0000-4000-8000-000000000000" : everyone[Int(random.next() % UInt64(everyone.count))]
-            sales.append(SaleRow(employeeGUID: guid, amountCents: Int64(random.next() % 100_000), date: Self.date(&random)))
+          for _ in 0 ..< Int(1 + random.next() % 20) {
+            let guid =
+              everyone.isEmpty || random.next() % 10 == 0
+              ? "00000000-0000-4000-8000-000000000000"
+              : everyone[Int(random.next() % UInt64(everyone.count))]
+            sales.append(
+              SaleRow(
+                employeeGUID: guid,
+                amountCents: Int64(random.next() % 100_000),
+                date: Self.date(&random)
+              )
+            )
           }
           _ = try await store.importSales(AsyncStreamOf([sales]))
         default:
-          _ = try await store.deleteSales(before: Self.date(&random), limit: Int(1 + random.next() % 10))
+          _ = try await store.deleteSales(
+            before: Self.date(&random),
+            limit: Int(1 + random.next() % 10)
+          )
         }
         let drift = try Self.drift(store)
         #expect(drift == nil, "after step \(step) (operation \(operation)): \(drift ?? "")")
         if drift != nil { return }
       }
-      let sales = try store.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM sales") ?? 0 }
+      let sales = try store.read { db in
+        try Int.fetchOne(db, sql: "SELECT count(*) FROM sales") ?? 0
+      }
       #expect(sales > 100, "the mix really wrote sales (\(sales) left)")
     }
   }
 
   /// Raw sales as the test sees them: department, guid, date and amount in cents.
-  static func rawSales(_ store: SQLiteStore) throws -> [(department: String, guid: String, date: String, amount: Double)] {
+  static func rawSales(
+    _ store: SQLiteStore
+  ) throws -> [(department: String, guid: String, date: String, amount: Double)] {
     try store.read { db in
       try Row.fetchAll(
         db,
-        sql: "SELECT e.department, e.guid, s.date, s.amount_cents FROM sales s JOIN employees e ON e.id = s.employee_id"
+        sql:
+          "SELECT e.department, e.guid, s.date, s.amount_cents FROM sales s JOIN employees e ON e.id = s.employee_id"
       ).map { ($0[0], $0[1], $0[2], Double($0[3] as Int64)) }
     }
   }
@@ -188,13 +229,22 @@ struct AnalyticsTests {
     abs(a - b) <= 1e-6 * max(1, abs(a), abs(b))
   }
 
-  @Test("each function and grouping of AggregateSales matches a reference", arguments: AggregateFunction.allCases)
+  @Test(
+    "each function and grouping of AggregateSales matches a reference",
+    arguments: AggregateFunction.allCases
+  )
   func aggregateSales(function: AggregateFunction) async throws {
     try await withTemporaryStore(employees: 30) { store async throws in
       var random = SplitMix64(seed: 77)
-      let guids = try await store.employeePage(fields: .all, filter: EmployeeFilter(), order: .name, after: nil, limit: 100)
-        .employees.map(\.guid)
-      let sales = (0..<400).map { _ in
+      let guids = try await store.employeePage(
+        fields: .all,
+        filter: EmployeeFilter(),
+        order: .name,
+        after: nil,
+        limit: 100
+      )
+      .employees.map(\.guid)
+      let sales = (0 ..< 400).map { _ in
         SaleRow(
           employeeGUID: guids[Int(random.next() % UInt64(guids.count))],
           amountCents: Int64(random.next() % 50_000),
@@ -213,7 +263,8 @@ struct AnalyticsTests {
       ]
       let groupings: [(AggregateGrouping, (String, String, String) -> String)] = [
         (.none, { _, _, _ in "" }), (.department, { d, _, _ in d }), (.employee, { _, g, _ in g }),
-        (.year, { _, _, date in String(date.prefix(4)) }), (.month, { _, _, date in String(date.prefix(7)) }),
+        (.year, { _, _, date in String(date.prefix(4)) }),
+        (.month, { _, _, date in String(date.prefix(7)) }),
         (.day, { _, _, date in date }),
       ]
       for filter in filters {
@@ -224,57 +275,98 @@ struct AnalyticsTests {
         for (grouping, key) in groupings {
           // Walked in pages of 7 groups, so paging is checked against the same reference.
           let got = try await Self.everyPage { page in
-            try await store.aggregateSales(function, groupedBy: grouping, filter: filter, page: page)
+            try await store.aggregateSales(
+              function,
+              groupedBy: grouping,
+              filter: filter,
+              page: page
+            )
           }
           let expected = Dictionary(grouping: filtered) { key($0.department, $0.guid, $0.date) }
             .mapValues { Self.reference(function, $0.map(\.amount)) }
           #expect(got.map(\.key) == expected.keys.sorted(), "\(grouping) keys, \(filter)")
           for group in got {
-            #expect(Self.close(group.value, expected[group.key] ?? .nan), "\(function) by \(grouping), \(filter), \(group.key): \(group.value) vs \(expected[group.key] ?? .nan)")
+            #expect(
+              Self.close(group.value, expected[group.key] ?? .nan),
+              "\(function) by \(grouping), \(filter), \(group.key): \(group.value) vs \(expected[group.key] ?? .nan)"
+            )
           }
         }
       }
       let one = guids[0]
       let mine = raw.filter { $0.guid == one }.map(\.amount)
-      let got = try await store.aggregateSales(function, groupedBy: .none, filter: SalesFilter(employeeGUID: one))
+      let got = try await store.aggregateSales(
+        function,
+        groupedBy: .none,
+        filter: SalesFilter(employeeGUID: one)
+      )
       #expect(got.next == nil)
       #expect(Self.close(got.groups.first?.value ?? .nan, Self.reference(function, mine)))
     }
   }
 
-  @Test("each function and grouping of AggregateEmployees matches a reference", arguments: AggregateFunction.allCases)
+  @Test(
+    "each function and grouping of AggregateEmployees matches a reference",
+    arguments: AggregateFunction.allCases
+  )
   func aggregateEmployees(function: AggregateFunction) async throws {
     try await withTemporaryStore(employees: 120) { store async throws in
-      let everyone = try await store.employeePage(fields: .all, filter: EmployeeFilter(), order: .name, after: nil, limit: 1000)
-        .employees
-      for filter in [EmployeeFilter(), EmployeeFilter(department: "Sales"), EmployeeFilter(active: true)] {
+      let everyone = try await store.employeePage(
+        fields: .all,
+        filter: EmployeeFilter(),
+        order: .name,
+        after: nil,
+        limit: 1000
+      )
+      .employees
+      for filter in [
+        EmployeeFilter(), EmployeeFilter(department: "Sales"), EmployeeFilter(active: true),
+      ] {
         let chosen = everyone.filter {
-          (filter.department == nil || $0.department == filter.department) && (filter.active == nil || $0.active == filter.active)
+          (filter.department == nil || $0.department == filter.department)
+            && (filter.active == nil || $0.active == filter.active)
         }
         let groupings: [(AggregateGrouping, (Employee) -> String)] = [
-          (.none, { _ in "" }), (.department, { $0.department }), (.active, { $0.active ? "true" : "false" }),
+          (.none, { _ in "" }), (.department, { $0.department }),
+          (.active, { $0.active ? "true" : "false" }),
         ]
         for (grouping, key) in groupings {
           let got = try await Self.everyPage { page in
-            try await store.aggregateEmployees(function, groupedBy: grouping, filter: filter, page: page)
+            try await store.aggregateEmployees(
+              function,
+              groupedBy: grouping,
+              filter: filter,
+              page: page
+            )
           }
           let expected = Dictionary(grouping: chosen, by: key)
             .mapValues { Self.reference(function, $0.map { Double($0.vacationDays) }) }
           #expect(got.map(\.key) == expected.keys.sorted(), "\(grouping) keys with \(filter)")
           for group in got {
-            #expect(Self.close(group.value, expected[group.key] ?? .nan), "\(function) by \(grouping) with \(filter), \(group.key)")
+            #expect(
+              Self.close(group.value, expected[group.key] ?? .nan),
+              "\(function) by \(grouping) with \(filter), \(group.key)"
+            )
           }
         }
       }
-      await #expect(throws: StoreError.self) { try await store.aggregateEmployees(function, groupedBy: .month, filter: EmployeeFilter()) }
+      await #expect(throws: StoreError.self) {
+        try await store.aggregateEmployees(function, groupedBy: .month, filter: EmployeeFilter())
+      }
     }
   }
 
   @Test("a write in March invalidates March's cached days, not April's")
   func calendarCache() async throws {
     try await withTemporaryStore(employees: 5) { store async throws in
-      let guid = try await store.employeePage(fields: .all, filter: EmployeeFilter(), order: .name, after: nil, limit: 1)
-        .employees[0].guid
+      let guid = try await store.employeePage(
+        fields: .all,
+        filter: EmployeeFilter(),
+        order: .name,
+        after: nil,
+        limit: 1
+      )
+      .employees[0].guid
       let sales = [
         SaleRow(employeeGUID: guid, amountCents: 1_000, date: "2024-03-05"),
         SaleRow(employeeGUID: guid, amountCents: 2_000, date: "2024-03-05"),
@@ -292,14 +384,20 @@ struct AnalyticsTests {
       let before = store.calendarCacheStatistics
       #expect(before.misses == 2 && before.hits == 0)
 
-      _ = try await store.importSales(AsyncStreamOf([[SaleRow(employeeGUID: guid, amountCents: 100, date: "2024-03-20")]]))
+      _ = try await store.importSales(
+        AsyncStreamOf([[SaleRow(employeeGUID: guid, amountCents: 100, date: "2024-03-20")]])
+      )
       let again = try await store.salesCalendar(scope: .everyone, year: 2024, month: 3)
       _ = try await store.salesCalendar(scope: .everyone, year: 2024, month: 4)
       let after = store.calendarCacheStatistics
       #expect(after.misses == 3, "March was computed again")
       #expect(after.hits == 1, "April came from the cache")
       #expect(again.days.map(\.number) == [5, 20])
-      let byEmployee = try await store.salesCalendar(scope: .employee(guid: guid), year: 2024, month: 4)
+      let byEmployee = try await store.salesCalendar(
+        scope: .employee(guid: guid),
+        year: 2024,
+        month: 4
+      )
       #expect(byEmployee.days.map(\.amountCents) == [750])
     }
   }
@@ -307,20 +405,43 @@ struct AnalyticsTests {
   @Test("bad sales are rejected per row and the good ones land")
   func importRejections() async throws {
     try await withTemporaryStore(employees: 3) { store async throws in
-      let guid = try await store.employeePage(fields: .all, filter: EmployeeFilter(), order: .name, after: nil, limit: 1)
-        .employees[0].guid
-      let result = try await store.importSales(AsyncStreamOf([[
-        SaleRow(employeeGUID: guid, amountCents: 1_234, date: "2023-01-02"),
-        SaleRow(employeeGUID: "00000000-0000-4000-8000-000000000000", amountCents: 100, date: "2023-01-02"),
-        SaleRow(employeeGUID: guid, amountCents: -1, date: "2023-01-02"),
-      ], [
-        SaleRow(employeeGUID: guid, amountCents: 100, date: "1899-12-31"),
-        SaleRow(employeeGUID: guid, amountCents: 100, date: "2999-01-01"),
-        SaleRow(employeeGUID: guid, amountCents: 100, date: "2023-02-30"),
-        SaleRow(employeeGUID: guid, amountCents: StoreLimits.largestSaleCents + 1, date: "2023-01-03"),
-        SaleRow(employeeGUID: guid, amountCents: StoreLimits.largestSaleCents, date: "2023-01-03"),
-        SaleRow(employeeGUID: guid, amountCents: 500, date: "2023-01-03"),
-      ]]))
+      let guid = try await store.employeePage(
+        fields: .all,
+        filter: EmployeeFilter(),
+        order: .name,
+        after: nil,
+        limit: 1
+      )
+      .employees[0].guid
+      let result = try await store.importSales(
+        AsyncStreamOf([
+          [
+            SaleRow(employeeGUID: guid, amountCents: 1_234, date: "2023-01-02"),
+            SaleRow(
+              employeeGUID: "00000000-0000-4000-8000-000000000000",
+              amountCents: 100,
+              date: "2023-01-02"
+            ),
+            SaleRow(employeeGUID: guid, amountCents: -1, date: "2023-01-02"),
+          ],
+          [
+            SaleRow(employeeGUID: guid, amountCents: 100, date: "1899-12-31"),
+            SaleRow(employeeGUID: guid, amountCents: 100, date: "2999-01-01"),
+            SaleRow(employeeGUID: guid, amountCents: 100, date: "2023-02-30"),
+            SaleRow(
+              employeeGUID: guid,
+              amountCents: StoreLimits.largestSaleCents + 1,
+              date: "2023-01-03"
+            ),
+            SaleRow(
+              employeeGUID: guid,
+              amountCents: StoreLimits.largestSaleCents,
+              date: "2023-01-03"
+            ),
+            SaleRow(employeeGUID: guid, amountCents: 500, date: "2023-01-03"),
+          ],
+        ])
+      )
       #expect(result.inserted == 3)
       #expect(result.rejected.map(\.index) == [1, 2, 3, 4, 5, 6])
       #expect(result.rejected[0].reason.contains("no employee"))
@@ -338,14 +459,23 @@ struct AnalyticsTests {
 
 @Suite("Median pages", .timeLimit(.minutes(10)))
 struct MedianPageTests {
-  @Test("pages of medians end at the sales budget, cover every group once, and stay exact",
-        arguments: [AggregateGrouping.year, .month, .day])
+  @Test(
+    "pages of medians end at the sales budget, cover every group once, and stay exact",
+    arguments: [AggregateGrouping.year, .month, .day]
+  )
   func budgetedPages(grouping: AggregateGrouping) async throws {
-    try await withTemporaryStore(employees: 30, configure: { $0.medianRowsPerPage = 25 }) { store async throws in
+    try await withTemporaryStore(employees: 30, configure: { $0.medianRowsPerPage = 25 }) {
+      store async throws in
       var random = SplitMix64(seed: 5)
-      let guids = try await store.employeePage(fields: .all, filter: EmployeeFilter(), order: .name, after: nil, limit: 100)
-        .employees.map(\.guid)
-      let sales = (0..<600).map { _ in
+      let guids = try await store.employeePage(
+        fields: .all,
+        filter: EmployeeFilter(),
+        order: .name,
+        after: nil,
+        limit: 100
+      )
+      .employees.map(\.guid)
+      let sales = (0 ..< 600).map { _ in
         SaleRow(
           employeeGUID: guids[Int(random.next() % UInt64(guids.count))],
           amountCents: Int64(random.next() % 50_000),
@@ -362,13 +492,18 @@ struct MedianPageTests {
         default: $0.date
         }
       }
-      let expected = Dictionary(grouping: raw, by: key).mapValues { AnalyticsTests.reference(.median, $0.map(\.amount)) }
+      let expected = Dictionary(grouping: raw, by: key).mapValues {
+        AnalyticsTests.reference(.median, $0.map(\.amount))
+      }
       var got: [AggregateValue] = []
       var pages = 0
       var after: String?
       repeat {
         let page = try await store.aggregateSales(
-          .median, groupedBy: grouping, filter: SalesFilter(), page: AggregatePageRequest(after: after, limit: 1000)
+          .median,
+          groupedBy: grouping,
+          filter: SalesFilter(),
+          page: AggregatePageRequest(after: after, limit: 1000)
         )
         // A page holds one group past the budget at most: the groups before it fit.
         let sizes = page.groups.map { group in raw.filter { key($0) == group.key }.count }

@@ -2,8 +2,8 @@ import Foundation
 import RosterDomain
 import RosterSQLite
 import RosterSeed
-import Testing
 import TestSupport
+import Testing
 
 @Suite("Backup, restore and check", .timeLimit(.minutes(10)))
 struct BackupTests {
@@ -27,28 +27,42 @@ struct BackupTests {
   }
 
   static func upload(_ bytes: Data, for guid: String, into store: SQLiteStore) async throws {
-    let upload = try await store.beginPictureUpload(guid: guid, contentType: "image/jpeg", totalSize: Int64(bytes.count))
+    let upload = try await store.beginPictureUpload(
+      guid: guid,
+      contentType: "image/jpeg",
+      totalSize: Int64(bytes.count)
+    )
     try await upload.append(bytes)
     _ = try await upload.finish(context: WriteContext(author: "test"))
   }
 
-  @Test("a backup taken under writes holds every write acknowledged before it began, passes its check, and restores to a store that reads the same as the source did")
+  @Test(
+    "a backup taken under writes holds every write acknowledged before it began, passes its check, and restores to a store that reads the same as the source did"
+  )
   func underWrites() async throws {
     try await Self.withDemoStore { store, directory, pictures in
       var before: [String] = []
-      for index in 0..<20 {
+      for index in 0 ..< 20 {
         before.append(try await store.createEmployee(makeEmployee(name: "Before \(index)")).guid)
       }
       // Writes go on throughout: new employees, and pictures replaced over and over (each
       // replacement releases the file it replaces).
       let owners = try await store.employeePage(
-        fields: [.guid], filter: EmployeeFilter(), order: .name, after: nil, limit: 10
+        fields: [.guid],
+        filter: EmployeeFilter(),
+        order: .name,
+        after: nil,
+        limit: 10
       ).employees.map(\.guid)
       let writer = Task {
         var writes = 0
         while !Task.isCancelled {
           _ = try await store.createEmployee(makeEmployee(name: "During \(writes)"))
-          try await Self.upload(pictures[writes % pictures.count], for: owners[writes % owners.count], into: store)
+          try await Self.upload(
+            pictures[writes % pictures.count],
+            for: owners[writes % owners.count],
+            into: store
+          )
           writes += 1
         }
         return writes
@@ -60,7 +74,10 @@ struct BackupTests {
       writer.cancel()
       let writes = (try? await writer.value) ?? 0
       #expect(report.pictureFiles > 0, "the demo pictures include files")
-      #expect(report.linkedPictureFiles == report.pictureFiles, "one filesystem: every file a hard link")
+      #expect(
+        report.linkedPictureFiles == report.pictureFiles,
+        "one filesystem: every file a hard link"
+      )
 
       let check = try SQLiteMaintenance.check(
         database: "\(backupDirectory)/roster.sqlite",
@@ -79,20 +96,35 @@ struct BackupTests {
       }
       let restoredCount = try await restored.countEmployees(filter: EmployeeFilter())
       let sourceCount = try await store.countEmployees(filter: EmployeeFilter())
-      #expect(restoredCount >= 170 && restoredCount <= sourceCount, "\(restoredCount) of \(sourceCount); \(writes) writes")
+      #expect(
+        restoredCount >= 170 && restoredCount <= sourceCount,
+        "\(restoredCount) of \(sourceCount); \(writes) writes"
+      )
       let page = try await restored.employeePage(
-        fields: .all, filter: EmployeeFilter(), order: .name, after: nil, limit: 1000
+        fields: .all,
+        filter: EmployeeFilter(),
+        order: .name,
+        after: nil,
+        limit: 1000
       ).employees
       // Every employee in the copy is the source's, field for field (none is edited here).
       let source = Dictionary(
-        uniqueKeysWithValues: try await store.employees(guids: page.map(\.guid), fields: [.guid, .name, .department])
-          .map { ($0.guid, $0) }
+        uniqueKeysWithValues: try await store.employees(
+          guids: page.map(\.guid),
+          fields: [.guid, .name, .department]
+        )
+        .map { ($0.guid, $0) }
       )
       #expect(source.count == page.count)
       for employee in page {
-        #expect(source[employee.guid]?.name == employee.name && source[employee.guid]?.department == employee.department)
+        #expect(
+          source[employee.guid]?.name == employee.name
+            && source[employee.guid]?.department == employee.department
+        )
       }
-      print("backup under \(writes) concurrent writes: \(restoredCount) of \(sourceCount) employees")
+      print(
+        "backup under \(writes) concurrent writes: \(restoredCount) of \(sourceCount) employees"
+      )
       // Every picture the copy names reads back whole.
       for employee in page where employee.pictureEtag != nil {
         let bytes = try await restored.withPicture(guid: employee.guid) { _, reader in
@@ -104,17 +136,28 @@ struct BackupTests {
     }
   }
 
-  @Test("check finds a counter off its recount, a picture file damaged or gone, and a dangling picture")
+  @Test(
+    "check finds a counter off its recount, a picture file damaged or gone, and a dangling picture"
+  )
   func checkFindsDamage() async throws {
     try await Self.withDemoStore { store, directory, _ in
       let database = directory + "/live.sqlite"
       let backup = directory + "/backup"
       _ = try SQLiteMaintenance.backup(database: database, into: backup)
       let copy = "\(backup)/roster.sqlite"
-      #expect(try SQLiteMaintenance.check(database: copy, picturesDirectory: "\(backup)/pictures").isHealthy)
+      #expect(
+        try SQLiteMaintenance.check(database: copy, picturesDirectory: "\(backup)/pictures")
+          .isHealthy
+      )
 
-      try runSQL(copy, "UPDATE department_stats SET headcount = headcount + 1 WHERE department = (SELECT min(department) FROM department_stats)")
-      try runSQL(copy, "UPDATE sales_daily SET total_cents = total_cents + 1 WHERE (employee_id, day) = (SELECT employee_id, day FROM sales_daily LIMIT 1)")
+      try runSQL(
+        copy,
+        "UPDATE department_stats SET headcount = headcount + 1 WHERE department = (SELECT min(department) FROM department_stats)"
+      )
+      try runSQL(
+        copy,
+        "UPDATE sales_daily SET total_cents = total_cents + 1 WHERE (employee_id, day) = (SELECT employee_id, day FROM sales_daily LIMIT 1)"
+      )
       let files = try FileManager.default.subpathsOfDirectory(atPath: "\(backup)/pictures")
         .filter { $0.split(separator: "/").last?.count == 64 }.sorted()
       #expect(files.count >= 2)
@@ -126,9 +169,15 @@ struct BackupTests {
       flipped[flipped.count / 2] ^= 0xFF
       try flipped.write(to: URL(fileURLWithPath: damaged))
       try FileManager.default.removeItem(atPath: "\(backup)/pictures/\(files[1])")
-      try runSQL(copy, "UPDATE employees SET picture_etag = '\(String(repeating: "ab", count: 32))' WHERE rowid = 1")
+      try runSQL(
+        copy,
+        "UPDATE employees SET picture_etag = '\(String(repeating: "ab", count: 32))' WHERE rowid = 1"
+      )
 
-      let report = try SQLiteMaintenance.check(database: copy, picturesDirectory: "\(backup)/pictures")
+      let report = try SQLiteMaintenance.check(
+        database: copy,
+        picturesDirectory: "\(backup)/pictures"
+      )
       let problems = report.problems.joined(separator: "\n")
       #expect(problems.contains("department_stats"), "\(problems)")
       #expect(problems.contains("sales_daily"), "\(problems)")

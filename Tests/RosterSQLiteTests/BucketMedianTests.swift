@@ -1,8 +1,9 @@
 import Foundation
+import TestSupport
+import Testing
+
 @testable import RosterDomain
 @testable import RosterSQLite
-import Testing
-import TestSupport
 
 /// Medians from the amount buckets: the date ranges they split, the buckets, and the
 /// medians against a reference over ranges a date picker sends, through writes that move
@@ -15,15 +16,21 @@ struct BucketMedianTests {
     #expect(AmountBuckets.bucket(of: 7) == 107)
     #expect(AmountBuckets.bucket(of: 42) == 242)
     #expect(AmountBuckets.bucket(of: 31_250) == 531)
-    #expect(AmountBuckets.amounts(in: 531) == 31_000...31_999)
-    #expect(AmountBuckets.amounts(in: 242) == 42...42)
-    #expect(AmountBuckets.amounts(in: 107) == 7...7)
+    #expect(AmountBuckets.amounts(in: 531) == 31_000 ... 31_999)
+    #expect(AmountBuckets.amounts(in: 242) == 42 ... 42)
+    #expect(AmountBuckets.amounts(in: 107) == 7 ... 7)
     var random = SplitMix64(seed: 3)
     var previous: (amount: Int64, bucket: Int) = (0, 100)
-    for amount in ((0..<2_000).map { _ in Int64(random.next() % 100_000_000_000) } + [99, 100, 999, 1_000]).sorted() {
+    for amount
+      in ((0 ..< 2_000).map { _ in Int64(random.next() % 100_000_000_000) } + [99, 100, 999, 1_000])
+      .sorted()
+    {
       let bucket = AmountBuckets.bucket(of: amount)
       #expect(AmountBuckets.amounts(in: bucket).contains(amount), "\(amount) in \(bucket)")
-      #expect(bucket >= previous.bucket, "buckets sort as amounts: \(previous) then \(amount), \(bucket)")
+      #expect(
+        bucket >= previous.bucket,
+        "buckets sort as amounts: \(previous) then \(amount), \(bucket)"
+      )
       previous = (amount, bucket)
     }
   }
@@ -45,9 +52,19 @@ struct BucketMedianTests {
   func periods() {
     let wide = SalesPeriods(from: "2019-03-05", to: "2024-02-10")
     #expect(wide.years?.first == "2020" && wide.years?.last == "2023")
-    #expect(wide.months.map { [$0.first, $0.last] } == [["2019-04", "2019-12"], ["2024-01", "2024-01"]])
-    #expect(wide.days.map { [$0.first, $0.last] } == [["2019-03-05", "2019-03-31"], ["2024-02-01", "2024-02-10"]])
-    #expect(wide.bucketPeriods.map { [$0.first, $0.last] } == [["Y2020", "Y2023"], ["M2019-04", "M2019-12"], ["M2024-01", "M2024-01"]])
+    #expect(
+      wide.months.map { [$0.first, $0.last] } == [["2019-04", "2019-12"], ["2024-01", "2024-01"]]
+    )
+    #expect(
+      wide.days.map { [$0.first, $0.last] } == [
+        ["2019-03-05", "2019-03-31"], ["2024-02-01", "2024-02-10"],
+      ]
+    )
+    #expect(
+      wide.bucketPeriods.map { [$0.first, $0.last] } == [
+        ["Y2020", "Y2023"], ["M2019-04", "M2019-12"], ["M2024-01", "M2024-01"],
+      ]
+    )
     let inMonth = SalesPeriods(from: "2024-02-03", to: "2024-02-29")
     #expect(inMonth.years == nil && inMonth.months.isEmpty)
     #expect(inMonth.days.map { [$0.first, $0.last] } == [["2024-02-03", "2024-02-29"]])
@@ -55,28 +72,49 @@ struct BucketMedianTests {
     #expect(acrossYears.years == nil && acrossYears.days.isEmpty)
     #expect(acrossYears.months.map { [$0.first, $0.last] } == [["2023-11", "2024-01"]])
     let open = SalesPeriods(from: nil, to: nil)
-    #expect(open.years?.first == "1900" && open.years?.last == "9999" && open.months.isEmpty && open.days.isEmpty)
+    #expect(
+      open.years?.first == "1900" && open.years?.last == "9999" && open.months.isEmpty
+        && open.days.isEmpty
+    )
     let day = SalesPeriods(from: "2024-03-31", to: "2024-03-31")
     #expect(day.days.map { [$0.first, $0.last] } == [["2024-03-31", "2024-03-31"]])
-    #expect(SalesPeriods(from: "2024-04-01", to: "2024-03-31") == SalesPeriods(from: "2030-01-01", to: "2029-01-01"))
+    #expect(
+      SalesPeriods(from: "2024-04-01", to: "2024-03-31")
+        == SalesPeriods(from: "2030-01-01", to: "2029-01-01")
+    )
   }
 
-  @Test("medians over any range, with and without a department, match a reference through moves and deletes")
+  @Test(
+    "medians over any range, with and without a department, match a reference through moves and deletes"
+  )
   func medians() async throws {
     try await withTemporaryStore(employees: 40) { store async throws in
       var random = SplitMix64(seed: 11)
-      let guids = try await store.employeePage(fields: .all, filter: EmployeeFilter(), order: .name, after: nil, limit: 100)
-        .employees.map(\.guid)
+      let guids = try await store.employeePage(
+        fields: .all,
+        filter: EmployeeFilter(),
+        order: .name,
+        after: nil,
+        limit: 100
+      )
+      .employees.map(\.guid)
       // Amounts of every size, many repeated (one bucket full of one amount), over four years.
-      let sales = (0..<1_500).map { index in
-        let amount: Int64 = switch index % 5 {
-        case 0: 10_000
-        case 1: Int64(random.next() % 10)
-        case 2: Int64(random.next() % 1_000_000)
-        default: Int64(random.next() % 60_000)
-        }
-        let day = CivilDate(dayNumber: CivilDate(year: 2020, month: 1, day: 1)!.dayNumber + Int(random.next() % 1_461))
-        return SaleRow(employeeGUID: guids[Int(random.next() % UInt64(guids.count))], amountCents: amount, date: day.text)
+      let sales = (0 ..< 1_500).map { index in
+        let amount: Int64 =
+          switch index % 5 {
+          case 0: 10_000
+          case 1: Int64(random.next() % 10)
+          case 2: Int64(random.next() % 1_000_000)
+          default: Int64(random.next() % 60_000)
+          }
+        let day = CivilDate(
+          dayNumber: CivilDate(year: 2020, month: 1, day: 1)!.dayNumber + Int(random.next() % 1_461)
+        )
+        return SaleRow(
+          employeeGUID: guids[Int(random.next() % UInt64(guids.count))],
+          amountCents: amount,
+          date: day.text
+        )
       }
       _ = try await store.importSales(AsyncStreamOf([sales]))
       try await Self.check(store, &random)
@@ -91,8 +129,14 @@ struct BucketMedianTests {
       #expect(try AnalyticsTests.drift(store) == nil)
       try await Self.check(store, &random)
       // More departments than a page of bucket medians holds: the page ends early.
-      let first = try await store.aggregateSales(.median, groupedBy: .department, filter: SalesFilter())
-      #expect(first.groups.count == AmountBuckets.mediansPerPage && first.next == first.groups.last?.key)
+      let first = try await store.aggregateSales(
+        .median,
+        groupedBy: .department,
+        filter: SalesFilter()
+      )
+      #expect(
+        first.groups.count == AmountBuckets.mediansPerPage && first.next == first.groups.last?.key
+      )
     }
   }
 
@@ -100,28 +144,44 @@ struct BucketMedianTests {
   static func check(_ store: SQLiteStore, _ random: inout SplitMix64) async throws {
     let raw = try AnalyticsTests.rawSales(store)
     var ranges: [(String?, String?)] = [
-      (nil, nil), ("1990-01-01", "2099-12-31"), ("2020-01-01", nil), (nil, "2021-06-30"), ("2021-02-14", "2021-02-14"),
+      (nil, nil), ("1990-01-01", "2099-12-31"), ("2020-01-01", nil), (nil, "2021-06-30"),
+      ("2021-02-14", "2021-02-14"),
       ("2020-12-15", "2022-01-15"), ("2019-12-31", "2023-12-30"), ("2030-01-01", "2031-01-01"),
     ]
-    for _ in 0..<20 {
-      let a = CivilDate(dayNumber: CivilDate(year: 2019, month: 6, day: 1)!.dayNumber + Int(random.next() % 2_000))
+    for _ in 0 ..< 20 {
+      let a = CivilDate(
+        dayNumber: CivilDate(year: 2019, month: 6, day: 1)!.dayNumber + Int(random.next() % 2_000)
+      )
       let b = CivilDate(dayNumber: a.dayNumber + Int(random.next() % 1_000))
       ranges.append((a.text, b.text))
     }
-    let departments = [nil] + Array(Set(raw.map(\.department))).sorted().prefix(2).map(Optional.some)
+    let departments =
+      [nil] + Array(Set(raw.map(\.department))).sorted().prefix(2).map(Optional.some)
     for (from, to) in ranges {
       for department in departments {
         let filter = SalesFilter(department: department, fromDate: from, toDate: to)
         let matching = raw.filter {
-          (department == nil || $0.department == department) && $0.date >= (from ?? "") && $0.date <= (to ?? "9999")
+          (department == nil || $0.department == department) && $0.date >= (from ?? "")
+            && $0.date <= (to ?? "9999")
         }
         let none = try await store.aggregateSales(.median, groupedBy: .none, filter: filter)
-        #expect(none.groups.map(\.value) == [matching.isEmpty ? 0 : AnalyticsTests.reference(.median, matching.map(\.amount))],
-                "\(filter)")
+        #expect(
+          none.groups.map(\.value) == [
+            matching.isEmpty ? 0 : AnalyticsTests.reference(.median, matching.map(\.amount))
+          ],
+          "\(filter)"
+        )
         let byDepartment = try await AnalyticsTests.everyPage { page in
-          try await store.aggregateSales(.median, groupedBy: .department, filter: filter, page: page)
+          try await store.aggregateSales(
+            .median,
+            groupedBy: .department,
+            filter: filter,
+            page: page
+          )
         }
-        let expected = Dictionary(grouping: matching, by: \.department).mapValues { AnalyticsTests.reference(.median, $0.map(\.amount)) }
+        let expected = Dictionary(grouping: matching, by: \.department).mapValues {
+          AnalyticsTests.reference(.median, $0.map(\.amount))
+        }
         #expect(byDepartment.map(\.key) == expected.keys.sorted(), "\(filter)")
         for group in byDepartment {
           #expect(group.value == expected[group.key], "\(filter), \(group.key)")

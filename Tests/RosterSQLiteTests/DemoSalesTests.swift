@@ -1,8 +1,9 @@
 import Foundation
-@testable import RosterSQLite
-@testable import RosterDomain
-import Testing
 import TestSupport
+import Testing
+
+@testable import RosterDomain
+@testable import RosterSQLite
 @testable import RosterSeed
 
 /// Demo sales, the sales file, and the calendar arithmetic under them.
@@ -35,14 +36,16 @@ struct DemoSalesTests {
   @Test("demo sales are deterministic, dated from each start date to the fixed last date")
   func demoSales() throws {
     let employees = DemoData(count: 300)
-    let starts = Dictionary(uniqueKeysWithValues: employees.map { ($0.employee.guid, $0.employee.startDate) })
+    let starts = Dictionary(
+      uniqueKeysWithValues: employees.map { ($0.employee.guid, $0.employee.startDate) }
+    )
     let sales = Array(DemoSales(employees: employees, perEmployee: 20))
     #expect(sales == Array(DemoSales(employees: employees, perEmployee: 20)))
     #expect(sales != Array(DemoSales(employees: employees, perEmployee: 20, seed: 7)))
     // Half to one and a half times the mean each, so the total is near 300 × 20.
-    #expect((4_500...7_500).contains(sales.count))
+    #expect((4_500 ... 7_500).contains(sales.count))
     let perEmployee = Dictionary(grouping: sales, by: \.employeeGUID).mapValues(\.count)
-    #expect(perEmployee.values.allSatisfy { (10...30).contains($0) })
+    #expect(perEmployee.values.allSatisfy { (10 ... 30).contains($0) })
     #expect(perEmployee.count == 300)
     for sale in sales {
       let start = try #require(starts[sale.employeeGUID])
@@ -88,12 +91,17 @@ struct DemoSalesTests {
     ]
     for (text, cents) in good {
       #expect(SalesFile.cents(Substring(text)) == cents, "\(text)")
-      #expect(SalesFile.cents(Substring(SalesFile.amountText(cents: cents))) == cents, "\(text) round trip")
+      #expect(
+        SalesFile.cents(Substring(SalesFile.amountText(cents: cents))) == cents,
+        "\(text) round trip"
+      )
     }
     #expect(SalesFile.amountText(cents: 1_250) == "12.50")
     #expect(SalesFile.amountText(cents: -305) == "-3.05")
     #expect(SalesFile.amountText(cents: 7) == "0.07")
-    for bad in ["", "-", ".5", "12.", "12.345", "1e3", "12,5", "twelve", "1 2", "+1", "1234567890123456"] {
+    for bad in [
+      "", "-", ".5", "12.", "12.345", "1e3", "12,5", "twelve", "1 2", "+1", "1234567890123456",
+    ] {
       #expect(SalesFile.cents(Substring(bad)) == nil, "\(bad)")
     }
   }

@@ -1,8 +1,8 @@
 import Testing
 
-@testable import RosterSQLite
 @testable import RosterDomain
 @testable import RosterImaging
+@testable import RosterSQLite
 
 /// Picture etags and token hashes are SHA-256 in lowercase hex; clients compare them with
 /// digests they compute themselves, so the bytes must be the standard ones.
@@ -27,12 +27,12 @@ struct DigestTests {
 
   @Test("an upload's digest, fed in uneven chunks, equals the digest of the whole")
   func chunks() {
-    let bytes = (0..<100_000).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ 7) }
+    let bytes = (0 ..< 100_000).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ 7) }
     var hasher = SHA256Hasher()
     var start = 0
     for size in [1, 63, 64, 65, 4_096, 30_000] + Array(repeating: 65_536, count: 2) {
       let end = min(bytes.count, start + size)
-      bytes[start..<end].withUnsafeBytes { hasher.update($0) }
+      bytes[start ..< end].withUnsafeBytes { hasher.update($0) }
       start = end
     }
     #expect(start == bytes.count)
@@ -40,7 +40,7 @@ struct DigestTests {
     // A million 'a's, FIPS 180-2's long example, in 1,000-byte chunks.
     var long = SHA256Hasher()
     let thousand = [UInt8](repeating: UInt8(ascii: "a"), count: 1_000)
-    for _ in 0..<1_000 { thousand.withUnsafeBytes { long.update($0) } }
+    for _ in 0 ..< 1_000 { thousand.withUnsafeBytes { long.update($0) } }
     #expect(long.finish() == "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0")
   }
 }

@@ -1,11 +1,11 @@
 import Foundation
 import GRDB
-import Testing
-import TestSupport
-
-@testable import RosterSQLite
-@testable import RosterDomain
 import RosterSeed
+import TestSupport
+import Testing
+
+@testable import RosterDomain
+@testable import RosterSQLite
 
 @Suite("Import and demo data", .timeLimit(.minutes(10)))
 struct ImportTests {
@@ -47,13 +47,15 @@ struct ImportTests {
   @Test("a bulk load into an empty table restores every index, trigger and the search index")
   func bulkLoad() async throws {
     try await withTemporaryStore { store async throws in
-      let schema = "SELECT type, name, sql FROM sqlite_master WHERE tbl_name = 'employees' ORDER BY name"
+      let schema =
+        "SELECT type, name, sql FROM sqlite_master WHERE tbl_name = 'employees' ORDER BY name"
       let before = try store.read { db in try Row.fetchAll(db, sql: schema) }
       let summary = try await store.withBulkLoad {
         let during = try store.read { db in
           try Int.fetchOne(
             db,
-            sql: "SELECT count(*) FROM sqlite_master WHERE type = 'trigger' AND tbl_name = 'employees'"
+            sql:
+              "SELECT count(*) FROM sqlite_master WHERE type = 'trigger' AND tbl_name = 'employees'"
           )
         }
         #expect(during == 0, "the employees' triggers are dropped while loading")
@@ -70,7 +72,9 @@ struct ImportTests {
       #expect(try await store.countEmployees(filter: EmployeeFilter(nameContains: "NUÑEZ")) >= 1)
       // Triggers work again: a later import is indexed for search at once.
       _ = try await store.importEmployees([makeEmployee(name: "Quintessa Unique")])
-      #expect(try await store.countEmployees(filter: EmployeeFilter(nameContains: "quintessa")) == 1)
+      #expect(
+        try await store.countEmployees(filter: EmployeeFilter(nameContains: "quintessa")) == 1
+      )
       let integrity = try store.read { db in
         try String.fetchOne(db, sql: "PRAGMA integrity_check")
       }
@@ -83,7 +87,8 @@ struct ImportTests {
     let directory = try makeTemporaryDirectory()
     defer { try? FileManager.default.removeItem(atPath: directory) }
     let path = directory + "/crash.sqlite"
-    let schema = "SELECT type, name, sql FROM sqlite_master WHERE tbl_name = 'employees' ORDER BY name"
+    let schema =
+      "SELECT type, name, sql FROM sqlite_master WHERE tbl_name = 'employees' ORDER BY name"
     do {
       let store = try SQLiteStore(configuration: StoreConfiguration(path: path))
       let before = try store.read { db in try Row.fetchAll(db, sql: schema) }
@@ -95,11 +100,16 @@ struct ImportTests {
     }
     let reopened = try SQLiteStore(configuration: StoreConfiguration(path: path))
     let indexes = try reopened.read { db in
-      try Int.fetchOne(db, sql: "SELECT count(*) FROM sqlite_master WHERE type = 'index' AND tbl_name = 'employees'")
+      try Int.fetchOne(
+        db,
+        sql: "SELECT count(*) FROM sqlite_master WHERE type = 'index' AND tbl_name = 'employees'"
+      )
     }
     #expect(indexes == 11, "nine listing indexes, the guid's, and the picture reference's")
     #expect(try await reopened.countEmployees(filter: EmployeeFilter(nameContains: "zoe")) == 1)
-    let pending = try reopened.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM bulk_load_pending") }
+    let pending = try reopened.read { db in
+      try Int.fetchOne(db, sql: "SELECT count(*) FROM bulk_load_pending")
+    }
     #expect(pending == 0)
   }
 

@@ -1,10 +1,11 @@
 import Foundation
 import GRDB
-@testable import RosterSQLite
-@testable import RosterDomain
 import Synchronization
-import Testing
 import TestSupport
+import Testing
+
+@testable import RosterDomain
+@testable import RosterSQLite
 
 /// The store's lanes: interrupts on cancellation, deadline and budget; admission; priority.
 /// The time limit only catches a hang: the heavy lane's threads run at nice 19, and on a
@@ -81,7 +82,8 @@ struct LaneTests {
 
   @Test("a query stops at the lane's budget even when its call has no deadline")
   func budget() async throws {
-    try await withTemporaryStore(configure: { $0.heavyLane.budget = .milliseconds(200) }) { store async throws in
+    try await withTemporaryStore(configure: { $0.heavyLane.budget = .milliseconds(200) }) {
+      store async throws in
       await Self.expectStoreError(.deadlineExceeded, mentioning: "--max-query-seconds") {
         try await Self.runEndless(store)
       }
@@ -113,12 +115,16 @@ struct LaneTests {
       running.cancel()
       _ = try? await running.value
       // The lane serves again.
-      let one = try await store.read(.heavy, statement: true) { db in try Int.fetchOne(db, sql: "SELECT 1") }
+      let one = try await store.read(.heavy, statement: true) { db in
+        try Int.fetchOne(db, sql: "SELECT 1")
+      }
       #expect(one == 1)
     }
   }
 
-  @Test("a point call runs and reads in the interactive lane, and is refused or cancelled as the lane's jobs are")
+  @Test(
+    "a point call runs and reads in the interactive lane, and is refused or cancelled as the lane's jobs are"
+  )
   func pointCalls() async throws {
     let configure: (inout StoreConfiguration) -> Void = {
       $0.pointReads = .lane
@@ -126,15 +132,24 @@ struct LaneTests {
       $0.interactiveLane.queueLimit = 1
     }
     try await withTemporaryStore(employees: 3, configure: configure) { store async throws in
-      let guid = try await store.employeePages(fields: .guid, filter: EmployeeFilter(), order: .name, after: nil, limit: 1, count: 1)[0]
-        .employees[0].guid
+      let guid = try await store.employeePages(
+        fields: .guid,
+        filter: EmployeeFilter(),
+        order: .name,
+        after: nil,
+        limit: 1,
+        count: 1
+      )[0]
+      .employees[0].guid
       /// Runs a point call and waits for it: where it ran and what it read, or why it was stopped.
       func pointCall(_ guid: String) async -> (thread: String?, Result<String, StoreError>) {
         await withCheckedContinuation { continuation in
           _ = store.runPointCall(
             {
               let read = Result { try store.employeeNow(guid: guid, fields: .name).name }
-              continuation.resume(returning: (StoreLane.currentThreadName(), read.mapError { $0 as! StoreError }))
+              continuation.resume(
+                returning: (StoreLane.currentThreadName(), read.mapError { $0 as! StoreError })
+              )
             },
             stopped: { continuation.resume(returning: (nil, .failure($0))) }
           )
@@ -148,14 +163,26 @@ struct LaneTests {
 
       // The lane's one thread busy, its one queue place taken by a point call: the next is refused
       // at once; the queued one, cancelled, is stopped without running.
-      let running = Task { try await store.read(.interactive, statement: true) { db in try Int.fetchOne(db, sql: Self.endless) } }
-      while store.laneStatistics.interactive.running < 1 { try await Task.sleep(for: .milliseconds(5)) }
+      let running = Task {
+        try await store.read(.interactive, statement: true) { db in
+          try Int.fetchOne(db, sql: Self.endless)
+        }
+      }
+      while store.laneStatistics.interactive.running < 1 {
+        try await Task.sleep(for: .milliseconds(5))
+      }
       let ran = Atomic(0)
       let queuedStop = Mutex<StoreError?>(nil)
-      let cancel = store.runPointCall({ ran.add(1, ordering: .relaxed) }, stopped: { error in queuedStop.withLock { $0 = error } })
+      let cancel = store.runPointCall(
+        { ran.add(1, ordering: .relaxed) },
+        stopped: { error in queuedStop.withLock { $0 = error } }
+      )
       #expect(store.laneStatistics.interactive.queued == 1)
       let refused = Mutex<StoreError?>(nil)
-      _ = store.runPointCall({ ran.add(1, ordering: .relaxed) }, stopped: { error in refused.withLock { $0 = error } })
+      _ = store.runPointCall(
+        { ran.add(1, ordering: .relaxed) },
+        stopped: { error in refused.withLock { $0 = error } }
+      )
       #expect(refused.withLock { $0?.code } == .resourceExhausted)
       cancel()
       #expect(queuedStop.withLock { $0?.code } == .cancelled)
@@ -167,7 +194,9 @@ struct LaneTests {
     }
   }
 
-  @Test("heavy work runs at a lower priority than interactive work, and never on the caller's thread")
+  @Test(
+    "heavy work runs at a lower priority than interactive work, and never on the caller's thread"
+  )
   func priority() async throws {
     try await withTemporaryStore { store async throws in
       let heavy = try await store.read(.heavy) { _ in StoreLane.currentNiceness() }
@@ -178,7 +207,7 @@ struct LaneTests {
       #expect(name.hasPrefix("roster.heavy"))
       // Heavy threads hand their answers to a thread at the usual priority, so no thread the
       // runtime starts to resume a caller inherits the lower one.
-      for _ in 0..<20 {
+      for _ in 0 ..< 20 {
         _ = try await store.read(.heavy) { _ in 0 }
         #expect(StoreLane.currentNiceness() == 0)
       }
@@ -222,7 +251,9 @@ struct LaneTests {
       }
       try await Task.sleep(until: deadline + .milliseconds(10))
       control.cancel()
-      await Self.expectStoreError(.deadlineExceeded, mentioning: "deadline") { try await waiting.value }
+      await Self.expectStoreError(.deadlineExceeded, mentioning: "deadline") {
+        try await waiting.value
+      }
       #expect(throws: StoreError.deadlinePassed) { try CallControl.check(control) }
       // Cancelled before its deadline, it is CANCELLED.
       let early = CallControl(deadline: .now + .seconds(60))

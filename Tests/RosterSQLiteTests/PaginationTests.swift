@@ -1,9 +1,9 @@
 import GRDB
-import Testing
 import TestSupport
+import Testing
 
-@testable import RosterSQLite
 @testable import RosterDomain
+@testable import RosterSQLite
 
 @Suite("Keyset pagination", .timeLimit(.minutes(10)))
 struct PaginationTests {
@@ -30,16 +30,25 @@ struct PaginationTests {
     }
   }
 
-  @Test("rows inserted between pages neither repeat nor hide existing rows", arguments: EmployeeOrder.allCases)
+  @Test(
+    "rows inserted between pages neither repeat nor hide existing rows",
+    arguments: EmployeeOrder.allCases
+  )
   func insertsBetweenPages(order: EmployeeOrder) async throws {
     try await withTemporaryStore(employees: 300) { store async throws in
-      let before = Set(try Self.bruteForce(store, order: order, filter: EmployeeFilter()).map(\.guid))
+      let before = Set(
+        try Self.bruteForce(store, order: order, filter: EmployeeFilter()).map(\.guid)
+      )
       var seen: [String] = []
       var cursor: EmployeeCursor?
       var round = 0
       repeat {
         let page = try await store.employeePage(
-          fields: [.guid], filter: EmployeeFilter(), order: order, after: cursor, limit: 25
+          fields: [.guid],
+          filter: EmployeeFilter(),
+          order: order,
+          after: cursor,
+          limit: 25
         )
         seen += page.employees.map(\.guid)
         cursor = page.next
@@ -58,7 +67,7 @@ struct PaginationTests {
 
   @Test("duplicate names are ordered by id and never skipped")
   func duplicateNames() async throws {
-    let twins = (0..<25).map { _ in makeEmployee(name: "Same Name") }
+    let twins = (0 ..< 25).map { _ in makeEmployee(name: "Same Name") }
     try await withTemporaryStore(employees: 20, extra: twins) { store async throws in
       let pages = try await Self.walk(store, order: .name, filter: EmployeeFilter(), pageSize: 7)
       #expect(pages.count == 45)
@@ -71,8 +80,11 @@ struct PaginationTests {
     try await withTemporaryStore(employees: 5) { store async throws in
       await #expect(throws: StoreError.self) {
         _ = try await store.employeePage(
-          fields: .all, filter: EmployeeFilter(), order: .department,
-          after: EmployeeCursor(keys: ["x"], id: 1), limit: 5
+          fields: .all,
+          filter: EmployeeFilter(),
+          order: .department,
+          after: EmployeeCursor(keys: ["x"], id: 1),
+          limit: 5
         )
       }
     }
@@ -88,8 +100,11 @@ struct PaginationTests {
     var cursor: EmployeeCursor?
     repeat {
       let page = try await store.employeePage(
-        fields: [.guid, .name, .department, .startDate], filter: filter, order: order,
-        after: cursor, limit: pageSize
+        fields: [.guid, .name, .department, .startDate],
+        filter: filter,
+        order: order,
+        after: cursor,
+        limit: pageSize
       )
       #expect(page.employees.count <= pageSize)
       all += page.employees
@@ -105,7 +120,10 @@ struct PaginationTests {
     filter: EmployeeFilter
   ) throws -> [Employee] {
     let rows = try store.read { db in
-      try Row.fetchAll(db, sql: "SELECT id, guid, name, department, active, start_date FROM employees")
+      try Row.fetchAll(
+        db,
+        sql: "SELECT id, guid, name, department, active, start_date FROM employees"
+      )
     }
     var employees = rows.map { row -> Employee in
       var e = Employee()

@@ -2,8 +2,8 @@ import Foundation
 import GRDB
 import Logging
 import Synchronization
-import Testing
 import TestSupport
+import Testing
 
 @testable import RosterDomain
 @testable import RosterSQLite
@@ -24,12 +24,15 @@ struct PointReaderTests {
     var configuration = StoreConfiguration(path: directory + "/test.sqlite")
     configuration.sqlDebug = true
     let log = CollectedLog()
-    let store = try SQLiteStore(configuration: configuration, logger: Logger(label: "test") { _ in log })
+    let store = try SQLiteStore(
+      configuration: configuration,
+      logger: Logger(label: "test") { _ in log }
+    )
     _ = try await store.createEmployee(Self.nunez)
     // The first read opens the connection (its setup is logged too).
     _ = try await store.employee(guid: Self.nunez.guid, fields: .all)
     _ = log.take()
-    for _ in 0..<3 {
+    for _ in 0 ..< 3 {
       let employee = try await store.employee(guid: Self.nunez.guid, fields: [.name])
       #expect(employee.name == "José Núñez")
     }
@@ -45,13 +48,18 @@ struct PointReaderTests {
     try await withTemporaryStore(extra: [Self.nunez]) { store async throws in
       #expect(try await store.employee(guid: Self.nunez.guid, fields: .all).department == "Design")
       try store.write { db in
-        try db.execute(sql: "UPDATE employees SET department = 'Legal' WHERE guid = ?", arguments: [Self.nunez.guid])
+        try db.execute(
+          sql: "UPDATE employees SET department = 'Legal' WHERE guid = ?",
+          arguments: [Self.nunez.guid]
+        )
       }
       #expect(try await store.employee(guid: Self.nunez.guid, fields: .all).department == "Legal")
       // A schema change on the writer (as a bulk load's index rebuild): the point
       // connections' cached statements are prepared again.
       try store.write { db in
-        try db.execute(sql: "CREATE INDEX point_reader_test ON employees(email); DROP INDEX point_reader_test")
+        try db.execute(
+          sql: "CREATE INDEX point_reader_test ON employees(email); DROP INDEX point_reader_test"
+        )
         try db.execute(sql: "ALTER TABLE employees ADD COLUMN point_reader_test INTEGER")
       }
       #expect(try await store.employee(guid: Self.nunez.guid, fields: .all).name == "José Núñez")

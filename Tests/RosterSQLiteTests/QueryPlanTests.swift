@@ -1,9 +1,9 @@
 import GRDB
-import Testing
 import TestSupport
+import Testing
 
-@testable import RosterSQLite
 @testable import RosterDomain
+@testable import RosterSQLite
 
 /// Every list, count, search and point-read shape must be served by an index: no table scan
 /// of `employees`, and no temp B-tree to sort. Checked before and after ANALYZE, since the
@@ -24,13 +24,20 @@ struct QueryPlanTests {
       if analyzed { try store.write { db in try db.execute(sql: "ANALYZE") } }
       for order in EmployeeOrder.allCases {
         for filter in Self.filters {
-          for cursor in [nil, EmployeeCursor(keys: EmployeeSQL.sortKeys(order).map { _ in "m" }, id: 5)] {
+          for cursor in [
+            nil, EmployeeCursor(keys: EmployeeSQL.sortKeys(order).map { _ in "m" }, id: 5),
+          ] {
             for fields in [EmployeeFields.all, [.guid, .name]] {
               let query = EmployeeSQL.page(
-                fields: fields, filter: filter, order: order, after: cursor, limit: 51
+                fields: fields,
+                filter: filter,
+                order: order,
+                after: cursor,
+                limit: 51
               )
               let plan = try Self.plan(store, query.sql, query.arguments)
-              let context = "order \(order), \(filter), cursor \(cursor != nil):\n\(plan.joined(separator: "\n"))"
+              let context =
+                "order \(order), \(filter), cursor \(cursor != nil):\n\(plan.joined(separator: "\n"))"
               Self.expectIndexed(plan, context: context)
               #expect(!plan.contains { $0.contains("TEMP B-TREE") }, "\(context)")
               let main = plan.first { $0.hasPrefix("SEARCH e ") || $0.hasPrefix("SCAN e ") }
@@ -48,19 +55,30 @@ struct QueryPlanTests {
     }
   }
 
-  @Test("a name search reads its employees by name from the matching names", arguments: [false, true])
+  @Test(
+    "a name search reads its employees by name from the matching names",
+    arguments: [false, true]
+  )
   func searchPlans(analyzed: Bool) async throws {
     try await withTemporaryStore(employees: 2000) { store async throws in
       if analyzed { try store.write { db in try db.execute(sql: "ANALYZE") } }
       for order in EmployeeOrder.allCases {
         for filter in Self.filters where filter.nameContains != nil {
-          for cursor in [nil, EmployeeCursor(keys: EmployeeSQL.sortKeys(order).map { _ in "m" }, id: 5)] {
+          for cursor in [
+            nil, EmployeeCursor(keys: EmployeeSQL.sortKeys(order).map { _ in "m" }, id: 5),
+          ] {
             // In name order always; in the others when the matches are few and get sorted.
             let query = EmployeeSQL.page(
-              fields: .all, filter: filter, order: order, after: cursor, limit: 51, few: order != .name
+              fields: .all,
+              filter: filter,
+              order: order,
+              after: cursor,
+              limit: 51,
+              few: order != .name
             )
             let plan = try Self.plan(store, query.sql, query.arguments)
-            let context = "order \(order), \(filter), cursor \(cursor != nil):\n\(plan.joined(separator: "\n"))"
+            let context =
+              "order \(order), \(filter), cursor \(cursor != nil):\n\(plan.joined(separator: "\n"))"
             let main = plan.first { $0.hasPrefix("SEARCH e ") }
             #expect(main?.contains("name_folded=?") == true, "driven by the names: \(context)")
             #expect(
@@ -142,14 +160,19 @@ struct AnalyticsQueryPlanTests {
             let plan = try QueryPlanTests.plan(store, query.sql, query.arguments)
             let context = "\(function) by \(grouping), \(filter):\n\(plan.joined(separator: "\n"))"
             QueryPlanTests.expectIndexed(plan, context: context)
-            let unfiltered = filter.department == nil && filter.employeeGUID == nil
+            let unfiltered =
+              filter.department == nil && filter.employeeGUID == nil
               && filter.fromDate == nil
             for line in plan where Self.reads("SCAN", "s", line) {
-              #expect(unfiltered || line.contains("INDEX"), "a filtered aggregate scans sales: \(context)")
+              #expect(
+                unfiltered || line.contains("INDEX"),
+                "a filtered aggregate scans sales: \(context)"
+              )
             }
             let wholeMonths = filter.fromDate != "2021-03-05"
             if AnalyticsSQL.additive.contains(function) && wholeMonths
-              && (filter.employeeGUID != nil ? grouping != .department : grouping != .employee && grouping != .day)
+              && (filter.employeeGUID != nil
+                ? grouping != .department : grouping != .employee && grouping != .day)
             {
               #expect(
                 !plan.contains { Self.reads("SCAN", "s", $0) || Self.reads("SEARCH", "s", $0) },
@@ -160,26 +183,52 @@ struct AnalyticsQueryPlanTests {
         }
         for grouping in [AggregateGrouping.none, .department, .active] {
           let key = grouping == .none ? "''" : grouping == .department ? "e.department" : "e.active"
-          for filter in [EmployeeFilter(department: "Sales"), EmployeeFilter(active: true, nameContains: "jo")] {
+          for filter in [
+            EmployeeFilter(department: "Sales"), EmployeeFilter(active: true, nameContains: "jo"),
+          ] {
             let query = AnalyticsSQL.aggregateEmployees(function, key: key, filter)
             let plan = try QueryPlanTests.plan(store, query.sql, query.arguments)
-            QueryPlanTests.expectIndexed(plan, context: "\(function) by \(grouping), \(filter): \(plan)")
+            QueryPlanTests.expectIndexed(
+              plan,
+              context: "\(function) by \(grouping), \(filter): \(plan)"
+            )
           }
         }
       }
       let keyed: [(String, StatementArguments, String)] = [
         (AnalyticsSQL.department, ["Sales"], "SEARCH department_stats USING PRIMARY KEY"),
-        (AnalyticsSQL.employeeSales, ["x"], "SEARCH employees USING INDEX sqlite_autoindex_employees"),
+        (
+          AnalyticsSQL.employeeSales, ["x"],
+          "SEARCH employees USING INDEX sqlite_autoindex_employees"
+        ),
         (AnalyticsSQL.employeeMonths, [1], "SEARCH sales_daily USING PRIMARY KEY"),
-        (AnalyticsSQL.departmentMonths, ["Sales"], "SEARCH sales_monthly_department USING PRIMARY KEY"),
+        (
+          AnalyticsSQL.departmentMonths, ["Sales"],
+          "SEARCH sales_monthly_department USING PRIMARY KEY"
+        ),
         (AnalyticsSQL.monthVersion, ["2024-03"], "SEARCH sales_monthly USING PRIMARY KEY"),
-        (AnalyticsSQL.employeeDays, [1, "2024-03-01", "2024-03-31"], "SEARCH sales_daily USING PRIMARY KEY"),
-        (AnalyticsSQL.departmentDays, ["2024-03-01", "2024-03-31", "Sales"], "SEARCH sales_daily_department USING PRIMARY KEY"),
-        (AnalyticsSQL.everyoneDays, ["2024-03-01", "2024-03-31"], "SEARCH sales_daily_department USING PRIMARY KEY"),
-        (SQLiteStore.bucketAmount(inDepartment: false), [31_000, 31_999, "2020-01-01", "2024-12-31", 10],
-         "SEARCH s USING COVERING INDEX sales_by_amount (amount_cents>? AND amount_cents<?)"),
-        (SQLiteStore.bucketAmount(inDepartment: true), [31_000, 31_999, "2020-01-01", "2024-12-31", "Sales", 10],
-         "SEARCH s USING COVERING INDEX sales_by_amount (amount_cents>? AND amount_cents<?)"),
+        (
+          AnalyticsSQL.employeeDays, [1, "2024-03-01", "2024-03-31"],
+          "SEARCH sales_daily USING PRIMARY KEY"
+        ),
+        (
+          AnalyticsSQL.departmentDays, ["2024-03-01", "2024-03-31", "Sales"],
+          "SEARCH sales_daily_department USING PRIMARY KEY"
+        ),
+        (
+          AnalyticsSQL.everyoneDays, ["2024-03-01", "2024-03-31"],
+          "SEARCH sales_daily_department USING PRIMARY KEY"
+        ),
+        (
+          SQLiteStore.bucketAmount(inDepartment: false),
+          [31_000, 31_999, "2020-01-01", "2024-12-31", 10],
+          "SEARCH s USING COVERING INDEX sales_by_amount (amount_cents>? AND amount_cents<?)"
+        ),
+        (
+          SQLiteStore.bucketAmount(inDepartment: true),
+          [31_000, 31_999, "2020-01-01", "2024-12-31", "Sales", 10],
+          "SEARCH s USING COVERING INDEX sales_by_amount (amount_cents>? AND amount_cents<?)"
+        ),
       ]
       for (sql, arguments, expected) in keyed {
         let plan = try QueryPlanTests.plan(store, sql, arguments)
@@ -187,7 +236,10 @@ struct AnalyticsQueryPlanTests {
       }
       // The two whole-table reads are of small tables, one row per department or per month,
       // each in key order with no sort.
-      for (sql, table) in [(AnalyticsSQL.departments, "department_stats"), (AnalyticsSQL.everyoneMonths, "sales_monthly")] {
+      for (sql, table) in [
+        (AnalyticsSQL.departments, "department_stats"),
+        (AnalyticsSQL.everyoneMonths, "sales_monthly"),
+      ] {
         let plan = try QueryPlanTests.plan(store, sql, [])
         #expect(plan == ["SCAN \(table)"], "\(sql)")
       }
@@ -202,8 +254,11 @@ struct ExplainTests {
     try await withTemporaryStore(employees: 300) { store async throws in
       let plans = try store.explainQueries(analyze: true)
       let names = plans.map(\.name)
-      for kind in ["ListEmployees", "CountEmployees", "GetEmployee", "DepartmentHeadcounts", "DepartmentSummary",
-                   "EmployeeSales", "SalesCalendar", "AggregateSales", "AggregateEmployees"] {
+      for kind in [
+        "ListEmployees", "CountEmployees", "GetEmployee", "DepartmentHeadcounts",
+        "DepartmentSummary",
+        "EmployeeSales", "SalesCalendar", "AggregateSales", "AggregateEmployees",
+      ] {
         #expect(names.contains { $0.hasPrefix(kind) }, "\(kind) missing")
       }
       #expect(plans.allSatisfy { !$0.plan.isEmpty })

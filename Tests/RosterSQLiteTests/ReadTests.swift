@@ -1,9 +1,9 @@
 import GRDB
-import Testing
 import TestSupport
+import Testing
 
-@testable import RosterSQLite
 @testable import RosterDomain
+@testable import RosterSQLite
 
 @Suite("Reads", .timeLimit(.minutes(10)))
 struct ReadTests {
@@ -46,8 +46,11 @@ struct ReadTests {
       #expect(with.thumbnail == [0xFF, 0xD8, 0xFF, 0xE0])
       #expect(with.pictureEtag == "etag-1")
       let without = try await store.employeePage(
-        fields: .all.subtracting(.thumbnail), filter: EmployeeFilter(), order: .name,
-        after: nil, limit: 10
+        fields: .all.subtracting(.thumbnail),
+        filter: EmployeeFilter(),
+        order: .name,
+        after: nil,
+        limit: 10
       )
       #expect(without.employees.first?.thumbnail == nil)
       #expect(without.employees.first?.pictureEtag == "etag-1")
@@ -64,7 +67,10 @@ struct ReadTests {
   func search(text: String, findsNunez: Bool) async throws {
     try await withTemporaryStore(extra: [Self.nunez, Self.zoe]) { store async throws in
       let page = try await store.employeePage(
-        fields: [.guid], filter: EmployeeFilter(nameContains: text), order: .name, after: nil,
+        fields: [.guid],
+        filter: EmployeeFilter(nameContains: text),
+        order: .name,
+        after: nil,
         limit: 10
       )
       #expect(page.employees.contains { $0.guid == Self.nunez.guid } == findsNunez)
@@ -100,7 +106,8 @@ struct ReadTests {
 
   @Test("batch get keeps request order, repeats included, and is all or nothing")
   func batchGet() async throws {
-    try await withTemporaryStore(employees: 50, extra: [Self.nunez, Self.zoe]) { store async throws in
+    try await withTemporaryStore(employees: 50, extra: [Self.nunez, Self.zoe]) {
+      store async throws in
       let guids = [Self.zoe.guid, Self.nunez.guid, Self.zoe.guid]
       let found = try await store.employees(guids: guids, fields: [.guid])
       #expect(found.map(\.guid) == guids)

@@ -1,10 +1,10 @@
 import GRDB
-import Testing
-import TestSupport
-
-@testable import RosterSQLite
-@testable import RosterDomain
 import RosterSeed
+import TestSupport
+import Testing
+
+@testable import RosterDomain
+@testable import RosterSQLite
 
 /// Search against brute force: generated names with accents, Ł, ß, apostrophes and spaces,
 /// and queries of 1 to 6 characters, through every order, filter and plan the store can pick.
@@ -21,13 +21,18 @@ struct SearchPropertyTests {
   static func names(count: Int, seed: UInt64) -> [String] {
     var random = SplitMix64(seed: seed)
     var names: [String] = []
-    for index in 0..<count {
+    for index in 0 ..< count {
       if index > 10, random.next() % 4 == 0 {
         names.append(names[Int(random.next() % UInt64(names.count))])
         continue
       }
       let length = 1 + Int(random.next() % 14)
-      names.append(String((0..<length).map { _ in Self.alphabet[Int(random.next() % UInt64(Self.alphabet.count))] }))
+      names.append(
+        String(
+          (0 ..< length).map { _ in Self.alphabet[Int(random.next() % UInt64(Self.alphabet.count))]
+          }
+        )
+      )
     }
     return names
   }
@@ -36,19 +41,24 @@ struct SearchPropertyTests {
   /// their case and marks changed, and random strings (so some find nothing).
   static func queries(from names: [String], count: Int, seed: UInt64) -> [String] {
     var random = SplitMix64(seed: seed)
-    return (0..<count).map { index in
+    return (0 ..< count).map { index in
       let length = 1 + index % 6
       if index % 3 == 2 {
-        return String((0..<length).map { _ in Self.alphabet[Int(random.next() % UInt64(Self.alphabet.count))] })
+        return String(
+          (0 ..< length).map { _ in Self.alphabet[Int(random.next() % UInt64(Self.alphabet.count))]
+          }
+        )
       }
       let name = Array(names[Int(random.next() % UInt64(names.count))])
       let start = Int(random.next() % UInt64(max(1, name.count - length + 1)))
-      let piece = String(name[start..<min(name.count, start + length)])
+      let piece = String(name[start ..< min(name.count, start + length)])
       return index % 2 == 0 ? piece.uppercased() : piece
     }
   }
 
-  static let filters: [(String?, Bool?)] = [(nil, nil), ("Legal", nil), (nil, false), ("Design", true)]
+  static let filters: [(String?, Bool?)] = [
+    (nil, nil), ("Legal", nil), (nil, false), ("Design", true),
+  ]
 
   @Test("every page of every search, in every order and plan, equals brute force")
   func pagesMatchBruteForce() async throws {
@@ -56,7 +66,9 @@ struct SearchPropertyTests {
     let departments = ["Design", "Legal", "Sales"]
     let employees = names.enumerated().map { index, name in
       makeEmployee(
-        name: name, department: departments[index % 3], active: index % 5 != 0,
+        name: name,
+        department: departments[index % 3],
+        active: index % 5 != 0,
         startDate: "20\(10 + index % 15)-0\(1 + index % 9)-1\(index % 10)"
       )
     }
@@ -85,24 +97,36 @@ struct SearchPropertyTests {
         try await store.deleteEmployee(guid: employee.guid)
       }
       _ = try await store.deleteEmployees(filter: EmployeeFilter(nameContains: "ł"), limit: 1000)
-      _ = try await store.importEmployees(Self.names(count: 50, seed: 7).map { makeEmployee(name: $0) })
+      _ = try await store.importEmployees(
+        Self.names(count: 50, seed: 7).map { makeEmployee(name: $0) }
+      )
       // A name no one carries any more is gone from the names, and no name is counted twice.
       let stale = try store.read { db in
-        try Int.fetchOne(db, sql: """
-          SELECT count(*) FROM employee_names n WHERE employees !=
-            (SELECT count(*) FROM employees e WHERE e.name_folded = n.name_folded)
-          """)
+        try Int.fetchOne(
+          db,
+          sql: """
+            SELECT count(*) FROM employee_names n WHERE employees !=
+              (SELECT count(*) FROM employees e WHERE e.name_folded = n.name_folded)
+            """
+        )
       }
       #expect(stale == 0)
       let missing = try store.read { db in
-        try Int.fetchOne(db, sql: """
-          SELECT count(*) FROM (SELECT DISTINCT name_folded FROM employees)
-          WHERE name_folded NOT IN (SELECT name_folded FROM employee_names)
-          """)
+        try Int.fetchOne(
+          db,
+          sql: """
+            SELECT count(*) FROM (SELECT DISTINCT name_folded FROM employees)
+            WHERE name_folded NOT IN (SELECT name_folded FROM employee_names)
+            """
+        )
       }
       #expect(missing == 0)
       for text in Self.queries(from: names, count: 40, seed: 11) + ["ß", "ss", "ł", "l"] {
-        try await Self.check(store, filter: EmployeeFilter(nameContains: text), context: "'\(text)'")
+        try await Self.check(
+          store,
+          filter: EmployeeFilter(nameContains: text),
+          context: "'\(text)'"
+        )
       }
     }
   }
@@ -121,7 +145,10 @@ struct SearchPropertyTests {
         }
       }
       if order == .name {
-        #expect(try await store.countEmployees(filter: filter) == Int64(expected.count), "\(context)")
+        #expect(
+          try await store.countEmployees(filter: filter) == Int64(expected.count),
+          "\(context)"
+        )
       }
     }
   }
@@ -137,7 +164,12 @@ struct SearchPropertyTests {
     var cursor: EmployeeCursor?
     repeat {
       let query = EmployeeSQL.page(
-        fields: [.guid], filter: filter, order: order, after: cursor, limit: 6, few: few
+        fields: [.guid],
+        filter: filter,
+        order: order,
+        after: cursor,
+        limit: 6,
+        few: few
       )
       let page = try store.read { db -> [(guid: String, after: EmployeeCursor)] in
         let statement = try db.makeStatement(sql: query.sql)
@@ -145,7 +177,15 @@ struct SearchPropertyTests {
         var page: [(guid: String, after: EmployeeCursor)] = []
         while let row = try rows.next() {
           let (employee, keyIndex) = EmployeeSQL.decode(statement.sqliteStatement, [.guid])
-          page.append((employee.guid, EmployeeCursor(keys: (keyIndex..<row.count).map { row[$0] as String }, id: employee.id)))
+          page.append(
+            (
+              employee.guid,
+              EmployeeCursor(
+                keys: (keyIndex ..< row.count).map { row[$0] as String },
+                id: employee.id
+              )
+            )
+          )
         }
         return page
       }

@@ -1,10 +1,10 @@
 import Foundation
 import RosterDomain
 import RosterSQLite
-import StoreContract
-import Testing
-import TestSupport
 import RosterSeed
+import StoreContract
+import TestSupport
+import Testing
 
 /// The store contract (`Tests/StoreContract`) on the SQLite backend: each clause on a new,
 /// empty store.

@@ -1,10 +1,10 @@
 import GRDB
 import Synchronization
-import Testing
 import TestSupport
+import Testing
 
-@testable import RosterSQLite
 @testable import RosterDomain
+@testable import RosterSQLite
 
 @Suite("Store settings", .timeLimit(.minutes(10)))
 struct StoreSettingsTests {
@@ -32,9 +32,12 @@ struct StoreSettingsTests {
       #expect(try store.pragma("soft_heap_limit") == "\(72 * 1024 * 1024)")
     }
     // Without a budget, each cache keeps its own setting.
-    try await withTemporaryStore(configure: { $0.memory = MemoryBudget(megabytes: nil) }) { store async throws in
+    try await withTemporaryStore(configure: { $0.memory = MemoryBudget(megabytes: nil) }) {
+      store async throws in
       #expect(try store.pragma("cache_size") == "-\(store.configuration.cacheSizeKiB)")
-      #expect(store.configuration.effectivePictureCacheBytes == store.configuration.pictures.cacheBytes)
+      #expect(
+        store.configuration.effectivePictureCacheBytes == store.configuration.pictures.cacheBytes
+      )
     }
   }
 
@@ -62,7 +65,9 @@ struct StoreSettingsTests {
     }
   }
 
-  @Test("an upsert's rows are read on the bulk thread, below the usual priority, and the caller resumes at the usual one")
+  @Test(
+    "an upsert's rows are read on the bulk thread, below the usual priority, and the caller resumes at the usual one"
+  )
   func bulkThread() async throws {
     try await withTemporaryStore { store async throws in
       let employee = makeEmployee(name: "Bulk Row")
@@ -79,7 +84,7 @@ struct StoreSettingsTests {
         #expect(niceness == 10)
       }
       #expect(StoreLane.currentNiceness() == 0)
-      for _ in 0..<20 {
+      for _ in 0 ..< 20 {
         _ = try await store.upsertEmployees(ThreadRecordingRows(messages: []))
         #expect(StoreLane.currentNiceness() == 0)
       }

@@ -1,10 +1,11 @@
 import Foundation
 import GRDB
-@testable import RosterSQLite
-@testable import RosterDomain
-import Testing
-import TestSupport
 import RosterSeed
+import TestSupport
+import Testing
+
+@testable import RosterDomain
+@testable import RosterSQLite
 
 /// The coalescing writer: shared commits, savepoint isolation, and the change log.
 @Suite("Writer", .timeLimit(.minutes(10)))
@@ -35,7 +36,9 @@ struct WriterTests {
       #expect(after.commits - before.commits < 64, "64 writes should share commits")
       #expect(after.largestBatch > 1)
       for (offset, guid) in guids.enumerated() {
-        #expect(try await store.employee(guid: guid, fields: .vacationDays).vacationDays == 100 + offset)
+        #expect(
+          try await store.employee(guid: guid, fields: .vacationDays).vacationDays == 100 + offset
+        )
       }
     }
   }
@@ -71,7 +74,7 @@ struct WriterTests {
       let before = store.writerStatistics
       let changesBefore = store.latestChange
       let results = await withTaskGroup(of: (Int, Bool).self) { group in
-        for index in 0..<8 {
+        for index in 0 ..< 8 {
           group.addTask {
             do {
               if index == 3 {
@@ -98,8 +101,10 @@ struct WriterTests {
       let after = store.writerStatistics
       #expect(after.commits - before.commits < 7, "the neighbours shared a commit")
       #expect(after.failedWrites - before.failedWrites == 1)
-      for index in 0..<8 where index != 3 {
-        #expect(try await store.employee(guid: guids[index], fields: .name).name == "Renamed \(index)")
+      for index in 0 ..< 8 where index != 3 {
+        #expect(
+          try await store.employee(guid: guids[index], fields: .name).name == "Renamed \(index)"
+        )
       }
       #expect(try await store.employee(guid: taken, fields: .name).name != "Dup")
       #expect(store.latestChange - changesBefore == 7, "only the 7 good writes are logged")
@@ -199,7 +204,10 @@ struct WriterTests {
       )
       #expect(affected == sales - inactiveSales)
       #expect(store.latestChange - start == Int64(affected))
-      #expect(try await store.countEmployees(filter: EmployeeFilter(department: "Sales", active: true)) == 0)
+      #expect(
+        try await store.countEmployees(filter: EmployeeFilter(department: "Sales", active: true))
+          == 0
+      )
       let again = try await store.batchUpdateEmployees(
         filter: EmployeeFilter(department: "Sales"),
         changes: changes
@@ -240,7 +248,7 @@ struct WriterTests {
       )
       #expect(pruned == 30)
       await #expect(throws: StoreError.self) { _ = try await store.changes(after: 29, limit: 10) }
-      #expect(try await store.changes(after: 30, limit: 100).map(\.sequence) == Array(31...50))
+      #expect(try await store.changes(after: 30, limit: 100).map(\.sequence) == Array(31 ... 50))
       await #expect(throws: StoreError.self) { _ = try await store.changes(after: 51, limit: 10) }
       // Age-based: everything is older than a cutoff in the future.
       let byAge = try await store.pruneChangeLog(

@@ -1,11 +1,11 @@
 import Foundation
 import GRDB
 import RosterDomain
-@testable import RosterStore
-import Testing
 import TestSupport
+import Testing
 
 @testable import RosterSQLite
+@testable import RosterStore
 
 /// Pages written from SQLite's bytes (`writtenEmployeePages`) carry only valid UTF-8, as
 /// protobuf's strings must: SQLite keeps whatever bytes a text was given.
@@ -25,9 +25,13 @@ struct WrittenPagesTests {
   @Test("a text that is not UTF-8 in the file is written repaired, as every other read gives it")
   func invalidText() async throws {
     try await withTemporaryStore(employees: 3) { store async throws in
-      let invalid: [UInt8] = [0x61, 0xC3, 0x28, 0x62]  // "a", a lead byte without its continuation, "(b"
+      // "a", a lead byte without its continuation, "(b".
+      let invalid: [UInt8] = [0x61, 0xC3, 0x28, 0x62]
       try store.write { db in
-        try db.execute(sql: "UPDATE employees SET about = CAST(? AS TEXT) WHERE id = 2", arguments: [Data(invalid)])
+        try db.execute(
+          sql: "UPDATE employees SET about = CAST(? AS TEXT) WHERE id = 2",
+          arguments: [Data(invalid)]
+        )
       }
       let pages = try await store.writtenEmployeePages(
         fields: [.about],
@@ -38,15 +42,21 @@ struct WrittenPagesTests {
         count: 1,
         writer: AboutWriter()
       )
-      let abouts = pages[0].bytes.split(separator: 0, omittingEmptySubsequences: false).dropLast().map(Array.init)
+      let abouts = pages[0].bytes.split(separator: 0, omittingEmptySubsequences: false).dropLast()
+        .map(Array.init)
       #expect(abouts.count == 3)
       let repaired = Array(String(decoding: invalid, as: UTF8.self).utf8)
       #expect(abouts.contains(repaired))
       for about in abouts {
-        #expect(String(validating: about, as: UTF8.self) != nil, "a written text is not UTF-8: \(about)")
+        #expect(
+          String(validating: about, as: UTF8.self) != nil,
+          "a written text is not UTF-8: \(about)"
+        )
       }
       // The point read gives the same repaired text.
-      let guid = try await store.read(.interactive) { db in try String.fetchOne(db, sql: "SELECT guid FROM employees WHERE id = 2")! }
+      let guid = try await store.read(.interactive) { db in
+        try String.fetchOne(db, sql: "SELECT guid FROM employees WHERE id = 2")!
+      }
       #expect(Array(try await store.employee(guid: guid, fields: [.about]).about.utf8) == repaired)
     }
   }
@@ -60,7 +70,9 @@ struct WrittenPagesTests {
       #expect(!valid(Array(repeating: 0x61, count: count) + [0xFF]))
     }
     #expect(valid(Array("José Núñez — 日本 🎉".utf8)))
-    #expect(valid(Array(repeating: 0x61, count: 9) + Array("é".utf8) + Array(repeating: 0x62, count: 9)))
+    #expect(
+      valid(Array(repeating: 0x61, count: 9) + Array("é".utf8) + Array(repeating: 0x62, count: 9))
+    )
     #expect(!valid([0xC3]))  // cut short
     #expect(!valid([0xC3, 0x28]))  // no continuation
     #expect(!valid([0x80]))  // a continuation alone
@@ -71,12 +83,14 @@ struct WrittenPagesTests {
     #expect(!valid([0xF0, 0x80, 0x80, 0x80]))  // a four-byte overlong
     #expect(!valid([0xF4, 0x90, 0x80, 0x80]))  // past U+10FFFF
     #expect(!valid([0xF5, 0x80, 0x80, 0x80]))  // no such lead byte
-    #expect(valid([0xF4, 0x8F, 0xBF, 0xBF, 0xED, 0x9F, 0xBF, 0xE0, 0xA0, 0x80, 0xC2, 0x80]))  // each range's edge
+    // Each range's edge.
+    #expect(valid([0xF4, 0x8F, 0xBF, 0xBF, 0xED, 0x9F, 0xBF, 0xE0, 0xA0, 0x80, 0xC2, 0x80]))
     // The same verdicts as the standard library's, over random bytes.
     var random = SplitMix64(seed: 7)
-    for _ in 0..<2_000 {
-      let bytes = (0..<Int(random.next() % 12)).map { _ in
-        random.next() % 3 == 0 ? UInt8(truncatingIfNeeded: random.next()) : UInt8(0x80 | random.next() % 0x40)
+    for _ in 0 ..< 2_000 {
+      let bytes = (0 ..< Int(random.next() % 12)).map { _ in
+        random.next() % 3 == 0
+          ? UInt8(truncatingIfNeeded: random.next()) : UInt8(0x80 | random.next() % 0x40)
       }
       let lead: [UInt8] = [[], [0xE6], [0xF0, 0x9F], [0xC3], [0x61]][Int(random.next() % 5)]
       let all = lead + bytes

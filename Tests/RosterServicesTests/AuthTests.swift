@@ -1,15 +1,16 @@
 import GRPCCore
 import GRPCInProcessTransport
+import RosterDomain
 import RosterProto
 import RosterServices
-import RosterDomain
-import Testing
 import TestSupport
+import Testing
 
 @Suite("Authentication and roles", .timeLimit(.minutes(10)))
 struct AuthTests {
   /// One token of each role, and the table that holds their hashes.
-  static func tokens() throws -> (table: TokenTable, reader: String, writer: String, admin: String) {
+  static func tokens() throws -> (table: TokenTable, reader: String, writer: String, admin: String)
+  {
     let reader = TokenTable.makeToken(role: .reader, label: "ci reader")
     let writer = TokenTable.makeToken(role: .writer)
     let admin = TokenTable.makeToken(role: .admin)
@@ -19,7 +20,8 @@ struct AuthTests {
 
   @Test("every Roster method has a role of its own; health and reflection are open")
   func everyMethodHasARole() throws {
-    let methods = Roster_V1_Directory.Method.descriptors + Roster_V1_Pictures.Method.descriptors
+    let methods =
+      Roster_V1_Directory.Method.descriptors + Roster_V1_Pictures.Method.descriptors
       + Roster_V1_Analytics.Method.descriptors
     #expect(methods.count == 24)
     for method in methods {
@@ -30,7 +32,11 @@ struct AuthTests {
     #expect(Role.required(for: Roster_V1_Directory.Method.DeleteEmployees.descriptor) == .admin)
     #expect(Role.required(for: Roster_V1_Analytics.Method.DeleteSales.descriptor) == .admin)
     #expect(Role.required(for: Grpc_Health_V1_Health.Method.Check.descriptor) == nil)
-    #expect(Role.required(for: Grpc_Reflection_V1alpha_ServerReflection.Method.ServerReflectionInfo.descriptor) == nil)
+    #expect(
+      Role.required(
+        for: Grpc_Reflection_V1alpha_ServerReflection.Method.ServerReflectionInfo.descriptor
+      ) == nil
+    )
     let unknown = MethodDescriptor(fullyQualifiedService: "roster.v1.Later", method: "Anything")
     #expect(Role.required(for: unknown) == .admin)
   }
@@ -54,7 +60,10 @@ struct AuthTests {
     }
   }
 
-  @Test("no token or an unknown one is UNAUTHENTICATED; a low role is PERMISSION_DENIED and changes nothing", arguments: TestBackend.available)
+  @Test(
+    "no token or an unknown one is UNAUTHENTICATED; a low role is PERMISSION_DENIED and changes nothing",
+    arguments: TestBackend.available
+  )
   func roles(_ backend: TestBackend) async throws {
     let (table, reader, writer, admin) = try Self.tokens()
     try await withTemporaryStore(on: backend, employees: 20) { store async throws in
@@ -83,20 +92,43 @@ struct AuthTests {
       try await client(reader) { directory async throws in
         #expect(try await directory.countEmployees(.init()).count == 20)
         await expectStatus(.permissionDenied, mentioning: "writer") {
-          _ = try await directory.createEmployee(.with { $0.employee = .with { $0.name = "Eve"; $0.department = "Design" } })
+          _ = try await directory.createEmployee(
+            .with {
+              $0.employee = .with {
+                $0.name = "Eve"
+                $0.department = "Design"
+              }
+            }
+          )
         }
       }
       try await client(writer) { directory async throws in
         _ = try await directory.createEmployee(
-          .with { $0.employee = .with { $0.name = "Wendy"; $0.department = "Design"; $0.startDate = "2024-01-02" } }
+          .with {
+            $0.employee = .with {
+              $0.name = "Wendy"
+              $0.department = "Design"
+              $0.startDate = "2024-01-02"
+            }
+          }
         )
         await expectStatus(.permissionDenied, mentioning: "admin") {
-          _ = try await directory.deleteEmployees(.with { $0.all = true; $0.limit = 100 })
+          _ = try await directory.deleteEmployees(
+            .with {
+              $0.all = true
+              $0.limit = 100
+            }
+          )
         }
       }
       #expect(try await store.countEmployees(filter: EmployeeFilter()) == 21)
       try await client(admin) { directory async throws in
-        let deleted = try await directory.deleteEmployees(.with { $0.department = "Design"; $0.limit = 1000 })
+        let deleted = try await directory.deleteEmployees(
+          .with {
+            $0.department = "Design"
+            $0.limit = 1000
+          }
+        )
         #expect(deleted.deleted >= 1)
       }
       // Probes and discovery need no token.

@@ -1,12 +1,12 @@
 import GRPCCore
 import GRPCInProcessTransport
-import RosterProto
-import RosterStore
 import RosterDomain
-import SwiftProtobuf
-import Testing
-import TestSupport
+import RosterProto
 import RosterSeed
+import RosterStore
+import SwiftProtobuf
+import TestSupport
+import Testing
 
 /// Every bad input gets a clear status whose message names the field.
 @Suite("Bad input", .timeLimit(.minutes(10)))
@@ -46,8 +46,11 @@ struct BadInputTests {
     Case(name: "tampered page_token", code: .invalidArgument, mentioning: "page_token") {
       let token = try await $0.listEmployees(.with { $0.pageSize = 2 }).nextPageToken
       var bytes = Array(token.utf8)
-      bytes[bytes.count - 3] = bytes[bytes.count - 3] == UInt8(ascii: "A") ? UInt8(ascii: "B") : UInt8(ascii: "A")
-      _ = try await $0.listEmployees(.with { $0.pageToken = String(decoding: bytes, as: UTF8.self) })
+      bytes[bytes.count - 3] =
+        bytes[bytes.count - 3] == UInt8(ascii: "A") ? UInt8(ascii: "B") : UInt8(ascii: "A")
+      _ = try await $0.listEmployees(
+        .with { $0.pageToken = String(decoding: bytes, as: UTF8.self) }
+      )
     },
     Case(name: "page_token from other filters", code: .invalidArgument, mentioning: "page_token") {
       let token = try await $0.listEmployees(
@@ -91,7 +94,8 @@ struct BadInputTests {
         for try await _ in response.messages {}
       }
     },
-    Case(name: "count with over-long department", code: .invalidArgument, mentioning: "department") {
+    Case(name: "count with over-long department", code: .invalidArgument, mentioning: "department")
+    {
       _ = try await $0.countEmployees(.with { $0.department = String(repeating: "d", count: 101) })
     },
     Case(name: "get without guid", code: .invalidArgument, mentioning: "guid") {
@@ -125,15 +129,24 @@ struct BadInputTests {
     Case(name: "create with an empty name", code: .invalidArgument, mentioning: "name") {
       _ = try await $0.createEmployee(.with { $0.employee = Self.newEmployee { $0.name = " " } })
     },
-    Case(name: "create with a malformed guid", code: .invalidArgument, mentioning: "employee.guid") {
+    Case(name: "create with a malformed guid", code: .invalidArgument, mentioning: "employee.guid")
+    {
       _ = try await $0.createEmployee(.with { $0.employee = Self.newEmployee { $0.guid = "x-1" } })
     },
-    Case(name: "create with a date that does not exist", code: .invalidArgument, mentioning: "start_date") {
+    Case(
+      name: "create with a date that does not exist",
+      code: .invalidArgument,
+      mentioning: "start_date"
+    ) {
       _ = try await $0.createEmployee(
         .with { $0.employee = Self.newEmployee { $0.startDate = "2021-02-29" } }
       )
     },
-    Case(name: "create with negative vacation_days", code: .invalidArgument, mentioning: "vacation_days") {
+    Case(
+      name: "create with negative vacation_days",
+      code: .invalidArgument,
+      mentioning: "vacation_days"
+    ) {
       _ = try await $0.createEmployee(
         .with { $0.employee = Self.newEmployee { $0.vacationDays = -1 } }
       )
@@ -180,7 +193,11 @@ struct BadInputTests {
         }
       )
     },
-    Case(name: "update with an over-long department", code: .invalidArgument, mentioning: "department") {
+    Case(
+      name: "update with an over-long department",
+      code: .invalidArgument,
+      mentioning: "department"
+    ) {
       _ = try await $0.updateEmployee(
         .with {
           $0.employee.guid = Self.existingGUID
@@ -197,13 +214,18 @@ struct BadInputTests {
     Case(name: "delete of an unknown guid", code: .notFound, mentioning: Self.unknownGUID) {
       _ = try await $0.deleteEmployee(.with { $0.guid = Self.unknownGUID })
     },
-    Case(name: "batch update with no filter and no all", code: .invalidArgument, mentioning: "all") {
+    Case(name: "batch update with no filter and no all", code: .invalidArgument, mentioning: "all")
+    {
       _ = try await $0.batchUpdateEmployees(.with { $0.setActive = false })
     },
     Case(name: "batch update that sets nothing", code: .invalidArgument, mentioning: "set_active") {
       _ = try await $0.batchUpdateEmployees(.with { $0.all = true })
     },
-    Case(name: "batch update to negative vacation_days", code: .invalidArgument, mentioning: "vacation_days") {
+    Case(
+      name: "batch update to negative vacation_days",
+      code: .invalidArgument,
+      mentioning: "vacation_days"
+    ) {
       _ = try await $0.batchUpdateEmployees(
         .with {
           $0.department = "Sales"
@@ -211,7 +233,11 @@ struct BadInputTests {
         }
       )
     },
-    Case(name: "batch update to an empty department", code: .invalidArgument, mentioning: "department") {
+    Case(
+      name: "batch update to an empty department",
+      code: .invalidArgument,
+      mentioning: "department"
+    ) {
       _ = try await $0.batchUpdateEmployees(
         .with {
           $0.all = true
@@ -270,7 +296,10 @@ struct BadInputTests {
     ).employees
   }
 
-  @Test("bad analytics requests get a clear status naming the field", arguments: TestBackend.available)
+  @Test(
+    "bad analytics requests get a clear status naming the field",
+    arguments: TestBackend.available
+  )
   func analytics(_ backend: TestBackend) async throws {
     try await withTemporaryStore(on: backend, employees: 5) { store async throws in
       try await withInProcessClient(store: store) { client async throws in
@@ -282,51 +311,66 @@ struct BadInputTests {
           _ = try await analytics.aggregateSales(.with { $0.function = .UNRECOGNIZED(42) })
         }
         await expectStatus(.invalidArgument, mentioning: "group_by 9") {
-          _ = try await analytics.aggregateSales(.with {
-            $0.function = .count
-            $0.groupBy = .UNRECOGNIZED(9)
-          })
+          _ = try await analytics.aggregateSales(
+            .with {
+              $0.function = .count
+              $0.groupBy = .UNRECOGNIZED(9)
+            }
+          )
         }
         await expectStatus(.invalidArgument, mentioning: "after to_date") {
-          _ = try await analytics.aggregateSales(.with {
-            $0.function = .sum
-            $0.fromDate = "2024-05-01"
-            $0.toDate = "2024-04-01"
-          })
+          _ = try await analytics.aggregateSales(
+            .with {
+              $0.function = .sum
+              $0.fromDate = "2024-05-01"
+              $0.toDate = "2024-04-01"
+            }
+          )
         }
         await expectStatus(.invalidArgument, mentioning: "from_date") {
-          _ = try await analytics.aggregateSales(.with {
-            $0.function = .sum
-            $0.fromDate = "2024-02-30"
-          })
+          _ = try await analytics.aggregateSales(
+            .with {
+              $0.function = .sum
+              $0.fromDate = "2024-02-30"
+            }
+          )
         }
         await expectStatus(.invalidArgument, mentioning: "group_by") {
-          _ = try await analytics.aggregateEmployees(.with {
-            $0.function = .avg
-            $0.groupBy = .month
-          })
+          _ = try await analytics.aggregateEmployees(
+            .with {
+              $0.function = .avg
+              $0.groupBy = .month
+            }
+          )
         }
         await expectStatus(.invalidArgument, mentioning: "month needs a year") {
           _ = try await analytics.salesCalendar(.with { $0.month = 3 })
         }
         await expectStatus(.invalidArgument, mentioning: "month 13") {
-          _ = try await analytics.salesCalendar(.with {
-            $0.year = 2024
-            $0.month = 13
-          })
+          _ = try await analytics.salesCalendar(
+            .with {
+              $0.year = 2024
+              $0.month = 13
+            }
+          )
         }
         await expectStatus(.notFound, mentioning: "Nowhere") {
           _ = try await analytics.departmentSummary(.with { $0.department = "Nowhere" })
         }
         await expectStatus(.notFound, mentioning: "no employee") {
-          _ = try await analytics.employeeSales(.with { $0.guid = "00000000-0000-4000-8000-000000000000" })
+          _ = try await analytics.employeeSales(
+            .with { $0.guid = "00000000-0000-4000-8000-000000000000" }
+          )
         }
         await expectStatus(.invalidArgument, mentioning: "before_date") {
           _ = try await analytics.deleteSales(.init())
         }
         let headcounts = try await analytics.departmentHeadcounts(.init())
         #expect(headcounts.departments.map(\.headcount).reduce(0, +) == 5)
-        #expect(headcounts.departments.map(\.department) == headcounts.departments.map(\.department).sorted())
+        #expect(
+          headcounts.departments.map(\.department)
+            == headcounts.departments.map(\.department).sorted()
+        )
       }
     }
   }

@@ -19,25 +19,28 @@ struct Base64URLTests {
   @Test("every length from 0 to 70 bytes encodes as Foundation does, and decodes back")
   func matchesFoundation() {
     var generator = SplitMix64(seed: 0x5EED)
-    for length in 0...70 {
-      for _ in 0..<20 {
-        let bytes = (0..<length).map { _ in UInt8.random(in: 0...255, using: &generator) }
+    for length in 0 ... 70 {
+      for _ in 0 ..< 20 {
+        let bytes = (0 ..< length).map { _ in UInt8.random(in: 0 ... 255, using: &generator) }
         let text = Base64URL.encode(bytes)
         #expect(text == Self.reference(bytes), "\(bytes)")
         #expect(Base64URL.decode(text) == bytes, "\(text)")
       }
     }
     // Every byte value, so every character of the alphabet, appears.
-    let all = (0...255).map(UInt8.init)
+    let all = (0 ... 255).map(UInt8.init)
     #expect(Base64URL.encode(all) == Self.reference(all))
     #expect(Base64URL.decode(Base64URL.encode(all)) == all)
   }
 
-  @Test("text no encoder makes is refused", arguments: [
-    "A", "AAAAA",  // a length of 4n + 1
-    "AB+C", "AB/C", "ABC=", "AB==", "AB C", "ABé",  // outside the alphabet, padding
-    "AB", "AAB", "AAAAAB",  // leftover bits that are not zero
-  ])
+  @Test(
+    "text no encoder makes is refused",
+    arguments: [
+      "A", "AAAAA",  // a length of 4n + 1
+      "AB+C", "AB/C", "ABC=", "AB==", "AB C", "ABé",  // outside the alphabet, padding
+      "AB", "AAB", "AAAAAB",  // leftover bits that are not zero
+    ]
+  )
   func refusesOtherText(_ text: String) {
     #expect(Base64URL.decode(text) == nil)
   }

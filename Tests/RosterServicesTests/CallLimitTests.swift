@@ -1,16 +1,20 @@
 import GRPCCore
 import GRPCInProcessTransport
 import Logging
-import RosterProto
 import RosterDomain
-@testable import RosterServices
+import RosterProto
 import Synchronization
-import Testing
 import TestSupport
+import Testing
+
+@testable import RosterServices
 
 @Suite("Call limits", .timeLimit(.minutes(10)))
 struct CallLimitTests {
-  @Test("a client gets at most N open streams; a finished one frees its place", arguments: TestBackend.available)
+  @Test(
+    "a client gets at most N open streams; a finished one frees its place",
+    arguments: TestBackend.available
+  )
   func streamsPerClient(_ backend: TestBackend) async throws {
     try await withTemporaryStore(on: backend, employees: 20) { store async throws in
       try await withInProcessClient(store: store, maxStreamsPerClient: 2) { client async throws in
@@ -23,12 +27,12 @@ struct CallLimitTests {
           }
         }
         // Streams that finish give their place back: many in a row pass a cap of 2.
-        for _ in 0..<5 { #expect(try await streamAll() == 20) }
+        for _ in 0 ..< 5 { #expect(try await streamAll() == 20) }
 
         // Two watchers hold their places open, and a third stream is refused.
         let (opened, openedContinuation) = AsyncStream.makeStream(of: Void.self)
         try await withThrowingTaskGroup(of: Void.self) { group in
-          for _ in 0..<2 {
+          for _ in 0 ..< 2 {
             group.addTask {
               // Each watch ends with UNAVAILABLE when the feed closes below.
               await expectStatus(.unavailable, mentioning: "shutting down") {
@@ -66,10 +70,11 @@ struct CallLimitTests {
     let pagesRead = Mutex(0)
     let reaper = DeadlineReaper()
     await expectStatus(.deadlineExceeded, mentioning: "default of") {
-      _ = try await CallControlInterceptor.run(until: started + limit, limit: limit, reaper: reaper) {
+      _ = try await CallControlInterceptor.run(until: started + limit, limit: limit, reaper: reaper)
+      {
         // A handler that reads a page every 20 ms and checks for cancellation, as
         // StreamEmployees does: 100 pages would take 2 s.
-        for _ in 0..<100 {
+        for _ in 0 ..< 100 {
           try Task.checkCancellation()
           pagesRead.withLock { $0 += 1 }
           try await Task.sleep(for: .milliseconds(20))
@@ -80,18 +85,25 @@ struct CallLimitTests {
     // Cut short: it never read all 100 pages (no timing bound: the machine is shared).
     #expect(pagesRead.withLock { $0 } < 100)
     // A body that finishes in time returns its value, and its own errors pass through.
-    let value = try await CallControlInterceptor.run(until: .now + limit, limit: limit, reaper: reaper) { 42 }
+    let value = try await CallControlInterceptor.run(
+      until: .now + limit,
+      limit: limit,
+      reaper: reaper
+    ) { 42 }
     #expect(value == 42)
     // The call that ended in time left nothing behind: no timer, no entry in the reaper.
     #expect(reaper.watched == 0)
     await expectStatus(.notFound, mentioning: "mine") {
-      _ = try await CallControlInterceptor.run(until: .now + limit, limit: limit, reaper: reaper) { () async throws -> Int in
+      _ = try await CallControlInterceptor.run(until: .now + limit, limit: limit, reaper: reaper) {
+        () async throws -> Int in
         throw RPCError(code: .notFound, message: "mine")
       }
     }
   }
 
-  @Test("a handler that stops on a cancellation after the default deadline, before the reaper fires, is DEADLINE_EXCEEDED")
+  @Test(
+    "a handler that stops on a cancellation after the default deadline, before the reaper fires, is DEADLINE_EXCEEDED"
+  )
   func cancellationAfterTheDeadline() async throws {
     // The store sees the deadline itself (a statement's progress handler) and stops the call
     // with a cancellation before the reaper's next tick: still the deadline's doing.
@@ -99,21 +111,28 @@ struct CallLimitTests {
     let end = ContinuousClock.now + limit
     let reaper = DeadlineReaper(tick: .seconds(30))
     await expectStatus(.deadlineExceeded, mentioning: "default of") {
-      _ = try await CallControlInterceptor.run(until: end, limit: limit, reaper: reaper) { () async throws -> Int in
+      _ = try await CallControlInterceptor.run(until: end, limit: limit, reaper: reaper) {
+        () async throws -> Int in
         try await Task.sleep(until: end + .milliseconds(5))
         throw CancellationError()
       }
     }
     // Before the deadline, a cancellation is the handler's own outcome.
     await expectStatus(.cancelled, mentioning: "mine") {
-      _ = try await CallControlInterceptor.run(until: .now + .seconds(30), limit: .seconds(30), reaper: reaper) {
+      _ = try await CallControlInterceptor.run(
+        until: .now + .seconds(30),
+        limit: .seconds(30),
+        reaper: reaper
+      ) {
         () async throws -> Int in
         throw RPCError(code: .cancelled, message: "mine")
       }
     }
   }
 
-  @Test("a handler's failure after the default deadline, in its response rather than thrown, says it was the default")
+  @Test(
+    "a handler's failure after the default deadline, in its response rather than thrown, says it was the default"
+  )
   func failureInTheResponseAfterTheDeadline() async throws {
     // grpc-swift's unary adapters carry a handler's error in the response; the store's own
     // check of the deadline ("the call's deadline passed") can come before the reaper's tick.
@@ -126,7 +145,10 @@ struct CallLimitTests {
       let end = try #require(CallControl.current?.deadline)
       while ContinuousClock.now < end { try? await Task.sleep(until: end) }
       return StreamingServerResponse(
-        error: RPCError(code: .deadlineExceeded, message: "the call's deadline passed; its query was stopped")
+        error: RPCError(
+          code: .deadlineExceeded,
+          message: "the call's deadline passed; its query was stopped"
+        )
       )
     }
     guard case .failure(let error) = response.accepted else {
@@ -169,7 +191,9 @@ struct CallLimitTests {
       let before = ContinuousClock.now
       let seen = Mutex<ContinuousClock.Instant?>(nil)
       let response: StreamingServerResponse<Int> = try await interceptor.intercept(
-        request: StreamingServerRequest(single: ServerRequest(metadata: ["grpc-timeout": "5S"], message: 0)),
+        request: StreamingServerRequest(
+          single: ServerRequest(metadata: ["grpc-timeout": "5S"], message: 0)
+        ),
         context: context
       ) { _, _ in
         seen.withLock { $0 = CallControl.current?.deadline }
@@ -219,7 +243,7 @@ struct CallLimitTests {
         context: context
       ) { _, _ in
         probe.inCallersTask.withLock { $0 = withUnsafeCurrentTask { $0?.hashValue } == caller }
-        for _ in 0..<pages {
+        for _ in 0 ..< pages {
           try Task.checkCancellation()
           probe.pagesRead.withLock { $0 += 1 }
           try await Task.sleep(for: .milliseconds(20))
@@ -232,7 +256,9 @@ struct CallLimitTests {
     }
   }
 
-  @Test("when the transport can cancel the call's task, the default deadline runs in that task and cancels it")
+  @Test(
+    "when the transport can cancel the call's task, the default deadline runs in that task and cancels it"
+  )
   func defaultDeadlineInTheCallsTask() async throws {
     let interceptor = CallControlInterceptor(deadline: .milliseconds(300))
 
@@ -287,14 +313,17 @@ struct CallLimitTests {
   func exemptions() {
     let exempt = CallControlInterceptor.exempt
     for method in [
-      Roster_V1_Directory.Method.UpsertEmployees.descriptor, Roster_V1_Directory.Method.StreamEmployees.descriptor,
-      Roster_V1_Pictures.Method.GetPicture.descriptor, Roster_V1_Pictures.Method.PutPicture.descriptor,
+      Roster_V1_Directory.Method.UpsertEmployees.descriptor,
+      Roster_V1_Directory.Method.StreamEmployees.descriptor,
+      Roster_V1_Pictures.Method.GetPicture.descriptor,
+      Roster_V1_Pictures.Method.PutPicture.descriptor,
       Roster_V1_Analytics.Method.ImportSales.descriptor,
     ] {
       #expect(exempt.contains(method), "\(method)")
     }
     for method in [
-      Roster_V1_Directory.Method.GetEmployee.descriptor, Roster_V1_Directory.Method.DeleteEmployees.descriptor,
+      Roster_V1_Directory.Method.GetEmployee.descriptor,
+      Roster_V1_Directory.Method.DeleteEmployees.descriptor,
       Roster_V1_Analytics.Method.AggregateSales.descriptor,
     ] {
       #expect(!exempt.contains(method), "\(method)")
@@ -304,7 +333,8 @@ struct CallLimitTests {
   @Test("WatchChanges is exempt from the default deadline", arguments: TestBackend.available)
   func watchOutlivesTheDefaultDeadline(_ backend: TestBackend) async throws {
     try await withTemporaryStore(on: backend, employees: 5) { store async throws in
-      try await withInProcessClient(store: store, defaultDeadline: .milliseconds(200)) { client async throws in
+      try await withInProcessClient(store: store, defaultDeadline: .milliseconds(200)) {
+        client async throws in
         let directory = Roster_V1_Directory.Client(wrapping: client)
         // The five seed inserts replay at once; a change made well after the default deadline
         // still arrives live, so the watch was not cut.
@@ -314,7 +344,10 @@ struct CallLimitTests {
             count += 1
             if count == 5 {
               try await Task.sleep(for: .milliseconds(500))
-              _ = try await store.createEmployee(makeEmployee(name: "Late Larry"), context: WriteContext())
+              _ = try await store.createEmployee(
+                makeEmployee(name: "Late Larry"),
+                context: WriteContext()
+              )
             }
             if count == 6 { return event.guid }
           }

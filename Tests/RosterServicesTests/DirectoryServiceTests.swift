@@ -1,18 +1,21 @@
 import GRPCCore
 import GRPCInProcessTransport
-import RosterProto
 import RosterDomain
+import RosterProto
 import RosterServices
 import SwiftProtobuf
 import Synchronization
-import Testing
 import TestSupport
+import Testing
 
 @Suite("Directory service", .timeLimit(.minutes(10)))
 struct DirectoryServiceTests {
   static let nunez = makeEmployee(name: "José Núñez", department: "Legal", active: false)
 
-  @Test("ListEmployees pages through everyone with tokens, for every order", arguments: TestBackend.available)
+  @Test(
+    "ListEmployees pages through everyone with tokens, for every order",
+    arguments: TestBackend.available
+  )
   func listPages(_ backend: TestBackend) async throws {
     try await withTemporaryStore(on: backend, employees: 230) { store async throws in
       try await withInProcessClient(store: store) { client async throws in
@@ -51,7 +54,8 @@ struct DirectoryServiceTests {
 
   @Test("the read mask limits the fields sent", arguments: TestBackend.available)
   func readMask(_ backend: TestBackend) async throws {
-    try await withTemporaryStore(on: backend, employees: 5, extra: [Self.nunez]) { store async throws in
+    try await withTemporaryStore(on: backend, employees: 5, extra: [Self.nunez]) {
+      store async throws in
       try await withInProcessClient(store: store) { client async throws in
         let directory = Roster_V1_Directory.Client(wrapping: client)
         let partial = try await directory.getEmployee(
@@ -81,7 +85,8 @@ struct DirectoryServiceTests {
 
   @Test("filters apply to List, Stream and Count alike", arguments: TestBackend.available)
   func filters(_ backend: TestBackend) async throws {
-    try await withTemporaryStore(on: backend, employees: 400, extra: [Self.nunez]) { store async throws in
+    try await withTemporaryStore(on: backend, employees: 400, extra: [Self.nunez]) {
+      store async throws in
       try await withInProcessClient(store: store) { client async throws in
         let directory = Roster_V1_Directory.Client(wrapping: client)
         let count = try await directory.countEmployees(
@@ -111,7 +116,10 @@ struct DirectoryServiceTests {
     }
   }
 
-  @Test("StreamEmployees sends every employee in pages whose tokens resume the listing", arguments: TestBackend.available)
+  @Test(
+    "StreamEmployees sends every employee in pages whose tokens resume the listing",
+    arguments: TestBackend.available
+  )
   func stream(_ backend: TestBackend) async throws {
     try await withTemporaryStore(on: backend, employees: 260) { store async throws in
       try await withInProcessClient(store: store) { client async throws in
@@ -150,7 +158,10 @@ struct DirectoryServiceTests {
     }
   }
 
-  @Test("StreamEmployees over gRPC writes each page straight from the store's employees, in ListEmployees' bytes", arguments: TestBackend.available)
+  @Test(
+    "StreamEmployees over gRPC writes each page straight from the store's employees, in ListEmployees' bytes",
+    arguments: TestBackend.available
+  )
   func streamWrittenDirect(_ backend: TestBackend) async throws {
     try await withTemporaryStore(on: backend, employees: 130) { store async throws in
       try await withInProcessClient(store: store) { client async throws in
@@ -166,7 +177,10 @@ struct DirectoryServiceTests {
             for try await page in response.messages { pages.append(try page.serializedBytes()) }
             return pages
           }
-          #expect(DirectoryPageStreams.pagesWritten.load(ordering: .relaxed) - written >= 3, "mask \(mask)")
+          #expect(
+            DirectoryPageStreams.pagesWritten.load(ordering: .relaxed) - written >= 3,
+            "mask \(mask)"
+          )
           // The same pages through ListEmployees, one call each (grpc-swift's path: messages).
           var listed: [[UInt8]] = []
           var token = ""
@@ -184,9 +198,13 @@ struct DirectoryServiceTests {
     }
   }
 
-  @Test("BatchGetEmployees answers in request order and is all or nothing", arguments: TestBackend.available)
+  @Test(
+    "BatchGetEmployees answers in request order and is all or nothing",
+    arguments: TestBackend.available
+  )
   func batchGet(_ backend: TestBackend) async throws {
-    try await withTemporaryStore(on: backend, employees: 20, extra: [Self.nunez]) { store async throws in
+    try await withTemporaryStore(on: backend, employees: 20, extra: [Self.nunez]) {
+      store async throws in
       try await withInProcessClient(store: store) { client async throws in
         let directory = Roster_V1_Directory.Client(wrapping: client)
         let some = try await directory.listEmployees(.with { $0.pageSize = 3 }).employees

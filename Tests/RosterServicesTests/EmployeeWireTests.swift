@@ -13,22 +13,37 @@ struct EmployeeWireTests {
   @Test("the same bytes as SwiftProtobuf, for random employees, masks and tokens")
   func sameBytes() throws {
     var random = SplitMix64(seed: 41)
-    for round in 0..<400 {
+    for round in 0 ..< 400 {
       let count = Int(random.next() % 8)
-      let employees = (0..<count).map { _ in Self.employee(&random) }
+      let employees = (0 ..< count).map { _ in Self.employee(&random) }
       let mask = round == 0 ? EmployeeReadMask.all : Self.mask(&random)
-      let token = random.next() % 3 == 0 ? "" : String(repeating: "t", count: Int(random.next() % 200))
-      let reply = EmployeePageReply<Roster_V1_ListEmployeesResponse>(employees: employees, mask: mask, nextPageToken: token)
+      let token =
+        random.next() % 3 == 0 ? "" : String(repeating: "t", count: Int(random.next() % 200))
+      let reply = EmployeePageReply<Roster_V1_ListEmployeesResponse>(
+        employees: employees,
+        mask: mask,
+        nextPageToken: token
+      )
       let expected: [UInt8] = try reply.message.serializedBytes()
       let written = reply.binary()
       #expect(written == expected, "round \(round): \(mask)")
       #expect(try Roster_V1_ListEmployeesResponse(serializedBytes: written) == reply.message)
       // A StreamEmployees message: the same fields and numbers, the same bytes.
-      let streamed = EmployeePageReply<Roster_V1_EmployeePage>(employees: employees, mask: mask, nextPageToken: token)
-      #expect(streamed.binary() == (try streamed.message.serializedBytes() as [UInt8]), "round \(round): \(mask)")
+      let streamed = EmployeePageReply<Roster_V1_EmployeePage>(
+        employees: employees,
+        mask: mask,
+        nextPageToken: token
+      )
+      #expect(
+        streamed.binary() == (try streamed.message.serializedBytes() as [UInt8]),
+        "round \(round): \(mask)"
+      )
       for employee in employees {
         let one = EmployeeReply(employee: employee, mask: mask)
-        #expect(one.binary() == (try one.message.serializedBytes() as [UInt8]), "round \(round): \(mask)")
+        #expect(
+          one.binary() == (try one.message.serializedBytes() as [UInt8]),
+          "round \(round): \(mask)"
+        )
       }
     }
   }
@@ -41,10 +56,13 @@ struct EmployeeWireTests {
     edge.vacationDays = -3
     edge.thumbnail = []
     edge.pictureEtag = ""
-    for round in 0..<300 {
-      let employees = (0..<Int(random.next() % 8)).map { _ in Self.employee(&random) } + (round % 10 == 0 ? [edge] : [])
+    for round in 0 ..< 300 {
+      let employees =
+        (0 ..< Int(random.next() % 8)).map { _ in Self.employee(&random) }
+        + (round % 10 == 0 ? [edge] : [])
       let mask = round == 0 ? EmployeeReadMask.all : Self.mask(&random)
-      let token = random.next() % 3 == 0 ? "" : String(repeating: "t", count: Int(random.next() % 200))
+      let token =
+        random.next() % 3 == 0 ? "" : String(repeating: "t", count: Int(random.next() % 200))
       let expected: [UInt8] = try EmployeePageReply<Roster_V1_ListEmployeesResponse>(
         employees: employees,
         mask: mask,
@@ -62,7 +80,11 @@ struct EmployeeWireTests {
       }
       for page in [fromRows, fromValues] {
         #expect(page.rowCount == employees.count)
-        let reply = EmployeePageReply<Roster_V1_ListEmployeesResponse>(written: page, mask: mask, nextPageToken: token)
+        let reply = EmployeePageReply<Roster_V1_ListEmployeesResponse>(
+          written: page,
+          mask: mask,
+          nextPageToken: token
+        )
         #expect(reply.binary() == expected, "round \(round): \(mask)")
         #expect(reply.rowCount == employees.count)
       }
@@ -72,7 +94,8 @@ struct EmployeeWireTests {
   /// `employee` as a row of bytes, as the store hands one to a writer.
   static func withRow(_ employee: Employee, _ body: (EmployeeRow) -> Void) {
     let texts = [
-      employee.guid, employee.name, employee.department, employee.email, employee.phone, employee.address,
+      employee.guid, employee.name, employee.department, employee.email, employee.phone,
+      employee.address,
       employee.about, employee.startDate, employee.pictureEtag ?? "",
     ]
     let bytes = texts.flatMap { Array($0.utf8) } + (employee.thumbnail ?? [])
@@ -80,7 +103,7 @@ struct EmployeeWireTests {
       var offset = 0
       func next(_ count: Int) -> UnsafeBufferPointer<UInt8> {
         defer { offset += count }
-        return UnsafeBufferPointer(rebasing: all[offset..<offset + count])
+        return UnsafeBufferPointer(rebasing: all[offset ..< offset + count])
       }
       var row = EmployeeRow()
       row.id = employee.id
@@ -121,7 +144,11 @@ struct EmployeeWireTests {
     other.thumbnail = [0xFF, 0xD8, 0x00]
     other.updateTimeMillis = 1_700_000_000_123
     for employees in [[], [employee], [employee, other], [Employee()]] {
-      let reply = EmployeePageReply<Roster_V1_ListEmployeesResponse>(employees: employees, mask: .all, nextPageToken: "")
+      let reply = EmployeePageReply<Roster_V1_ListEmployeesResponse>(
+        employees: employees,
+        mask: .all,
+        nextPageToken: ""
+      )
       #expect(reply.binary() == (try reply.message.serializedBytes() as [UInt8]))
       for employee in employees {
         let one = EmployeeReply(employee: employee, mask: .all)
@@ -133,7 +160,11 @@ struct EmployeeWireTests {
   static func employee(_ random: inout SplitMix64) -> Employee {
     func text(_ limit: UInt64) -> String {
       let alphabet = Array("abcdefghij Ñúé—日本")
-      return String((0..<Int(random.next() % limit)).map { _ in alphabet[Int(random.next() % UInt64(alphabet.count))] })
+      return String(
+        (0 ..< Int(random.next() % limit)).map { _ in
+          alphabet[Int(random.next() % UInt64(alphabet.count))]
+        }
+      )
     }
     var employee = Employee()
     employee.id = Int64(random.next() % 1_000_000)
@@ -147,16 +178,21 @@ struct EmployeeWireTests {
     employee.active = random.next() % 2 == 0
     employee.startDate = text(11)
     employee.vacationDays = Int(Int64(bitPattern: random.next()) % 100)
-    employee.thumbnail = random.next() % 3 == 0 ? nil : (0..<Int(random.next() % 300)).map { _ in UInt8(truncatingIfNeeded: random.next()) }
+    employee.thumbnail =
+      random.next() % 3 == 0
+      ? nil : (0 ..< Int(random.next() % 300)).map { _ in UInt8(truncatingIfNeeded: random.next()) }
     employee.pictureEtag = random.next() % 3 == 0 ? nil : text(64)
     employee.salesCount = random.next() % 4 == 0 ? 0 : Int64(bitPattern: random.next()) % 1_000_000
-    employee.updateTimeMillis = random.next() % 5 == 0 ? 0 : Int64(bitPattern: random.next()) % 4_000_000_000_000
+    employee.updateTimeMillis =
+      random.next() % 5 == 0 ? 0 : Int64(bitPattern: random.next()) % 4_000_000_000_000
     return employee
   }
 
   static func mask(_ random: inout SplitMix64) -> EmployeeReadMask {
     EmployeeReadMask(
-      fields: EmployeeFields(rawValue: UInt32(truncatingIfNeeded: random.next()) & EmployeeFields.all.rawValue),
+      fields: EmployeeFields(
+        rawValue: UInt32(truncatingIfNeeded: random.next()) & EmployeeFields.all.rawValue
+      ),
       hasPicture: random.next() % 2 == 0,
       pictureEtag: random.next() % 2 == 0
     )

@@ -2,8 +2,8 @@ import GRPCCore
 import GRPCInProcessTransport
 import RosterProto
 import RosterServices
-import Testing
 import TestSupport
+import Testing
 
 @Suite("Health service", .timeLimit(.minutes(10)))
 struct HealthServiceTests {
@@ -13,9 +13,13 @@ struct HealthServiceTests {
     try await withInProcessClient(services: [health]) { client async throws in
       let checker = Grpc_Health_V1_Health.Client(wrapping: client)
       #expect(try await checker.check(.init()).status == .serving)
-      #expect(try await checker.check(.with { $0.service = "roster.v1.Directory" }).status == .serving)
+      #expect(
+        try await checker.check(.with { $0.service = "roster.v1.Directory" }).status == .serving
+      )
       health.setServing(false, service: "roster.v1.Directory")
-      #expect(try await checker.check(.with { $0.service = "roster.v1.Directory" }).status == .notServing)
+      #expect(
+        try await checker.check(.with { $0.service = "roster.v1.Directory" }).status == .notServing
+      )
       #expect(try await checker.check(.init()).status == .serving)
       await expectStatus(.notFound, mentioning: "nope") {
         _ = try await checker.check(.with { $0.service = "nope" })

@@ -1,14 +1,14 @@
 import Foundation
 import GRPCCore
 import GRPCInProcessTransport
-import RosterProto
-import RosterServices
-import RosterSQLite
 import RosterDomain
-import Synchronization
-import Testing
-import TestSupport
+import RosterProto
+import RosterSQLite
 import RosterSeed
+import RosterServices
+import Synchronization
+import TestSupport
+import Testing
 
 /// `GetPicture` waits for the transport between spans of messages, so a download never runs
 /// more than two spans ahead of what the transport has taken (issue 4's memory bound).
@@ -16,7 +16,9 @@ import RosterSeed
 struct PicturePacingTests {
   /// A transport that takes nothing until `open()`: every `drained()` waits until then.
   final class Gate: ResponsePacing {
-    private let state = Mutex<(calls: Int, open: Bool, waiting: [CheckedContinuation<Void, Never>])>(
+    private let state = Mutex<
+      (calls: Int, open: Bool, waiting: [CheckedContinuation<Void, Never>])
+    >(
       (0, false, [])
     )
 
@@ -59,7 +61,11 @@ struct PicturePacingTests {
     try await withTemporaryStore(extra: [owner]) { store in
       // Stored through the ordinary services first.
       try await withInProcessClient(store: store) { client in
-        _ = try await PictureServiceTests.put(Roster_V1_Pictures.Client(wrapping: client), guid: owner.guid, picture)
+        _ = try await PictureServiceTests.put(
+          Roster_V1_Pictures.Client(wrapping: client),
+          guid: owner.guid,
+          picture
+        )
       }
 
       let gate = Gate()
@@ -67,7 +73,8 @@ struct PicturePacingTests {
       let service = PicturesService(store: store, pacing: gate)
       try await withInProcessClient(services: [service]) { client in
         let pictures = Roster_V1_Pictures.Client(wrapping: client)
-        async let download: [UInt8] = pictures.getPicture(.with { $0.guid = owner.guid }) { response in
+        async let download: [UInt8] = pictures.getPicture(.with { $0.guid = owner.guid }) {
+          response in
           var bytes: [UInt8] = []
           for try await message in response.messages {
             bytes += message.data
@@ -81,12 +88,18 @@ struct PicturePacingTests {
           try await Task.sleep(for: .milliseconds(5))
         }
         try await Task.sleep(for: .milliseconds(200))
-        #expect(received.value.load(ordering: .relaxed) == 2 * span, "messages ahead of the transport")
+        #expect(
+          received.value.load(ordering: .relaxed) == 2 * span,
+          "messages ahead of the transport"
+        )
         #expect(gate.calls == 1)
 
         gate.open()
         #expect(try await download == picture)
-        #expect(received.value.load(ordering: .relaxed) == (picture.count + PicturesService.chunkSize - 1) / PicturesService.chunkSize)
+        #expect(
+          received.value.load(ordering: .relaxed) == (picture.count + PicturesService.chunkSize - 1)
+            / PicturesService.chunkSize
+        )
       }
     }
   }

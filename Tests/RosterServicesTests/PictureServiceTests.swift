@@ -1,16 +1,16 @@
 import Foundation
-import PostgresNIO
 import GRPCCore
 import GRPCInProcessTransport
-import RosterProto
+import PostgresNIO
+import RosterDomain
 import RosterPictures
 import RosterPostgres
+import RosterProto
 import RosterSQLite
-import RosterStore
-import RosterDomain
-import Testing
-import TestSupport
 import RosterSeed
+import RosterStore
+import TestSupport
+import Testing
 
 /// The Pictures service through a real client: storage, streaming, thumbnails, bad input.
 @Suite("Pictures", .timeLimit(.minutes(10)))
@@ -18,7 +18,10 @@ struct PictureServiceTests {
   typealias Pictures = Roster_V1_Pictures.Client<InProcessTransport.Client>
   typealias Directory = Roster_V1_Directory.Client<InProcessTransport.Client>
 
-  static let alice = makeEmployee(name: "Alice Picture", guid: "a11ce000-0000-4000-8000-000000000001")
+  static let alice = makeEmployee(
+    name: "Alice Picture",
+    guid: "a11ce000-0000-4000-8000-000000000001"
+  )
   static let bob = makeEmployee(name: "Bob Picture", guid: "b0b00000-0000-4000-8000-000000000002")
 
   /// A large picture (stored as a file) and a small one (stored in the database).
@@ -63,7 +66,7 @@ struct PictureServiceTests {
       var start = 0
       while start < bytes.count {
         let end = min(bytes.count, start + 65_536)
-        try await writer.write(.with { $0.chunk = Data(bytes[start..<end]) })
+        try await writer.write(.with { $0.chunk = Data(bytes[start ..< end]) })
         start = end
       }
     }
@@ -106,7 +109,10 @@ struct PictureServiceTests {
     return files
   }
 
-  @Test("a large and a small picture round-trip byte for byte, with stable etags", arguments: TestBackend.available)
+  @Test(
+    "a large and a small picture round-trip byte for byte, with stable etags",
+    arguments: TestBackend.available
+  )
   func roundTrip(_ backend: TestBackend) async throws {
     try await Self.withPictures(on: backend) { pictures, directory, store async throws in
       for bytes in [Self.large, Self.small] {
@@ -133,7 +139,10 @@ struct PictureServiceTests {
     }
   }
 
-  @Test("resuming from an offset gives exactly the rest; dimensions are the picture's", arguments: TestBackend.available)
+  @Test(
+    "resuming from an offset gives exactly the rest; dimensions are the picture's",
+    arguments: TestBackend.available
+  )
   func resume(_ backend: TestBackend) async throws {
     try await Self.withPictures(on: backend) { pictures, _, _ async throws in
       let put = try await Self.put(pictures, guid: Self.alice.guid, Self.large)
@@ -165,7 +174,10 @@ struct PictureServiceTests {
     }
   }
 
-  @Test("if_none_match with the current etag sends nothing; a stale one sends it all", arguments: TestBackend.available)
+  @Test(
+    "if_none_match with the current etag sends nothing; a stale one sends it all",
+    arguments: TestBackend.available
+  )
   func ifNoneMatch(_ backend: TestBackend) async throws {
     try await Self.withPictures(on: backend) { pictures, _, _ async throws in
       let put = try await Self.put(pictures, guid: Self.alice.guid, Self.large)
@@ -188,7 +200,10 @@ struct PictureServiceTests {
     }
   }
 
-  @Test("thumbnails are 120 px high JPEGs, inline with the employee, and follow the picture", arguments: TestBackend.available)
+  @Test(
+    "thumbnails are 120 px high JPEGs, inline with the employee, and follow the picture",
+    arguments: TestBackend.available
+  )
   func thumbnails(_ backend: TestBackend) async throws {
     try await Self.withPictures(on: backend) { pictures, directory, _ async throws in
       let put = try await Self.put(pictures, guid: Self.alice.guid, Self.large)
@@ -213,13 +228,19 @@ struct PictureServiceTests {
     }
   }
 
-  @Test("identical pictures share one file, which goes with its last reference", arguments: TestBackend.available)
+  @Test(
+    "identical pictures share one file, which goes with its last reference",
+    arguments: TestBackend.available
+  )
   func deduplication(_ backend: TestBackend) async throws {
     try await Self.withPictures(on: backend) { pictures, directory, store async throws in
       _ = try await Self.put(pictures, guid: Self.alice.guid, Self.large)
       _ = try await Self.put(pictures, guid: Self.bob.guid, Self.large)
       let shared = try await Self.stored(store)
-      #expect(shared.filter { !$0.hasPrefix("chunk ") }.count == 1, "one picture for both: \(shared)")
+      #expect(
+        shared.filter { !$0.hasPrefix("chunk ") }.count == 1,
+        "one picture for both: \(shared)"
+      )
       _ = try await directory.deleteEmployee(.with { $0.guid = Self.alice.guid })
       #expect(try await Self.stored(store) == shared, "Bob still uses it")
       _ = try await directory.deleteEmployee(.with { $0.guid = Self.bob.guid })
@@ -243,7 +264,10 @@ struct PictureServiceTests {
     }
   }
 
-  @Test("an upload the client abandons midway leaves no file and no row", arguments: TestBackend.available)
+  @Test(
+    "an upload the client abandons midway leaves no file and no row",
+    arguments: TestBackend.available
+  )
   func abandonedUpload(_ backend: TestBackend) async throws {
     struct GaveUp: Error {}
     try await Self.withPictures(on: backend) { pictures, directory, store async throws in
@@ -251,13 +275,13 @@ struct PictureServiceTests {
         _ = try await pictures.putPicture { writer in
           try await writer.write(.with { $0.header = .with { $0.guid = Self.alice.guid } })
           for start in stride(from: 0, to: 196_608, by: 65_536) {
-            try await writer.write(.with { $0.chunk = Data(Self.large[start..<start + 65_536]) })
+            try await writer.write(.with { $0.chunk = Data(Self.large[start ..< start + 65_536]) })
           }
           throw GaveUp()
         }
       }
       // The server notices the cancelled stream on its own schedule.
-      for _ in 0..<100 where try await !Self.stored(store).isEmpty {
+      for _ in 0 ..< 100 where try await !Self.stored(store).isEmpty {
         try await Task.sleep(for: .milliseconds(50))
       }
       #expect(try await Self.stored(store).isEmpty)
@@ -267,11 +291,16 @@ struct PictureServiceTests {
     }
   }
 
-  @Test("bad uploads and reads get a clear status, and leave no file and no row", arguments: TestBackend.available)
+  @Test(
+    "bad uploads and reads get a clear status, and leave no file and no row",
+    arguments: TestBackend.available
+  )
   func badInput(_ backend: TestBackend) async throws {
     let corrupt = Array(Self.large.prefix(Self.large.count / 2))
     try await Self.withPictures(on: backend, configure: { $0.maximumBytes = 150_000 }) {
-      pictures, directory, store async throws in
+      pictures,
+      directory,
+      store async throws in
       let guid = Self.alice.guid
       await expectStatus(.invalidArgument, mentioning: "not a JPEG or PNG") {
         _ = try await Self.put(pictures, guid: guid, Array("hello, world".utf8))

@@ -18,7 +18,9 @@ struct ProtoContractTests {
 
   @Test("every read, and nothing that writes, is marked idempotency_level = NO_SIDE_EFFECTS")
   func readsAreMarked() throws {
-    let set = try Google_Protobuf_FileDescriptorSet(serializedBytes: RosterDescriptors.fileDescriptorSet)
+    let set = try Google_Protobuf_FileDescriptorSet(
+      serializedBytes: RosterDescriptors.fileDescriptorSet
+    )
     var all = Set<String>()
     var marked = Set<String>()
     for file in set.file where file.package == "roster.v1" {
@@ -31,7 +33,10 @@ struct ProtoContractTests {
       }
     }
     #expect(Self.reads.isSubset(of: all), "\(Self.reads.subtracting(all)) are not methods")
-    #expect(marked == Self.reads, "marked but writing: \(marked.subtracting(Self.reads)); unmarked reads: \(Self.reads.subtracting(marked))")
+    #expect(
+      marked == Self.reads,
+      "marked but writing: \(marked.subtracting(Self.reads)); unmarked reads: \(Self.reads.subtracting(marked))"
+    )
   }
 
   @Test("enums start at an _UNSPECIFIED zero value that means the default (buf lint's STANDARD)")

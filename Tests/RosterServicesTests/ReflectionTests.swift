@@ -4,8 +4,8 @@ import GRPCInProcessTransport
 import RosterProto
 import RosterServices
 import SwiftProtobuf
-import Testing
 import TestSupport
+import Testing
 
 @Suite("Server reflection", .timeLimit(.minutes(10)))
 struct ReflectionTests {
@@ -40,15 +40,16 @@ struct ReflectionTests {
 
     let alpha = try await withTemporaryStore { store async throws in
       try await withInProcessClient(store: store) { client in
-        try await Grpc_Reflection_V1alpha_ServerReflection.Client(wrapping: client).serverReflectionInfo(
-          requestProducer: { writer in try await writer.write(.with { $0.listServices = "*" }) }
-        ) { response in
-          var names: [String] = []
-          for try await message in response.messages {
-            names += message.listServicesResponse.service.map(\.name)
+        try await Grpc_Reflection_V1alpha_ServerReflection.Client(wrapping: client)
+          .serverReflectionInfo(
+            requestProducer: { writer in try await writer.write(.with { $0.listServices = "*" }) }
+          ) { response in
+            var names: [String] = []
+            for try await message in response.messages {
+              names += message.listServicesResponse.service.map(\.name)
+            }
+            return names
           }
-          return names
-        }
       }
     }
     #expect(alpha == Self.services)
@@ -56,8 +57,13 @@ struct ReflectionTests {
 
   @Test("a symbol resolves to its file with every file it imports, and the set is closed")
   func fileContainingSymbol() async throws {
-    let symbols = ["roster.v1.Directory", "roster.v1.Directory.GetEmployee", "roster.v1.Employee", ".roster.v1.Employee"]
-    let answers = try await Self.ask(symbols.map { symbol in .with { $0.fileContainingSymbol = symbol } })
+    let symbols = [
+      "roster.v1.Directory", "roster.v1.Directory.GetEmployee", "roster.v1.Employee",
+      ".roster.v1.Employee",
+    ]
+    let answers = try await Self.ask(
+      symbols.map { symbol in .with { $0.fileContainingSymbol = symbol } }
+    )
     #expect(answers.count == symbols.count)
     for (symbol, answer) in zip(symbols, answers) {
       let files = try answer.fileDescriptorResponse.fileDescriptorProto.map {
@@ -66,12 +72,16 @@ struct ReflectionTests {
       #expect(!files.isEmpty, "\(symbol)")
       let names = Set(files.map(\.name))
       for file in files {
-        for dependency in file.dependency { #expect(names.contains(dependency), "\(symbol): \(dependency) missing") }
+        for dependency in file.dependency {
+          #expect(names.contains(dependency), "\(symbol): \(dependency) missing")
+        }
       }
       if symbol == "roster.v1.Directory" {
         #expect(files.first?.name == "roster/v1/directory.proto")
         #expect(files.first?.service.first?.method.count == 12)
-        #expect(names.isSuperset(of: ["roster/v1/types.proto", "google/protobuf/field_mask.proto"]))
+        #expect(
+          names.isSuperset(of: ["roster/v1/types.proto", "google/protobuf/field_mask.proto"])
+        )
         // Comments come along, for tools that show them.
         #expect(files.first?.hasSourceCodeInfo == true)
       }
@@ -85,7 +95,12 @@ struct ReflectionTests {
       .with { $0.fileByFilename = "../etc/passwd" },
       .with { $0.fileContainingSymbol = "roster.v1.Nope" },
       .with { $0.allExtensionNumbersOfType = "roster.v1.Employee" },
-      .with { $0.fileContainingExtension = .with { $0.containingType = "roster.v1.Employee"; $0.extensionNumber = 100 } },
+      .with {
+        $0.fileContainingExtension = .with {
+          $0.containingType = "roster.v1.Employee"
+          $0.extensionNumber = 100
+        }
+      },
       .init(),
     ])
     #expect(answers.count == 6)

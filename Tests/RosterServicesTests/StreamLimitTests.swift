@@ -1,10 +1,11 @@
 import CoreMetrics
-import GRPCCore
 import Dispatch
 import Foundation
+import GRPCCore
 import RosterProto
-@testable import RosterServices
 import Testing
+
+@testable import RosterServices
 
 /// `StreamLimitInterceptor` on its own: who counts as one client, and a slot that comes back
 /// when a response is dropped before its producer ever runs (the client went away first).
@@ -39,15 +40,17 @@ struct StreamLimitTests {
   func perPrincipal() async throws {
     let limit = StreamLimitInterceptor(maximumPerClient: 2)
     var held: [StreamingServerResponse<Int>] = []
-    for _ in 0..<2 { held.append(try await Self.open(limit, principal: "a")) }
+    for _ in 0 ..< 2 { held.append(try await Self.open(limit, principal: "a")) }
     await #expect(throws: RPCError.self) { _ = try await Self.open(limit, principal: "a") }
     // Another holder behind the same address still gets its streams.
-    for _ in 0..<2 { held.append(try await Self.open(limit, principal: "b")) }
+    for _ in 0 ..< 2 { held.append(try await Self.open(limit, principal: "b")) }
     #expect(limit.slotsInUse == 4)
     // Without tokens, the address is the client: a new port is the same client.
     let open = StreamLimitInterceptor(maximumPerClient: 1)
     held.append(try await Self.open(open, principal: nil, peer: "ipv4:10.0.0.1:5000"))
-    await #expect(throws: RPCError.self) { _ = try await Self.open(open, principal: nil, peer: "ipv4:10.0.0.1:6000") }
+    await #expect(throws: RPCError.self) {
+      _ = try await Self.open(open, principal: nil, peer: "ipv4:10.0.0.1:6000")
+    }
     withExtendedLifetime(held) {}
   }
 
@@ -79,7 +82,12 @@ struct StreamLimitTests {
     let recorder = HeldRecorder()
     let limit = StreamLimitInterceptor(
       maximumPerClient: 10,
-      inUse: Gauge(label: "roster_stream_slots_in_use", dimensions: [], aggregate: false, handler: recorder)
+      inUse: Gauge(
+        label: "roster_stream_slots_in_use",
+        dimensions: [],
+        aggregate: false,
+        handler: recorder
+      )
     )
     let first = try await Self.open(limit, principal: nil)
     recorder.holdNext()

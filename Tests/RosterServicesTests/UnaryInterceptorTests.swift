@@ -3,10 +3,11 @@ import GRPCCore
 import Logging
 import RosterDomain
 import RosterProto
-@testable import RosterServices
 import Synchronization
-import Testing
 import TestSupport
+import Testing
+
+@testable import RosterServices
 
 /// Each interceptor's one-frame form (`interceptUnary`, which the unary fast path runs) and its
 /// form for calls that never wait (`interceptNow`, which the fast path runs without a task)
@@ -56,7 +57,9 @@ struct UnaryInterceptorTests {
     _ handler: () async throws -> Value
   ) async -> Result<Value, any Error> {
     do {
-      return .success(try await interceptor.interceptUnary(metadata: metadata, context: context, next: handler))
+      return .success(
+        try await interceptor.interceptUnary(metadata: metadata, context: context, next: handler)
+      )
     } catch {
       return .failure(error)
     }
@@ -75,7 +78,10 @@ struct UnaryInterceptorTests {
       let thread = Thread {
         let outcome = Result<Value, any Error> {
           try interceptor.interceptNow(metadata: metadata, context: context, arrived: arrived) {
-            precondition(withUnsafeCurrentTask { $0 == nil }, "interceptNow ran its handler in a task")
+            precondition(
+              withUnsafeCurrentTask { $0 == nil },
+              "interceptNow ran its handler in a task"
+            )
             return try handler()
           }
         }
@@ -105,15 +111,28 @@ struct UnaryInterceptorTests {
       ("not bearer", ["authorization": "Basic abc"], Self.getEmployee),
       ("unknown token", ["authorization": "Bearer rst_unknown"], Self.getEmployee),
       ("a reader's token for a write", ["authorization": "Bearer \(reader.token)"], writeMethod),
-      ("a reader's token for a read", ["authorization": "Bearer \(reader.token)"], Self.getEmployee),
+      (
+        "a reader's token for a read", ["authorization": "Bearer \(reader.token)"], Self.getEmployee
+      ),
       ("no token for health", [:], Grpc_Health_V1_Health.Method.Check.descriptor),
     ]
     var outcomes: [String] = []
     for (name, metadata, method) in cases {
       let handler: @Sendable () throws -> String = { Principal.current ?? "nobody" }
-      let streamed = Self.describe(await Self.streaming(interceptor, metadata: metadata, context: Self.context(method), handler))
-      let unary = Self.describe(await Self.unary(interceptor, metadata: metadata, context: Self.context(method), handler))
-      let now = Self.describe(await Self.now(interceptor, metadata: metadata, context: Self.context(method), handler))
+      let streamed = Self.describe(
+        await Self.streaming(
+          interceptor,
+          metadata: metadata,
+          context: Self.context(method),
+          handler
+        )
+      )
+      let unary = Self.describe(
+        await Self.unary(interceptor, metadata: metadata, context: Self.context(method), handler)
+      )
+      let now = Self.describe(
+        await Self.now(interceptor, metadata: metadata, context: Self.context(method), handler)
+      )
       #expect(unary == streamed, "\(name)")
       #expect(now == streamed, "\(name)")
       outcomes.append(unary)
@@ -133,12 +152,29 @@ struct UnaryInterceptorTests {
     for value in ["  Ann Lee ", long, ""] {
       let metadata: Metadata = value.isEmpty ? [:] : [AuthorInterceptor.metadataKey: .string(value)]
       let handler: @Sendable () throws -> String = { RequestAuthor.current }
-      let streamed = await Self.streaming(AuthorInterceptor(), metadata: metadata, context: Self.context(), handler)
-      let unary = await Self.unary(AuthorInterceptor(), metadata: metadata, context: Self.context(), handler)
-      let now = await Self.now(AuthorInterceptor(), metadata: metadata, context: Self.context(), handler)
+      let streamed = await Self.streaming(
+        AuthorInterceptor(),
+        metadata: metadata,
+        context: Self.context(),
+        handler
+      )
+      let unary = await Self.unary(
+        AuthorInterceptor(),
+        metadata: metadata,
+        context: Self.context(),
+        handler
+      )
+      let now = await Self.now(
+        AuthorInterceptor(),
+        metadata: metadata,
+        context: Self.context(),
+        handler
+      )
       #expect(Self.describe(unary) == Self.describe(streamed))
       #expect(Self.describe(now) == Self.describe(streamed))
-      let expected = String(value.trimmingCharacters(in: .whitespaces).prefix(AuthorInterceptor.maximumLength))
+      let expected = String(
+        value.trimmingCharacters(in: .whitespaces).prefix(AuthorInterceptor.maximumLength)
+      )
       #expect(try unary.get() == expected)
     }
   }
@@ -148,19 +184,38 @@ struct UnaryInterceptorTests {
     let interceptor = CallControlInterceptor(deadline: .seconds(60))
     let handler: @Sendable () throws -> Bool = { CallControl.current != nil }
     for metadata: Metadata in [["grpc-timeout": "1x"], ["grpc-timeout": "5S"], [:]] {
-      let streamed = await Self.streaming(interceptor, metadata: metadata, context: Self.context(), handler)
-      let unary = await Self.unary(interceptor, metadata: metadata, context: Self.context(), handler)
+      let streamed = await Self.streaming(
+        interceptor,
+        metadata: metadata,
+        context: Self.context(),
+        handler
+      )
+      let unary = await Self.unary(
+        interceptor,
+        metadata: metadata,
+        context: Self.context(),
+        handler
+      )
       let now = await Self.now(interceptor, metadata: metadata, context: Self.context(), handler)
       #expect(Self.describe(unary) == Self.describe(streamed))
       #expect(Self.describe(now) == Self.describe(streamed))
     }
-    let refused = await Self.now(interceptor, metadata: ["grpc-timeout": "1x"], context: Self.context(), handler)
+    let refused = await Self.now(
+      interceptor,
+      metadata: ["grpc-timeout": "1x"],
+      context: Self.context(),
+      handler
+    )
     #expect(Self.describe(refused).hasPrefix("internalError: malformed grpc-timeout"))
-    #expect(try await Self.unary(interceptor, metadata: [:], context: Self.context(), handler).get())
+    #expect(
+      try await Self.unary(interceptor, metadata: [:], context: Self.context(), handler).get()
+    )
     #expect(try await Self.now(interceptor, metadata: [:], context: Self.context(), handler).get())
   }
 
-  @Test("a call that never waits sees its deadline through its control, and one the default deadline stopped says so")
+  @Test(
+    "a call that never waits sees its deadline through its control, and one the default deadline stopped says so"
+  )
   func deadlineNow() async throws {
     let interceptor = CallControlInterceptor(deadline: .milliseconds(50))
     // The store's check of the call's deadline, once it has passed.
@@ -171,19 +226,37 @@ struct UnaryInterceptorTests {
       return 1
     }
     let stopped = await Self.now(interceptor, metadata: [:], context: Self.context(), checked)
-    #expect(Self.describe(stopped).hasPrefix("deadlineExceeded: the call brought no deadline and ran past the default"))
+    #expect(
+      Self.describe(stopped).hasPrefix(
+        "deadlineExceeded: the call brought no deadline and ran past the default"
+      )
+    )
     // A client's deadline: the store's own error, not the default's.
-    let client = await Self.now(interceptor, metadata: ["grpc-timeout": "20m"], context: Self.context(), checked)
+    let client = await Self.now(
+      interceptor,
+      metadata: ["grpc-timeout": "20m"],
+      context: Self.context(),
+      checked
+    )
     guard case .failure(let error as StoreError) = client else {
       Issue.record("expected the store's deadline error, got \(Self.describe(client))")
       return
     }
     #expect(error.code == .deadlineExceeded)
     // Within the deadline, the value.
-    #expect(try await Self.now(interceptor, metadata: ["grpc-timeout": "5S"], context: Self.context(), checked).get() == 1)
+    #expect(
+      try await Self.now(
+        interceptor,
+        metadata: ["grpc-timeout": "5S"],
+        context: Self.context(),
+        checked
+      ).get() == 1
+    )
   }
 
-  @Test("past the default deadline, a unary call's own task is cancelled and the call is DEADLINE_EXCEEDED")
+  @Test(
+    "past the default deadline, a unary call's own task is cancelled and the call is DEADLINE_EXCEEDED"
+  )
   func defaultDeadline() async throws {
     let interceptor = CallControlInterceptor(deadline: .milliseconds(200))
     let pagesRead = Mutex(0)
@@ -193,7 +266,7 @@ struct UnaryInterceptorTests {
     let task = Task { [context] () async -> Result<Int, any Error> in
       await Self.unary(interceptor, metadata: [:], context: context) { () async throws -> Int in
         // A page every 20 ms until cancelled: 100 pages would take 2 s.
-        for _ in 0..<100 {
+        for _ in 0 ..< 100 {
           try Task.checkCancellation()
           if CallControl.current?.isCancelled == true { throw CancellationError() }
           pagesRead.withLock { $0 += 1 }
@@ -215,19 +288,38 @@ struct UnaryInterceptorTests {
     let logger = Logger(label: "test") { _ in lines }
     let log = RequestLogInterceptor(logger: logger)
     let failing: @Sendable () throws -> Int = { throw RPCError(code: .notFound, message: "gone") }
-    _ = await Self.streaming(log, metadata: [AuthorInterceptor.metadataKey: "ann"], context: Self.context(), failing)
-    _ = await Self.unary(log, metadata: [AuthorInterceptor.metadataKey: "ann"], context: Self.context(), failing)
-    _ = await Self.now(log, metadata: [AuthorInterceptor.metadataKey: "ann"], context: Self.context(), failing)
+    _ = await Self.streaming(
+      log,
+      metadata: [AuthorInterceptor.metadataKey: "ann"],
+      context: Self.context(),
+      failing
+    )
+    _ = await Self.unary(
+      log,
+      metadata: [AuthorInterceptor.metadataKey: "ann"],
+      context: Self.context(),
+      failing
+    )
+    _ = await Self.now(
+      log,
+      metadata: [AuthorInterceptor.metadataKey: "ann"],
+      context: Self.context(),
+      failing
+    )
     let logged = lines.take().map(\.text)
     #expect(logged.count == 3)
-    #expect(logged.allSatisfy { $0.contains("rpc.status=NOT_FOUND") && $0.contains("rpc.author=ann") })
+    #expect(
+      logged.allSatisfy { $0.contains("rpc.status=NOT_FOUND") && $0.contains("rpc.author=ann") }
+    )
     #expect(logged.allSatisfy { $0.contains("rpc.method=roster.v1.Directory/GetEmployee") })
     // A call that waited for its turn (a point call queued for the store's lane) counts its
     // duration from its arrival.
     let arrived = ContinuousClock.now - .seconds(2)
     _ = await Self.now(log, metadata: [:], context: Self.context(), arrived: arrived) { 1 }
     let waited = try #require(lines.take().first?.text)
-    let micros = waited.split(separator: " ").first { $0.hasPrefix("rpc.duration_us=") }.flatMap { Int($0.dropFirst(16)) }
+    let micros = waited.split(separator: " ").first { $0.hasPrefix("rpc.duration_us=") }.flatMap {
+      Int($0.dropFirst(16))
+    }
     #expect((micros ?? 0) >= 2_000_000, "\(waited)")
     let metrics = RequestMetricsInterceptor()
     let counted = await Self.unary(metrics, metadata: [:], context: Self.context()) { 7 }

@@ -1,13 +1,13 @@
 import GRPCCore
 import GRPCInProcessTransport
+import RosterDomain
 import RosterProto
 import RosterSQLite
-import RosterStore
-import RosterDomain
-import SwiftProtobuf
-import Testing
-import TestSupport
 import RosterSeed
+import RosterStore
+import SwiftProtobuf
+import TestSupport
+import Testing
 
 /// The Directory write RPCs and the change feed, through a real client.
 @Suite("Directory writes", .timeLimit(.minutes(10)))
@@ -26,7 +26,10 @@ struct WriteServiceTests {
     }
   }
 
-  @Test("create without a guid gets one; update changes only the masked fields; delete removes", arguments: TestBackend.available)
+  @Test(
+    "create without a guid gets one; update changes only the masked fields; delete removes",
+    arguments: TestBackend.available
+  )
   func createUpdateDelete(_ backend: TestBackend) async throws {
     try await Self.withDirectory(on: backend) { directory, store async throws in
       let created = try await directory.createEmployee(
@@ -73,7 +76,10 @@ struct WriteServiceTests {
     }
   }
 
-  @Test("UpsertEmployees merges a stream by guid and reports rejects by stream index", arguments: TestBackend.available)
+  @Test(
+    "UpsertEmployees merges a stream by guid and reports rejects by stream index",
+    arguments: TestBackend.available
+  )
   func upsertStream(_ backend: TestBackend) async throws {
     try await Self.withDirectory(on: backend, employees: 3) { directory, store async throws in
       let existing = DemoData(count: 1).first { _ in true }!.employee
@@ -117,7 +123,10 @@ struct WriteServiceTests {
     }
   }
 
-  @Test("batch writes need a filter or all, and report what they did", arguments: TestBackend.available)
+  @Test(
+    "batch writes need a filter or all, and report what they did",
+    arguments: TestBackend.available
+  )
   func batchWrites(_ backend: TestBackend) async throws {
     try await Self.withDirectory(on: backend, employees: 300) { directory, store async throws in
       let unknown = try await directory.batchUpdateEmployees(
@@ -145,11 +154,14 @@ struct WriteServiceTests {
     }
   }
 
-  @Test("WatchChanges replays exactly the changes after a token, in order, then live ones", arguments: TestBackend.available)
+  @Test(
+    "WatchChanges replays exactly the changes after a token, in order, then live ones",
+    arguments: TestBackend.available
+  )
   func watchResume(_ backend: TestBackend) async throws {
     try await Self.withDirectory(on: backend) { directory, store async throws in
       var guids: [String] = []
-      for index in 0..<5 {
+      for index in 0 ..< 5 {
         let created = try await directory.createEmployee(
           .with {
             $0.employee = .with {
@@ -197,7 +209,7 @@ struct WriteServiceTests {
       #expect(events.last?.fields == ["vacation_days"])
       #expect(events.allSatisfy { $0.entity == .employee && $0.hasUpdateTime })
       let tokens = events.compactMap { Int64($0.token) }
-      #expect(tokens == Array((Int64(second)! + 1)...(Int64(second)! + 4)))
+      #expect(tokens == Array((Int64(second)! + 1) ... (Int64(second)! + 4)))
       #expect(store.latestChange == tokens.last)
     }
   }
@@ -226,7 +238,9 @@ struct WriteServiceTests {
     }
   }
 
-  @Test("a quiet watch with heartbeat_interval gets heartbeats at its position; a change still comes")
+  @Test(
+    "a quiet watch with heartbeat_interval gets heartbeats at its position; a change still comes"
+  )
   func watchHeartbeats() async throws {
     try await Self.withDirectory(on: .sqlite, employees: 3) { directory, store async throws in
       let position = String(store.latestChange)
@@ -257,7 +271,9 @@ struct WriteServiceTests {
       #expect(events.last?.heartbeat == false)
       #expect(events.last?.kind == .inserted)
       await expectStatus(.invalidArgument, mentioning: "heartbeat_interval") {
-        try await directory.watchChanges(.with { $0.heartbeatInterval = .init(seconds: 0, nanos: 500_000_000) }) {
+        try await directory.watchChanges(
+          .with { $0.heartbeatInterval = .init(seconds: 0, nanos: 500_000_000) }
+        ) {
           response in
           for try await _ in response.messages {}
         }

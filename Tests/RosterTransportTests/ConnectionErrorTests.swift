@@ -2,8 +2,9 @@ import NIOCore
 import NIOEmbedded
 import NIOHPACK
 import NIOHTTP2
-@testable import RosterTransport
 import Testing
+
+@testable import RosterTransport
 
 /// Connection errors (RFC 9113 § 5.4.1) on a real `NIOHTTP2Handler` with `ConnectionManager`
 /// behind it, as the transport builds them, fed the client's raw bytes: each ends in GOAWAY
@@ -31,10 +32,14 @@ struct ConnectionErrorTests {
   }
 
   /// One frame's bytes: the 9-byte header, then `payload`.
-  static func frame(type: UInt8, flags: UInt8, stream: UInt32, payload: [UInt8] = []) -> ByteBuffer {
+  static func frame(type: UInt8, flags: UInt8, stream: UInt32, payload: [UInt8] = []) -> ByteBuffer
+  {
     var buffer = ByteBuffer()
     let length = payload.count
-    buffer.writeBytes([UInt8(truncatingIfNeeded: length >> 16), UInt8(truncatingIfNeeded: length >> 8), UInt8(truncatingIfNeeded: length)])
+    buffer.writeBytes([
+      UInt8(truncatingIfNeeded: length >> 16), UInt8(truncatingIfNeeded: length >> 8),
+      UInt8(truncatingIfNeeded: length),
+    ])
     buffer.writeInteger(type)
     buffer.writeInteger(flags)
     buffer.writeInteger(stream & 0x7FFF_FFFF)
@@ -51,7 +56,12 @@ struct ConnectionErrorTests {
       "content-type": "application/grpc", "te": "trailers",
     ]
     try! encoder.encode(headers: request, to: &block)
-    return Self.frame(type: 0x1, flags: ends ? 0x5 : 0x4, stream: stream, payload: Array(block.readableBytesView))
+    return Self.frame(
+      type: 0x1,
+      flags: ends ? 0x5 : 0x4,
+      stream: stream,
+      payload: Array(block.readableBytesView)
+    )
   }
 
   static func data(stream: UInt32, ends: Bool) -> ByteBuffer {
@@ -63,7 +73,9 @@ struct ConnectionErrorTests {
   }
 
   /// The frames the server wrote since the last look, decoded from its bytes.
-  static func written(_ channel: EmbeddedChannel) -> [(type: UInt8, stream: UInt32, errorCode: UInt32?)] {
+  static func written(
+    _ channel: EmbeddedChannel
+  ) -> [(type: UInt8, stream: UInt32, errorCode: UInt32?)] {
     var bytes = ByteBuffer()
     while let part = try? channel.readOutbound(as: IOData.self) {
       if case .byteBuffer(var buffer) = part { bytes.writeBuffer(&buffer) }
@@ -99,29 +111,62 @@ struct ConnectionErrorTests {
   /// GOAWAY error code swift-nio-http2 gives it.
   static let connectionErrors: [(name: String, steps: [Step], code: UInt32)] = [
     // h2spec http2/5.1/9: HEADERS on a stream the client has reset.
-    ("HEADERS on a reset stream", [
-      .client(Self.headers(stream: 1, ends: false)), .client(Self.reset(stream: 1)), .client(Self.headers(stream: 1, ends: true)),
-    ], 0x1),
+    (
+      "HEADERS on a reset stream",
+      [
+        .client(Self.headers(stream: 1, ends: false)), .client(Self.reset(stream: 1)),
+        .client(Self.headers(stream: 1, ends: true)),
+      ], 0x1
+    ),
     // h2spec http2/5.1/12: HEADERS on a stream both sides have ended. RFC 9113 § 5.1 names
     // STREAM_CLOSED; swift-nio-http2's state machine chooses the code (PROTOCOL_ERROR).
-    ("HEADERS on a closed stream", [
-      .client(Self.headers(stream: 1, ends: true)), .serverEnds(1), .client(Self.headers(stream: 1, ends: true)),
-    ], 0x1),
+    (
+      "HEADERS on a closed stream",
+      [
+        .client(Self.headers(stream: 1, ends: true)), .serverEnds(1),
+        .client(Self.headers(stream: 1, ends: true)),
+      ], 0x1
+    ),
     ("DATA on stream 0", [.client(Self.data(stream: 0, ends: false))], 0x1),
     ("DATA on an idle stream", [.client(Self.data(stream: 1, ends: false))], 0x1),
-    ("a PING of the wrong length", [.client(Self.frame(type: 0x6, flags: 0, stream: 0, payload: [0, 0, 0]))], 0x6),
-    ("a PING on a stream", [.client(Self.frame(type: 0x6, flags: 0, stream: 1, payload: Array(repeating: 0, count: 8)))], 0x1),
-    ("SETTINGS with an initial window over 2^31-1", [
-      .client(Self.frame(type: 0x4, flags: 0, stream: 0, payload: [0, 4, 0x80, 0, 0, 0])),
-    ], 0x3),
-    ("a WINDOW_UPDATE of 0 on the connection", [.client(Self.frame(type: 0x8, flags: 0, stream: 0, payload: [0, 0, 0, 0]))], 0x1),
-    ("a WINDOW_UPDATE past 2^31-1 on the connection", [
-      .client(Self.frame(type: 0x8, flags: 0, stream: 0, payload: [0x7F, 0xFF, 0xFF, 0xFF])),
-    ], 0x3),
-    ("a frame larger than SETTINGS_MAX_FRAME_SIZE", [
-      .client(Self.frame(type: 0x0, flags: 0, stream: 1, payload: Array(repeating: 0, count: 16_385))),
-    ], 0x6),
-    ("a stream id going backwards", [.client(Self.headers(stream: 5, ends: true)), .client(Self.headers(stream: 3, ends: true))], 0x1),
+    (
+      "a PING of the wrong length",
+      [.client(Self.frame(type: 0x6, flags: 0, stream: 0, payload: [0, 0, 0]))], 0x6
+    ),
+    (
+      "a PING on a stream",
+      [.client(Self.frame(type: 0x6, flags: 0, stream: 1, payload: Array(repeating: 0, count: 8)))],
+      0x1
+    ),
+    (
+      "SETTINGS with an initial window over 2^31-1",
+      [
+        .client(Self.frame(type: 0x4, flags: 0, stream: 0, payload: [0, 4, 0x80, 0, 0, 0]))
+      ], 0x3
+    ),
+    (
+      "a WINDOW_UPDATE of 0 on the connection",
+      [.client(Self.frame(type: 0x8, flags: 0, stream: 0, payload: [0, 0, 0, 0]))], 0x1
+    ),
+    (
+      "a WINDOW_UPDATE past 2^31-1 on the connection",
+      [
+        .client(Self.frame(type: 0x8, flags: 0, stream: 0, payload: [0x7F, 0xFF, 0xFF, 0xFF]))
+      ], 0x3
+    ),
+    (
+      "a frame larger than SETTINGS_MAX_FRAME_SIZE",
+      [
+        .client(
+          Self.frame(type: 0x0, flags: 0, stream: 1, payload: Array(repeating: 0, count: 16_385))
+        )
+      ], 0x6
+    ),
+    (
+      "a stream id going backwards",
+      [.client(Self.headers(stream: 5, ends: true)), .client(Self.headers(stream: 3, ends: true))],
+      0x1
+    ),
   ]
 
   /// Stream errors: the stream is reset with the code given, and the connection stays.
@@ -129,13 +174,25 @@ struct ConnectionErrorTests {
     // h2spec http2/5.1/6: HEADERS on a stream the client has ended (half-closed remote). RFC
     // 9113 § 5.1 names STREAM_CLOSED; swift-nio-http2 writes this reset itself, with
     // PROTOCOL_ERROR, before any handler of Roster's sees the frame.
-    ("HEADERS on a half-closed stream", [.client(Self.headers(stream: 1, ends: true)), .client(Self.headers(stream: 1, ends: true))], 0x1),
+    (
+      "HEADERS on a half-closed stream",
+      [.client(Self.headers(stream: 1, ends: true)), .client(Self.headers(stream: 1, ends: true))],
+      0x1
+    ),
     // h2spec http2/5.1/5: DATA on a half-closed stream.
-    ("DATA on a half-closed stream", [.client(Self.headers(stream: 1, ends: true)), .client(Self.data(stream: 1, ends: false))], 0x5),
+    (
+      "DATA on a half-closed stream",
+      [.client(Self.headers(stream: 1, ends: true)), .client(Self.data(stream: 1, ends: false))],
+      0x5
+    ),
     // RFC 9113 § 6.9: a WINDOW_UPDATE of 0 on a stream.
-    ("a WINDOW_UPDATE of 0 on a stream", [
-      .client(Self.headers(stream: 1, ends: false)), .client(Self.frame(type: 0x8, flags: 0, stream: 1, payload: [0, 0, 0, 0])),
-    ], 0x1),
+    (
+      "a WINDOW_UPDATE of 0 on a stream",
+      [
+        .client(Self.headers(stream: 1, ends: false)),
+        .client(Self.frame(type: 0x8, flags: 0, stream: 1, payload: [0, 0, 0, 0])),
+      ], 0x1
+    ),
   ]
 
   /// Runs `steps` on `channel`; errors the pipeline passes to its end are what the test looks at
@@ -150,7 +207,9 @@ struct ConnectionErrorTests {
       case .serverEnds(let stream):
         let reply = HTTP2Frame(
           streamID: HTTP2StreamID(Int32(stream)),
-          payload: .headers(.init(headers: [":status": "200", "grpc-status": "0"], endStream: true))
+          payload: .headers(
+            .init(headers: [":status": "200", "grpc-status": "0"], endStream: true)
+          )
         )
         channel.writeAndFlush(reply, promise: nil)
       }
@@ -158,7 +217,10 @@ struct ConnectionErrorTests {
     channel.embeddedEventLoop.run()
   }
 
-  @Test("a connection error writes GOAWAY with its code, then closes the connection", arguments: 0..<Self.connectionErrors.count)
+  @Test(
+    "a connection error writes GOAWAY with its code, then closes the connection",
+    arguments: 0 ..< Self.connectionErrors.count
+  )
   func connectionErrorCloses(_ index: Int) throws {
     let (name, steps, code) = Self.connectionErrors[index]
     let channel = try Self.connection()
@@ -169,7 +231,10 @@ struct ConnectionErrorTests {
     #expect(!channel.isActive, "\(name): the connection is still open after its GOAWAY")
   }
 
-  @Test("a stream error resets its stream and leaves the connection open", arguments: 0..<Self.streamErrors.count)
+  @Test(
+    "a stream error resets its stream and leaves the connection open",
+    arguments: 0 ..< Self.streamErrors.count
+  )
   func streamErrorKeepsTheConnection(_ index: Int) throws {
     let (name, steps, code) = Self.streamErrors[index]
     let channel = try Self.connection()

@@ -2,8 +2,9 @@ import NIOCore
 import NIOEmbedded
 import NIOHPACK
 import NIOHTTP2
-@testable import RosterTransport
 import Testing
+
+@testable import RosterTransport
 
 /// `ConnectionManager` on an `EmbeddedChannel`, its timers driven by the embedded loop's clock:
 /// idle and age, GOAWAY and the close after it, keepalive, ping policing, and floods.
@@ -28,7 +29,10 @@ struct ConnectionManagerTests {
 
   /// A connected channel with a manager in it.
   static func channel(_ limits: ConnectionManager.Limits = Self.limits) throws -> EmbeddedChannel {
-    let channel = EmbeddedChannel(handler: ConnectionManager(limits: limits), loop: EmbeddedEventLoop())
+    let channel = EmbeddedChannel(
+      handler: ConnectionManager(limits: limits),
+      loop: EmbeddedEventLoop()
+    )
     try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 1)).wait()
     return channel
   }
@@ -45,12 +49,20 @@ struct ConnectionManagerTests {
     return nil
   }
 
-  static let request: HPACKHeaders = [":method": "POST", ":scheme": "http", ":path": "/a.B/C", "te": "trailers"]
+  static let request: HPACKHeaders = [
+    ":method": "POST", ":scheme": "http", ":path": "/a.B/C", "te": "trailers",
+  ]
 
   static func open(_ stream: HTTP2StreamID, on channel: EmbeddedChannel) throws {
-    try channel.writeInbound(HTTP2Frame(streamID: stream, payload: .headers(.init(headers: Self.request))))
+    try channel.writeInbound(
+      HTTP2Frame(streamID: stream, payload: .headers(.init(headers: Self.request)))
+    )
     channel.pipeline.fireUserInboundEventTriggered(
-      NIOHTTP2StreamCreatedEvent(streamID: stream, localInitialWindowSize: nil, remoteInitialWindowSize: nil)
+      NIOHTTP2StreamCreatedEvent(
+        streamID: stream,
+        localInitialWindowSize: nil,
+        remoteInitialWindowSize: nil
+      )
     )
   }
 
@@ -91,9 +103,15 @@ struct ConnectionManagerTests {
     try Self.open(HTTP2StreamID(1), on: channel)
     channel.pipeline.fireUserInboundEventTriggered(ChannelShouldQuiesceEvent())
     let first = try Self.written(channel)
-    #expect(first.compactMap(Self.goAway).map { $0.0 } == [HTTP2StreamID(1)], "GOAWAY names the last stream")
+    #expect(
+      first.compactMap(Self.goAway).map { $0.0 } == [HTTP2StreamID(1)],
+      "GOAWAY names the last stream"
+    )
     // The stream writes its trailers, then closes.
-    let trailers = HTTP2Frame(streamID: 1, payload: .headers(.init(headers: ["grpc-status": "0"], endStream: true)))
+    let trailers = HTTP2Frame(
+      streamID: 1,
+      payload: .headers(.init(headers: ["grpc-status": "0"], endStream: true))
+    )
     channel.write(trailers, promise: nil)
     Self.close(HTTP2StreamID(1), on: channel)
     loop.run()
@@ -103,7 +121,10 @@ struct ConnectionManagerTests {
       return
     }
     #expect(written.headers.first(name: "grpc-status") == "0")
-    #expect(after.dropFirst().compactMap(Self.goAway).count == 1, "a second GOAWAY follows them: \(after)")
+    #expect(
+      after.dropFirst().compactMap(Self.goAway).count == 1,
+      "a second GOAWAY follows them: \(after)"
+    )
     #expect(!channel.isActive)
   }
 
@@ -129,7 +150,9 @@ struct ConnectionManagerTests {
       return false
     }
     #expect(pings.count == 1)
-    try channel.writeInbound(HTTP2Frame(streamID: .rootStream, payload: .ping(ConnectionManager.keepalivePing, ack: true)))
+    try channel.writeInbound(
+      HTTP2Frame(streamID: .rootStream, payload: .ping(ConnectionManager.keepalivePing, ack: true))
+    )
     loop.advanceTime(by: .seconds(5))
     #expect(channel.isActive, "acked in time")
     // Quiet again: the next ping goes unanswered.
@@ -138,14 +161,20 @@ struct ConnectionManagerTests {
     #expect(!channel.isActive)
   }
 
-  @Test("a client that pings too often without calls gets GOAWAY ENHANCE_YOUR_CALM after two strikes")
+  @Test(
+    "a client that pings too often without calls gets GOAWAY ENHANCE_YOUR_CALM after two strikes"
+  )
   func pingPolicing() throws {
     let channel = try Self.channel()
-    for _ in 0..<3 {
-      try channel.writeInbound(HTTP2Frame(streamID: .rootStream, payload: .ping(HTTP2PingData(withInteger: 7), ack: false)))
+    for _ in 0 ..< 3 {
+      try channel.writeInbound(
+        HTTP2Frame(streamID: .rootStream, payload: .ping(HTTP2PingData(withInteger: 7), ack: false))
+      )
       #expect(channel.isActive)
     }
-    try channel.writeInbound(HTTP2Frame(streamID: .rootStream, payload: .ping(HTTP2PingData(withInteger: 7), ack: false)))
+    try channel.writeInbound(
+      HTTP2Frame(streamID: .rootStream, payload: .ping(HTTP2PingData(withInteger: 7), ack: false))
+    )
     let frames = try Self.written(channel)
     #expect(frames.compactMap(Self.goAway).map { $0.1 } == [.enhanceYourCalm], "\(frames)")
     #expect(!channel.isActive)
@@ -186,7 +215,9 @@ struct ConnectionManagerTests {
     }
   }
 
-  @Test("a malformed header block resets its stream with PROTOCOL_ERROR, and nothing after hears of it")
+  @Test(
+    "a malformed header block resets its stream with PROTOCOL_ERROR, and nothing after hears of it"
+  )
   func malformedHeaderBlocks() throws {
     let heard = Heard()
     let channel = EmbeddedChannel(
@@ -200,7 +231,11 @@ struct ConnectionManagerTests {
     bad.add(name: "X-Upper", value: "1")
     try channel.writeInbound(HTTP2Frame(streamID: 1, payload: .headers(.init(headers: bad))))
     channel.pipeline.fireUserInboundEventTriggered(
-      NIOHTTP2StreamCreatedEvent(streamID: 1, localInitialWindowSize: nil, remoteInitialWindowSize: nil)
+      NIOHTTP2StreamCreatedEvent(
+        streamID: 1,
+        localInitialWindowSize: nil,
+        remoteInitialWindowSize: nil
+      )
     )
     Self.close(1, on: channel)
     var frames = try Self.written(channel)
@@ -212,7 +247,9 @@ struct ConnectionManagerTests {
     // A well-formed stream goes on; its trailers with a pseudo-header reset it, and only the
     // trailers stay here.
     try Self.open(3, on: channel)
-    try channel.writeInbound(HTTP2Frame(streamID: 3, payload: .headers(.init(headers: [":path": "/"], endStream: true))))
+    try channel.writeInbound(
+      HTTP2Frame(streamID: 3, payload: .headers(.init(headers: [":path": "/"], endStream: true)))
+    )
     frames = try Self.written(channel)
     guard case .rstStream(.protocolError) = frames.first, frames.count == 1 else {
       Issue.record("wrote \(frames)")
@@ -222,7 +259,9 @@ struct ConnectionManagerTests {
     #expect(heard.frames == [3] && heard.created == [3] && heard.closed == [3])
     // Well-formed trailers go on.
     try Self.open(5, on: channel)
-    try channel.writeInbound(HTTP2Frame(streamID: 5, payload: .headers(.init(headers: ["x-sum": "1"], endStream: true))))
+    try channel.writeInbound(
+      HTTP2Frame(streamID: 5, payload: .headers(.init(headers: ["x-sum": "1"], endStream: true)))
+    )
     #expect(try Self.written(channel).isEmpty)
     #expect(heard.frames == [3, 5, 5])
     _ = try? channel.finish()

@@ -4,8 +4,9 @@ import NIOCore
 import NIOEmbedded
 import NIOHPACK
 import NIOHTTP2
-@testable import RosterTransport
 import Testing
+
+@testable import RosterTransport
 
 /// `GRPCStreamCodec` on an `EmbeddedChannel`: messages gathered across DATA frames, compressed
 /// messages inflated within the size limit, and the statuses for messages it cannot read.
@@ -53,7 +54,9 @@ struct GRPCStreamCodecTests {
   }
 
   /// The status the codec wrote, from the trailers of its last HEADERS frame.
-  static func status(_ channel: EmbeddedChannel) throws -> (code: String?, message: String?, headers: HPACKHeaders?) {
+  static func status(
+    _ channel: EmbeddedChannel
+  ) throws -> (code: String?, message: String?, headers: HPACKHeaders?) {
     var last: HPACKHeaders?
     while let payload = try channel.readOutbound(as: HTTP2Frame.FramePayload.self) {
       if case .headers(let headers) = payload { last = headers.headers }
@@ -64,7 +67,10 @@ struct GRPCStreamCodecTests {
   static func gzip(_ bytes: [UInt8]) throws -> [UInt8] {
     let process = Process()
     process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-    process.arguments = ["python3", "-c", "import gzip,sys; sys.stdout.buffer.write(gzip.compress(sys.stdin.buffer.read()))"]
+    process.arguments = [
+      "python3", "-c",
+      "import gzip,sys; sys.stdout.buffer.write(gzip.compress(sys.stdin.buffer.read()))",
+    ]
     let input = Pipe()
     let output = Pipe()
     process.standardInput = input
@@ -81,15 +87,15 @@ struct GRPCStreamCodecTests {
   func reassembly() throws {
     let channel = try Self.channel()
     try channel.writeInbound(Self.headers())
-    let message = (0..<40_000).map { UInt8(truncatingIfNeeded: $0) }
+    let message = (0 ..< 40_000).map { UInt8(truncatingIfNeeded: $0) }
     let framed = Self.framed(message)
     // 1-byte, then 16 KB frames: the prefix itself arrives in pieces.
-    try channel.writeInbound(Self.data(Array(framed[0..<1])))
-    try channel.writeInbound(Self.data(Array(framed[1..<3])))
+    try channel.writeInbound(Self.data(Array(framed[0 ..< 1])))
+    try channel.writeInbound(Self.data(Array(framed[1 ..< 3])))
     var start = 3
     while start < framed.count {
       let end = min(start + 16_384, framed.count)
-      try channel.writeInbound(Self.data(Array(framed[start..<end])))
+      try channel.writeInbound(Self.data(Array(framed[start ..< end])))
       start = end
     }
     try channel.writeInbound(Self.data(Self.framed([1, 2, 3]) + Self.framed([4]), end: true))
@@ -99,15 +105,23 @@ struct GRPCStreamCodecTests {
   @Test("a gzip message is inflated; a response to it is compressed when the client accepts gzip")
   func gzipBothWays() throws {
     let channel = try Self.channel()
-    try channel.writeInbound(Self.headers([("grpc-encoding", "gzip"), ("grpc-accept-encoding", "gzip")]))
+    try channel.writeInbound(
+      Self.headers([("grpc-encoding", "gzip"), ("grpc-accept-encoding", "gzip")])
+    )
     let message = Array("a message that compresses, a message that compresses".utf8)
-    try channel.writeInbound(Self.data(Self.framed(try Self.gzip(message), compressed: true), end: true))
+    try channel.writeInbound(
+      Self.data(Self.framed(try Self.gzip(message), compressed: true), end: true)
+    )
     #expect(try Self.messages(channel) == [message])
     // The reply: its headers name gzip, and a large message goes out compressed.
     try channel.writeOutbound(RPCResponsePart<BufferBytes>.metadata([:]))
-    try channel.writeOutbound(RPCResponsePart<BufferBytes>.message(BufferBytes(repeating: 65, count: 4096)))
+    try channel.writeOutbound(
+      RPCResponsePart<BufferBytes>.message(BufferBytes(repeating: 65, count: 4096))
+    )
     var frames: [HTTP2Frame.FramePayload] = []
-    while let frame = try channel.readOutbound(as: HTTP2Frame.FramePayload.self) { frames.append(frame) }
+    while let frame = try channel.readOutbound(as: HTTP2Frame.FramePayload.self) {
+      frames.append(frame)
+    }
     guard case .headers(let headers)? = frames.first, case .data(let data)? = frames.last,
       case .byteBuffer(let bytes) = data.data
     else {
@@ -116,7 +130,10 @@ struct GRPCStreamCodecTests {
     }
     #expect(headers.headers.first(name: "grpc-encoding") == "gzip")
     #expect(bytes.getInteger(at: bytes.readerIndex, as: UInt8.self) == 1, "marked compressed")
-    #expect(bytes.readableBytes < 200, "4 KB of one letter, compressed: \(bytes.readableBytes) bytes")
+    #expect(
+      bytes.readableBytes < 200,
+      "4 KB of one letter, compressed: \(bytes.readableBytes) bytes"
+    )
   }
 
   @Test("a message that inflates past the limit is RESOURCE_EXHAUSTED, and nothing is passed on")
@@ -125,7 +142,9 @@ struct GRPCStreamCodecTests {
     try channel.writeInbound(Self.headers([("grpc-encoding", "gzip")]))
     let bomb = try Self.gzip([UInt8](repeating: 0, count: Self.limit * 16))
     // The call's error goes to the server too (here, out of the channel's end).
-    #expect(throws: RPCError.self) { try channel.writeInbound(Self.data(Self.framed(bomb, compressed: true), end: true)) }
+    #expect(throws: RPCError.self) {
+      try channel.writeInbound(Self.data(Self.framed(bomb, compressed: true), end: true))
+    }
     #expect(try Self.messages(channel).isEmpty)
     let status = try Self.status(channel)
     #expect(status.code == "8", "\(status)")
@@ -136,7 +155,9 @@ struct GRPCStreamCodecTests {
   func overTheLimit() throws {
     let channel = try Self.channel()
     try channel.writeInbound(Self.headers())
-    #expect(throws: RPCError.self) { try channel.writeInbound(Self.data(Self.framed([1, 2, 3], length: Int(Int32.max)))) }
+    #expect(throws: RPCError.self) {
+      try channel.writeInbound(Self.data(Self.framed([1, 2, 3], length: Int(Int32.max))))
+    }
     let status = try Self.status(channel)
     #expect(status.code == "8", "\(status)")
     #expect(status.message?.contains("over the limit") == true)
@@ -146,14 +167,18 @@ struct GRPCStreamCodecTests {
   func compressedWithoutEncoding() throws {
     let channel = try Self.channel()
     try channel.writeInbound(Self.headers())
-    #expect(throws: RPCError.self) { try channel.writeInbound(Self.data(Self.framed([1, 2, 3], compressed: true), end: true)) }
+    #expect(throws: RPCError.self) {
+      try channel.writeInbound(Self.data(Self.framed([1, 2, 3], compressed: true), end: true))
+    }
     #expect(try Self.messages(channel).isEmpty)
     let status = try Self.status(channel)
     #expect(status.code == "13", "\(status)")
     #expect(status.message?.contains("grpc-encoding") == true)
   }
 
-  @Test("an encoding the server lacks is UNIMPLEMENTED, with the ones it has in grpc-accept-encoding")
+  @Test(
+    "an encoding the server lacks is UNIMPLEMENTED, with the ones it has in grpc-accept-encoding"
+  )
   func unsupportedEncoding() throws {
     let channel = try Self.channel()
     try channel.writeInbound(Self.headers([("grpc-encoding", "br")]))

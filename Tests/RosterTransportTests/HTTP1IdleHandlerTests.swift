@@ -34,7 +34,9 @@ struct HTTP1IdleHandlerTests {
     try channel.writeInbound(HTTPServerRequestPart.end(nil))
     channel.embeddedEventLoop.advanceTime(by: .seconds(60))
     #expect(channel.isActive)
-    try channel.writeOutbound(HTTPServerResponsePart.head(HTTPResponseHead(version: .http1_1, status: .ok)))
+    try channel.writeOutbound(
+      HTTPServerResponsePart.head(HTTPResponseHead(version: .http1_1, status: .ok))
+    )
     try channel.writeOutbound(HTTPServerResponsePart.end(nil))
     channel.embeddedEventLoop.advanceTime(by: .seconds(9))
     #expect(channel.isActive)

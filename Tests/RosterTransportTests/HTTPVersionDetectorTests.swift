@@ -16,7 +16,9 @@ struct HTTPVersionDetectorTests {
   private static func channel() throws -> (EmbeddedChannel, Chosen) {
     let chosen = Chosen()
     let channel = EmbeddedChannel()
-    let detector = HTTPVersionDetector(timeout: .seconds(30)) { version, _ in chosen.versions.append(version) }
+    let detector = HTTPVersionDetector(timeout: .seconds(30)) { version, _ in
+      chosen.versions.append(version)
+    }
     try channel.pipeline.syncOperations.addHandler(detector)
     try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 1)).wait()
     return (channel, chosen)

@@ -14,7 +14,10 @@ struct RequestHeaderCheckTests {
     ("grpc-timeout", "5S"), ("user-agent", "grpc-go/1.70.0"), ("x-note", "a value, with spaces\t"),
   ]
 
-  static func check(_ headers: [(String, String)], _ block: RequestHeaderCheck.Block = .request) -> Bool {
+  static func check(
+    _ headers: [(String, String)],
+    _ block: RequestHeaderCheck.Block = .request
+  ) -> Bool {
     RequestHeaderCheck.isWellFormed(HPACKHeaders(headers), block)
   }
 
@@ -30,10 +33,13 @@ struct RequestHeaderCheckTests {
   func wellFormed() {
     #expect(Self.check(Self.grpc))
     #expect(Self.check(Self.without(":authority")))
-    #expect(Self.check([
-      (":method", "GET"), (":scheme", "https"), (":path", "/?q=caf%C3%A9"), (":authority", "example"),
-      ("accept-language", "fr-CH, fr;q=0.9"), ("cookie", "a=1; b=\"2\""), ("x-utf8", "café"),
-    ]))
+    #expect(
+      Self.check([
+        (":method", "GET"), (":scheme", "https"), (":path", "/?q=caf%C3%A9"),
+        (":authority", "example"),
+        ("accept-language", "fr-CH, fr;q=0.9"), ("cookie", "a=1; b=\"2\""), ("x-utf8", "café"),
+      ])
+    )
     #expect(Self.check([(":method", "CONNECT"), (":authority", "example:443")]))
     #expect(Self.check([("grpc-status", "0"), ("x-checksum", "abc")], .trailers))
     #expect(Self.check([], .trailers))

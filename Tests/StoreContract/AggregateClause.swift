@@ -12,16 +12,21 @@ extension StoreContract {
     departmentOf: [String: String]
   ) async throws {
     let ranges: [(String?, String?)] = [
-      (nil, nil), ("1999-01-01", "2099-12-31"), ("2022-03-05", "2024-02-17"), ("2023-01-01", "2023-12-31"),
-      ("2023-06-15", "2023-06-15"), ("2022-11-20", "2023-02-10"), (nil, "2023-04-30"), ("2030-01-01", nil),
+      (nil, nil), ("1999-01-01", "2099-12-31"), ("2022-03-05", "2024-02-17"),
+      ("2023-01-01", "2023-12-31"),
+      ("2023-06-15", "2023-06-15"), ("2022-11-20", "2023-02-10"), (nil, "2023-04-30"),
+      ("2030-01-01", nil),
     ]
-    let functions: [AggregateFunction] = [.median, .minimum, .maximum, .standardDeviation, .average]
+    let functions: [AggregateFunction] = [
+      .median, .minimum, .maximum, .standardDeviation, .average,
+    ]
     let department = departmentOf.values.sorted().first
     for (from, to) in ranges {
       for scope in [nil, department] {
         let filter = SalesFilter(department: scope, fromDate: from, toDate: to)
         let matching = sales.filter {
-          (scope == nil || departmentOf[$0.guid] == scope) && $0.date >= (from ?? "") && $0.date <= (to ?? "9999")
+          (scope == nil || departmentOf[$0.guid] == scope) && $0.date >= (from ?? "")
+            && $0.date <= (to ?? "9999")
         }
         for function in functions {
           for grouping in [AggregateGrouping.none, .department, .month] {
@@ -29,7 +34,10 @@ extension StoreContract {
             var after: String?
             repeat {
               let page = try await store.aggregateSales(
-                function, groupedBy: grouping, filter: filter, page: AggregatePageRequest(after: after, limit: 5)
+                function,
+                groupedBy: grouping,
+                filter: filter,
+                page: AggregatePageRequest(after: after, limit: 5)
               )
               groups += page.groups
               after = page.next
@@ -77,7 +85,8 @@ extension StoreContract {
       let middle = sorted.count / 2
       return sorted.count % 2 == 1 ? sorted[middle] : (sorted[middle - 1] + sorted[middle]) / 2
     case .standardDeviation:
-      return (values.map { ($0 - mean) * ($0 - mean) }.reduce(0, +) / Double(values.count)).squareRoot()
+      return (values.map { ($0 - mean) * ($0 - mean) }.reduce(0, +) / Double(values.count))
+        .squareRoot()
     }
   }
 }

@@ -5,9 +5,16 @@ internal import RosterStore
 extension StoreContract {
   /// What `roster copy` reads and writes: sales in pages, in the order they were stored, and
   /// pictures pointed at content the store already holds.
-  static func copyReadsSalesAndReferencesPictures(_ store: Store, _ fixtures: Fixtures) async throws {
+  static func copyReadsSalesAndReferencesPictures(_ store: Store, _ fixtures: Fixtures) async throws
+  {
     let made = try await Self.create(store, Array(Self.names.prefix(3)))
-    let sales = (0..<7).map { SaleRow(employeeGUID: made[$0 % 3].guid, amountCents: Int64(100 + $0), date: "2024-03-0\(1 + $0)") }
+    let sales = (0 ..< 7).map {
+      SaleRow(
+        employeeGUID: made[$0 % 3].guid,
+        amountCents: Int64(100 + $0),
+        date: "2024-03-0\(1 + $0)"
+      )
+    }
     _ = try await store.importSales(Self.stream([sales]), context: Self.writer, chunkRows: nil)
     var read: [SaleRow] = []
     var position: Int64? = nil
@@ -20,16 +27,26 @@ extension StoreContract {
       pages += 1
       try Self.require(pages <= 4, "the pages of sales never end")
     } while position != nil
-    try Self.require(read == sales, "sales in pages, in the order stored: \(read.map(\.amountCents))")
+    try Self.require(
+      read == sales,
+      "sales in pages, in the order stored: \(read.map(\.amountCents))"
+    )
 
     let (owner, sharer, other) = (made[0].guid, made[1].guid, made[2].guid)
     let upload = try await store.beginPictureUpload(guid: owner, contentType: "", totalSize: 0)
     try await upload.append(fixtures.jpeg)
     let stored = try await upload.finish(context: Self.writer)
     let unknownContent = String(repeating: "0", count: 64)
-    try await Self.requireError(.notFound, naming: "00000000-0000-4000-8000-0000000000dd", "an unknown employee") {
+    try await Self.requireError(
+      .notFound,
+      naming: "00000000-0000-4000-8000-0000000000dd",
+      "an unknown employee"
+    ) {
       _ = try await store.attachPictures(
-        [(guid: sharer, etag: stored.info.etag), (guid: "00000000-0000-4000-8000-0000000000dd", etag: stored.info.etag)],
+        [
+          (guid: sharer, etag: stored.info.etag),
+          (guid: "00000000-0000-4000-8000-0000000000dd", etag: stored.info.etag),
+        ],
         context: Self.writer
       )
     }
@@ -38,22 +55,38 @@ extension StoreContract {
       "a refused attach changed an employee"
     )
     let attached = try await store.attachPictures(
-      [(guid: sharer, etag: stored.info.etag), (guid: other, etag: unknownContent), (guid: owner, etag: stored.info.etag)],
+      [
+        (guid: sharer, etag: stored.info.etag), (guid: other, etag: unknownContent),
+        (guid: owner, etag: stored.info.etag),
+      ],
       context: Self.writer
     )
-    try Self.require(attached == [sharer, owner], "attached \(attached), expected the sharer and the owner")
-    let rows = try await store.employees(guids: [owner, sharer, other], fields: [.pictureEtag, .thumbnail])
     try Self.require(
-      rows[1].pictureEtag == stored.info.etag && rows[1].thumbnail == rows[0].thumbnail && rows[1].thumbnail != nil,
+      attached == [sharer, owner],
+      "attached \(attached), expected the sharer and the owner"
+    )
+    let rows = try await store.employees(
+      guids: [owner, sharer, other],
+      fields: [.pictureEtag, .thumbnail]
+    )
+    try Self.require(
+      rows[1].pictureEtag == stored.info.etag && rows[1].thumbnail == rows[0].thumbnail
+        && rows[1].thumbnail != nil,
       "the sharer points at the content with its thumbnail"
     )
-    try Self.require(rows[2].pictureEtag == nil && rows[2].thumbnail == nil, "content the store lacks was attached")
+    try Self.require(
+      rows[2].pictureEtag == nil && rows[2].thumbnail == nil,
+      "content the store lacks was attached"
+    )
     // The content stays while one employee refers to it.
     try await store.deletePicture(guid: owner, context: Self.writer)
     let back = try await store.withPicture(guid: sharer) { info, reader in
       try await reader.read(offset: 0, count: Int(info.size))
     }
-    try Self.require(back == fixtures.jpeg, "the sharer's picture reads back byte for byte after the owner's delete")
+    try Self.require(
+      back == fixtures.jpeg,
+      "the sharer's picture reads back byte for byte after the owner's delete"
+    )
   }
 }
 
@@ -62,24 +95,47 @@ extension StoreContract {
   /// first thousand, in input order, so its reply stays bounded; the good rows still land.
   static func bulkRefusalsAreCountedAndBounded(_ store: Store) async throws {
     let listed = ImportSummary.listedRejections
-    var rows: [UpsertRow] = (0..<(listed + 500)).map { _ in
+    var rows: [UpsertRow] = (0 ..< (listed + 500)).map { _ in
       var changes = EmployeeChanges()
       changes.email = "nameless@example.com"
       return UpsertRow(guid: UUID().uuidString.lowercased(), changes: changes)
     }
     let good = Self.person("Barbara Liskov")
     rows.append(UpsertRow(guid: good.guid, changes: EmployeeChanges(setting: good)))
-    let summary = try await store.upsertEmployees(Self.stream([rows]), context: Self.writer, chunkRows: 400)
-    try Self.require(summary.inserted == 1, "inserted \(summary.inserted), expected the one good row")
-    try Self.require(summary.rejectedCount == listed + 500, "counted \(summary.rejectedCount) refusals of \(listed + 500)")
+    let summary = try await store.upsertEmployees(
+      Self.stream([rows]),
+      context: Self.writer,
+      chunkRows: 400
+    )
     try Self.require(
-      summary.rejected.map(\.index) == Array(0..<listed),
+      summary.inserted == 1,
+      "inserted \(summary.inserted), expected the one good row"
+    )
+    try Self.require(
+      summary.rejectedCount == listed + 500,
+      "counted \(summary.rejectedCount) refusals of \(listed + 500)"
+    )
+    try Self.require(
+      summary.rejected.map(\.index) == Array(0 ..< listed),
       "listed \(summary.rejected.count) refusals, expected the first \(listed) in order"
     )
-    let sales = (0..<(listed + 200)).map { _ in SaleRow(employeeGUID: good.guid, amountCents: -5, date: "2024-01-01") }
+    let sales =
+      (0 ..< (listed + 200)).map { _ in
+        SaleRow(employeeGUID: good.guid, amountCents: -5, date: "2024-01-01")
+      }
       + [SaleRow(employeeGUID: good.guid, amountCents: 5, date: "2024-01-01")]
-    let imported = try await store.importSales(Self.stream([sales]), context: Self.writer, chunkRows: 300)
-    try Self.require(imported.inserted == 1 && imported.rejectedCount == listed + 200, "sales: \(imported.inserted) in, \(imported.rejectedCount) refused")
-    try Self.require(imported.rejected.map(\.index) == Array(0..<listed), "sales listed \(imported.rejected.count) refusals")
+    let imported = try await store.importSales(
+      Self.stream([sales]),
+      context: Self.writer,
+      chunkRows: 300
+    )
+    try Self.require(
+      imported.inserted == 1 && imported.rejectedCount == listed + 200,
+      "sales: \(imported.inserted) in, \(imported.rejectedCount) refused"
+    )
+    try Self.require(
+      imported.rejected.map(\.index) == Array(0 ..< listed),
+      "sales listed \(imported.rejected.count) refusals"
+    )
   }
 }

@@ -9,14 +9,23 @@ extension StoreContract {
     let made = try await store.createEmployee(asked, context: Self.writer)
     try Self.require(made.guid == asked.guid, "the guid is kept: \(made.guid)")
     let read = try await store.employee(guid: made.guid, fields: .all)
-    for (field, same) in [("name", read.name == "José Núñez"), ("department", read.department == "Sales"),
-                          ("start_date", read.startDate == "2020-01-01"), ("active", read.active),
-                          ("vacation_days", read.vacationDays == 10), ("email", read.email == made.email)] {
+    for (field, same) in [
+      ("name", read.name == "José Núñez"), ("department", read.department == "Sales"),
+      ("start_date", read.startDate == "2020-01-01"), ("active", read.active),
+      ("vacation_days", read.vacationDays == 10), ("email", read.email == made.email),
+    ] {
       try Self.require(same, "\(field) read back differs: \(read)")
     }
     let masked = try await store.employee(guid: made.guid, fields: [.guid, .name])
-    try Self.require(masked.name == "José Núñez" && masked.department.isEmpty, "a read mask reads only its fields: \(masked)")
-    try await Self.requireError(.notFound, naming: "00000000-0000-4000-8000-000000000000", "an unknown guid") {
+    try Self.require(
+      masked.name == "José Núñez" && masked.department.isEmpty,
+      "a read mask reads only its fields: \(masked)"
+    )
+    try await Self.requireError(
+      .notFound,
+      naming: "00000000-0000-4000-8000-000000000000",
+      "an unknown guid"
+    ) {
       _ = try await store.employee(guid: "00000000-0000-4000-8000-000000000000", fields: .all)
     }
   }
@@ -32,17 +41,31 @@ extension StoreContract {
     try await Self.requireError(.invalidArgument, naming: "name", "an empty name") {
       _ = try await store.createEmployee(Self.person(""), context: Self.writer)
     }
-    try await Self.requireError(.invalidArgument, naming: "start_date", "a date that does not exist") {
-      _ = try await store.createEmployee(Self.person("Grace Hopper", start: "2023-02-30"), context: Self.writer)
+    try await Self.requireError(
+      .invalidArgument,
+      naming: "start_date",
+      "a date that does not exist"
+    ) {
+      _ = try await store.createEmployee(
+        Self.person("Grace Hopper", start: "2023-02-30"),
+        context: Self.writer
+      )
     }
-    try await Self.requireError(.invalidArgument, naming: "vacation_days", "negative vacation days") {
+    try await Self.requireError(.invalidArgument, naming: "vacation_days", "negative vacation days")
+    {
       var changes = EmployeeChanges()
       changes.vacationDays = -1
       _ = try await store.updateEmployee(guid: made.guid, changes: changes, context: Self.writer)
     }
     let after = try await store.employee(guid: made.guid, fields: .all)
-    try Self.require(after.name == "Ada Lovelace" && after.vacationDays == 10, "a refused write changed the row: \(after)")
-    try Self.require(try await store.countEmployees(filter: EmployeeFilter()) == 1, "a refused create left a row")
+    try Self.require(
+      after.name == "Ada Lovelace" && after.vacationDays == 10,
+      "a refused write changed the row: \(after)"
+    )
+    try Self.require(
+      try await store.countEmployees(filter: EmployeeFilter()) == 1,
+      "a refused create left a row"
+    )
     try Self.require(store.latestChange == before, "a refused write logged a change")
   }
 
@@ -67,7 +90,10 @@ extension StoreContract {
           "\(order) in pages of \(size) did not hold every employee exactly once"
         )
         let whole = try await Self.walk(store, order: order, size: StoreLimits.maximumPageSize)
-        try Self.require(walked.map(\.guid) == whole.map(\.guid), "\(order) pages of \(size) differ from one page")
+        try Self.require(
+          walked.map(\.guid) == whole.map(\.guid),
+          "\(order) pages of \(size) differ from one page"
+        )
         let keys: [String] = walked.map {
           switch order {
           case .startDate: $0.startDate
@@ -80,11 +106,29 @@ extension StoreContract {
         let single = try await Self.pages(store, order: order, size: size, count: 1)
         for count in [2, 3, 7] {
           let together = try await Self.pages(store, order: order, size: size, count: count)
-          try Self.require(together == single, "\(order): pages of \(size) read \(count) at once differ from one at a time")
+          try Self.require(
+            together == single,
+            "\(order): pages of \(size) read \(count) at once differ from one at a time"
+          )
         }
-        let searched = try await Self.pages(store, order: order, filter: EmployeeFilter(nameContains: "a"), size: size, count: 3)
-        let searchedSingly = try await Self.pages(store, order: order, filter: EmployeeFilter(nameContains: "a"), size: size, count: 1)
-        try Self.require(searched == searchedSingly, "\(order): a name search's pages read 3 at once differ")
+        let searched = try await Self.pages(
+          store,
+          order: order,
+          filter: EmployeeFilter(nameContains: "a"),
+          size: size,
+          count: 3
+        )
+        let searchedSingly = try await Self.pages(
+          store,
+          order: order,
+          filter: EmployeeFilter(nameContains: "a"),
+          size: size,
+          count: 1
+        )
+        try Self.require(
+          searched == searchedSingly,
+          "\(order): a name search's pages read 3 at once differ"
+        )
       }
     }
   }
@@ -94,13 +138,22 @@ extension StoreContract {
   static func writtenPagesAreReadPages(_ store: Store, _ fixtures: Fixtures) async throws {
     let made = try await Self.create(store, Self.names)
     for employee in made.prefix(3) {
-      let upload = try await store.beginPictureUpload(guid: employee.guid, contentType: "image/jpeg", totalSize: Int64(fixtures.jpeg.count))
+      let upload = try await store.beginPictureUpload(
+        guid: employee.guid,
+        contentType: "image/jpeg",
+        totalSize: Int64(fixtures.jpeg.count)
+      )
       try await upload.append(fixtures.jpeg[...])
       _ = try await upload.finish(context: Self.writer)
     }
     let writer = DescribingWriter()
-    let fieldSets: [EmployeeFields] = [.all, .allButThumbnail, [.name], [.thumbnail, .pictureEtag], [.guid, .about, .updateTime, .salesCount]]
-    let filters = [EmployeeFilter(), EmployeeFilter(nameContains: "a"), EmployeeFilter(department: "Nowhere")]
+    let fieldSets: [EmployeeFields] = [
+      .all, .allButThumbnail, [.name], [.thumbnail, .pictureEtag],
+      [.guid, .about, .updateTime, .salesCount],
+    ]
+    let filters = [
+      EmployeeFilter(), EmployeeFilter(nameContains: "a"), EmployeeFilter(department: "Nowhere"),
+    ]
     for fields in fieldSets {
       for order in EmployeeOrder.allCases {
         for filter in filters {
@@ -108,11 +161,27 @@ extension StoreContract {
             var cursor: EmployeeCursor?
             var rows = 0
             repeat {
-              let read = try await store.employeePages(fields: fields, filter: filter, order: order, after: cursor, limit: size, count: count)
-              let written = try await store.writtenEmployeePages(
-                fields: fields, filter: filter, order: order, after: cursor, limit: size, count: count, writer: writer
+              let read = try await store.employeePages(
+                fields: fields,
+                filter: filter,
+                order: order,
+                after: cursor,
+                limit: size,
+                count: count
               )
-              try Self.require(written.count == read.count, "\(fields.rawValue) \(order): \(written.count) written pages, \(read.count) read")
+              let written = try await store.writtenEmployeePages(
+                fields: fields,
+                filter: filter,
+                order: order,
+                after: cursor,
+                limit: size,
+                count: count,
+                writer: writer
+              )
+              try Self.require(
+                written.count == read.count,
+                "\(fields.rawValue) \(order): \(written.count) written pages, \(read.count) read"
+              )
               for (page, expected) in zip(written, read) {
                 try Self.require(
                   page.rowCount == expected.employees.count && page.next == expected.next
@@ -123,7 +192,9 @@ extension StoreContract {
               }
               cursor = read[read.count - 1].next
             } while cursor != nil
-            if fields == .all, filter.isEmpty { try Self.require(rows == made.count, "written pages held \(rows) rows") }
+            if fields == .all, filter.isEmpty {
+              try Self.require(rows == made.count, "written pages held \(rows) rows")
+            }
           }
         }
       }
@@ -157,15 +228,31 @@ extension StoreContract {
       let expected = made.filter { employee in
         (filter.department.map { employee.department == $0 } ?? true)
           && (filter.active.map { employee.active == $0 } ?? true)
-          && (filter.nameContains.map { TextFolding.fold(employee.name).contains(TextFolding.fold($0)) } ?? true)
+          && (filter.nameContains.map {
+            TextFolding.fold(employee.name).contains(TextFolding.fold($0))
+          } ?? true)
       }
       let walked = try await Self.walk(store, order: .name, filter: filter, size: 3)
-      try Self.require(Set(walked.map(\.guid)) == Set(expected.map(\.guid)), "\(filter) matched \(walked.map(\.name))")
+      try Self.require(
+        Set(walked.map(\.guid)) == Set(expected.map(\.guid)),
+        "\(filter) matched \(walked.map(\.name))"
+      )
       let count = try await store.countEmployees(filter: filter)
-      try Self.require(count == Int64(expected.count), "\(filter): count \(count), expected \(expected.count)")
+      try Self.require(
+        count == Int64(expected.count),
+        "\(filter): count \(count), expected \(expected.count)"
+      )
     }
-    let accents = try await Self.walk(store, order: .name, filter: EmployeeFilter(nameContains: "jose nunez"), size: 10)
-    try Self.require(accents.count == 2, "search ignores case and diacritics: \(accents.map(\.name))")
+    let accents = try await Self.walk(
+      store,
+      order: .name,
+      filter: EmployeeFilter(nameContains: "jose nunez"),
+      size: 10
+    )
+    try Self.require(
+      accents.count == 2,
+      "search ignores case and diacritics: \(accents.map(\.name))"
+    )
   }
 
   static func updateChangesOnlyWhatItSets(_ store: Store) async throws {
@@ -173,29 +260,69 @@ extension StoreContract {
     var changes = EmployeeChanges()
     changes.vacationDays = 3
     changes.department = "Navy"
-    let updated = try await store.updateEmployee(guid: made.guid, changes: changes, context: Self.writer)
+    let updated = try await store.updateEmployee(
+      guid: made.guid,
+      changes: changes,
+      context: Self.writer
+    )
     let read = try await store.employee(guid: made.guid, fields: .all)
-    try Self.require(updated.vacationDays == 3 && updated.department == "Navy", "the update returns the stored row")
-    try Self.require(read.name == made.name && read.email == made.email && read.startDate == made.startDate,
-                     "fields the update left out changed: \(read)")
-    try Self.require(read.vacationDays == 3 && read.department == "Navy", "the update did not land: \(read)")
-    try await Self.requireError(.notFound, naming: "00000000-0000-4000-8000-0000000000bb", "an update of an unknown guid") {
-      _ = try await store.updateEmployee(guid: "00000000-0000-4000-8000-0000000000bb", changes: changes, context: Self.writer)
+    try Self.require(
+      updated.vacationDays == 3 && updated.department == "Navy",
+      "the update returns the stored row"
+    )
+    try Self.require(
+      read.name == made.name && read.email == made.email && read.startDate == made.startDate,
+      "fields the update left out changed: \(read)"
+    )
+    try Self.require(
+      read.vacationDays == 3 && read.department == "Navy",
+      "the update did not land: \(read)"
+    )
+    try await Self.requireError(
+      .notFound,
+      naming: "00000000-0000-4000-8000-0000000000bb",
+      "an update of an unknown guid"
+    ) {
+      _ = try await store.updateEmployee(
+        guid: "00000000-0000-4000-8000-0000000000bb",
+        changes: changes,
+        context: Self.writer
+      )
     }
     // Neither the name nor the department (PostgreSQL's prepared `EmployeeUpdate`).
     var others = EmployeeChanges()
     others.phone = "+1 555 0100"
     others.active = false
     others.vacationDays = 0
-    let again = try await store.updateEmployee(guid: made.guid, changes: others, context: Self.writer)
+    let again = try await store.updateEmployee(
+      guid: made.guid,
+      changes: others,
+      context: Self.writer
+    )
     let reread = try await store.employee(guid: made.guid, fields: .all)
-    try Self.require(again.phone == "+1 555 0100" && !again.active && again.vacationDays == 0, "the update returns the stored row: \(again)")
-    try Self.require(reread.phone == "+1 555 0100" && !reread.active && reread.vacationDays == 0, "the update did not land: \(reread)")
-    try Self.require(reread.name == made.name && reread.email == made.email && reread.address == made.address
-                       && reread.startDate == made.startDate && reread.department == "Navy",
-                     "fields the update left out changed: \(reread)")
-    try await Self.requireError(.notFound, naming: "00000000-0000-4000-8000-0000000000bb", "an update of an unknown guid") {
-      _ = try await store.updateEmployee(guid: "00000000-0000-4000-8000-0000000000bb", changes: others, context: Self.writer)
+    try Self.require(
+      again.phone == "+1 555 0100" && !again.active && again.vacationDays == 0,
+      "the update returns the stored row: \(again)"
+    )
+    try Self.require(
+      reread.phone == "+1 555 0100" && !reread.active && reread.vacationDays == 0,
+      "the update did not land: \(reread)"
+    )
+    try Self.require(
+      reread.name == made.name && reread.email == made.email && reread.address == made.address
+        && reread.startDate == made.startDate && reread.department == "Navy",
+      "fields the update left out changed: \(reread)"
+    )
+    try await Self.requireError(
+      .notFound,
+      naming: "00000000-0000-4000-8000-0000000000bb",
+      "an update of an unknown guid"
+    ) {
+      _ = try await store.updateEmployee(
+        guid: "00000000-0000-4000-8000-0000000000bb",
+        changes: others,
+        context: Self.writer
+      )
     }
   }
 
@@ -208,7 +335,10 @@ extension StoreContract {
     try await Self.requireError(.notFound, naming: made[1].guid, "a second delete") {
       try await store.deleteEmployee(guid: made[1].guid, context: Self.writer)
     }
-    try Self.require(try await store.countEmployees(filter: EmployeeFilter()) == 2, "the others stay")
+    try Self.require(
+      try await store.countEmployees(filter: EmployeeFilter()) == 2,
+      "the others stay"
+    )
   }
 
   static func upsertMergesAndReports(_ store: Store) async throws {
@@ -217,16 +347,32 @@ extension StoreContract {
     rename.name = "Alan M. Turing"
     let fresh = "11111111-1111-4111-8111-111111111111"
     let rows: [[UpsertRow]] = [
-      [UpsertRow(guid: made.guid, changes: rename), UpsertRow(guid: fresh, changes: EmployeeChanges(setting: Self.person("New Person")))],
+      [
+        UpsertRow(guid: made.guid, changes: rename),
+        UpsertRow(guid: fresh, changes: EmployeeChanges(setting: Self.person("New Person"))),
+      ],
       [UpsertRow(guid: "22222222-2222-4222-8222-222222222222", changes: rename)],
     ]
-    let summary = try await store.upsertEmployees(Self.stream(rows), context: Self.writer, chunkRows: 1)
+    let summary = try await store.upsertEmployees(
+      Self.stream(rows),
+      context: Self.writer,
+      chunkRows: 1
+    )
     try Self.require(summary.inserted == 1 && summary.updated == 1, "upsert counts: \(summary)")
-    try Self.require(summary.rejected.map(\.index) == [2], "a new guid without name and dates is rejected by index: \(summary)")
+    try Self.require(
+      summary.rejected.map(\.index) == [2],
+      "a new guid without name and dates is rejected by index: \(summary)"
+    )
     let merged = try await store.employee(guid: made.guid, fields: .all)
-    try Self.require(merged.name == "Alan M. Turing" && merged.department == made.department && merged.vacationDays == 10,
-                     "an upsert row changes only the fields it sets: \(merged)")
-    try Self.require(try await store.employee(guid: fresh, fields: [.name]).name == "New Person", "the new row landed")
+    try Self.require(
+      merged.name == "Alan M. Turing" && merged.department == made.department
+        && merged.vacationDays == 10,
+      "an upsert row changes only the fields it sets: \(merged)"
+    )
+    try Self.require(
+      try await store.employee(guid: fresh, fields: [.name]).name == "New Person",
+      "the new row landed"
+    )
   }
 
   static func bulkWritesReportWhatTheyDid(_ store: Store) async throws {
@@ -234,15 +380,34 @@ extension StoreContract {
     let design = try await store.countEmployees(filter: EmployeeFilter(department: "Design"))
     var changes = EmployeeChanges()
     changes.vacationDays = 30
-    let updated = try await store.batchUpdateEmployees(filter: EmployeeFilter(department: "Design"), changes: changes, context: Self.writer)
+    let updated = try await store.batchUpdateEmployees(
+      filter: EmployeeFilter(department: "Design"),
+      changes: changes,
+      context: Self.writer
+    )
     try Self.require(Int64(updated) == design, "batch update changed \(updated), \(design) match")
-    let again = try await store.batchUpdateEmployees(filter: EmployeeFilter(department: "Design"), changes: changes, context: Self.writer)
+    let again = try await store.batchUpdateEmployees(
+      filter: EmployeeFilter(department: "Design"),
+      changes: changes,
+      context: Self.writer
+    )
     try Self.require(again == 0, "rows already holding the values are skipped: \(again)")
-    let first = try await store.deleteEmployees(filter: EmployeeFilter(department: "Design"), limit: 2, context: Self.writer)
+    let first = try await store.deleteEmployees(
+      filter: EmployeeFilter(department: "Design"),
+      limit: 2,
+      context: Self.writer
+    )
     try Self.require(first.deleted == 2 && first.more == (design > 2), "a limited delete: \(first)")
-    let rest = try await store.deleteEmployees(filter: EmployeeFilter(department: "Design"), limit: 1000, context: Self.writer)
+    let rest = try await store.deleteEmployees(
+      filter: EmployeeFilter(department: "Design"),
+      limit: 1000,
+      context: Self.writer
+    )
     try Self.require(Int64(rest.deleted) == design - 2 && !rest.more, "the rest: \(rest)")
-    try Self.require(try await store.countEmployees(filter: EmployeeFilter(department: "Design")) == 0, "none left")
+    try Self.require(
+      try await store.countEmployees(filter: EmployeeFilter(department: "Design")) == 0,
+      "none left"
+    )
   }
 
   static func stream<Element: Sendable>(_ batches: [Element]) -> AsyncStream<Element> {

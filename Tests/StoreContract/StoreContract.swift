@@ -65,7 +65,8 @@ public enum StoreContract {
     case .salesAreExactCents: try await Self.salesAreExactCents(store)
     case .countersMatchRecounts: try await Self.countersMatchRecounts(store)
     case .picturesRoundTrip: try await Self.picturesRoundTrip(store, fixtures)
-    case .copyReadsSalesAndReferencesPictures: try await Self.copyReadsSalesAndReferencesPictures(store, fixtures)
+    case .copyReadsSalesAndReferencesPictures:
+      try await Self.copyReadsSalesAndReferencesPictures(store, fixtures)
     case .bulkRefusalsAreCountedAndBounded: try await Self.bulkRefusalsAreCountedAndBounded(store)
     }
   }
@@ -96,19 +97,30 @@ extension StoreContract {
     do {
       try await body()
     } catch let error as StoreError {
-      try Self.require(error.code == code, "\(what): \(error.code), expected \(code) (\(error.message))")
+      try Self.require(
+        error.code == code,
+        "\(what): \(error.code), expected \(code) (\(error.message))"
+      )
       try Self.require(
         error.message.contains(naming),
         "\(what): the message '\(error.message)' does not name '\(naming)'"
       )
-      try Self.require(!error.message.uppercased().contains("SELECT "), "\(what): SQL in '\(error.message)'")
+      try Self.require(
+        !error.message.uppercased().contains("SELECT "),
+        "\(what): SQL in '\(error.message)'"
+      )
       return
     }
     throw ContractViolation(description: "\(what): no error, expected \(code)")
   }
 
   /// A new employee with a new guid (the services make one when a client gives none).
-  static func person(_ name: String, department: String = "Sales", active: Bool = true, start: String = "2020-01-01")
+  static func person(
+    _ name: String,
+    department: String = "Sales",
+    active: Bool = true,
+    start: String = "2020-01-01"
+  )
     -> Employee
   {
     var employee = Employee()
@@ -156,10 +168,23 @@ extension StoreContract {
     var shapes: [PageShape] = []
     var cursor: EmployeeCursor?
     repeat {
-      let pages = try await store.employeePages(fields: .all, filter: filter, order: order, after: cursor, limit: size, count: count)
-      try Self.require(!pages.isEmpty && pages.count <= count, "\(count) pages at once gave \(pages.count)")
+      let pages = try await store.employeePages(
+        fields: .all,
+        filter: filter,
+        order: order,
+        after: cursor,
+        limit: size,
+        count: count
+      )
+      try Self.require(
+        !pages.isEmpty && pages.count <= count,
+        "\(count) pages at once gave \(pages.count)"
+      )
       for (index, page) in pages.enumerated() {
-        try Self.require(index == pages.count - 1 || page.next != nil, "a page before the last of a read said none follow")
+        try Self.require(
+          index == pages.count - 1 || page.next != nil,
+          "a page before the last of a read said none follow"
+        )
         shapes.append(PageShape(guids: page.employees.map(\.guid), next: page.next))
       }
       cursor = pages[pages.count - 1].next
@@ -183,9 +208,21 @@ extension StoreContract {
     var all: [Employee] = []
     var cursor: EmployeeCursor?
     repeat {
-      let page = try await store.employeePage(fields: .all, filter: filter, order: order, after: cursor, limit: size)
-      try Self.require(page.employees.count <= size, "a page of \(size) held \(page.employees.count)")
-      try Self.require(page.next == nil || page.employees.count == size, "a short page said more follow")
+      let page = try await store.employeePage(
+        fields: .all,
+        filter: filter,
+        order: order,
+        after: cursor,
+        limit: size
+      )
+      try Self.require(
+        page.employees.count <= size,
+        "a page of \(size) held \(page.employees.count)"
+      )
+      try Self.require(
+        page.next == nil || page.employees.count == size,
+        "a short page said more follow"
+      )
       all += page.employees
       cursor = page.next
     } while cursor != nil

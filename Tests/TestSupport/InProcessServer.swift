@@ -1,9 +1,9 @@
 public import GRPCCore
 public import GRPCInProcessTransport
-public import RosterStore
 internal import RosterDomain
 import RosterServer
 public import RosterServices
+public import RosterStore
 
 /// Runs the real Roster services over an in-process transport and hands `body` a client.
 ///
@@ -53,7 +53,8 @@ public func withInProcessClient<T: Sendable>(
   return try await withThrowingTaskGroup(of: Void.self) { group in
     group.addTask { try await server.serve() }
     defer { server.beginGracefulShutdown() }
-    return try await withGRPCClient(transport: transport.client, interceptors: clientInterceptors) { client in
+    return try await withGRPCClient(transport: transport.client, interceptors: clientInterceptors) {
+      client in
       try await body(client)
     }
   }

@@ -11,7 +11,8 @@ public enum PostgresTesting {
 
   /// Whether these tests run: with a server, or whenever `scripts/test` runs them (which
   /// sets ROSTER_REQUIRE_POSTGRES, so a missing server fails instead of skipping).
-  public static let enabled = url != nil || ProcessInfo.processInfo.environment["ROSTER_REQUIRE_POSTGRES"] != nil
+  public static let enabled =
+    url != nil || ProcessInfo.processInfo.environment["ROSTER_REQUIRE_POSTGRES"] != nil
 
   public static let logger: Logger = {
     var logger = Logger(label: "roster.test.postgres")
@@ -24,15 +25,20 @@ public enum PostgresTesting {
   /// directory in the system's `roster-uploads` at each test run before.
   public static let scratchDirectory: String = {
     let path = FileManager.default.temporaryDirectory
-      .appendingPathComponent("roster-test-uploads-\(ProcessInfo.processInfo.processIdentifier)").path
+      .appendingPathComponent("roster-test-uploads-\(ProcessInfo.processInfo.processIdentifier)")
+      .path
     atexit { try? FileManager.default.removeItem(atPath: PostgresTesting.scratchDirectory) }
     return path
   }()
 
   /// A configuration for a new, empty schema.
-  public static func configuration(schema: String = "t_" + UUID().uuidString.prefix(8).lowercased()) throws -> PostgresConfiguration {
+  public static func configuration(
+    schema: String = "t_" + UUID().uuidString.prefix(8).lowercased()
+  ) throws -> PostgresConfiguration {
     guard let url else {
-      throw TestFailure("ROSTER_TEST_POSTGRES_URL is not set: run the tests under scripts/postgres run -- swift test")
+      throw TestFailure(
+        "ROSTER_TEST_POSTGRES_URL is not set: run the tests under scripts/postgres run -- swift test"
+      )
     }
     var configuration = PostgresConfiguration(url: try PostgresURL(url))
     configuration.schema = schema
@@ -73,7 +79,9 @@ public enum PostgresTesting {
       // A test that hangs says where, instead of only running out CI's time.
       group.addTask {
         try await Task.sleep(for: .seconds(180))
-        FileHandle.standardError.write(Data("PostgresTesting: \(caller) still running after 180 s\n".utf8))
+        FileHandle.standardError.write(
+          Data("PostgresTesting: \(caller) still running after 180 s\n".utf8)
+        )
       }
       do {
         let value = try await body(store)
@@ -88,7 +96,9 @@ public enum PostgresTesting {
 
   /// A connection of its own to the test's schema (for checks the store does not offer).
   /// Bounded: a lock the test cannot get fails it instead of hanging it.
-  public static func connect(_ configuration: PostgresConfiguration) async throws -> PostgresConnection {
+  public static func connect(
+    _ configuration: PostgresConfiguration
+  ) async throws -> PostgresConnection {
     var connection = PostgresConnection.Configuration(
       host: configuration.url.host,
       port: configuration.url.port,
@@ -98,13 +108,21 @@ public enum PostgresTesting {
       tls: .disable
     )
     connection.options.additionalStartupParameters = [
-      ("search_path", "\(configuration.schema), public"), ("lock_timeout", "20000"), ("statement_timeout", "120000"),
+      ("search_path", "\(configuration.schema), public"), ("lock_timeout", "20000"),
+      ("statement_timeout", "120000"),
     ]
-    return try await PostgresConnection.connect(configuration: connection, id: 1, logger: Self.logger)
+    return try await PostgresConnection.connect(
+      configuration: connection,
+      id: 1,
+      logger: Self.logger
+    )
   }
 
   /// Runs one query on a connection of its own, then closes it.
-  public static func query(_ configuration: PostgresConfiguration, _ query: PostgresQuery) async throws -> [PostgresRow] {
+  public static func query(
+    _ configuration: PostgresConfiguration,
+    _ query: PostgresQuery
+  ) async throws -> [PostgresRow] {
     let opened = try await Self.connect(configuration)
     do {
       let rows = try await opened.query(query, logger: Self.logger).collect()
@@ -117,7 +135,10 @@ public enum PostgresTesting {
   }
 
   /// Runs one statement on a connection of its own.
-  public static func query(_ configuration: PostgresConfiguration, _ sql: String) async throws -> [PostgresRow] {
+  public static func query(
+    _ configuration: PostgresConfiguration,
+    _ sql: String
+  ) async throws -> [PostgresRow] {
     try await Self.query(configuration, PostgresQuery(unsafeSQL: sql))
   }
 
@@ -130,4 +151,3 @@ public struct TestFailure: Error, CustomStringConvertible {
   public var description: String
   public init(_ description: String) { self.description = description }
 }
-

@@ -25,7 +25,9 @@ public final class RosterProcess: Sendable {
   /// The metrics URL the server printed, when started with `--metrics-port`.
   public var metricsURL: String? {
     self.output.text.withLock { text in
-      text.split(separator: "\n").first { $0.hasPrefix("metrics on ") }.map { String($0.dropFirst(11)) }
+      text.split(separator: "\n").first { $0.hasPrefix("metrics on ") }.map {
+        String($0.dropFirst(11))
+      }
     }
   }
 
@@ -58,7 +60,9 @@ public final class RosterProcess: Sendable {
   /// Whether `roster serve ARGUMENTS` seeds demo pictures (a new database, with
   /// `--seed-employees` other than 0, by default 1,000, and no `--no-seed-pictures`).
   static func seedsPictures(_ arguments: [String]) -> Bool {
-    let employees = arguments.firstIndex(of: "--seed-employees").flatMap { arguments.dropFirst($0 + 1).first }
+    let employees = arguments.firstIndex(of: "--seed-employees").flatMap {
+      arguments.dropFirst($0 + 1).first
+    }
     return employees != "0" && !arguments.contains("--no-seed-pictures")
   }
 
@@ -96,7 +100,9 @@ public final class RosterProcess: Sendable {
       process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
     }
     var command = launcher + [self.binaryPath, "serve", "--port", "0"]
-    if Self.seedsPictures(arguments) { command += ["--demo-pictures", try await Self.demoPictures()] }
+    if Self.seedsPictures(arguments) {
+      command += ["--demo-pictures", try await Self.demoPictures()]
+    }
     command += arguments
     process.executableURL = URL(fileURLWithPath: command[0])
     process.arguments = Array(command.dropFirst())

@@ -1,9 +1,9 @@
 public import Foundation
-public import RosterSQLite
 public import RosterDomain
-public import RosterStore
 public import RosterPictures
+public import RosterSQLite
 import RosterSeed
+public import RosterStore
 
 /// A store on a fresh WAL database in its own temporary directory, removed afterwards.
 ///
@@ -52,7 +52,11 @@ public func withTemporaryStore<T>(
 ) async throws -> T {
   switch backend {
   case .sqlite:
-    return try await withTemporaryStore(employees: employees, extra: extra, configure: { pictures(&$0.pictures) }) {
+    return try await withTemporaryStore(
+      employees: employees,
+      extra: extra,
+      configure: { pictures(&$0.pictures) }
+    ) {
       store in try await body(store)
     }
   case .postgres:
