@@ -97,9 +97,9 @@ struct StreamLimitTests {
       guard case .success(let contents) = first.accepted else { return }
       _ = try? await contents.producer(RPCWriter(wrapping: DiscardingWriter<Int>()))
     }
-    // Not a bound on anything: a release that can record meanwhile (the fault) has done so
-    // by then; a correct one waits for the admission, however long this takes.
-    DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(100)) { recorder.letGo() }
+    // The recorder lets the admission go by itself (`HeldRecorder.holdTime`): a release that
+    // can record meanwhile (the fault) has done so by then; a correct one waits for the
+    // admission, however long this takes.
     let second = try await admission.value
     await release.value
     #expect(limit.slotsInUse == 1)
@@ -108,8 +108,14 @@ struct StreamLimitTests {
   }
 }
 
-/// A gauge's recorder that can hold up the next thread that records, until let go.
+/// A gauge's recorder that can hold up the next thread that records, for `holdTime`.
+///
+/// It lets go by itself, on the held thread's own clock: a cooperative pool thread it holds
+/// comes back whatever else runs, where a test task that had to wake to let it go could find
+/// the pool's other threads blocked too (two on this machine; seen in CI, under load, as a
+/// test that never ended).
 final class HeldRecorder: RecorderHandler, @unchecked Sendable {
+  static let holdTime: TimeInterval = 0.2
   private let lock = NSCondition()
   private var holding = false
   private var held = false
@@ -121,18 +127,13 @@ final class HeldRecorder: RecorderHandler, @unchecked Sendable {
 
   var isHeld: Bool { self.lock.withLock { self.held } }
 
-  func letGo() {
-    self.lock.withLock {
-      self.holding = false
-      self.lock.broadcast()
-    }
-  }
-
   func record(_ value: Int64) {
     self.lock.withLock {
       if self.holding {
+        self.holding = false
         self.held = true
-        while self.holding { self.lock.wait() }
+        let until = Date(timeIntervalSinceNow: Self.holdTime)
+        while self.lock.wait(until: until) {}
       }
       self.values.append(value)
     }
