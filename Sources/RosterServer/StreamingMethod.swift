@@ -1,0 +1,139 @@
+internal import Foundation
+internal import GRPCCore
+internal import GRPCProtobuf
+internal import NIOCore
+internal import RosterProto
+internal import RosterServices
+internal import SwiftProtobuf
+
+/// One streaming method as the Connect protocol and gRPC-Web serve it: its kind, and how to
+/// register its handler on a bridge's router with the messages in JSON or in protobuf (so a
+/// `connect+json` call's messages are read from and written to JSON directly, never through
+/// the binary form).
+struct StreamingMethod: Sendable {
+  let descriptor: MethodDescriptor
+  let clientStreaming: Bool
+  let serverStreaming: Bool
+  /// Registers the method's handler on `router`, its messages in JSON or in protobuf.
+  let register: @Sendable (_ router: inout RPCRouter<CallBridge>, _ json: Bool) -> Void
+
+  static func of<Input: SwiftProtobuf.Message, Output: SwiftProtobuf.Message>(
+    _ descriptor: MethodDescriptor,
+    client: Bool,
+    server: Bool,
+    prepare: (@Sendable (inout Input) -> Void)? = nil,
+    _ handler:
+      @escaping @Sendable (StreamingServerRequest<Input>, ServerContext) async throws
+      -> StreamingServerResponse<Output>
+  ) -> StreamingMethod {
+    StreamingMethod(descriptor: descriptor, clientStreaming: client, serverStreaming: server) {
+      router,
+      json in
+      if json {
+        router.registerHandler(
+          forMethod: descriptor,
+          deserializer: JSONDeserializer<Input>(prepare: prepare),
+          serializer: JSONSerializer<Output>(),
+          handler: handler
+        )
+      } else {
+        router.registerHandler(
+          forMethod: descriptor,
+          deserializer: PreparingProtobufDeserializer<Input>(prepare: prepare),
+          serializer: ProtobufSerializer<Output>(),
+          handler: handler
+        )
+      }
+    }
+  }
+
+  /// How long a `WatchChanges` stream over Connect or gRPC-Web waits quiet before a heartbeat,
+  /// unless its request says.
+  static let defaultHeartbeat = Google_Protobuf_Duration(seconds: 15)
+
+  /// Every streaming method the services define, bound to these service instances.
+  static func all(
+    directory: DirectoryService,
+    pictures: PicturesService,
+    analytics: AnalyticsService,
+    health: HealthService,
+    reflection: ReflectionService
+  ) -> [StreamingMethod] {
+    typealias Directory = Roster_V1_Directory.Method
+    let alpha = reflection.v1alpha
+    return [
+      .of(Directory.StreamEmployees.descriptor, client: false, server: true) {
+        try await directory.streamEmployees(request: $0, context: $1)
+      },
+      .of(
+        Directory.WatchChanges.descriptor,
+        client: false,
+        server: true,
+        prepare: { if !$0.hasHeartbeatInterval { $0.heartbeatInterval = Self.defaultHeartbeat } }
+      ) {
+        try await directory.watchChanges(request: $0, context: $1)
+      },
+      .of(Directory.UpsertEmployees.descriptor, client: true, server: false) {
+        try await directory.upsertEmployees(request: $0, context: $1)
+      },
+      .of(Roster_V1_Pictures.Method.GetPicture.descriptor, client: false, server: true) {
+        try await pictures.getPicture(request: $0, context: $1)
+      },
+      .of(Roster_V1_Pictures.Method.PutPicture.descriptor, client: true, server: false) {
+        try await pictures.putPicture(request: $0, context: $1)
+      },
+      .of(Roster_V1_Analytics.Method.ImportSales.descriptor, client: true, server: false) {
+        try await analytics.importSales(request: $0, context: $1)
+      },
+      .of(Grpc_Health_V1_Health.Method.Watch.descriptor, client: false, server: true) {
+        try await health.watch(request: $0, context: $1)
+      },
+      .of(
+        Grpc_Reflection_V1_ServerReflection.Method.ServerReflectionInfo.descriptor,
+        client: true,
+        server: true
+      ) {
+        try await reflection.serverReflectionInfo(request: $0, context: $1)
+      },
+      .of(
+        Grpc_Reflection_V1alpha_ServerReflection.Method.ServerReflectionInfo.descriptor,
+        client: true,
+        server: true
+      ) {
+        try await alpha.serverReflectionInfo(request: $0, context: $1)
+      },
+    ]
+  }
+}
+
+/// Messages in the proto3 JSON mapping, as a bridge's `GRPCServer` reads and writes them for
+/// `connect+json` calls: output in a stable field order; input through `JSONMessages`.
+struct JSONSerializer<Message: SwiftProtobuf.Message>: MessageSerializer {
+  func serialize<Bytes: GRPCContiguousBytes>(_ message: Message) throws -> Bytes {
+    var options = JSONEncodingOptions()
+    options.useDeterministicOrdering = true
+    return Bytes(try message.jsonUTF8Bytes(options: options) as [UInt8])
+  }
+}
+
+struct JSONDeserializer<Message: SwiftProtobuf.Message>: MessageDeserializer {
+  let prepare: (@Sendable (inout Message) -> Void)?
+
+  func deserialize<Bytes: GRPCContiguousBytes>(_ serializedMessageBytes: Bytes) throws -> Message {
+    let buffer = serializedMessageBytes.withUnsafeBytes { ByteBuffer(bytes: $0) }
+    var message = try JSONMessages.decode(Message.self, from: buffer)
+    self.prepare?(&message)
+    return message
+  }
+}
+
+/// grpc-swift's protobuf deserializer, then the method's defaults.
+struct PreparingProtobufDeserializer<Message: SwiftProtobuf.Message>: MessageDeserializer {
+  let prepare: (@Sendable (inout Message) -> Void)?
+
+  func deserialize<Bytes: GRPCContiguousBytes>(_ serializedMessageBytes: Bytes) throws -> Message {
+    var message = try ProtobufDeserializer<Message>().deserialize(serializedMessageBytes)
+    self.prepare?(&message)
+    return message
+  }
+}
