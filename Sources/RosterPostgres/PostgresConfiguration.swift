@@ -9,8 +9,8 @@ public struct PostgresConfiguration: Sendable {
   /// The schema holding Roster's tables; several deployments (or tests) can share a database
   /// with a schema each.
   public var schema: String = "roster"
-  /// Connections to the server; reads and the writer share them. The pool opens them all at
-  /// start and keeps them (`PostgresStore.open`).
+  /// Connections to the server; reads and the writer share them. The pool keeps one open
+  /// and opens the others as calls need them (`PostgresStore.clientConfiguration`).
   public var maximumConnections: Int = Self.defaultMaximumConnections
   /// How often every pooled connection runs a trivial statement while the store runs
   /// (`PostgresStore.keepAlive`), so an idle connection keeps its place in firewalls and

@@ -76,26 +76,10 @@ public final class PostgresStore: StoreBackend, PictureCatalog {
     }
     let (latest, created) = try await Migrator(configuration: configuration, logger: logger)
       .migrate()
-    var options = PostgresClient.Configuration.Options()
-    options.maximumConnections = configuration.maximumConnections
-    // Every connection kept open, and the keep-alive our own (`keepAlive`): postgres-nio's
-    // pool starts an idle timer (above the minimum) and a keep-alive timer each time a
-    // connection comes back, and cancels them at its next lease, a task and a wake-up of
-    // dispatch's timer thread per statement: less CPU a GetEmployee without them
-    // (docs/performance.md, "The pool's timers").
-    options.minimumConnections = configuration.maximumConnections
-    options.keepAliveBehavior = nil
-    options.additionalStartupParameters = Self.sessionParameters(configuration)
-    var clientConfiguration = PostgresClient.Configuration(
-      host: configuration.url.host,
-      port: configuration.url.port,
-      username: configuration.url.username,
-      password: configuration.url.password,
-      database: configuration.url.database,
-      tls: try configuration.url.clientTLS()
+    let client = PostgresClient(
+      configuration: try Self.clientConfiguration(configuration),
+      backgroundLogger: logger
     )
-    clientConfiguration.options = options
-    let client = PostgresClient(configuration: clientConfiguration, backgroundLogger: logger)
     // Uploads in progress, in a directory of this store's own: the sweep removes files no
     // upload of *this* store owns, and replicas on one host must not sweep each other's.
     let scratch = configuration.scratchDirectory + "/" + UUID().uuidString.lowercased()
@@ -113,6 +97,35 @@ public final class PostgresStore: StoreBackend, PictureCatalog {
       pictures: pictures,
       logger: logger
     )
+  }
+
+  /// The pool's configuration: up to `maximumConnections`, one kept open, and the keep-alive
+  /// the store's own (`keepAlive`).
+  static func clientConfiguration(
+    _ configuration: PostgresConfiguration
+  ) throws -> PostgresClient.Configuration {
+    var options = PostgresClient.Configuration.Options()
+    options.maximumConnections = configuration.maximumConnections
+    // A minimum of one connection: postgres-nio's pool (1.33) keeps only one of the
+    // connections it failed to open while PostgreSQL refused them, and opens one more each
+    // time a connection comes back to waiting statements; a lease that then needs a new
+    // connection while the pool holds fewer than its minimum stops the process (a
+    // precondition; `PoolTests.refusedThenBack`). With one, the connections above it get
+    // the pool's idle timer. The keep-alive is the store's own (`keepAlive`): postgres-nio's
+    // starts a timer each time a connection comes back.
+    options.minimumConnections = 1
+    options.keepAliveBehavior = nil
+    options.additionalStartupParameters = Self.sessionParameters(configuration)
+    var clientConfiguration = PostgresClient.Configuration(
+      host: configuration.url.host,
+      port: configuration.url.port,
+      username: configuration.url.username,
+      password: configuration.url.password,
+      database: configuration.url.database,
+      tls: try configuration.url.clientTLS()
+    )
+    clientConfiguration.options = options
+    return clientConfiguration
   }
 
   /// What every connection sets when it starts: the schema first on the search path, and the
