@@ -98,7 +98,9 @@ struct PoolTests {
   /// precondition in its connection group; `restart_test.py` in CI, replica on 16
   /// connections). The pool, configured as the store configures it
   /// (`PostgresStore.clientConfiguration`), now gets through.
-  @Test("the store's pool, after PostgreSQL cut every connection and refused new ones while statements waited, opens connections for more")
+  @Test(
+    "the store's pool, after PostgreSQL cut every connection and refused new ones while statements waited, opens connections for more"
+  )
   func refusedThenBack() async throws {
     let admin = try PostgresTesting.configuration()
     // A role of this test's own, so refusing its logins touches no other test.
