@@ -6,7 +6,8 @@ internal import Synchronization
 /// Every read through `DatabasePool` first takes a reader from the pool under a dispatch
 /// barrier and then runs `PRAGMA schema_version` in a transaction of its own, so it can drop
 /// cached schema information when another connection changed the schema. For a point read
-/// those two cost about as much as the SELECT itself (docs/performance.md). A `DatabaseQueue` runs the statement directly; SQLite itself
+/// those two cost about as much as the SELECT itself, when measured. A `DatabaseQueue` runs the
+/// statement directly; SQLite itself
 /// re-prepares a cached statement whose schema changed (`SQLITE_SCHEMA`), and the SELECTs
 /// read here use no schema information cached by GRDB.
 ///

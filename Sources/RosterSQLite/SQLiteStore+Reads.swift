@@ -196,8 +196,9 @@ extension SQLiteStore {
     let statement = try db.cachedStatement(sql: EmployeeSQL.pointRead(fields))
     // Bound, stepped and reset with SQLite's C API, and the row read where the statement
     // stands (`EmployeeSQL.decode`): GRDB's cursor made a `Row` for it, which lower-cased the
-    // statement's column names into a dictionary each time (16,000 instructions of a
-    // `GetEmployee`'s 290,000, docs/performance.md). Only this function steps these statements.
+    // statement's column names into a dictionary each time (a twentieth of a `GetEmployee`'s
+    // instructions under callgrind when it was measured). Only this function steps these
+    // statements.
     let handle = statement.sqliteStatement
     defer {
       sqlite3_reset(handle)

@@ -59,7 +59,8 @@ public struct StoreConfiguration: Sendable {
   )
   /// The most sales one page of medians reads, unless one group holds more: the page ends at
   /// a group boundary with fewer groups than asked, so a page's time stays bounded
-  /// (docs/performance.md). 0 means no limit: a page holds as many groups as asked.
+  /// (docs/performance.md, "Search and aggregates"). 0 means no limit: a page holds as many
+  /// groups as asked.
   public var medianRowsPerPage: Int64 = 500_000
   /// Where point reads (one employee, a batch by guid, counters) run: the interactive lane,
   /// so that no event loop ever waits on the disk. `inline` runs them in the handler's task,
@@ -155,7 +156,7 @@ public struct MemoryBudget: Sendable, Hashable {
 public struct WriterConfiguration: Sendable {
   /// How long the writer waits for more requests before it starts a transaction that is not
   /// yet full. Requests that arrive while a commit is in flight always join the next one, so
-  /// the server waits for none (zero; a window measured slower, docs/performance.md); tests
+  /// the server waits for none (zero; a window measured slower, docs/performance.md, "Writes"); tests
   /// set one so that concurrent requests are sure to share a commit.
   public var window: Duration = .zero
   /// The most requests that share one transaction, so no batch holds the writer for long;

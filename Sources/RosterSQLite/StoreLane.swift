@@ -177,7 +177,7 @@ final class StoreLane: Sendable {
         // An event loop that queues a point read goes on with its turn, queueing the turn's
         // other reads, instead of giving the CPU to the thread it woke at each one: the lane
         // then takes them back to back: more calls per second at less CPU each
-        // (docs/performance.md).
+        // (docs/performance.md, "Event loops and a slow disk").
         _ = roster_thread_use_batch_policy()
       }
       self.work()

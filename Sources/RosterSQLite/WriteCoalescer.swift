@@ -197,7 +197,7 @@ final class WriteCoalescer: Sendable {
   /// (`PRAGMA temp_store`). Usually a file, so that one set-based statement over a large
   /// table (a batch update of everyone) journals its pages on disk, not in the heap. Memory
   /// for a bulk chunk's transaction, whose many statements each journal a few pages: in the
-  /// file every journaled page cost a pwrite, most of a large upsert's (docs/performance.md).
+  /// file every journaled page cost a pwrite, most of a large upsert's time when measured.
   static let tempStore = (usual: "FILE", bulk: "MEMORY")
 
   /// Sets where the writer keeps temporary data. A failure only costs speed: SQLite keeps the

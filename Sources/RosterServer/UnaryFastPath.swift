@@ -218,9 +218,8 @@ struct UnaryFastPath: Sendable {
     }
     // The reply is serialized and written in a later job, so the calls that arrived together
     // on a loop do their handlers (the store's reads) back to back, then their replies:
-    // interleaving the two for each call cost more CPU per GetEmployee (docs/performance.md,
-    // "Staging"). A call that reads nothing has nothing to
-    // stage, and the yield is a job more.
+    // interleaving the two for each call cost more CPU per GetEmployee when measured. A call
+    // that reads nothing has nothing to stage, and the yield is a job more.
     if staged { await Task.yield() }
     return Self.reply(output, format: format, serialize: serialize)
   }

@@ -15,7 +15,7 @@ extension Task: CancellableHandle {}
 ///
 /// Not generic: the handle is held as `any CancellableHandle`. A generic class's deinit is never
 /// specialized, and looked up the metadata of its locked state at every call (three lookups in
-/// the runtime's cache; docs/performance.md).
+/// the runtime's cache, seen under callgrind).
 public final class CallCancellation: Sendable {
   @usableFromInline
   enum State {
