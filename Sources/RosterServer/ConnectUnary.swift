@@ -3,6 +3,7 @@ internal import GRPCCore
 internal import NIOCore
 internal import NIOHPACK
 internal import RosterProto
+internal import RosterServices
 internal import RosterTransport
 internal import SwiftProtobuf
 
@@ -56,29 +57,14 @@ struct ConnectUnary: Sendable {
     fastPath: UnaryFastPath,
     cors: CORSPolicy? = nil,
     console: WebConsole? = nil,
-    descriptorSet: Data = RosterDescriptors.fileDescriptorSet
+    policies: MethodPolicies = .server
   ) {
     self.fastPath = fastPath
     self.cors = cors
     self.console = console
-    var readOnly = Set<String>()
-    var streaming = Set<String>()
-    var bidirectional = Set<String>()
-    if let set = try? Google_Protobuf_FileDescriptorSet(serializedBytes: descriptorSet) {
-      for file in set.file {
-        for service in file.service {
-          for method in service.method {
-            let path = "/\(file.package).\(service.name)/\(method.name)"
-            if method.options.idempotencyLevel == .noSideEffects { readOnly.insert(path) }
-            if method.clientStreaming || method.serverStreaming { streaming.insert(path) }
-            if method.clientStreaming && method.serverStreaming { bidirectional.insert(path) }
-          }
-        }
-      }
-    }
-    self.readOnlyPaths = readOnly
-    self.streamingPaths = streaming
-    self.bidirectionalPaths = bidirectional
+    self.readOnlyPaths = policies.paths { _, policy in policy.readOnly }
+    self.streamingPaths = policies.paths { _, policy in policy.streams }
+    self.bidirectionalPaths = policies.paths { method, _ in method.type == .bidirectionalStreaming }
   }
 
   /// Starts serving `request`; `reply` gets the answer once, on `eventLoop`. Returns the

@@ -19,14 +19,17 @@ struct StreamingMethod: Sendable {
 
   static func of<Input: SwiftProtobuf.Message, Output: SwiftProtobuf.Message>(
     _ descriptor: MethodDescriptor,
-    client: Bool,
-    server: Bool,
     prepare: (@Sendable (inout Input) -> Void)? = nil,
     _ handler:
       @escaping @Sendable (StreamingServerRequest<Input>, ServerContext) async throws
       -> StreamingServerResponse<Output>
   ) -> StreamingMethod {
-    StreamingMethod(descriptor: descriptor, clientStreaming: client, serverStreaming: server) {
+    // The generated descriptor carries the method's kind.
+    StreamingMethod(
+      descriptor: descriptor,
+      clientStreaming: descriptor.type?.isRequestStreaming ?? false,
+      serverStreaming: descriptor.type?.isResponseStreaming ?? false
+    ) {
       router,
       json in
       if json {
@@ -62,44 +65,34 @@ struct StreamingMethod: Sendable {
     typealias Directory = Roster_V1_Directory.Method
     let alpha = reflection.v1alpha
     return [
-      .of(Directory.StreamEmployees.descriptor, client: false, server: true) {
+      .of(Directory.StreamEmployees.descriptor) {
         try await directory.streamEmployees(request: $0, context: $1)
       },
       .of(
         Directory.WatchChanges.descriptor,
-        client: false,
-        server: true,
         prepare: { if !$0.hasHeartbeatInterval { $0.heartbeatInterval = Self.defaultHeartbeat } }
       ) {
         try await directory.watchChanges(request: $0, context: $1)
       },
-      .of(Directory.UpsertEmployees.descriptor, client: true, server: false) {
+      .of(Directory.UpsertEmployees.descriptor) {
         try await directory.upsertEmployees(request: $0, context: $1)
       },
-      .of(Roster_V1_Pictures.Method.GetPicture.descriptor, client: false, server: true) {
+      .of(Roster_V1_Pictures.Method.GetPicture.descriptor) {
         try await pictures.getPicture(request: $0, context: $1)
       },
-      .of(Roster_V1_Pictures.Method.PutPicture.descriptor, client: true, server: false) {
+      .of(Roster_V1_Pictures.Method.PutPicture.descriptor) {
         try await pictures.putPicture(request: $0, context: $1)
       },
-      .of(Roster_V1_Analytics.Method.ImportSales.descriptor, client: true, server: false) {
+      .of(Roster_V1_Analytics.Method.ImportSales.descriptor) {
         try await analytics.importSales(request: $0, context: $1)
       },
-      .of(Grpc_Health_V1_Health.Method.Watch.descriptor, client: false, server: true) {
+      .of(Grpc_Health_V1_Health.Method.Watch.descriptor) {
         try await health.watch(request: $0, context: $1)
       },
-      .of(
-        Grpc_Reflection_V1_ServerReflection.Method.ServerReflectionInfo.descriptor,
-        client: true,
-        server: true
-      ) {
+      .of(Grpc_Reflection_V1_ServerReflection.Method.ServerReflectionInfo.descriptor) {
         try await reflection.serverReflectionInfo(request: $0, context: $1)
       },
-      .of(
-        Grpc_Reflection_V1alpha_ServerReflection.Method.ServerReflectionInfo.descriptor,
-        client: true,
-        server: true
-      ) {
+      .of(Grpc_Reflection_V1alpha_ServerReflection.Method.ServerReflectionInfo.descriptor) {
         try await alpha.serverReflectionInfo(request: $0, context: $1)
       },
     ]

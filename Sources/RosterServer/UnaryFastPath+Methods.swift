@@ -5,8 +5,8 @@ internal import RosterServices
 internal import RosterStore
 
 extension UnaryFastPath {
-  /// Roster's unary methods. Point reads and writes run on their connection's event loop; pages,
-  /// batches and analytics, whose mapping grows with the reply, on the cooperative pool.
+  /// Roster's unary methods and their handlers. Where each runs (its connection's event loop or
+  /// the cooperative pool) is its lane in the `.proto` (`MethodPolicies`).
   static func methods(
     directory: DirectoryService,
     pictures: PicturesService,
@@ -16,7 +16,7 @@ extension UnaryFastPath {
     typealias Directory = Roster_V1_Directory.Method
     typealias Pictures = Roster_V1_Pictures.Method
     typealias Analytics = Roster_V1_Analytics.Method
-    var getEmployee = Method.direct(Directory.GetEmployee.descriptor, onEventLoop: true) {
+    var getEmployee = Method.direct(Directory.GetEmployee.descriptor) {
       (request: Roster_V1_GetEmployeeRequest, context, _) in
       try await directory.getEmployeeReply(request: request, context: context)
     }
@@ -31,55 +31,55 @@ extension UnaryFastPath {
     }
     return [
       getEmployee,
-      .protobuf(Directory.CreateEmployee.descriptor, onEventLoop: true) {
+      .protobuf(Directory.CreateEmployee.descriptor) {
         try await directory.createEmployee(request: $0, context: $1)
       },
-      .protobuf(Directory.UpdateEmployee.descriptor, onEventLoop: true) {
+      .protobuf(Directory.UpdateEmployee.descriptor) {
         try await directory.updateEmployee(request: $0, context: $1)
       },
-      .protobuf(Directory.DeleteEmployee.descriptor, onEventLoop: true) {
+      .protobuf(Directory.DeleteEmployee.descriptor) {
         try await directory.deleteEmployee(request: $0, context: $1)
       },
-      .direct(Directory.ListEmployees.descriptor, onEventLoop: false) {
+      .direct(Directory.ListEmployees.descriptor) {
         try await directory.listEmployeesPage(request: $0, context: $1, written: $2)
       },
-      .protobuf(Directory.BatchGetEmployees.descriptor, onEventLoop: false) {
+      .protobuf(Directory.BatchGetEmployees.descriptor) {
         try await directory.batchGetEmployees(request: $0, context: $1)
       },
-      .protobuf(Directory.CountEmployees.descriptor, onEventLoop: false) {
+      .protobuf(Directory.CountEmployees.descriptor) {
         try await directory.countEmployees(request: $0, context: $1)
       },
-      .protobuf(Directory.BatchUpdateEmployees.descriptor, onEventLoop: false) {
+      .protobuf(Directory.BatchUpdateEmployees.descriptor) {
         try await directory.batchUpdateEmployees(request: $0, context: $1)
       },
-      .protobuf(Directory.DeleteEmployees.descriptor, onEventLoop: false) {
+      .protobuf(Directory.DeleteEmployees.descriptor) {
         try await directory.deleteEmployees(request: $0, context: $1)
       },
-      .protobuf(Pictures.GetThumbnail.descriptor, onEventLoop: false) {
+      .protobuf(Pictures.GetThumbnail.descriptor) {
         try await pictures.getThumbnail(request: $0, context: $1)
       },
-      .protobuf(Pictures.DeletePicture.descriptor, onEventLoop: false) {
+      .protobuf(Pictures.DeletePicture.descriptor) {
         try await pictures.deletePicture(request: $0, context: $1)
       },
-      .protobuf(Analytics.DepartmentHeadcounts.descriptor, onEventLoop: false) {
+      .protobuf(Analytics.DepartmentHeadcounts.descriptor) {
         try await analytics.departmentHeadcounts(request: $0, context: $1)
       },
-      .protobuf(Analytics.DepartmentSummary.descriptor, onEventLoop: false) {
+      .protobuf(Analytics.DepartmentSummary.descriptor) {
         try await analytics.departmentSummary(request: $0, context: $1)
       },
-      .protobuf(Analytics.EmployeeSales.descriptor, onEventLoop: false) {
+      .protobuf(Analytics.EmployeeSales.descriptor) {
         try await analytics.employeeSales(request: $0, context: $1)
       },
-      .protobuf(Analytics.AggregateSales.descriptor, onEventLoop: false) {
+      .protobuf(Analytics.AggregateSales.descriptor) {
         try await analytics.aggregateSales(request: $0, context: $1)
       },
-      .protobuf(Analytics.AggregateEmployees.descriptor, onEventLoop: false) {
+      .protobuf(Analytics.AggregateEmployees.descriptor) {
         try await analytics.aggregateEmployees(request: $0, context: $1)
       },
-      .protobuf(Analytics.SalesCalendar.descriptor, onEventLoop: false) {
+      .protobuf(Analytics.SalesCalendar.descriptor) {
         try await analytics.salesCalendar(request: $0, context: $1)
       },
-      .protobuf(Analytics.DeleteSales.descriptor, onEventLoop: false) {
+      .protobuf(Analytics.DeleteSales.descriptor) {
         try await analytics.deleteSales(request: $0, context: $1)
       },
       .protobufNow(Grpc_Health_V1_Health.Method.Check.descriptor) { request, _ in

@@ -29,7 +29,8 @@ struct UnaryFastPath: Sendable {
     let descriptor: MethodDescriptor
     /// Whether the call runs on its connection's event loop (a point read or write whose work
     /// beyond the store is a fixed few microseconds) rather than on the cooperative pool
-    /// (pages, batches and analytics, whose mapping grows with the reply).
+    /// (pages, batches and analytics, whose mapping grows with the reply): the method's
+    /// declared lane (`MethodPolicies`).
     let onEventLoop: Bool
     /// Runs one call; the request's message, or nil when the client sent none, and the reply's
     /// messages, in `WireFormat`.
@@ -62,13 +63,11 @@ struct UnaryFastPath: Sendable {
       _ descriptor: MethodDescriptor,
       input: Input.Type = Input.self,
       output: Output.Type = Output.self,
-      onEventLoop: Bool,
       staged: Bool = true,
       _ handler: @escaping @Sendable (Input, ServerContext) async throws -> Output
     ) -> Method {
       .serializing(
         descriptor,
-        onEventLoop: onEventLoop,
         staged: staged,
         { input, context, _ in try await handler(input, context) },
         with: UnaryFastPath.serialize
@@ -84,13 +83,13 @@ struct UnaryFastPath: Sendable {
       output: Output.Type = Output.self,
       _ handler: @escaping @Sendable (Input, ServerContext) throws -> Output
     ) -> Method {
-      Method.protobuf(
+      // A handler that never waits runs on the event loop on every path.
+      Method.serializing(
         descriptor,
-        input: input,
-        output: output,
         onEventLoop: true,
         staged: false,
-        handler
+        { (input: Input, context, _) in try handler(input, context) },
+        with: UnaryFastPath.serialize
       )
       .answeringNow(handler, serialize: UnaryFastPath.serialize)
     }
@@ -124,12 +123,10 @@ struct UnaryFastPath: Sendable {
     /// The handler is told whether the reply goes out in the binary form.
     static func direct<Input: SwiftProtobuf.Message, Output: DirectReply>(
       _ descriptor: MethodDescriptor,
-      onEventLoop: Bool,
       _ handler: @escaping @Sendable (Input, ServerContext, _ binary: Bool) async throws -> Output
     ) -> Method {
       .serializing(
         descriptor,
-        onEventLoop: onEventLoop,
         staged: true,
         handler,
         with: UnaryFastPath.serialize(direct:format:)
@@ -140,12 +137,15 @@ struct UnaryFastPath: Sendable {
     /// handler is told whether that is the binary form.
     private static func serializing<Input: SwiftProtobuf.Message, Output: Sendable>(
       _ descriptor: MethodDescriptor,
-      onEventLoop: Bool,
+      onEventLoop: Bool? = nil,
       staged: Bool,
       _ handler: @escaping @Sendable (Input, ServerContext, _ binary: Bool) async throws -> Output,
       with serialize: @escaping @Sendable (Output, WireFormat) throws -> ByteBuffer
     ) -> Method {
-      Method(descriptor: descriptor, onEventLoop: onEventLoop) {
+      // The declared lane, unless the caller knows better (`protobufNow`).
+      let onEventLoop =
+        onEventLoop ?? (MethodPolicies.server.byMethod[descriptor]?.lane == .eventLoop)
+      return Method(descriptor: descriptor, onEventLoop: onEventLoop) {
         bytes,
         format,
         metadata,

@@ -30,35 +30,12 @@ public enum Role: Int, Sendable, Comparable, CaseIterable, CustomStringConvertib
 
   public static func < (lhs: Role, rhs: Role) -> Bool { lhs.rawValue < rhs.rawValue }
 
-  /// The role each Roster method needs. Methods of other services are open (health and
-  /// reflection) only if listed in `openServices`; anything else needs `admin`, so a method
-  /// added later is closed until someone decides.
-  public static let byMethod: [MethodDescriptor: Role] = {
-    typealias D = Roster_V1_Directory.Method
-    typealias P = Roster_V1_Pictures.Method
-    typealias A = Roster_V1_Analytics.Method
-    let reads = [
-      D.ListEmployees.descriptor, D.StreamEmployees.descriptor, D.GetEmployee.descriptor,
-      D.BatchGetEmployees.descriptor, D.CountEmployees.descriptor, D.WatchChanges.descriptor,
-      P.GetPicture.descriptor, P.GetThumbnail.descriptor,
-      A.DepartmentHeadcounts.descriptor, A.DepartmentSummary.descriptor,
-      A.EmployeeSales.descriptor, A.AggregateSales.descriptor, A.AggregateEmployees.descriptor,
-      A.SalesCalendar.descriptor,
-    ]
-    let writes = [
-      D.CreateEmployee.descriptor, D.UpdateEmployee.descriptor, D.DeleteEmployee.descriptor,
-      D.UpsertEmployees.descriptor, P.PutPicture.descriptor, A.ImportSales.descriptor,
-    ]
-    let admin = [
-      D.BatchUpdateEmployees.descriptor, D.DeleteEmployees.descriptor,
-      P.DeletePicture.descriptor, A.DeleteSales.descriptor,
-    ]
-    var table: [MethodDescriptor: Role] = [:]
-    for method in reads { table[method] = .reader }
-    for method in writes { table[method] = .writer }
-    for method in admin { table[method] = .admin }
-    return table
-  }()
+  /// The role each Roster method needs: its `roster.v1.policy` in the `.proto`
+  /// (`MethodPolicies`). Methods of other services are open (health and reflection) only if
+  /// listed in `openServices`; anything else needs `admin`, so a method that declares no role
+  /// is closed until someone decides.
+  public static let byMethod: [MethodDescriptor: Role] = MethodPolicies.server.byMethod
+    .compactMapValues(\.role)
 
   /// Services anyone may call: probes and discovery.
   static let openServices: Set<String> = [

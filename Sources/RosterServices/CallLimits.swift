@@ -19,18 +19,9 @@ internal import Synchronization
 /// minutes), and they end when their client goes away; `StreamLimitInterceptor` caps how many
 /// one client holds.
 public struct CallControlInterceptor: UnaryServerInterceptor {
-  /// The streaming methods, which run as long as their client keeps them open.
-  static let exempt: Set<MethodDescriptor> = [
-    Roster_V1_Directory.Method.StreamEmployees.descriptor,
-    Roster_V1_Directory.Method.UpsertEmployees.descriptor,
-    Roster_V1_Directory.Method.WatchChanges.descriptor,
-    Roster_V1_Pictures.Method.PutPicture.descriptor,
-    Roster_V1_Pictures.Method.GetPicture.descriptor,
-    Roster_V1_Analytics.Method.ImportSales.descriptor,
-    Grpc_Health_V1_Health.Method.Watch.descriptor,
-    Grpc_Reflection_V1_ServerReflection.Method.ServerReflectionInfo.descriptor,
-    Grpc_Reflection_V1alpha_ServerReflection.Method.ServerReflectionInfo.descriptor,
-  ]
+  /// The streaming methods (from their descriptors), which run as long as their client keeps
+  /// them open.
+  static let exempt: Set<MethodDescriptor> = MethodPolicies.server.streaming
   private let deadline: Duration?
   private let reaper = DeadlineReaper()
 

@@ -14,11 +14,8 @@ internal import Synchronization
 /// the call completes or fails, is cancelled or reset, loses its connection, or is dropped
 /// before its response producer ever runs. `roster_stream_slots_in_use` shows the slots held.
 public final class StreamLimitInterceptor: UnaryServerInterceptor, Sendable {
-  /// The methods counted.
-  static let limited: Set<MethodDescriptor> = [
-    Roster_V1_Directory.Method.StreamEmployees.descriptor,
-    Roster_V1_Directory.Method.WatchChanges.descriptor,
-  ]
+  /// The methods counted: those whose `roster.v1.policy` says `per_client_stream`.
+  static let limited: Set<MethodDescriptor> = MethodPolicies.server.perClientStreams
   private let maximum: Int
   /// Open streams per client, and their sum (kept, not summed on every open and close).
   private struct Slots {

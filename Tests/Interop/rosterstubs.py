@@ -15,8 +15,10 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 
 
 def generate(work, names=("types.proto", "directory.proto", "pictures.proto", "analytics.proto")):
-    """Writes the stubs of `names` (in Protos/roster/v1) into WORK/stubs and puts that folder
-    first on the import path; returns it."""
+    """Writes the stubs of `names` (in Protos/roster/v1), and of options.proto, into
+    WORK/stubs and puts that folder first on the import path; returns it."""
+    # Every service's file imports options.proto (the methods' policies).
+    names = ["options.proto"] + [name for name in names if name != "options.proto"]
     stubs = os.path.join(work, "stubs")
     os.makedirs(stubs, exist_ok=True)
     include = os.path.join(os.path.dirname(grpc_tools.__file__), "_proto")

@@ -1,0 +1,132 @@
+internal import Foundation
+public import GRPCCore
+internal import RosterProto
+internal import SwiftProtobuf
+
+/// What the server knows about each method, read once from the descriptors it was built with
+/// (`RosterDescriptors`): whether the method streams, and, for Roster's own methods, the
+/// `roster.v1.policy` option declared next to it in the `.proto` (`Protos/roster/v1/options.proto`).
+/// Every table the server keeps by method (the roles, the lanes, the streams without a default
+/// deadline, the streams counted per client) is derived from here; none repeats a method.
+public struct MethodPolicies: Sendable {
+  /// Where a unary call's handler runs.
+  public enum Lane: Sendable, Hashable {
+    /// On its connection's event loop.
+    case eventLoop
+    /// On the cooperative pool.
+    case pool
+  }
+
+  /// One method's facts.
+  public struct Policy: Sendable, Hashable {
+    /// Whether the client or the server sends a stream of messages.
+    public var streams: Bool
+    /// Whether a call changes nothing (`idempotency_level = NO_SIDE_EFFECTS`): the Connect
+    /// protocol may then take it as a GET.
+    public var readOnly: Bool
+    /// The role declared, or nil when the method declares none.
+    public var role: Role?
+    /// Where a unary call's handler runs, or nil when the method declares none.
+    public var lane: Lane?
+    /// Whether each client's open calls count against the per-client cap.
+    public var perClientStream: Bool
+  }
+
+  /// Every method of every service in the descriptors.
+  public let byMethod: [MethodDescriptor: Policy]
+  /// The methods that stream (client, server or both).
+  public let streaming: Set<MethodDescriptor>
+  /// The methods whose open calls count against the per-client cap.
+  public let perClientStreams: Set<MethodDescriptor>
+
+  /// The paths (`/package.Service/Method`) of the methods whose policy matches `predicate`.
+  public func paths(where predicate: (MethodDescriptor, Policy) -> Bool) -> Set<String> {
+    Set(self.byMethod.filter { predicate($0.key, $0.value) }.keys.map { "/\($0.fullyQualifiedMethod)" })
+  }
+
+  /// The server's methods, from the descriptors built into it.
+  public static let server: MethodPolicies = {
+    do {
+      return try MethodPolicies(fileDescriptorSet: RosterDescriptors.fileDescriptorSet)
+    } catch {
+      // The set is generated with the code (scripts/generate-protos): it decodes, or the
+      // build is broken.
+      preconditionFailure("RosterDescriptors.fileDescriptorSet does not decode: \(error)")
+    }
+  }()
+
+  /// The policies in a serialized `google.protobuf.FileDescriptorSet`.
+  init(fileDescriptorSet: Data) throws {
+    let set = try Google_Protobuf_FileDescriptorSet(
+      serializedBytes: fileDescriptorSet,
+      extensions: Roster_V1_Options_Extensions
+    )
+    self.init(set)
+  }
+
+  init(_ set: Google_Protobuf_FileDescriptorSet) {
+    var byMethod: [MethodDescriptor: Policy] = [:]
+    for file in set.file {
+      for service in file.service {
+        let name = file.package.isEmpty ? service.name : "\(file.package).\(service.name)"
+        for method in service.method {
+          let declared = method.options.Roster_V1_policy
+          let policy = Policy(
+            streams: method.clientStreaming || method.serverStreaming,
+            readOnly: method.options.idempotencyLevel == .noSideEffects,
+            role: Self.role(declared.role),
+            lane: Self.lane(declared.lane),
+            perClientStream: declared.perClientStream
+          )
+          let type: MethodDescriptor.RPCType =
+            switch (method.clientStreaming, method.serverStreaming) {
+            case (false, false): .unary
+            case (true, false): .clientStreaming
+            case (false, true): .serverStreaming
+            case (true, true): .bidirectionalStreaming
+            }
+          // As the generated descriptors are made, with the method's type (part of their
+          // equality).
+          let descriptor = MethodDescriptor(
+            fullyQualifiedService: name,
+            method: method.name,
+            type: type
+          )
+          byMethod[descriptor] = policy
+        }
+      }
+    }
+    self.byMethod = byMethod
+    self.streaming = Set(byMethod.filter { $0.value.streams }.keys)
+    self.perClientStreams = Set(byMethod.filter { $0.value.perClientStream }.keys)
+  }
+
+  /// The methods of `services` whose policy is incomplete: no role, a unary method without a
+  /// lane, or a streaming one with a lane; each with what it lacks.
+  public func undeclared(in services: Set<String>) -> [String] {
+    self.byMethod.compactMap { method, policy -> String? in
+      guard services.contains(method.service.fullyQualifiedService) else { return nil }
+      if policy.role == nil { return "\(method): no role" }
+      if !policy.streams, policy.lane == nil { return "\(method): a unary method without a lane" }
+      if policy.streams, policy.lane != nil { return "\(method): a streaming method with a lane" }
+      return nil
+    }.sorted()
+  }
+
+  private static func role(_ role: Roster_V1_Role) -> Role? {
+    switch role {
+    case .reader: .reader
+    case .writer: .writer
+    case .admin: .admin
+    case .unspecified, .UNRECOGNIZED: nil
+    }
+  }
+
+  private static func lane(_ lane: Roster_V1_Lane) -> Lane? {
+    switch lane {
+    case .eventLoop: .eventLoop
+    case .pool: .pool
+    case .unspecified, .UNRECOGNIZED: nil
+    }
+  }
+}
