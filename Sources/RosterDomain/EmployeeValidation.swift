@@ -7,9 +7,14 @@ public enum EmployeeValidation {
   /// The longest accepted department, in characters; also the longest department filter.
   public static let maximumDepartmentLength = 100
 
+  /// The longest accepted e-mail address, in characters (RFC 5321's path limit); also the
+  /// longest address `LookupEmployee` takes.
+  public static let maximumEmailLength = 254
+
   /// The longest accepted value of each text field, in characters.
   public static let maximumLengths: [(field: String, limit: Int)] = [
-    ("name", maximumNameLength), ("department", maximumDepartmentLength), ("email", 254),
+    ("name", maximumNameLength), ("department", maximumDepartmentLength),
+    ("email", maximumEmailLength),
     ("phone", 50), ("address", 500), ("about", 4000),
   ]
 

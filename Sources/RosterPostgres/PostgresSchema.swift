@@ -28,6 +28,13 @@ enum PostgresSchema {
       name: "department counts move only when their columns change",
       statements: Self.countedChanges
     ),
+    Migration(
+      version: 6,
+      name: "employees by e-mail address",
+      // LookupEmployee. lower() under the "C" collation folds ASCII letters only, as SQLite's
+      // NOCASE does, whatever the database's locale.
+      statements: [#"CREATE INDEX employees_by_email ON employees (lower(email COLLATE "C"), id)"#]
+    ),
   ]
 
   /// How many employees carry each folded name, as signed delta rows (like the department

@@ -20,6 +20,19 @@ extension PostgresStore {
     return try PostgresEmployeeSQL.decode(row, fields).0
   }
 
+  /// The employee with an e-mail address, through `employees_by_email`.
+  public func employee(email: String, fields: EmployeeFields) async throws -> Employee {
+    var builder = SQLBuilder()
+    builder.sql =
+      PostgresEmployeeSQL.select(fields)
+      + #" WHERE lower(e.email COLLATE "C") = lower(\#(builder.bind(email))::text COLLATE "C")"#
+      + " ORDER BY e.id LIMIT 1"
+    guard let row = try await self.row(builder.query) else {
+      throw StoreError(.notFound, "no employee has that email")
+    }
+    return try PostgresEmployeeSQL.decode(row, fields).0
+  }
+
   /// The whole employees with `guids` (those there are), by guid, from one prepared statement.
   func employeesByGuid(_ guids: [String]) async throws -> [String: Employee] {
     try await self.read { connection in

@@ -24,6 +24,12 @@ enum EmployeeSQL {
 
   private static let pointReads = Mutex<[EmployeeFields: String]>([:])
 
+  /// `select(fields)` by e-mail address (ASCII case folded, as `employees_by_email` is), the
+  /// first created of those that share it.
+  static func byEmail(_ fields: EmployeeFields) -> String {
+    Self.select(fields) + " WHERE e.email = ? COLLATE NOCASE ORDER BY e.id LIMIT 1"
+  }
+
   /// Reads the row `statement` is on (a cursor's current row over `select(fields)`), returning
   /// the employee and the index of the first sort-key column.
   static func decode(_ statement: SQLiteStatement, _ fields: EmployeeFields) -> (Employee, Int) {

@@ -35,6 +35,12 @@ extension SQLiteStore {
     migrator.registerMigration("v9: sales per amount bucket, for medians") { db in
       try db.execute(sql: Self.amountBucketsSchema)
     }
+    migrator.registerMigration("v10: employees by e-mail address") { db in
+      // LookupEmployee: ASCII letters compared without case, the first created first.
+      try db.execute(
+        sql: "CREATE INDEX employees_by_email ON employees(email COLLATE NOCASE, id)"
+      )
+    }
     return migrator
   }
 

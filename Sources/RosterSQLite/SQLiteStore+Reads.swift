@@ -23,6 +23,18 @@ extension SQLiteStore {
     }
   }
 
+  /// The employee with an e-mail address, through `employees_by_email`.
+  public func employee(email: String, fields: EmployeeFields) async throws -> Employee {
+    try await self.read(.point, statement: true) { db in
+      let statement = try db.cachedStatement(sql: EmployeeSQL.byEmail(fields))
+      guard let employee = try Self.fetchEmployee(db, statement, text: email, fields: fields)
+      else {
+        throw StoreError(.notFound, "no employee has that email")
+      }
+      return employee
+    }
+  }
+
   /// One employee by guid; `notFound` naming it when there is none.
   private static func employee(
     _ db: Database,
@@ -194,6 +206,16 @@ extension SQLiteStore {
     fields: EmployeeFields
   ) throws -> Employee? {
     let statement = try db.cachedStatement(sql: EmployeeSQL.pointRead(fields))
+    return try Self.fetchEmployee(db, statement, text: guid, fields: fields)
+  }
+
+  /// The row `statement` (a `select(fields)` with one text parameter) finds for `text`, or nil.
+  static func fetchEmployee(
+    _ db: Database,
+    _ statement: Statement,
+    text: String,
+    fields: EmployeeFields
+  ) throws -> Employee? {
     // Bound, stepped and reset with SQLite's C API, and the row read where the statement
     // stands (`EmployeeSQL.decode`): GRDB's cursor made a `Row` for it, which lower-cased the
     // statement's column names into a dictionary each time (a twentieth of a `GetEmployee`'s
@@ -204,8 +226,8 @@ extension SQLiteStore {
       sqlite3_reset(handle)
       sqlite3_clear_bindings(handle)
     }
-    let bound = guid.withCString {
-      sqlite3_bind_text(handle, 1, $0, CInt(guid.utf8.count), SQLITE_TRANSIENT)
+    let bound = text.withCString {
+      sqlite3_bind_text(handle, 1, $0, CInt(text.utf8.count), SQLITE_TRANSIENT)
     }
     guard bound == SQLITE_OK else { throw Self.failure(bound, db) }
     return try Self.step(handle, db) ? EmployeeSQL.decode(handle, fields).0 : nil

@@ -31,6 +31,9 @@ extension UnaryFastPath {
     }
     return [
       getEmployee,
+      .protobuf(Directory.LookupEmployee.descriptor) {
+        try await directory.lookupEmployee(request: $0, context: $1)
+      },
       .protobuf(Directory.CreateEmployee.descriptor) {
         try await directory.createEmployee(request: $0, context: $1)
       },

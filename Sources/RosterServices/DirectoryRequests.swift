@@ -16,6 +16,17 @@ enum DirectoryRequests {
     try EmployeeValidation.requireGUID(text, field: field)
   }
 
+  /// The e-mail address a lookup asks for: present and no longer than a stored one.
+  static func email(_ text: String) throws -> String {
+    if text.isEmpty { throw StoreError(.invalidArgument, "email is required") }
+    try EmployeeValidation.checkLength(
+      text,
+      field: "email",
+      limit: EmployeeValidation.maximumEmailLength
+    )
+    return text
+  }
+
   static func filter(
     department: String,
     active: Bool?,

@@ -63,6 +63,25 @@ extension DirectoryService: Roster_V1_Directory.SimpleServiceProtocol {
     try await self.getEmployeeReply(request: request, context: context).message
   }
 
+  /// The employee with an e-mail address, its ASCII letters in any case; the one created first
+  /// when several share it.
+  ///
+  /// Statuses: `INVALID_ARGUMENT` for a missing `email`, one over 254 characters, or a bad
+  /// `read_mask`; `NOT_FOUND` when no employee has it (a message that does not repeat it).
+  public func lookupEmployee(
+    request: Roster_V1_LookupEmployeeRequest,
+    context: ServerContext
+  ) async throws -> Roster_V1_Employee {
+    let email = try DirectoryRequests.email(request.email)
+    let mask = try EmployeeReadMask(request.hasReadMask ? request.readMask : nil)
+    return try await withStatusMapping("LookupEmployee", logger: self.logger) {
+      Roster_V1_Employee(
+        try await self.store.employee(email: email, fields: mask.fields),
+        mask: mask
+      )
+    }
+  }
+
   /// Up to 1,000 employees by guid, in request order, all or nothing.
   ///
   /// Statuses: `INVALID_ARGUMENT` for no guids, more than 1,000, a malformed guid or a bad

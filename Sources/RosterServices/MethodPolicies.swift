@@ -41,7 +41,11 @@ public struct MethodPolicies: Sendable {
 
   /// The paths (`/package.Service/Method`) of the methods whose policy matches `predicate`.
   public func paths(where predicate: (MethodDescriptor, Policy) -> Bool) -> Set<String> {
-    Set(self.byMethod.filter { predicate($0.key, $0.value) }.keys.map { "/\($0.fullyQualifiedMethod)" })
+    Set(
+      self.byMethod.filter { predicate($0.key, $0.value) }.keys.map {
+        "/\($0.fullyQualifiedMethod)"
+      }
+    )
   }
 
   /// The server's methods, from the descriptors built into it.

@@ -10,6 +10,11 @@ public protocol DirectoryStore: Sendable {
   /// One employee with `fields` read. Throws `notFound` for an unknown guid.
   func employee(guid: String, fields: EmployeeFields) async throws -> Employee
 
+  /// The employee whose e-mail address is `email`, ASCII letters compared without regard to
+  /// case; the one created first when several share it. Throws `notFound` when none has it
+  /// (a message that does not repeat the address).
+  func employee(email: String, fields: EmployeeFields) async throws -> Employee
+
   /// Employees by guid, in the order asked, all or nothing, from one read. Throws `notFound`
   /// naming the first unknown guid.
   func employees(guids: [String], fields: EmployeeFields) async throws -> [Employee]

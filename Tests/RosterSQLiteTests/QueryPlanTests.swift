@@ -107,6 +107,13 @@ struct QueryPlanTests {
       }
       let point = try Self.plan(store, EmployeeSQL.select(.all) + " WHERE e.guid = ?", ["x"])
       #expect(point.contains { $0.contains("SEARCH e USING INDEX sqlite_autoindex_employees") })
+      // LookupEmployee: through the address's index, in id order, with no sort.
+      let lookup = try Self.plan(store, EmployeeSQL.byEmail(.all), ["a@example.com"])
+      #expect(
+        lookup.contains { $0.contains("SEARCH e USING INDEX employees_by_email") },
+        "\(lookup)"
+      )
+      #expect(!lookup.contains { $0.contains("TEMP B-TREE") }, "\(lookup)")
     }
   }
 

@@ -23,7 +23,9 @@ struct MethodPolicyTests {
       + Roster_V1_Analytics.Method.descriptors
     // The generated stubs and the descriptors hold the same methods.
     let described = Set(
-      policies.byMethod.keys.filter { Self.rosterServices.contains($0.service.fullyQualifiedService) }
+      policies.byMethod.keys.filter {
+        Self.rosterServices.contains($0.service.fullyQualifiedService)
+      }
     )
     #expect(described == Set(methods))
     // The upstream services are there too (they stream or not), with no policy of Roster's.

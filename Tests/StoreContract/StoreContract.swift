@@ -31,6 +31,7 @@ public enum StoreContract {
     case picturesRoundTrip
     case copyReadsSalesAndReferencesPictures
     case bulkRefusalsAreCountedAndBounded
+    case lookupByEmail
 
     public var description: String { self.rawValue }
   }
@@ -68,6 +69,7 @@ public enum StoreContract {
     case .copyReadsSalesAndReferencesPictures:
       try await Self.copyReadsSalesAndReferencesPictures(store, fixtures)
     case .bulkRefusalsAreCountedAndBounded: try await Self.bulkRefusalsAreCountedAndBounded(store)
+    case .lookupByEmail: try await Self.lookupByEmail(store)
     }
   }
 }

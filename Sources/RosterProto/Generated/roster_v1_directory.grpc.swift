@@ -59,6 +59,19 @@ public enum Roster_V1_Directory: Sendable {
                 type: .unary
             )
         }
+        /// Namespace for "LookupEmployee" metadata.
+        public enum LookupEmployee: Sendable {
+            /// Request type for "LookupEmployee".
+            public typealias Input = Roster_V1_LookupEmployeeRequest
+            /// Response type for "LookupEmployee".
+            public typealias Output = Roster_V1_Employee
+            /// Descriptor for "LookupEmployee".
+            public static let descriptor = GRPCCore.MethodDescriptor(
+                service: GRPCCore.ServiceDescriptor(fullyQualifiedService: "roster.v1.Directory"),
+                method: "LookupEmployee",
+                type: .unary
+            )
+        }
         /// Namespace for "BatchGetEmployees" metadata.
         public enum BatchGetEmployees: Sendable {
             /// Request type for "BatchGetEmployees".
@@ -181,6 +194,7 @@ public enum Roster_V1_Directory: Sendable {
             ListEmployees.descriptor,
             StreamEmployees.descriptor,
             GetEmployee.descriptor,
+            LookupEmployee.descriptor,
             BatchGetEmployees.descriptor,
             CountEmployees.descriptor,
             CreateEmployee.descriptor,
@@ -292,6 +306,27 @@ extension Roster_V1_Directory {
         /// - Returns: A streaming response of `Roster_V1_Employee` messages.
         func getEmployee(
             request: GRPCCore.StreamingServerRequest<Roster_V1_GetEmployeeRequest>,
+            context: GRPCCore.ServerContext
+        ) async throws -> GRPCCore.StreamingServerResponse<Roster_V1_Employee>
+
+        /// Handle the "LookupEmployee" method.
+        ///
+        /// > Source IDL Documentation:
+        /// >
+        /// > Returns the employee with an e-mail address, its ASCII letters compared in any case;
+        /// > when several employees share the address, the one created first.
+        /// > Codes: INVALID_ARGUMENT for a missing email, one over 254 characters, or a bad read_mask
+        /// > path; NOT_FOUND when no employee has the address (the message does not repeat it).
+        ///
+        /// - Parameters:
+        ///   - request: A streaming request of `Roster_V1_LookupEmployeeRequest` messages.
+        ///   - context: Context providing information about the RPC.
+        /// - Throws: Any error which occurred during the processing of the request. Thrown errors
+        ///     of type `RPCError` are mapped to appropriate statuses. All other errors are converted
+        ///     to an internal error.
+        /// - Returns: A streaming response of `Roster_V1_Employee` messages.
+        func lookupEmployee(
+            request: GRPCCore.StreamingServerRequest<Roster_V1_LookupEmployeeRequest>,
             context: GRPCCore.ServerContext
         ) async throws -> GRPCCore.StreamingServerResponse<Roster_V1_Employee>
 
@@ -562,6 +597,27 @@ extension Roster_V1_Directory {
             context: GRPCCore.ServerContext
         ) async throws -> GRPCCore.ServerResponse<Roster_V1_Employee>
 
+        /// Handle the "LookupEmployee" method.
+        ///
+        /// > Source IDL Documentation:
+        /// >
+        /// > Returns the employee with an e-mail address, its ASCII letters compared in any case;
+        /// > when several employees share the address, the one created first.
+        /// > Codes: INVALID_ARGUMENT for a missing email, one over 254 characters, or a bad read_mask
+        /// > path; NOT_FOUND when no employee has the address (the message does not repeat it).
+        ///
+        /// - Parameters:
+        ///   - request: A request containing a single `Roster_V1_LookupEmployeeRequest` message.
+        ///   - context: Context providing information about the RPC.
+        /// - Throws: Any error which occurred during the processing of the request. Thrown errors
+        ///     of type `RPCError` are mapped to appropriate statuses. All other errors are converted
+        ///     to an internal error.
+        /// - Returns: A response containing a single `Roster_V1_Employee` message.
+        func lookupEmployee(
+            request: GRPCCore.ServerRequest<Roster_V1_LookupEmployeeRequest>,
+            context: GRPCCore.ServerContext
+        ) async throws -> GRPCCore.ServerResponse<Roster_V1_Employee>
+
         /// Handle the "BatchGetEmployees" method.
         ///
         /// > Source IDL Documentation:
@@ -828,6 +884,27 @@ extension Roster_V1_Directory {
             context: GRPCCore.ServerContext
         ) async throws -> Roster_V1_Employee
 
+        /// Handle the "LookupEmployee" method.
+        ///
+        /// > Source IDL Documentation:
+        /// >
+        /// > Returns the employee with an e-mail address, its ASCII letters compared in any case;
+        /// > when several employees share the address, the one created first.
+        /// > Codes: INVALID_ARGUMENT for a missing email, one over 254 characters, or a bad read_mask
+        /// > path; NOT_FOUND when no employee has the address (the message does not repeat it).
+        ///
+        /// - Parameters:
+        ///   - request: A `Roster_V1_LookupEmployeeRequest` message.
+        ///   - context: Context providing information about the RPC.
+        /// - Throws: Any error which occurred during the processing of the request. Thrown errors
+        ///     of type `RPCError` are mapped to appropriate statuses. All other errors are converted
+        ///     to an internal error.
+        /// - Returns: A `Roster_V1_Employee` to respond with.
+        func lookupEmployee(
+            request: Roster_V1_LookupEmployeeRequest,
+            context: GRPCCore.ServerContext
+        ) async throws -> Roster_V1_Employee
+
         /// Handle the "BatchGetEmployees" method.
         ///
         /// > Source IDL Documentation:
@@ -1048,6 +1125,17 @@ extension Roster_V1_Directory.StreamingServiceProtocol {
             }
         )
         router.registerHandler(
+            forMethod: Roster_V1_Directory.Method.LookupEmployee.descriptor,
+            deserializer: GRPCProtobuf.ProtobufDeserializer<Roster_V1_LookupEmployeeRequest>(),
+            serializer: GRPCProtobuf.ProtobufSerializer<Roster_V1_Employee>(),
+            handler: { request, context in
+                try await self.lookupEmployee(
+                    request: request,
+                    context: context
+                )
+            }
+        )
+        router.registerHandler(
             forMethod: Roster_V1_Directory.Method.BatchGetEmployees.descriptor,
             deserializer: GRPCProtobuf.ProtobufDeserializer<Roster_V1_BatchGetEmployeesRequest>(),
             serializer: GRPCProtobuf.ProtobufSerializer<Roster_V1_BatchGetEmployeesResponse>(),
@@ -1179,6 +1267,17 @@ extension Roster_V1_Directory.ServiceProtocol {
         context: GRPCCore.ServerContext
     ) async throws -> GRPCCore.StreamingServerResponse<Roster_V1_Employee> {
         let response = try await self.getEmployee(
+            request: GRPCCore.ServerRequest(stream: request),
+            context: context
+        )
+        return GRPCCore.StreamingServerResponse(single: response)
+    }
+
+    public func lookupEmployee(
+        request: GRPCCore.StreamingServerRequest<Roster_V1_LookupEmployeeRequest>,
+        context: GRPCCore.ServerContext
+    ) async throws -> GRPCCore.StreamingServerResponse<Roster_V1_Employee> {
+        let response = try await self.lookupEmployee(
             request: GRPCCore.ServerRequest(stream: request),
             context: context
         )
@@ -1324,6 +1423,19 @@ extension Roster_V1_Directory.SimpleServiceProtocol {
     ) async throws -> GRPCCore.ServerResponse<Roster_V1_Employee> {
         return GRPCCore.ServerResponse<Roster_V1_Employee>(
             message: try await self.getEmployee(
+                request: request.message,
+                context: context
+            ),
+            metadata: [:]
+        )
+    }
+
+    public func lookupEmployee(
+        request: GRPCCore.ServerRequest<Roster_V1_LookupEmployeeRequest>,
+        context: GRPCCore.ServerContext
+    ) async throws -> GRPCCore.ServerResponse<Roster_V1_Employee> {
+        return GRPCCore.ServerResponse<Roster_V1_Employee>(
+            message: try await self.lookupEmployee(
                 request: request.message,
                 context: context
             ),
@@ -1551,6 +1663,32 @@ extension Roster_V1_Directory {
         func getEmployee<Result>(
             request: GRPCCore.ClientRequest<Roster_V1_GetEmployeeRequest>,
             serializer: some GRPCCore.MessageSerializer<Roster_V1_GetEmployeeRequest>,
+            deserializer: some GRPCCore.MessageDeserializer<Roster_V1_Employee>,
+            options: GRPCCore.CallOptions,
+            onResponse handleResponse: @Sendable @escaping (GRPCCore.ClientResponse<Roster_V1_Employee>) async throws -> Result
+        ) async throws -> Result where Result: Sendable
+
+        /// Call the "LookupEmployee" method.
+        ///
+        /// > Source IDL Documentation:
+        /// >
+        /// > Returns the employee with an e-mail address, its ASCII letters compared in any case;
+        /// > when several employees share the address, the one created first.
+        /// > Codes: INVALID_ARGUMENT for a missing email, one over 254 characters, or a bad read_mask
+        /// > path; NOT_FOUND when no employee has the address (the message does not repeat it).
+        ///
+        /// - Parameters:
+        ///   - request: A request containing a single `Roster_V1_LookupEmployeeRequest` message.
+        ///   - serializer: A serializer for `Roster_V1_LookupEmployeeRequest` messages.
+        ///   - deserializer: A deserializer for `Roster_V1_Employee` messages.
+        ///   - options: Options to apply to this RPC.
+        ///   - handleResponse: A closure which handles the response and returns its result to
+        ///       the caller. Returning from the closure will cancel the RPC if it hasn't
+        ///       already finished.
+        /// - Returns: The result of `handleResponse`.
+        func lookupEmployee<Result>(
+            request: GRPCCore.ClientRequest<Roster_V1_LookupEmployeeRequest>,
+            serializer: some GRPCCore.MessageSerializer<Roster_V1_LookupEmployeeRequest>,
             deserializer: some GRPCCore.MessageDeserializer<Roster_V1_Employee>,
             options: GRPCCore.CallOptions,
             onResponse handleResponse: @Sendable @escaping (GRPCCore.ClientResponse<Roster_V1_Employee>) async throws -> Result
@@ -1915,6 +2053,43 @@ extension Roster_V1_Directory {
             try await self.client.unary(
                 request: request,
                 descriptor: Roster_V1_Directory.Method.GetEmployee.descriptor,
+                serializer: serializer,
+                deserializer: deserializer,
+                options: options,
+                onResponse: handleResponse
+            )
+        }
+
+        /// Call the "LookupEmployee" method.
+        ///
+        /// > Source IDL Documentation:
+        /// >
+        /// > Returns the employee with an e-mail address, its ASCII letters compared in any case;
+        /// > when several employees share the address, the one created first.
+        /// > Codes: INVALID_ARGUMENT for a missing email, one over 254 characters, or a bad read_mask
+        /// > path; NOT_FOUND when no employee has the address (the message does not repeat it).
+        ///
+        /// - Parameters:
+        ///   - request: A request containing a single `Roster_V1_LookupEmployeeRequest` message.
+        ///   - serializer: A serializer for `Roster_V1_LookupEmployeeRequest` messages.
+        ///   - deserializer: A deserializer for `Roster_V1_Employee` messages.
+        ///   - options: Options to apply to this RPC.
+        ///   - handleResponse: A closure which handles the response and returns its result to
+        ///       the caller. Returning from the closure will cancel the RPC if it hasn't
+        ///       already finished.
+        /// - Returns: The result of `handleResponse`.
+        public func lookupEmployee<Result>(
+            request: GRPCCore.ClientRequest<Roster_V1_LookupEmployeeRequest>,
+            serializer: some GRPCCore.MessageSerializer<Roster_V1_LookupEmployeeRequest>,
+            deserializer: some GRPCCore.MessageDeserializer<Roster_V1_Employee>,
+            options: GRPCCore.CallOptions = .defaults,
+            onResponse handleResponse: @Sendable @escaping (GRPCCore.ClientResponse<Roster_V1_Employee>) async throws -> Result = { response in
+                try response.message
+            }
+        ) async throws -> Result where Result: Sendable {
+            try await self.client.unary(
+                request: request,
+                descriptor: Roster_V1_Directory.Method.LookupEmployee.descriptor,
                 serializer: serializer,
                 deserializer: deserializer,
                 options: options,
@@ -2340,6 +2515,38 @@ extension Roster_V1_Directory.ClientProtocol {
         )
     }
 
+    /// Call the "LookupEmployee" method.
+    ///
+    /// > Source IDL Documentation:
+    /// >
+    /// > Returns the employee with an e-mail address, its ASCII letters compared in any case;
+    /// > when several employees share the address, the one created first.
+    /// > Codes: INVALID_ARGUMENT for a missing email, one over 254 characters, or a bad read_mask
+    /// > path; NOT_FOUND when no employee has the address (the message does not repeat it).
+    ///
+    /// - Parameters:
+    ///   - request: A request containing a single `Roster_V1_LookupEmployeeRequest` message.
+    ///   - options: Options to apply to this RPC.
+    ///   - handleResponse: A closure which handles the response and returns its result to
+    ///       the caller. Returning from the closure will cancel the RPC if it hasn't
+    ///       already finished.
+    /// - Returns: The result of `handleResponse`.
+    public func lookupEmployee<Result>(
+        request: GRPCCore.ClientRequest<Roster_V1_LookupEmployeeRequest>,
+        options: GRPCCore.CallOptions = .defaults,
+        onResponse handleResponse: @Sendable @escaping (GRPCCore.ClientResponse<Roster_V1_Employee>) async throws -> Result = { response in
+            try response.message
+        }
+    ) async throws -> Result where Result: Sendable {
+        try await self.lookupEmployee(
+            request: request,
+            serializer: GRPCProtobuf.ProtobufSerializer<Roster_V1_LookupEmployeeRequest>(),
+            deserializer: GRPCProtobuf.ProtobufDeserializer<Roster_V1_Employee>(),
+            options: options,
+            onResponse: handleResponse
+        )
+    }
+
     /// Call the "BatchGetEmployees" method.
     ///
     /// > Source IDL Documentation:
@@ -2718,6 +2925,42 @@ extension Roster_V1_Directory.ClientProtocol {
             metadata: metadata
         )
         return try await self.getEmployee(
+            request: request,
+            options: options,
+            onResponse: handleResponse
+        )
+    }
+
+    /// Call the "LookupEmployee" method.
+    ///
+    /// > Source IDL Documentation:
+    /// >
+    /// > Returns the employee with an e-mail address, its ASCII letters compared in any case;
+    /// > when several employees share the address, the one created first.
+    /// > Codes: INVALID_ARGUMENT for a missing email, one over 254 characters, or a bad read_mask
+    /// > path; NOT_FOUND when no employee has the address (the message does not repeat it).
+    ///
+    /// - Parameters:
+    ///   - message: request message to send.
+    ///   - metadata: Additional metadata to send, defaults to empty.
+    ///   - options: Options to apply to this RPC, defaults to `.defaults`.
+    ///   - handleResponse: A closure which handles the response and returns its result to
+    ///       the caller. Returning from the closure will cancel the RPC if it hasn't
+    ///       already finished.
+    /// - Returns: The result of `handleResponse`.
+    public func lookupEmployee<Result>(
+        _ message: Roster_V1_LookupEmployeeRequest,
+        metadata: GRPCCore.Metadata = [:],
+        options: GRPCCore.CallOptions = .defaults,
+        onResponse handleResponse: @Sendable @escaping (GRPCCore.ClientResponse<Roster_V1_Employee>) async throws -> Result = { response in
+            try response.message
+        }
+    ) async throws -> Result where Result: Sendable {
+        let request = GRPCCore.ClientRequest<Roster_V1_LookupEmployeeRequest>(
+            message: message,
+            metadata: metadata
+        )
+        return try await self.lookupEmployee(
             request: request,
             options: options,
             onResponse: handleResponse

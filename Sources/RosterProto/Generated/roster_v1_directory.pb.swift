@@ -184,6 +184,33 @@ public nonisolated struct Roster_V1_GetEmployeeRequest: Sendable {
   fileprivate var _readMask: SwiftProtobuf.Google_Protobuf_FieldMask? = nil
 }
 
+/// Request for LookupEmployee.
+public nonisolated struct Roster_V1_LookupEmployeeRequest: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// The employee's e-mail address, as stored or differing only in the case of ASCII letters;
+  /// at most 254 characters.
+  public var email: String = String()
+
+  /// The fields to return. Unset means every field.
+  public var readMask: SwiftProtobuf.Google_Protobuf_FieldMask {
+    get {_readMask ?? SwiftProtobuf.Google_Protobuf_FieldMask()}
+    set {_readMask = newValue}
+  }
+  /// Returns true if `readMask` has been explicitly set.
+  public var hasReadMask: Bool {self._readMask != nil}
+  /// Clears the value of `readMask`. Subsequent reads from it will return its default value.
+  public mutating func clearReadMask() {self._readMask = nil}
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+
+  fileprivate var _readMask: SwiftProtobuf.Google_Protobuf_FieldMask? = nil
+}
+
 /// Request for BatchGetEmployees.
 public nonisolated struct Roster_V1_BatchGetEmployeesRequest: Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
@@ -767,6 +794,45 @@ nonisolated extension Roster_V1_GetEmployeeRequest: SwiftProtobuf.Message, Swift
 
   public static func ==(lhs: Roster_V1_GetEmployeeRequest, rhs: Roster_V1_GetEmployeeRequest) -> Bool {
     if lhs.guid != rhs.guid {return false}
+    if lhs._readMask != rhs._readMask {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Roster_V1_LookupEmployeeRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".LookupEmployeeRequest"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}email\0\u{3}read_mask\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.email) }()
+      case 2: try { try decoder.decodeSingularMessageField(value: &self._readMask) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
+    if !self.email.isEmpty {
+      try visitor.visitSingularStringField(value: self.email, fieldNumber: 1)
+    }
+    try { if let v = self._readMask {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 2)
+    } }()
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Roster_V1_LookupEmployeeRequest, rhs: Roster_V1_LookupEmployeeRequest) -> Bool {
+    if lhs.email != rhs.email {return false}
     if lhs._readMask != rhs._readMask {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
