@@ -17,7 +17,10 @@ extension StoreContract {
     // ASCII letters in any case; of two that share the address, the one created first.
     let found = try await store.employee(email: "GRACE.HOPPER@example.COM", fields: .all)
     try Self.require(found.guid == made.guid, "the first created is found: \(found.guid)")
-    let masked = try await store.employee(email: "grace.hopper@example.com", fields: [.guid, .email])
+    let masked = try await store.employee(
+      email: "grace.hopper@example.com",
+      fields: [.guid, .email]
+    )
     try Self.require(
       masked.guid == made.guid && masked.email == "Grace.Hopper@Example.com" && masked.name.isEmpty,
       "a read mask reads only its fields, the address as stored: \(masked)"

@@ -1,0 +1,58 @@
+public import GRPCCore
+internal import RosterDomain
+public import RosterProto
+public import RosterStore
+
+// The replies the fast path writes straight from what the store read, and the point call that
+// answers `GetEmployee` without a task.
+extension DirectoryService {
+  /// `getEmployee`, with the employee as the store read it: the fast path writes its binary
+  /// form straight from it (`EmployeeReply.binary()`), the other paths take `message`.
+  public func getEmployeeReply(
+    request: Roster_V1_GetEmployeeRequest,
+    context: ServerContext
+  ) async throws -> EmployeeReply {
+    let guid = try DirectoryRequests.guid(request.guid)
+    let mask = try EmployeeReadMask(request.hasReadMask ? request.readMask : nil)
+    return try await withStatusMapping("GetEmployee", logger: self.logger) {
+      EmployeeReply(
+        employee: try await self.store.employee(guid: guid, fields: mask.fields),
+        mask: mask
+      )
+    }
+  }
+
+  /// The store, when it runs point calls as jobs of its own (`PointCalls`): the fast path then
+  /// answers `GetEmployee` without a task, through `getEmployeeReplyNow` in such a job.
+  public var pointCalls: (any PointCalls)? { self.store as? any PointCalls }
+
+  /// `getEmployeeReply`, read with `PointCalls.employeeNow`: only inside a call that
+  /// `pointCalls` runs.
+  public func getEmployeeReplyNow(
+    request: Roster_V1_GetEmployeeRequest,
+    context: ServerContext,
+    store: any PointCalls
+  ) throws -> EmployeeReply {
+    let guid = try DirectoryRequests.guid(request.guid)
+    let mask = try EmployeeReadMask(request.hasReadMask ? request.readMask : nil)
+    return try withStatusMappingNow("GetEmployee", logger: self.logger) {
+      EmployeeReply(employee: try store.employeeNow(guid: guid, fields: mask.fields), mask: mask)
+    }
+  }
+
+  /// `listEmployees`, with the page as the store read it: the fast path writes its binary
+  /// form straight from it (`EmployeePageReply.binary()`), the other paths take `message`.
+  /// `written` asks the store to write the rows' binary form as it reads them (for a reply
+  /// that goes out in it), rather than to make employees.
+  public func listEmployeesPage(
+    request: Roster_V1_ListEmployeesRequest,
+    context: ServerContext,
+    written: Bool = false
+  ) async throws -> EmployeePageReply<Roster_V1_ListEmployeesResponse> {
+    let listing = try DirectoryRequests.listing(request)
+    return try await withStatusMapping("ListEmployees", logger: self.logger) {
+      try await self.pageReplies(listing, after: listing.cursor, count: 1, written: written)
+        .replies[0]
+    }
+  }
+}
