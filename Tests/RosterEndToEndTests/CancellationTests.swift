@@ -1,5 +1,4 @@
 import Foundation
-import FoundationNetworking
 import GRPCCore
 import GRPCNIOTransportHTTP2
 import RosterProto
@@ -16,14 +15,6 @@ struct CancellationTests {
   static let employees =
     Int(ProcessInfo.processInfo.environment["ROSTER_CANCEL_EMPLOYEES"] ?? "") ?? 20_000
 
-  /// The value of `roster_streamed_rows_total` at `url`.
-  static func streamedRows(_ url: String) async throws -> Double {
-    let (data, _) = try await URLSession.shared.data(from: URL(string: url)!)
-    let text = String(decoding: data, as: UTF8.self)
-    let line = text.split(separator: "\n").first { $0.hasPrefix("roster_streamed_rows_total ") }
-    return Double(line?.split(separator: " ").last ?? "0") ?? 0
-  }
-
   @Test("a cancelled StreamEmployees stops the server's reads at once")
   func cancelledStreamStopsReading() async throws {
     let directory = try makeTemporaryDirectory()
@@ -37,7 +28,6 @@ struct CancellationTests {
       timeout: .seconds(1800)
     )
     defer { server.terminate() }
-    let metrics = try #require(server.metricsURL)
 
     // A small flow-control window, so the server can run only a little ahead of the client.
     var config = HTTP2ClientTransport.Posix.Config.defaults
@@ -59,9 +49,9 @@ struct CancellationTests {
     #expect(firstPage == 100)
     // The client is gone: what the server read must stop growing, far short of the table.
     try await Task.sleep(for: .milliseconds(500))
-    let afterCancel = try await Self.streamedRows(metrics)
+    let afterCancel = try await server.metric("roster_streamed_rows_total")
     try await Task.sleep(for: .seconds(1))
-    let later = try await Self.streamedRows(metrics)
+    let later = try await server.metric("roster_streamed_rows_total")
     print(
       "CancellationTests: the server read \(Int(afterCancel)) of \(Self.employees) rows, then stopped"
     )
