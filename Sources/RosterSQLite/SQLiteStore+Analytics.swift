@@ -8,7 +8,7 @@ extension SQLiteStore {
   /// Every department with its counters, sorted by department. Reads the counters the
   /// writes keep, never the employees.
   public func departmentCounts() async throws -> [DepartmentCounts] {
-    try await self.read(.point, statement: true) { db in
+    try await self.read(.interactive, statement: true) { db in
       try Row.fetchAll(
         db,
         sql: AnalyticsSQL.departments
@@ -27,7 +27,7 @@ extension SQLiteStore {
   ///
   /// - Throws: `notFound` for a department with no employees.
   public func departmentCounts(_ department: String) async throws -> DepartmentCounts {
-    let counts = try await self.read(.point, statement: true) { db in
+    let counts = try await self.read(.interactive, statement: true) { db in
       try Row.fetchOne(
         db,
         sql: AnalyticsSQL.department,
@@ -50,7 +50,7 @@ extension SQLiteStore {
   ///
   /// - Throws: `notFound` for an unknown guid.
   public func employeeSales(guid: String) async throws -> (count: Int64, totalCents: Int64) {
-    let sales = try await self.read(.point, statement: true) { db in
+    let sales = try await self.read(.interactive, statement: true) { db in
       try Row.fetchOne(
         db,
         sql: AnalyticsSQL.employeeSales,

@@ -18,14 +18,14 @@ extension SQLiteStore {
   ///
   /// - Throws: `StoreError.notFound` naming the guid.
   public func employee(guid: String, fields: EmployeeFields) async throws -> Employee {
-    try await self.read(.point, statement: true) { db in
+    try await self.read(.interactive, statement: true) { db in
       try Self.employee(db, guid: guid, fields: fields)
     }
   }
 
   /// The employee with an e-mail address, through `employees_by_email`.
   public func employee(email: String, fields: EmployeeFields) async throws -> Employee {
-    try await self.read(.point, statement: true) { db in
+    try await self.read(.interactive, statement: true) { db in
       let statement = try db.cachedStatement(sql: EmployeeSQL.byEmail(fields))
       guard let employee = try Self.fetchEmployee(db, statement, text: email, fields: fields)
       else {
@@ -51,7 +51,7 @@ extension SQLiteStore {
   ///
   /// - Throws: `StoreError.notFound` naming the first unknown guid.
   public func employees(guids: [String], fields: EmployeeFields) async throws -> [Employee] {
-    try await self.read(.point) { db in
+    try await self.read(.interactive) { db in
       var result: [Employee] = []
       result.reserveCapacity(guids.count)
       for guid in guids {
@@ -252,16 +252,12 @@ extension SQLiteStore {
 private let SQLITE_TRANSIENT = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
 
 extension SQLiteStore: PointCalls {
-  /// Runs `call` in the interactive lane, where point reads run (or on the calling thread when
-  /// they run inline), as one job: admitted, counted and cancelled as the lane's other jobs.
+  /// Runs `call` in the interactive lane, where point reads run, so that no event loop ever
+  /// waits on the disk: one job, admitted, counted and cancelled as the lane's other jobs.
   public func runPointCall(
     _ call: @escaping @Sendable () -> Void,
     stopped: @escaping @Sendable (StoreError) -> Void
   ) -> @Sendable () -> Void {
-    guard self.configuration.pointReads == .lane else {
-      call()
-      return {}
-    }
     // When the call is traced, its read records its wait for the lane from here.
     let queued = StoreTracing.isOn ? StoreTracing.now : nil
     let job = self.interactive.submit(

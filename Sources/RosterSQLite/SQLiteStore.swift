@@ -159,9 +159,7 @@ public struct SQLiteStore: Sendable {
 
   /// Which lane a read runs in.
   enum ReadKind {
-    /// A read of a few rows by key: inline or in the interactive lane, as configured.
-    case point
-    /// A read bounded by a page: the interactive lane.
+    /// A read of a few rows by key, or one bounded by a page: the interactive lane.
     case interactive
     /// A read whose cost grows with the data: the heavy lane.
     case heavy
@@ -178,11 +176,6 @@ public struct SQLiteStore: Sendable {
     let lane: StoreLane
     let traced = StoreTracing.context
     switch kind {
-    case .point:
-      if self.configuration.pointReads == .inline {
-        return try self.readNow(statement: statement, body)
-      }
-      lane = self.interactive
     case .interactive: lane = self.interactive
     case .heavy: lane = self.heavy
     }

@@ -62,11 +62,6 @@ public struct StoreConfiguration: Sendable {
   /// (docs/performance.md, "Search and aggregates"). 0 means no limit: a page holds as many
   /// groups as asked.
   public var medianRowsPerPage: Int64 = 500_000
-  /// Where point reads (one employee, a batch by guid, counters) run: the interactive lane,
-  /// so that no event loop ever waits on the disk. `inline` runs them in the handler's task,
-  /// on an event loop for the fast path: faster on a fast disk, but a slow disk then stalls
-  /// every call on that loop (docs/performance.md, "Event loops and a slow disk").
-  public var pointReads: PointReads = .lane
   /// The process-wide memory budget that SQLite's heap, every connection's page cache and
   /// the picture cache share.
   public var memory = MemoryBudget()
@@ -111,16 +106,6 @@ public struct StoreConfiguration: Sendable {
     /// fsync of the WAL at every commit: survives a power loss.
     case full
   }
-}
-
-/// Where point reads run.
-public enum PointReads: String, Sendable, CaseIterable {
-  /// In the calling task, with no thread hop: a point read takes microseconds when the page
-  /// is cached, and blocks the calling thread (an event loop) when the disk is slow. For
-  /// comparisons only.
-  case inline
-  /// In the interactive lane, like page reads.
-  case lane
 }
 
 /// How much memory the store may use, and how it is shared.

@@ -44,9 +44,22 @@ public enum StartupPages {
     return released
   }
 
+  /// This process's file-backed resident memory (`RssFile` in `/proc/self/status`), in KiB;
+  /// nil where there is no such file.
+  public static func residentFileKiB() -> Int? {
+    guard let file = FileHandle(forReadingAtPath: "/proc/self/status"),
+      let bytes = try? file.readToEnd()
+    else { return nil }
+    try? file.close()
+    let status = String(decoding: bytes, as: UTF8.self)
+    return status.split(separator: "\n").first { $0.hasPrefix("RssFile:") }.map(Self.kibibytes)
+  }
+
   /// The number in a line such as `Rss:   1234 kB`.
   private static func kibibytes(_ line: Substring) -> Int {
-    line.split(separator: " ").dropFirst().first.flatMap { Int($0) } ?? 0
+    line.split(whereSeparator: { $0 == " " || $0 == "\t" }).dropFirst().first.flatMap {
+      Int($0)
+    } ?? 0
   }
 
   /// One mapping of `/proc/self/smaps`, and what is known of it so far.

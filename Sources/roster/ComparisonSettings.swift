@@ -8,7 +8,7 @@ import RosterServer
 /// lists them, separated by commas or spaces (docs/performance.md, "Comparison settings"):
 ///
 /// ```sh
-/// ROSTER_COMPARE=no-fast-unary,point-reads=inline roster serve
+/// ROSTER_COMPARE=no-fast-unary roster serve
 /// ```
 struct ComparisonSettings: Equatable {
   /// The environment variable that names the settings.
@@ -20,8 +20,6 @@ struct ComparisonSettings: Equatable {
   }
 
   var fastUnary = true
-  var releaseStartupPages = true
-  var pointReads: PointReads?
 
   /// The settings `text` names; a word it does not know is an error that lists the ones it does.
   init(_ text: String?) throws {
@@ -29,9 +27,6 @@ struct ComparisonSettings: Equatable {
     for word in words {
       switch word {
       case "no-fast-unary": self.fastUnary = false
-      case "no-release-startup-pages": self.releaseStartupPages = false
-      case "point-reads=inline": self.pointReads = .inline
-      case "point-reads=lane": self.pointReads = .lane
       default:
         throw ValidationError(
           "\(Self.variable): unknown setting '\(word)' (known: \(Self.known.joined(separator: ", ")))"
@@ -41,13 +36,11 @@ struct ComparisonSettings: Equatable {
   }
 
   static let known = [
-    "no-fast-unary", "no-release-startup-pages",
-    "point-reads=inline", "point-reads=lane",
+    "no-fast-unary"
   ]
 
   /// Applies the settings to `config`.
   func apply(to config: inout ServerConfig) {
     config.fastUnaryPath = self.fastUnary
-    if let pointReads = self.pointReads { config.store.pointReads = pointReads }
   }
 }

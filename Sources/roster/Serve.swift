@@ -391,10 +391,14 @@ struct Serve: AsyncParsableCommand {
       let address = try await app.listeningAddress
       // Unbuffered, so scripts and tests that read the port see it at once.
       FileHandle.standardOutput.write(Data("listening on \(address)\n".utf8))
-      if try ComparisonSettings.current.releaseStartupPages {
-        let released = StartupPages.release()
-        logger.info("released startup pages", metadata: ["MiB": "\(released / 1024 / 1024)"])
-      }
+      let before = StartupPages.residentFileKiB()
+      let released = StartupPages.release()
+      logger.info(
+        "released startup pages",
+        metadata: [
+          "MiB": "\(released / 1024 / 1024)", "rss_file_kib_before": "\(before ?? 0)",
+        ]
+      )
     }
   }
 }

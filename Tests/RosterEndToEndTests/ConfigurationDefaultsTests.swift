@@ -37,7 +37,7 @@ struct ConfigurationDefaultsTests {
       "bulkNiceness": "\(store.writer.bulkNiceness)", "heavyLane": "\(store.heavyLane)",
       "interactiveLane": "\(store.interactiveLane)",
       "medianRowsPerPage": "\(store.medianRowsPerPage)",
-      "pointReads": store.pointReads.rawValue, "pointReaderCount": "\(store.pointReaderCount)",
+      "pointReaderCount": "\(store.pointReaderCount)",
       "memory": "\(store.memory)",
       "changeLogMaxAge": "\(store.changeLogRetention.maximumAge)",
       "changeLogMaxRows": "\(store.changeLogRetention.maximumRows)",
@@ -153,13 +153,12 @@ struct ConfigurationDefaultsTests {
     try ComparisonSettings(nil).apply(to: &unchanged)
     #expect(Self.settings(unchanged) == Self.settings(defaults))
     var config = defaults
-    let settings = try ComparisonSettings("no-fast-unary, point-reads=inline")
+    let settings = try ComparisonSettings("no-fast-unary")
     settings.apply(to: &config)
     #expect(!config.fastUnaryPath)
-    #expect(config.store.pointReads == .inline)
-    #expect(settings.releaseStartupPages)
-    #expect(try !ComparisonSettings("no-release-startup-pages").releaseStartupPages)
-    for retired in ["fast-unary", "no-loop-tasks", "no-flush-per-turn"] {
+    for retired in [
+      "fast-unary", "no-loop-tasks", "point-reads=inline", "no-release-startup-pages",
+    ] {
       #expect {
         try ComparisonSettings("no-fast-unary,\(retired)")
       } throws: { error in
@@ -188,8 +187,5 @@ struct ConfigurationDefaultsTests {
     // Options whose help shows no default, against the configuration itself.
     let config = ServerConfig()
     #expect(documented["--synchronous"] == config.store.synchronous.rawValue)
-    // Point reads run off the event loops (scripts/bench-slow-disk); the flag is a comparison
-    // setting, not in --help.
-    #expect(config.store.pointReads.rawValue == "lane")
   }
 }

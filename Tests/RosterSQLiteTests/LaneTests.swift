@@ -127,7 +127,6 @@ struct LaneTests {
   )
   func pointCalls() async throws {
     let configure: (inout StoreConfiguration) -> Void = {
-      $0.pointReads = .lane
       $0.interactiveLane.width = 1
       $0.interactiveLane.queueLimit = 1
     }
