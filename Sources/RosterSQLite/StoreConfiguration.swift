@@ -45,12 +45,12 @@ public struct StoreConfiguration: Sendable {
   public var pruneInterval: Duration = .seconds(60)
   /// Where full pictures live, and how they are checked, thumbnailed and cached.
   public var pictures: PictureConfiguration = PictureConfiguration()
-  /// The lane for cheap reads bounded by a page (and point reads, unless inline).
+  /// The lane for point reads and cheap reads bounded by a page.
   public var interactiveLane = LaneConfiguration(width: 2, queueLimit: 1024)
   /// The lane for reads whose cost grows with the data: searches, counts with a name filter,
   /// grouped aggregates, calendars. In the background class (SCHED_IDLE, nice 19): it runs when
-  /// nothing else wants the CPU (P14 p99 ratio 1.5 against 3.3 with nice 10, same run setup),
-  /// and each query stops after 30 s.
+  /// nothing else wants the CPU, so cheap calls beside it keep their latency (docs/performance.md,
+  /// "Robust"), and each query stops after 30 s.
   public var heavyLane = LaneConfiguration(
     width: 2,
     queueLimit: 16,

@@ -96,7 +96,7 @@ extension DirectoryService {
 
 extension DirectoryService {
   /// About this many rows a stream reads at once, in whole pages: one read of 4 pages of 50
-  /// rather than 4 reads (docs/performance.md, "Streamed pages written straight to protobuf").
+  /// rather than 4 reads (docs/performance.md, "Pages written straight to protobuf").
   static let streamRowsPerRead = 200
 
   /// Pages of `pageSize` a stream reads at once: at least one.
