@@ -78,7 +78,7 @@ extension ConnectionFastCalls {
     ) {
     case .refused(let reply):
       self.writePlain(stream, reply, context: context)
-      if !headers.endStream { self.calls[stream] = .discarding(0) }
+      if !headers.endStream { self.stopRequest(stream, context: context) }
     case .started(let call):
       call.inbound.onTaken { _ in loop.execute { handler.value.messageTaken(stream) } }
       var streamed = Streamed(call: call)
@@ -145,7 +145,7 @@ extension ConnectionFastCalls {
     context.writeAndFlush(self.wrapOutboundOut(data), promise: written)
   }
 
-  /// The reply's last piece; what a client still sending sends after it is dropped.
+  /// The reply's last piece; a client still sending is told to stop.
   func endStreamed(_ stream: HTTP2StreamID, _ bytes: ByteBuffer) {
     guard case .streamed(let streamed)? = self.calls.removeValue(forKey: stream),
       let context = self.context
@@ -157,40 +157,18 @@ extension ConnectionFastCalls {
     context.writeAndFlush(self.wrapOutboundOut(data), promise: nil)
     if !streamed.requestEnded {
       streamed.call.cancel()
-      self.calls[stream] = .discarding(0)
+      self.stopRequest(stream, context: context)
     }
   }
 
-  /// A frame of a request already answered: DATA is dropped and its window given back, until
-  /// the request ends, or until more than the request limit was dropped (then RST_STREAM
-  /// NO_ERROR tells the client to stop: RFC 9113 §8.1).
-  func discard(
-    _ stream: HTTP2StreamID,
-    _ payload: HTTP2Frame.FramePayload,
-    dropped: Int,
-    context: ChannelHandlerContext
-  ) {
-    switch payload {
-    case .rstStream:
-      self.calls[stream] = nil
-    case .data(let body):
-      let size = body.data.readableBytes + (body.paddingBytes.map { $0 + 1 } ?? 0)
-      if body.endStream {
-        self.calls[stream] = nil
-      } else if dropped + size > self.fastPath.maxRequestBytes {
-        self.calls[stream] = nil
-        context.writeAndFlush(
-          self.wrapOutboundOut(HTTP2Frame(streamID: stream, payload: .rstStream(.noError))),
-          promise: nil
-        )
-      } else {
-        self.calls[stream] = .discarding(dropped + size)
-        self.giveWindow(stream, size, context: context)
-      }
-    case .headers(let trailers) where trailers.endStream:
-      self.calls[stream] = nil
-    default:
-      ()
-    }
+  /// Tells a client whose request was answered before it finished sending to stop (RST_STREAM
+  /// NO_ERROR after the complete reply, RFC 9113 §8.1, as grpc-go's server does); the stream's
+  /// state goes with it. A client that waits to finish sending before it reads the end of the
+  /// reply (curl 7.88 over HTTP/2) would otherwise wait until its own timeout.
+  func stopRequest(_ stream: HTTP2StreamID, context: ChannelHandlerContext) {
+    context.writeAndFlush(
+      self.wrapOutboundOut(HTTP2Frame(streamID: stream, payload: .rstStream(.noError))),
+      promise: nil
+    )
   }
 }

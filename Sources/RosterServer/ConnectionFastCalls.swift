@@ -42,10 +42,6 @@ final class ConnectionFastCalls: ChannelInboundHandler, @unchecked Sendable {
     /// A streamed Connect or gRPC-Web call (`ConnectStreams`): its request's body goes to it as
     /// it arrives.
     case streamed(Streamed)
-    /// Answered before the client finished sending (a refused or ended streamed call): the rest
-    /// of its body is read and dropped, up to the request limit (then the stream is reset), so
-    /// the client reads the answer rather than a reset. How many bytes were dropped.
-    case discarding(Int)
   }
 
   struct PlainReading {
@@ -196,10 +192,7 @@ final class ConnectionFastCalls: ChannelInboundHandler, @unchecked Sendable {
             metadata: []
           )
           self.writePlain(stream, reply, context: context)
-          context.writeAndFlush(
-            self.wrapOutboundOut(HTTP2Frame(streamID: stream, payload: .rstStream(.noError))),
-            promise: nil
-          )
+          self.stopRequest(stream, context: context)
           return
         }
         reading.body.writeBuffer(&bytes)
@@ -217,9 +210,6 @@ final class ConnectionFastCalls: ChannelInboundHandler, @unchecked Sendable {
 
     case .answering, .answered:
       if case .rstStream = frame.payload { self.calls[stream] = nil }
-
-    case .discarding(let dropped):
-      self.discard(stream, frame.payload, dropped: dropped, context: context)
 
     case .streamed(let streamed):
       self.readStreamed(stream, frame.payload, streamed, context: context)
@@ -250,7 +240,7 @@ final class ConnectionFastCalls: ChannelInboundHandler, @unchecked Sendable {
         reading.created = created
         self.calls[created.streamID] = .reading(reading)
         return
-      case .running?, .answered?, .readingPlain?, .answering?, .streamed?, .discarding?:
+      case .running?, .answered?, .readingPlain?, .answering?, .streamed?:
         return
       case nil:
         self.multiplexed.insert(created.streamID)

@@ -53,6 +53,10 @@ private func statusError(_ error: any Error, _ method: String, logger: Logger) -
     return error
   case let error as StoreError:
     return RPCError(error)
+  case let error as any RPCErrorConvertible:
+    // A status of its own, such as a request message that does not decode (`GoogleRPCStatus`),
+    // thrown while the handler reads a client stream.
+    return RPCError(error)
   case is CancellationError:
     return RPCError(code: .cancelled, message: "\(method) was cancelled")
   case _ where CallControl.current?.isCancelled == true:

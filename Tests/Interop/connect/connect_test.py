@@ -532,6 +532,60 @@ class ConnectStreamsWithCurl(unittest.TestCase):
                 watcher.stdout.close()
 
 
+class EarlyAnswers(unittest.TestCase):
+    """A streamed call answered before its request ends (here: refused for want of a token) is
+    ended, then reset with NO_ERROR (RFC 9113 §8.1): the client stops sending and the stream's
+    state goes at once, and the connection serves on."""
+
+    def test_reset_with_no_error_after_the_whole_answer(self):
+        import socket
+        import h2.config
+        import h2.connection
+        import h2.errors
+        import h2.events
+        host, port = TARGET.rsplit(":", 1)
+        connection = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True, header_encoding="utf-8"))
+        connection.initiate_connection()
+
+        def headers(path, token=None, content_type="application/connect+json"):
+            found = [(":method", "POST"), (":path", path), (":scheme", "http"), (":authority", TARGET),
+                     ("content-type", content_type)]
+            return found + ([("authorization", f"Bearer {TOKENS[token]}")] if token else [])
+
+        # The request's body is never sent: the answer cannot wait for it.
+        connection.send_headers(1, headers("/roster.v1.Directory/StreamEmployees"))
+        events = []
+        with socket.create_connection((host, int(port)), timeout=HANG) as sock:
+            sock.sendall(connection.data_to_send())
+            while not any(isinstance(e, (h2.events.StreamReset, h2.events.ConnectionTerminated)) for e in events):
+                chunk = sock.recv(65536)
+                self.assertTrue(chunk, f"the connection closed: {events}")
+                events += connection.receive_data(chunk)
+                sock.sendall(connection.data_to_send())
+            kinds = [type(e).__name__ for e in events if getattr(e, "stream_id", None) == 1]
+            self.assertEqual(kinds[-2:], ["StreamEnded", "StreamReset"], kinds)
+            reset = events[-1]
+            self.assertEqual(reset.error_code, h2.errors.ErrorCodes.NO_ERROR, reset)
+            body = b"".join(e.data for e in events if isinstance(e, h2.events.DataReceived))
+            frames = envelopes(body)
+            self.assertEqual(json.loads(frames[-1][1])["error"]["code"], "unauthenticated", frames)
+
+            # The same connection answers the next call.
+            connection.send_headers(3, headers("/roster.v1.Directory/CountEmployees", "reader", "application/json"))
+            connection.send_data(3, b"{}", end_stream=True)
+            sock.sendall(connection.data_to_send())
+            reply, ended = b"", False
+            while not ended:
+                chunk = sock.recv(65536)
+                self.assertTrue(chunk, "the connection closed")
+                for event in connection.receive_data(chunk):
+                    if isinstance(event, h2.events.DataReceived) and event.stream_id == 3:
+                        reply += event.data
+                    ended = ended or (isinstance(event, h2.events.StreamEnded) and event.stream_id == 3)
+                sock.sendall(connection.data_to_send())
+            self.assertEqual(json.loads(reply).get("count"), "60", reply)
+
+
 class ConnectWithBufCurl(unittest.TestCase):
     """The Buf CLI's client, which reads the schema from Protos/ (buf.yaml)."""
 
