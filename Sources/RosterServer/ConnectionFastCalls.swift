@@ -60,9 +60,6 @@ final class ConnectionFastCalls: ChannelInboundHandler, @unchecked Sendable {
   }
 
   let fastPath: UnaryFastPath
-  /// Whether plain gRPC unary calls are answered here (false: every gRPC call goes on to the
-  /// multiplexer, `ROSTER_COMPARE=no-fast-unary`); requests that are not gRPC always are.
-  private let answersGRPC: Bool
   let connect: ConnectUnary
   let streams: ConnectStreams
   let executor: EventLoopGroupExecutor
@@ -83,13 +80,11 @@ final class ConnectionFastCalls: ChannelInboundHandler, @unchecked Sendable {
 
   init(
     fastPath: UnaryFastPath,
-    answersGRPC: Bool = true,
     connect: ConnectUnary,
     streams: ConnectStreams,
     executor: EventLoopGroupExecutor
   ) {
     self.fastPath = fastPath
-    self.answersGRPC = answersGRPC
     self.connect = connect
     self.streams = streams
     self.executor = executor
@@ -310,7 +305,7 @@ final class ConnectionFastCalls: ChannelInboundHandler, @unchecked Sendable {
       }
       return
     }
-    guard self.answersGRPC, let path = head.path, let method = self.fastPath.methods[path] else {
+    guard let path = head.path, let method = self.fastPath.methods[path] else {
       context.fireChannelRead(data)
       return
     }

@@ -38,7 +38,7 @@ struct GRPCServing: Sendable {
 }
 
 /// The gRPC server for `config`: the services and interceptors on Roster's HTTP/2 transport,
-/// with the unary fast path when `config.fastUnaryPath`.
+/// plain unary calls answered at the connection (`ConnectionFastCalls`).
 func makeServing(
   config: ServerConfig,
   services: [any RegistrableRPCService],
@@ -49,14 +49,13 @@ func makeServing(
   loopExecutor: EventLoopGroupExecutor
 ) throws -> GRPCServing {
   let limits = config.limits
-  // The unary methods' table serves the Connect protocol whether or not gRPC calls take the
-  // fast path.
+  // The unary methods' table serves plain gRPC calls at the connection, and the Connect
+  // protocol.
   let unaryMethods = UnaryFastPath(
     methods: fastMethods,
     interceptors: interceptors,
     maxRequestBytes: limits.maxRequestBytes
   )
-  let fastPath = config.fastUnaryPath ? unaryMethods : nil
   let host = config.host == "localhost" ? "127.0.0.1" : config.host
   let serverInterceptors: [any ServerInterceptor] = [CooperativePoolInterceptor()] + interceptors
   let executor = loopExecutor
@@ -94,7 +93,6 @@ func makeServing(
       [
         ConnectionFastCalls(
           fastPath: unaryMethods,
-          answersGRPC: fastPath != nil,
           connect: connect,
           streams: streams,
           executor: executor

@@ -42,9 +42,6 @@ public struct ServerConfig: Sendable {
   public var seedSalesPerEmployee: Int = 20
   /// How long in-flight calls may run after shutdown starts before they are cancelled.
   public var shutdownGrace: Duration = .seconds(20)
-  /// Whether plain unary calls skip grpc-swift's per-call machinery (`UnaryFastPath`); off
-  /// only to compare the two paths (`ROSTER_COMPARE=no-fast-unary`).
-  public var fastUnaryPath: Bool = true
 
   /// Creates a configuration for the database at `databasePath`.
   public init(databasePath: String = "data/roster.sqlite") {

@@ -80,7 +80,6 @@ extension Serve {
       postgres.changeLogMaximumRows = self.changeLogMaxRows
       config.postgres = postgres
     }
-    try ComparisonSettings.current.apply(to: &config)
     return config
   }
 

@@ -28,7 +28,7 @@ struct ConfigurationDefaultsTests {
       "maxConnectionAge": "\(String(describing: limits.maxConnectionAge))",
       "defaultDeadline": "\(String(describing: limits.defaultDeadline))",
       "maxStreamsPerClient": "\(limits.maxStreamsPerClient)",
-      "fastUnaryPath": "\(config.fastUnaryPath)", "cors": "\(String(describing: config.cors))",
+      "cors": "\(String(describing: config.cors))",
       "path": store.path, "cacheSizeKiB": "\(store.cacheSizeKiB)", "mmapSize": "\(store.mmapSize)",
       "sqlDebug": "\(store.sqlDebug)", "synchronous": store.synchronous.rawValue,
       "window": "\(store.writer.window)",
@@ -141,29 +141,6 @@ struct ConfigurationDefaultsTests {
       ["--postgres-connections", "0"],
     ] {
       #expect(throws: (any Error).self, "\(refused)") { try Serve.parse(url + refused) }
-    }
-  }
-
-  @Test(
-    "ROSTER_COMPARE sets each comparison setting, changes nothing when unset, and refuses an unknown one by name"
-  )
-  func comparisonSettings() throws {
-    let defaults = ServerConfig()
-    var unchanged = defaults
-    try ComparisonSettings(nil).apply(to: &unchanged)
-    #expect(Self.settings(unchanged) == Self.settings(defaults))
-    var config = defaults
-    let settings = try ComparisonSettings("no-fast-unary")
-    settings.apply(to: &config)
-    #expect(!config.fastUnaryPath)
-    for retired in [
-      "fast-unary", "no-loop-tasks", "point-reads=inline", "no-release-startup-pages",
-    ] {
-      #expect {
-        try ComparisonSettings("no-fast-unary,\(retired)")
-      } throws: { error in
-        "\(error)".contains("ROSTER_COMPARE: unknown setting '\(retired)'")
-      }
     }
   }
 

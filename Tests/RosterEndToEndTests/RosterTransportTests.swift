@@ -11,17 +11,15 @@ import Testing
 /// Roster's HTTP/2 transport answers as grpc-swift's does, and manages its connections as
 /// grpc-swift's does.
 ///
-/// Two `roster serve` processes and the reference over one database and one tokens file:
-/// Roster's transport with the fast path (its calls answered at the connection), Roster's
-/// transport without it (every call through `GRPCStreamCodec` and `GRPCServer`), and
-/// grpc-swift's own transport over the same services (`GRPCSwiftReference`, in this process).
-/// Every request of the fast path's table (`FastUnaryTests`) must get the same reply from all
-/// three, byte for byte.
+/// `roster serve` and the reference over one database and one tokens file: Roster's transport
+/// (plain unary calls answered at the connection, the others through `GRPCStreamCodec` and
+/// `GRPCServer`) and grpc-swift's own transport over the same services (`GRPCSwiftReference`,
+/// in this process). Every request of the fast path's table (`FastUnaryTests+Cases`) must get
+/// the same reply from both, byte for byte.
 @Suite("Roster's HTTP/2 transport, end to end", .timeLimit(.minutes(10)), .serialized)
 final class RosterTransportTests {
   let directory: String
   let fast: RosterProcess
-  let codec: RosterProcess
   let reference: GRPCSwiftReference
   let reader: String
   let writer: String
@@ -34,10 +32,6 @@ final class RosterTransportTests {
     self.writer = setup.writer
     let common = setup.arguments
     self.fast = try await RosterProcess.serve(arguments: common)
-    self.codec = try await RosterProcess.serve(
-      arguments: common,
-      environment: ["ROSTER_COMPARE": "no-fast-unary"]
-    )
     self.reference = try await GRPCSwiftReference.start(
       database: self.directory + "/transport.sqlite",
       tokensFile: self.directory + "/tokens",
@@ -45,7 +39,7 @@ final class RosterTransportTests {
       defaultDeadline: .milliseconds(FastUnaryTests.defaultDeadlineMs)
     )
     var page = RawHTTP2Reply(headers: nil, body: [], trailers: [])
-    for port in [self.fast.port, self.codec.port, self.reference.port] {
+    for port in [self.fast.port, self.reference.port] {
       page = try await rawHTTP2Call(
         port: port,
         headers: FastUnaryTests.headers("/roster.v1.Directory/ListEmployees", token: self.reader),
@@ -60,13 +54,12 @@ final class RosterTransportTests {
 
   deinit {
     _ = self.fast.terminate()
-    _ = self.codec.terminate()
     self.reference.stop()
     try? FileManager.default.removeItem(atPath: self.directory)
   }
 
   @Test(
-    "every request of the fast path's table gets grpc-swift's reply, with and without the fast path"
+    "every request of the fast path's table gets grpc-swift's reply, and takes the path it should"
   )
   func sameReplies() async throws {
     for testCase in try FastUnaryTests.cases(guid: self.guid, reader: self.reader) {
@@ -77,11 +70,6 @@ final class RosterTransportTests {
         body: testCase.body
       )
       let after = try await FastUnaryTests.fastPathCounts(self.fast)
-      let fromCodec = try await rawHTTP2Call(
-        port: self.codec.port,
-        headers: testCase.headers,
-        body: testCase.body
-      )
       let fromReference = try await rawHTTP2Call(
         port: self.reference.port,
         headers: testCase.headers,
@@ -91,7 +79,7 @@ final class RosterTransportTests {
         // Where grpc-swift resets the stream, Roster's transport ends the call with a status
         // that says why (the abuse suite's "a clear status").
         #expect(fromReference.reset, "\(testCase): grpc-swift \(fromReference)")
-        for reply in [fromFast, fromCodec] {
+        for reply in [fromFast] {
           #expect(reply.trailer("grpc-status") == status.code, "\(testCase): \(reply)")
           #expect(
             reply.trailer("grpc-message")?.contains(status.mentioning) == true,
@@ -105,7 +93,7 @@ final class RosterTransportTests {
           fromReference.trailers == [":status: 415"],
           "\(testCase): grpc-swift \(fromReference)"
         )
-        for reply in [fromFast, fromCodec] {
+        for reply in [fromFast] {
           #expect(reply.headers?.first == ":status: 415", "\(testCase): \(reply)")
           #expect(
             reply.headers?.contains("content-type: application/json") == true,
@@ -122,10 +110,6 @@ final class RosterTransportTests {
           fromFast == fromReference,
           "\(testCase): Roster's transport \(fromFast), grpc-swift \(fromReference)"
         )
-        #expect(
-          fromCodec == fromReference,
-          "\(testCase): Roster's codec \(fromCodec), grpc-swift \(fromReference)"
-        )
       }
       if testCase.fast {
         #expect(after.fast == before.fast + 1, "\(testCase) was not answered at the connection")
@@ -133,7 +117,6 @@ final class RosterTransportTests {
         #expect(after.fast == before.fast, "\(testCase) was answered at the connection")
       }
     }
-    #expect((try await FastUnaryTests.fastPathCounts(self.codec)).fast == 0)
   }
 
   @Test("requests grpc-swift refuses before reading them are refused the same way")
@@ -163,27 +146,25 @@ final class RosterTransportTests {
       ),
     ]
     for (name, headers) in cases {
-      for server in [self.fast, self.codec] {
-        var reply = try await rawHTTP2Call(port: server.port, headers: headers, body: request)
-        var reference = try await rawHTTP2Call(
-          port: self.reference.port,
-          headers: headers,
-          body: request
-        )
-        // Both accept gzip, deflate and identity, and say so: Roster's transport in one
-        // grpc-accept-encoding field, grpc-swift's in one field each.
-        for index in [0, 1] {
-          var trailers = index == 0 ? reply.trailers : reference.trailers
-          let accepted = trailers.filter { $0.hasPrefix("grpc-accept-encoding: ") }
-            .flatMap { $0.dropFirst("grpc-accept-encoding: ".count).split(separator: ",") }
-          guard !accepted.isEmpty else { continue }
-          #expect(Set(accepted) == ["gzip", "deflate", "identity"], "\(name): \(trailers)")
-          trailers =
-            trailers.filter { !$0.hasPrefix("grpc-accept-encoding: ") } + ["grpc-accept-encoding"]
-          if index == 0 { reply.trailers = trailers } else { reference.trailers = trailers }
-        }
-        #expect(reply == reference, "\(name): Roster's transport \(reply), grpc-swift \(reference)")
+      var reply = try await rawHTTP2Call(port: self.fast.port, headers: headers, body: request)
+      var reference = try await rawHTTP2Call(
+        port: self.reference.port,
+        headers: headers,
+        body: request
+      )
+      // Both accept gzip, deflate and identity, and say so: Roster's transport in one
+      // grpc-accept-encoding field, grpc-swift's in one field each.
+      for index in [0, 1] {
+        var trailers = index == 0 ? reply.trailers : reference.trailers
+        let accepted = trailers.filter { $0.hasPrefix("grpc-accept-encoding: ") }
+          .flatMap { $0.dropFirst("grpc-accept-encoding: ".count).split(separator: ",") }
+        guard !accepted.isEmpty else { continue }
+        #expect(Set(accepted) == ["gzip", "deflate", "identity"], "\(name): \(trailers)")
+        trailers =
+          trailers.filter { !$0.hasPrefix("grpc-accept-encoding: ") } + ["grpc-accept-encoding"]
+        if index == 0 { reply.trailers = trailers } else { reference.trailers = trailers }
       }
+      #expect(reply == reference, "\(name): Roster's transport \(reply), grpc-swift \(reference)")
     }
   }
 
@@ -233,7 +214,7 @@ final class RosterTransportTests {
       )
     }
     let upserted = try await rawHTTP2Call(
-      port: self.codec.port,
+      port: self.fast.port,
       headers: FastUnaryTests.headers("/roster.v1.Directory/UpsertEmployees", token: self.writer),
       body: try upsert("Stream One") + upsert("Stream Two")
     )
