@@ -121,6 +121,34 @@ struct AnalyticsTests {
   }
 
   /// Raw sales as the test sees them: department, guid, date and amount in cents.
+  /// `count` sales of random amounts and dates among the store's first 100 employees by name;
+  /// returns their guids.
+  @discardableResult
+  static func importRandomSales(
+    _ store: SQLiteStore,
+    count: Int,
+    seed: UInt64
+  ) async throws -> [String] {
+    var random = SplitMix64(seed: seed)
+    let guids = try await store.employeePage(
+      fields: .guid,
+      filter: EmployeeFilter(),
+      order: .name,
+      after: nil,
+      limit: 100
+    )
+    .employees.map(\.guid)
+    let sales = (0 ..< count).map { _ in
+      SaleRow(
+        employeeGUID: guids[Int(random.next() % UInt64(guids.count))],
+        amountCents: Int64(random.next() % 50_000),
+        date: Self.date(&random)
+      )
+    }
+    _ = try await store.importSales(AsyncStreamOf([sales]))
+    return guids
+  }
+
   static func rawSales(
     _ store: SQLiteStore
   ) throws -> [(department: String, guid: String, date: String, amount: Double)] {
@@ -164,23 +192,7 @@ struct AnalyticsTests {
   )
   func aggregateSales(function: AggregateFunction) async throws {
     try await withTemporaryStore(employees: 30) { store async throws in
-      var random = SplitMix64(seed: 77)
-      let guids = try await store.employeePage(
-        fields: .all,
-        filter: EmployeeFilter(),
-        order: .name,
-        after: nil,
-        limit: 100
-      )
-      .employees.map(\.guid)
-      let sales = (0 ..< 400).map { _ in
-        SaleRow(
-          employeeGUID: guids[Int(random.next() % UInt64(guids.count))],
-          amountCents: Int64(random.next() % 50_000),
-          date: Self.date(&random)
-        )
-      }
-      _ = try await store.importSales(AsyncStreamOf([sales]))
+      let guids = try await Self.importRandomSales(store, count: 400, seed: 77)
       let raw = try Self.rawSales(store)
       let department = raw[0].department
       // A range of whole months, one that splits months, a department in a range, and all.

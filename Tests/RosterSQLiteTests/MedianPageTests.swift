@@ -18,23 +18,7 @@ struct MedianPageTests {
   func budgetedPages(grouping: AggregateGrouping) async throws {
     try await withTemporaryStore(employees: 30, configure: { $0.medianRowsPerPage = 25 }) {
       store async throws in
-      var random = SplitMix64(seed: 5)
-      let guids = try await store.employeePage(
-        fields: .all,
-        filter: EmployeeFilter(),
-        order: .name,
-        after: nil,
-        limit: 100
-      )
-      .employees.map(\.guid)
-      let sales = (0 ..< 600).map { _ in
-        SaleRow(
-          employeeGUID: guids[Int(random.next() % UInt64(guids.count))],
-          amountCents: Int64(random.next() % 50_000),
-          date: AnalyticsTests.date(&random)
-        )
-      }
-      _ = try await store.importSales(AsyncStreamOf([sales]))
+      try await AnalyticsTests.importRandomSales(store, count: 600, seed: 5)
       let raw = try AnalyticsTests.rawSales(store)
       let key: ((department: String, guid: String, date: String, amount: Double)) -> String = {
         switch grouping {
