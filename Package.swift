@@ -389,6 +389,18 @@ let package = Package(
         .product(name: "NIOHPACK", package: "swift-nio-http2"),
       ]
     ),
+    // The protocol layer's pieces that need no connection (the Connect error table, JSON
+    // refusals, CORS).
+    .testTarget(
+      name: "RosterServerTests",
+      dependencies: [
+        "RosterServer",
+        "RosterProto",
+        .product(name: "GRPCCore", package: "grpc-swift-2"),
+        .product(name: "GRPCProtobuf", package: "grpc-swift-protobuf"),
+        .product(name: "NIOCore", package: "swift-nio"),
+      ]
+    ),
     .testTarget(
       name: "RosterLoadTests",
       dependencies: [
