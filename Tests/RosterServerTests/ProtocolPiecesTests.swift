@@ -62,7 +62,11 @@ struct ProtocolPiecesTests {
   @Test("CORS: an explicit origin with credentials, * without, others refused by name")
   func cors() {
     let explicit = CORSPolicy(origins: ["https://console.example"])
-    #expect(explicit.headers(for: "https://console.example").contains { $0 == ("access-control-allow-credentials", "true") })
+    #expect(
+      explicit.headers(for: "https://console.example").contains {
+        $0 == ("access-control-allow-credentials", "true")
+      }
+    )
     #expect(explicit.headers(for: "https://other.example").isEmpty)
     #expect(explicit.headers(for: nil).isEmpty)
     let refused = explicit.preflight(origin: "https://other.example")
@@ -71,7 +75,9 @@ struct ProtocolPiecesTests {
     #expect(explicit.preflight(origin: "https://console.example").status == 204)
     let any = CORSPolicy(origins: ["*"])
     #expect(any.headers(for: "https://x.example").first! == ("access-control-allow-origin", "*"))
-    #expect(!any.headers(for: "https://x.example").contains { $0.0 == "access-control-allow-credentials" })
+    #expect(
+      !any.headers(for: "https://x.example").contains { $0.0 == "access-control-allow-credentials" }
+    )
     #expect(CORSPolicy.check(["*"]) == nil)
     #expect(CORSPolicy.check(["https://a.example:8443", "http://b.example"]) == nil)
     #expect(CORSPolicy.check(["*", "https://a.example"]) != nil)
