@@ -1,4 +1,5 @@
 internal import Foundation
+public import Logging
 
 #if canImport(Glibc)
 internal import Glibc
@@ -18,8 +19,17 @@ internal import Glibc
 /// (relocated data that was made read-only afterwards), are left alone: unmapping those would
 /// lose the copies.
 public enum StartupPages {
-  /// Unmaps the pages described above; returns the bytes that were resident in them.
-  public static func release() -> Int {
+  /// Unmaps the pages described above; returns, for the log, the MiB that were resident in
+  /// them (`MiB`) and this process's `RssFile` just before (`rss_file_kib_before`), so that the
+  /// release's effect shows in `/proc/PID/status` afterwards.
+  public static func release() -> Logger.Metadata {
+    let before = Self.residentFileKiB() ?? 0
+    let released = Self.unmap()
+    return ["MiB": "\(released / 1024 / 1024)", "rss_file_kib_before": "\(before)"]
+  }
+
+  /// Unmaps the pages; returns the bytes that were resident in them.
+  private static func unmap() -> Int {
     // Read to the end: a file in /proc has no size, and a whole-file read stops at its first block.
     guard let file = FileHandle(forReadingAtPath: "/proc/self/smaps"),
       let bytes = try? file.readToEnd()
@@ -46,7 +56,7 @@ public enum StartupPages {
 
   /// This process's file-backed resident memory (`RssFile` in `/proc/self/status`), in KiB;
   /// nil where there is no such file.
-  public static func residentFileKiB() -> Int? {
+  static func residentFileKiB() -> Int? {
     guard let file = FileHandle(forReadingAtPath: "/proc/self/status"),
       let bytes = try? file.readToEnd()
     else { return nil }

@@ -391,12 +391,7 @@ struct Serve: AsyncParsableCommand {
       let address = try await app.listeningAddress
       // Unbuffered, so scripts and tests that read the port see it at once.
       FileHandle.standardOutput.write(Data("listening on \(address)\n".utf8))
-      let before = "\(StartupPages.residentFileKiB() ?? 0)"
-      let released = "\(StartupPages.release() / 1024 / 1024)"
-      logger.info(
-        "released startup pages",
-        metadata: ["MiB": "\(released)", "rss_file_kib_before": "\(before)"]
-      )
+      logger.info("released startup pages", metadata: StartupPages.release())
     }
   }
 }
