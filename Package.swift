@@ -196,32 +196,27 @@ let package = Package(
       ],
       swiftSettings: [.swiftLanguageMode(.v6), .enableUpcomingFeature("ExistentialAny")]
     ),
+    // The protocol layer: gRPC, gRPC-Web and the Connect protocol over Roster's transport, the
+    // method tables' types, the web console's files. Knows the services' interceptors and
+    // descriptors, never the store's backends.
     .target(
-      name: "RosterServer",
+      name: "RosterProtocols",
       dependencies: [
         "RosterServices",
         "RosterDomain",
         "RosterStore",
-        "RosterSQLite",
-        "RosterPostgres",
-        "RosterSeed",
+        "RosterTransport",
+        "RosterProto",
         "CThreadShim",
         .product(name: "GRPCCore", package: "grpc-swift-2"),
-        .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
-        .product(name: "Logging", package: "swift-log"),
+        .product(name: "GRPCProtobuf", package: "grpc-swift-protobuf"),
+        .product(name: "SwiftProtobuf", package: "swift-protobuf"),
         .product(name: "CoreMetrics", package: "swift-metrics"),
-        .product(name: "Prometheus", package: "swift-prometheus"),
         .product(name: "NIOCore", package: "swift-nio"),
         .product(name: "NIOPosix", package: "swift-nio"),
         .product(name: "NIOHTTP1", package: "swift-nio"),
         .product(name: "NIOHTTP2", package: "swift-nio-http2"),
         .product(name: "NIOHPACK", package: "swift-nio-http2"),
-        .product(name: "NIOExtras", package: "swift-nio-extras"),
-        .product(name: "NIOSSL", package: "swift-nio-ssl"),
-        "RosterTransport",
-        "RosterProto",
-        .product(name: "GRPCProtobuf", package: "grpc-swift-protobuf"),
-        .product(name: "SwiftProtobuf", package: "swift-protobuf"),
       ],
       // The web console's files, compiled into the binary (`WebConsole`): no build step, no
       // files to deploy beside it.
@@ -229,6 +224,33 @@ let package = Package(
         .embedInCode("Console/index.html"),
         .embedInCode("Console/console.js"),
         .embedInCode("Console/console.css"),
+      ],
+      swiftSettings: strict
+    ),
+    // The composition root: configuration, the store opened, the services and their method
+    // tables bound, the transport and the metrics endpoint started and stopped together.
+    .target(
+      name: "RosterServer",
+      dependencies: [
+        "RosterProtocols",
+        "RosterServices",
+        "RosterDomain",
+        "RosterStore",
+        "RosterSQLite",
+        "RosterPostgres",
+        "RosterSeed",
+        .product(name: "GRPCCore", package: "grpc-swift-2"),
+        .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+        .product(name: "Logging", package: "swift-log"),
+        .product(name: "Prometheus", package: "swift-prometheus"),
+        .product(name: "NIOCore", package: "swift-nio"),
+        .product(name: "NIOPosix", package: "swift-nio"),
+        .product(name: "NIOHTTP1", package: "swift-nio"),
+        .product(name: "NIOSSL", package: "swift-nio-ssl"),
+        "RosterTransport",
+        "RosterProto",
+        .product(name: "GRPCProtobuf", package: "grpc-swift-protobuf"),
+        .product(name: "SwiftProtobuf", package: "swift-protobuf"),
       ],
       swiftSettings: strict
     ),
@@ -254,6 +276,7 @@ let package = Package(
       name: "roster",
       dependencies: [
         "RosterServer",
+        "RosterProtocols",
         "RosterServices",
         "RosterDomain",
         "RosterSQLite",
@@ -365,6 +388,7 @@ let package = Package(
         "RosterSeed",
         "RosterServices",
         "RosterServer",
+        "RosterProtocols",
         "RosterProto",
         "TestSupport",
         .product(name: "GRPCCore", package: "grpc-swift-2"),
@@ -389,16 +413,18 @@ let package = Package(
         .product(name: "NIOHPACK", package: "swift-nio-http2"),
       ]
     ),
-    // The protocol layer's pieces that need no connection (the Connect error table, JSON
-    // refusals, CORS).
+    // The protocol layer's unit tests: its handlers on a testing channel, and its pieces that
+    // need no connection (the Connect error table, JSON refusals, CORS, envelopes).
     .testTarget(
-      name: "RosterServerTests",
+      name: "RosterProtocolsTests",
       dependencies: [
-        "RosterServer",
+        "RosterProtocols",
         "RosterProto",
         .product(name: "GRPCCore", package: "grpc-swift-2"),
         .product(name: "GRPCProtobuf", package: "grpc-swift-protobuf"),
         .product(name: "NIOCore", package: "swift-nio"),
+        .product(name: "NIOEmbedded", package: "swift-nio"),
+        .product(name: "NIOHTTP1", package: "swift-nio"),
       ]
     ),
     .testTarget(

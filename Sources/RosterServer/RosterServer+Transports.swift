@@ -2,6 +2,7 @@ internal import GRPCCore
 internal import NIOCore
 internal import NIOPosix
 internal import NIOSSL
+internal import RosterProtocols
 internal import RosterServices
 internal import RosterTransport
 

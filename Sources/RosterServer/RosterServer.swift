@@ -4,7 +4,8 @@ public import Logging
 internal import NIOPosix
 internal import RosterDomain
 internal import RosterPostgres
-public import RosterSQLite
+internal import RosterProtocols
+internal import RosterSQLite
 internal import RosterSeed
 public import RosterServices
 public import RosterStore

@@ -1,5 +1,6 @@
 internal import RosterDomain
 public import RosterPostgres
+public import RosterProtocols
 public import RosterSQLite
 internal import RosterSeed
 public import RosterServices

@@ -1,6 +1,7 @@
 internal import GRPCCore
 internal import NIOCore
 internal import RosterProto
+internal import RosterProtocols
 internal import RosterServices
 internal import RosterStore
 

@@ -3,6 +3,7 @@ import Foundation
 import OTel
 import RosterDomain
 import RosterPostgres
+import RosterProtocols
 import RosterSQLite
 import RosterServer
 import RosterStore

@@ -6,6 +6,7 @@ import OTel
 import Prometheus
 import RosterDomain
 import RosterPostgres
+import RosterProtocols
 import RosterSQLite
 import RosterServer
 import RosterServices

@@ -7,7 +7,7 @@ import Synchronization
 import TestSupport
 import Testing
 
-@testable import RosterServer
+@testable import RosterProtocols
 
 /// Where the server's work runs: its own tasks on the event loops, the services' work on the
 /// cooperative pool, and as many event loops as the CPUs the process may run on.

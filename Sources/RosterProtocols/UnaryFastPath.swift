@@ -1,10 +1,10 @@
-internal import GRPCCore
+package import GRPCCore
 internal import GRPCProtobuf
-internal import NIOCore
-internal import RosterServices
-internal import RosterStore
+package import NIOCore
+package import RosterServices
+package import RosterStore
 internal import RosterTransport
-internal import SwiftProtobuf
+package import SwiftProtobuf
 
 /// The unary methods the server answers without grpc-swift's per-call machinery.
 ///
@@ -23,9 +23,9 @@ internal import SwiftProtobuf
 /// ```swift
 /// let fastPath = UnaryFastPath(methods: [...], interceptors: interceptors, maxRequestBytes: 4 << 20)
 /// ```
-struct UnaryFastPath: Sendable {
+package struct UnaryFastPath: Sendable {
   /// One unary method: its descriptor and how to run one call of it.
-  struct Method: Sendable {
+  package struct Method: Sendable {
     let descriptor: MethodDescriptor
     /// Whether the call runs on its connection's event loop (a point read or write whose work
     /// beyond the store is a fixed few microseconds) rather than on the cooperative pool
@@ -59,7 +59,7 @@ struct UnaryFastPath: Sendable {
     /// the response's: the service's `SimpleServiceProtocol` method.
     /// `staged`: whether the reply waits for the calls that arrived with it to run their
     /// handlers first (`execute`); false for a method that does not read the store.
-    static func protobuf<Input: SwiftProtobuf.Message, Output: SwiftProtobuf.Message>(
+    package static func protobuf<Input: SwiftProtobuf.Message, Output: SwiftProtobuf.Message>(
       _ descriptor: MethodDescriptor,
       input: Input.Type = Input.self,
       output: Output.Type = Output.self,
@@ -77,7 +77,7 @@ struct UnaryFastPath: Sendable {
     /// A method whose handler never waits: run without a task where the transport can (`now`),
     /// and in a task of its own like any other method elsewhere (the Connect protocol and
     /// gRPC-Web).
-    static func protobufNow<Input: SwiftProtobuf.Message, Output: SwiftProtobuf.Message>(
+    package static func protobufNow<Input: SwiftProtobuf.Message, Output: SwiftProtobuf.Message>(
       _ descriptor: MethodDescriptor,
       input: Input.Type = Input.self,
       output: Output.Type = Output.self,
@@ -96,7 +96,7 @@ struct UnaryFastPath: Sendable {
 
     /// This method, also answered without a task (`now`) by `handler`, which never waits: on
     /// the connection's event loop, or in `store`'s point-call jobs.
-    func answeringNow<Input: SwiftProtobuf.Message, Output: Sendable>(
+    package func answeringNow<Input: SwiftProtobuf.Message, Output: Sendable>(
       in store: (any PointCalls)? = nil,
       _ handler: @escaping @Sendable (Input, ServerContext) throws -> Output,
       serialize: @escaping @Sendable (Output, WireFormat) throws -> ByteBuffer
@@ -121,7 +121,7 @@ struct UnaryFastPath: Sendable {
     /// A method whose reply's binary form is written straight from what the store read
     /// (`DirectReply.binary()`: `GetEmployee`, `ListEmployees`); JSON takes the protobuf message.
     /// The handler is told whether the reply goes out in the binary form.
-    static func direct<Input: SwiftProtobuf.Message, Output: DirectReply>(
+    package static func direct<Input: SwiftProtobuf.Message, Output: DirectReply>(
       _ descriptor: MethodDescriptor,
       _ handler: @escaping @Sendable (Input, ServerContext, _ binary: Bool) async throws -> Output
     ) -> Method {
@@ -169,19 +169,20 @@ struct UnaryFastPath: Sendable {
   /// `application/proto`) or the proto3 JSON mapping (Connect's `application/json`: int64 as
   /// strings, enums by name; unknown fields ignored on input, fields in a stable order on
   /// output).
-  enum WireFormat: Sendable {
+  package enum WireFormat: Sendable {
     case binary
     case json
   }
 
   /// The methods, by HTTP/2 `:path`.
-  let methods: [String: Method]
+  package let methods: [String: Method]
   /// The interceptors every call goes through, outermost first (as given to `GRPCServer`).
   let interceptors: [any UnaryServerInterceptor]
   /// The largest request message taken (the transport's `maxRequestPayloadSize`).
   let maxRequestBytes: Int
 
-  init(methods: [Method], interceptors: [any UnaryServerInterceptor], maxRequestBytes: Int) {
+  package init(methods: [Method], interceptors: [any UnaryServerInterceptor], maxRequestBytes: Int)
+  {
     self.methods = Dictionary(
       methods.map { ("/" + $0.descriptor.fullyQualifiedMethod, $0) },
       uniquingKeysWith: { first, _ in first }

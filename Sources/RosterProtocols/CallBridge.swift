@@ -16,7 +16,7 @@ internal import RosterTransport
 /// let server = GRPCServer(transport: bridge, services: services, interceptors: interceptors)
 /// let call = bridge.accept(stream, peers: peers)  // from the HTTP side
 /// ```
-final class CallBridge: ServerTransport, Sendable {
+package final class CallBridge: ServerTransport, Sendable {
   typealias Bytes = BufferBytes
   typealias Inbound = RPCAsyncSequence<RPCRequestPart<BufferBytes>, any Error>
   typealias Outbound = RPCWriter<RPCResponsePart<BufferBytes>>.Closable

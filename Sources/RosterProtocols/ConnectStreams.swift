@@ -1,5 +1,5 @@
 internal import Foundation
-internal import GRPCCore
+package import GRPCCore
 internal import GRPCProtobuf
 internal import NIOCore
 internal import NIOHPACK
@@ -23,7 +23,7 @@ internal import Synchronization
 /// ends with Connect's end-of-stream message or gRPC-Web's trailers frame. Over Connect and
 /// gRPC-Web, `WatchChanges` sends a heartbeat every 15 s of quiet unless its request asks for
 /// another interval.
-struct ConnectStreams: Sendable {
+package struct ConnectStreams: Sendable {
   let methods: [String: StreamingMethod]
   /// Where `connect+json` calls run: their handlers read and write JSON.
   let jsonBridge: CallBridge
@@ -34,8 +34,12 @@ struct ConnectStreams: Sendable {
   /// The unary methods' paths, which a streaming content type does not suit (415, not 404).
   let unaryPaths: Set<String>
 
-  init(methods: [StreamingMethod], maxRequestBytes: Int, cors: CORSPolicy?, unaryPaths: Set<String>)
-  {
+  package init(
+    methods: [StreamingMethod],
+    maxRequestBytes: Int,
+    cors: CORSPolicy?,
+    unaryPaths: Set<String>
+  ) {
     self.unaryPaths = unaryPaths
     self.methods = Dictionary(
       methods.map { ("/" + $0.descriptor.fullyQualifiedMethod, $0) },
@@ -49,7 +53,7 @@ struct ConnectStreams: Sendable {
 
   /// The two bridges' servers: every streaming method, through `interceptors` (the same as
   /// the HTTP/2 server's), in JSON on one and in protobuf on the other.
-  func servers(interceptors: [any ServerInterceptor]) -> [GRPCServer<CallBridge>] {
+  package func servers(interceptors: [any ServerInterceptor]) -> [GRPCServer<CallBridge>] {
     [(self.jsonBridge, true), (self.protoBridge, false)].map { bridge, json in
       var router = RPCRouter<CallBridge>()
       for method in self.methods.values { method.register(&router, json) }

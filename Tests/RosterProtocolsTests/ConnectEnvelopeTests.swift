@@ -3,7 +3,7 @@ import GRPCCore
 import NIOCore
 import Testing
 
-@testable import RosterServer
+@testable import RosterProtocols
 
 @Suite("Connect and gRPC-Web envelopes")
 struct ConnectEnvelopeTests {

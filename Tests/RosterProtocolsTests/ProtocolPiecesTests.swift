@@ -5,7 +5,7 @@ import NIOCore
 import RosterProto
 import Testing
 
-@testable import RosterServer
+@testable import RosterProtocols
 
 /// The protocol layer's pieces that need no connection: the Connect protocol's error table,
 /// what a JSON request that does not read is told, and the CORS policy.

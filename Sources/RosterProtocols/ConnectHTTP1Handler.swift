@@ -13,7 +13,7 @@ internal import RosterTransport
 ///
 /// `@unchecked Sendable`: its state is touched only on the connection's event loop; a call's
 /// reply reaches it through `NIOLoopBound`.
-final class ConnectHTTP1Handler: ChannelInboundHandler, @unchecked Sendable {
+package final class ConnectHTTP1Handler: ChannelInboundHandler, @unchecked Sendable {
   typealias InboundIn = HTTPServerRequestPart
   typealias OutboundOut = HTTPServerResponsePart
 
@@ -29,7 +29,7 @@ final class ConnectHTTP1Handler: ChannelInboundHandler, @unchecked Sendable {
   private var streamed: StreamedCall?
   private var context: ChannelHandlerContext?
 
-  init(connect: ConnectUnary, streams: ConnectStreams, executor: EventLoopGroupExecutor) {
+  package init(connect: ConnectUnary, streams: ConnectStreams, executor: EventLoopGroupExecutor) {
     self.connect = connect
     self.streams = streams
     self.executor = executor

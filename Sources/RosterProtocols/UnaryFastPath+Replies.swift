@@ -1,13 +1,13 @@
 internal import GRPCCore
 internal import GRPCProtobuf
-internal import NIOCore
-internal import RosterServices
+package import NIOCore
+package import RosterServices
 internal import RosterTransport
 internal import SwiftProtobuf
 
 extension UnaryFastPath {
   /// A direct reply in the call's wire format: the binary form written from what the store read.
-  static func serialize<Output: DirectReply>(
+  package static func serialize<Output: DirectReply>(
     direct reply: Output,
     format: WireFormat
   ) throws -> ByteBuffer {

@@ -1,6 +1,6 @@
 internal import CThreadShim
-internal import GRPCCore
-internal import NIOCore
+package import GRPCCore
+package import NIOCore
 internal import NIOPosix
 
 /// Runs each task's jobs on an event loop of `group`: the loop of the thread that enqueues the
@@ -11,12 +11,12 @@ internal import NIOPosix
 /// fast path's point calls, whose work beyond the store is small and fixed): such work then
 /// costs no hop to the cooperative pool and back. Everything a service does beyond that
 /// leaves the loops through `CooperativePoolInterceptor`.
-final class EventLoopGroupExecutor: TaskExecutor, Sendable {
+package final class EventLoopGroupExecutor: TaskExecutor, Sendable {
   let group: any EventLoopGroup
   /// An executor per loop of the group, by the loop's identity.
   private let executors: [ObjectIdentifier: LoopExecutor]
 
-  init(group: any EventLoopGroup) {
+  package init(group: any EventLoopGroup) {
     self.group = group
     self.executors = Dictionary(
       uniqueKeysWithValues: group.makeIterator().map {
@@ -32,7 +32,7 @@ final class EventLoopGroupExecutor: TaskExecutor, Sendable {
     self.executors[ObjectIdentifier(loop)] ?? self
   }
 
-  func enqueue(_ job: consuming ExecutorJob) {
+  package func enqueue(_ job: consuming ExecutorJob) {
     let job = UnownedJob(job)
     let current = MultiThreadedEventLoopGroup.currentEventLoop
     let loop =
@@ -64,8 +64,10 @@ private final class LoopExecutor: TaskExecutor, Sendable {
 /// whatever executor the call's task prefers: the server's tasks run on the event loops
 /// (`EventLoopGroupExecutor`), where work whose cost grows with the data must never run.
 /// First among the server's interceptors, so the others run on the pool too, as before.
-struct CooperativePoolInterceptor: ServerInterceptor {
-  func intercept<Input: Sendable, Output: Sendable>(
+package struct CooperativePoolInterceptor: ServerInterceptor {
+  package init() {}
+
+  package func intercept<Input: Sendable, Output: Sendable>(
     request: StreamingServerRequest<Input>,
     context: ServerContext,
     next:

@@ -3,7 +3,7 @@ internal import GRPCCore
 internal import NIOCore
 internal import NIOHPACK
 internal import RosterProto
-internal import RosterServices
+package import RosterServices
 internal import RosterTransport
 internal import SwiftProtobuf
 
@@ -39,7 +39,7 @@ struct PlainHTTPReply: Sendable {
 ///
 /// gRPC-Web's unary calls are served here too (`serveGRPCWeb`); streaming methods, over
 /// either protocol, by `ConnectStreams`.
-struct ConnectUnary: Sendable {
+package struct ConnectUnary: Sendable {
   let fastPath: UnaryFastPath
   /// The paths of the methods that read and change nothing, which `GET` may call.
   let readOnlyPaths: Set<String>
@@ -53,7 +53,7 @@ struct ConnectUnary: Sendable {
   /// The web console, served at `/`; nil when it is turned off.
   let console: WebConsole?
 
-  init(
+  package init(
     fastPath: UnaryFastPath,
     cors: CORSPolicy? = nil,
     console: WebConsole? = nil,

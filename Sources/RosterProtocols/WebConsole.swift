@@ -1,7 +1,7 @@
 internal import NIOCore
 internal import RosterTransport
 
-/// The web console: the files in `Sources/RosterServer/Console`, compiled into the binary
+/// The web console: the files in `Sources/RosterProtocols/Console`, compiled into the binary
 /// (`Package.swift` embeds them), served at `/` to `GET` on either HTTP version. The page
 /// calls the server's own Connect JSON API from the same origin, so it needs no CORS.
 ///
@@ -10,7 +10,7 @@ internal import RosterTransport
 /// that accept it. A strict content security policy allows scripts, styles and calls from
 /// the page's own origin only, and images from `data:` and `blob:` URLs (thumbnails and
 /// pictures).
-struct WebConsole: Sendable {
+package struct WebConsole: Sendable {
   struct File: Sendable {
     var contentType: String
     var body: ByteBuffer
@@ -27,7 +27,7 @@ struct WebConsole: Sendable {
 
   let files: [String: File]
 
-  static let embedded: WebConsole = {
+  package static let embedded: WebConsole = {
     let page = File("text/html; charset=utf-8", PackageResources.index_html)
     return WebConsole(files: [
       "/": page,

@@ -20,7 +20,7 @@ internal import RosterTransport
 /// Sits between `NIOHTTP2Handler` and `HTTP2StreamMultiplexer`. `@unchecked Sendable`: its
 /// state is touched only on the connection's event loop; a call's task, or its store's lane,
 /// reaches it through `NIOLoopBound`.
-final class ConnectionFastCalls: ChannelInboundHandler, @unchecked Sendable {
+package final class ConnectionFastCalls: ChannelInboundHandler, @unchecked Sendable {
   typealias InboundIn = HTTP2Frame
   typealias InboundOut = HTTP2Frame
   typealias OutboundOut = HTTP2Frame
@@ -78,7 +78,7 @@ final class ConnectionFastCalls: ChannelInboundHandler, @unchecked Sendable {
   /// The connection's ends, for each call's `ServerContext`.
   var peers = UnaryFastPath.Peers(nil)
 
-  init(
+  package init(
     fastPath: UnaryFastPath,
     connect: ConnectUnary,
     streams: ConnectStreams,

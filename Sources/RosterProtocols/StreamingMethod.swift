@@ -1,23 +1,23 @@
 internal import Foundation
-internal import GRPCCore
+package import GRPCCore
 internal import GRPCProtobuf
 internal import NIOCore
 internal import RosterProto
 internal import RosterServices
-internal import SwiftProtobuf
+package import SwiftProtobuf
 
 /// One streaming method as the Connect protocol and gRPC-Web serve it: its kind, and how to
 /// register its handler on a bridge's router with the messages in JSON or in protobuf (so a
 /// `connect+json` call's messages are read from and written to JSON directly, never through
 /// the binary form).
-struct StreamingMethod: Sendable {
+package struct StreamingMethod: Sendable {
   let descriptor: MethodDescriptor
   let clientStreaming: Bool
   let serverStreaming: Bool
   /// Registers the method's handler on `router`, its messages in JSON or in protobuf.
   let register: @Sendable (_ router: inout RPCRouter<CallBridge>, _ json: Bool) -> Void
 
-  static func of<Input: SwiftProtobuf.Message, Output: SwiftProtobuf.Message>(
+  package static func of<Input: SwiftProtobuf.Message, Output: SwiftProtobuf.Message>(
     _ descriptor: MethodDescriptor,
     prepare: (@Sendable (inout Input) -> Void)? = nil,
     _ handler:
@@ -48,54 +48,6 @@ struct StreamingMethod: Sendable {
         )
       }
     }
-  }
-
-  /// How long a `WatchChanges` stream over Connect or gRPC-Web waits quiet before a heartbeat,
-  /// unless its request says.
-  static let defaultHeartbeat = Google_Protobuf_Duration(seconds: 15)
-
-  /// Every streaming method the services define, bound to these service instances.
-  static func all(
-    directory: DirectoryService,
-    pictures: PicturesService,
-    analytics: AnalyticsService,
-    health: HealthService,
-    reflection: ReflectionService
-  ) -> [StreamingMethod] {
-    typealias Directory = Roster_V1_Directory.Method
-    let alpha = reflection.v1alpha
-    return [
-      .of(Directory.StreamEmployees.descriptor) {
-        try await directory.streamEmployees(request: $0, context: $1)
-      },
-      .of(
-        Directory.WatchChanges.descriptor,
-        prepare: { if !$0.hasHeartbeatInterval { $0.heartbeatInterval = Self.defaultHeartbeat } }
-      ) {
-        try await directory.watchChanges(request: $0, context: $1)
-      },
-      .of(Directory.UpsertEmployees.descriptor) {
-        try await directory.upsertEmployees(request: $0, context: $1)
-      },
-      .of(Roster_V1_Pictures.Method.GetPicture.descriptor) {
-        try await pictures.getPicture(request: $0, context: $1)
-      },
-      .of(Roster_V1_Pictures.Method.PutPicture.descriptor) {
-        try await pictures.putPicture(request: $0, context: $1)
-      },
-      .of(Roster_V1_Analytics.Method.ImportSales.descriptor) {
-        try await analytics.importSales(request: $0, context: $1)
-      },
-      .of(Grpc_Health_V1_Health.Method.Watch.descriptor) {
-        try await health.watch(request: $0, context: $1)
-      },
-      .of(Grpc_Reflection_V1_ServerReflection.Method.ServerReflectionInfo.descriptor) {
-        try await reflection.serverReflectionInfo(request: $0, context: $1)
-      },
-      .of(Grpc_Reflection_V1alpha_ServerReflection.Method.ServerReflectionInfo.descriptor) {
-        try await alpha.serverReflectionInfo(request: $0, context: $1)
-      },
-    ]
   }
 }
 
