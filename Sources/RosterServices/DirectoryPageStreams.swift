@@ -7,8 +7,8 @@ public import Synchronization
 
 /// `StreamEmployees` over gRPC with its pages written by `EmployeeWire`, straight from the
 /// store's employees, as the fast path writes `ListEmployees` pages: no `Roster_V1_Employee`
-/// per row, each page sized once and written once (docs/performance.md, "Streamed pages
-/// written straight to protobuf").
+/// per row, each page sized once and written once (docs/performance.md, "What the fast
+/// path's parts saved").
 ///
 /// The generated registration serializes `Roster_V1_EmployeePage` messages, so this registers
 /// the method again with a serializer of Roster's own; `GRPCServer` registers its services in
@@ -96,7 +96,7 @@ extension DirectoryService {
 
 extension DirectoryService {
   /// About this many rows a stream reads at once, in whole pages: one read of 4 pages of 50
-  /// rather than 4 reads (docs/performance.md, "Pages written straight to protobuf").
+  /// rather than 4 reads (docs/performance.md, "What the fast path's parts saved").
   static let streamRowsPerRead = 200
 
   /// Pages of `pageSize` a stream reads at once: at least one.

@@ -10,10 +10,9 @@ public import GRPCCore
 /// around the handler, the same statuses, logs and metrics. What differs is the cost: grpc-swift
 /// declares `intercept` and its `next` without an isolation of their own, so each level of the
 /// chain hops executors twice on the way in and twice on the way out, and each hop of a task
-/// that prefers an executor (the call's event loop) takes the task's status lock: 42 of the 70
-/// executor switches of a `Health.Check` through the four default interceptors
-/// (docs/performance.md, "One frame per call"). `interceptUnary` inherits its caller's
-/// isolation, and so does `next`: the chain runs without a hop.
+/// that prefers an executor (the call's event loop) takes the task's status lock
+/// (docs/performance.md, "What the fast path's parts saved"). `interceptUnary` inherits its
+/// caller's isolation, and so does `next`: the chain runs without a hop.
 ///
 /// A call ends when `next` returns or throws; the response is serialized after that, so a
 /// unary call's recorded duration is its work without the serialization of its reply.

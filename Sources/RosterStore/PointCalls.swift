@@ -4,9 +4,9 @@ public import RosterDomain
 /// SQLite's interactive lane (or the caller's thread, when point reads run inline). A transport
 /// then answers `GetEmployee` without a task of its own: the call's interceptors, handler and
 /// reply run in the job, which reads with `employeeNow`, and the reply goes back to the
-/// connection from there. A task, its executor hops and the async frames of the interceptors
-/// cost a point call about a sixth of its instructions (docs/performance.md, "Calls without a
-/// task"). A backend whose reads wait on a network (PostgreSQL) does not offer this.
+/// connection from there, saving the task, its executor hops and the interceptors' async frames
+/// (docs/performance.md, "What the fast path's parts saved"). A backend whose reads wait on a
+/// network (PostgreSQL) does not offer this.
 ///
 /// ```swift
 /// let cancel = store.runPointCall({ answer(call()) }, stopped: { error in answer(.failure(error)) })
