@@ -427,6 +427,14 @@ let package = Package(
         .product(name: "NIOHTTP1", package: "swift-nio"),
       ]
     ),
+    // The domain's arithmetic, the seed format and the picture cache and files, each against
+    // an independent answer (Foundation, a model) on random input.
+    .testTarget(name: "RosterDomainTests", dependencies: ["RosterDomain"]),
+    .testTarget(name: "RosterSeedTests", dependencies: ["RosterSeed", "RosterDomain"]),
+    .testTarget(
+      name: "RosterPicturesTests",
+      dependencies: ["RosterPictures", "RosterImaging", "RosterDomain"]
+    ),
     .testTarget(
       name: "RosterLoadTests",
       dependencies: [
