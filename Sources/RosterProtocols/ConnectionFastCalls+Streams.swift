@@ -78,7 +78,7 @@ extension ConnectionFastCalls {
     ) {
     case .refused(let reply):
       self.writePlain(stream, reply, context: context)
-      if !headers.endStream { self.stopRequest(stream, context: context) }
+      if !headers.endStream { self.drain(stream) }
     case .started(let call):
       call.inbound.onTaken { _ in loop.execute { handler.value.messageTaken(stream) } }
       var streamed = Streamed(call: call)
@@ -157,14 +157,36 @@ extension ConnectionFastCalls {
     context.writeAndFlush(self.wrapOutboundOut(data), promise: nil)
     if !streamed.requestEnded {
       streamed.call.cancel()
-      self.stopRequest(stream, context: context)
+      self.drain(stream)
+    }
+  }
+
+  /// The most a client may still send of a request answered before it ended, and how long it
+  /// may take: what a client has usually sent already (a stream's first window), read and
+  /// dropped so that it finishes its upload and reads the answer as usual. Past either the
+  /// client is told to stop, and the stream's state goes.
+  static let drainLimit = 65_535
+  static let drainTime = TimeAmount.milliseconds(500)
+
+  /// Reads and drops the rest of a request answered before it ended (`Call.draining`).
+  func drain(_ stream: HTTP2StreamID) {
+    guard let context = self.context else { return }
+    self.calls[stream] = .draining(left: Self.drainLimit)
+    let handler = NIOLoopBound(self, eventLoop: context.eventLoop)
+    context.eventLoop.scheduleTask(in: Self.drainTime) {
+      let this = handler.value
+      guard case .draining? = this.calls[stream], let context = this.context else { return }
+      this.calls[stream] = nil
+      this.stopRequest(stream, context: context)
     }
   }
 
   /// Tells a client whose request was answered before it finished sending to stop (RST_STREAM
-  /// NO_ERROR after the complete reply, RFC 9113 §8.1, as grpc-go's server does); the stream's
-  /// state goes with it. A client that waits to finish sending before it reads the end of the
-  /// reply (curl 7.88 over HTTP/2) would otherwise wait until its own timeout.
+  /// NO_ERROR after the complete reply, RFC 9113 §8.1, as grpc-go's server does): for a body
+  /// over the request limit, or past `drainLimit`. A client that waits to finish sending before
+  /// it reads the end of the reply (curl 7.88 over HTTP/2) would otherwise wait until its own
+  /// timeout; one whose upload had not ended when the reset came (curl 7.88 again) may report
+  /// the reset as an error, which is why a short rest is drained instead.
   func stopRequest(_ stream: HTTP2StreamID, context: ChannelHandlerContext) {
     context.writeAndFlush(
       self.wrapOutboundOut(HTTP2Frame(streamID: stream, payload: .rstStream(.noError))),

@@ -42,6 +42,9 @@ package final class ConnectionFastCalls: ChannelInboundHandler, @unchecked Senda
     /// A streamed Connect or gRPC-Web call (`ConnectStreams`): its request's body goes to it as
     /// it arrives.
     case streamed(Streamed)
+    /// Answered before its request ended: the rest of the request is read and dropped, at most
+    /// this many more bytes, before the client is told to stop (`drain`).
+    case draining(left: Int)
   }
 
   struct PlainReading {
@@ -206,6 +209,27 @@ package final class ConnectionFastCalls: ChannelInboundHandler, @unchecked Senda
     case .answering, .answered:
       if case .rstStream = frame.payload { self.calls[stream] = nil }
 
+    case .draining(let left):
+      switch frame.payload {
+      case .data(let body):
+        let consumed = body.data.readableBytes + (body.paddingBytes.map { $0 + 1 } ?? 0)
+        if body.endStream {
+          self.calls[stream] = nil
+        } else if consumed > left {
+          self.calls[stream] = nil
+          self.stopRequest(stream, context: context)
+        } else {
+          self.calls[stream] = .draining(left: left - consumed)
+          self.giveWindow(stream, consumed, context: context)
+        }
+      case .headers(let trailers) where trailers.endStream:
+        self.calls[stream] = nil
+      case .rstStream:
+        self.calls[stream] = nil
+      default:
+        ()
+      }
+
     case .streamed(let streamed):
       self.readStreamed(stream, frame.payload, streamed, context: context)
     }
@@ -235,7 +259,7 @@ package final class ConnectionFastCalls: ChannelInboundHandler, @unchecked Senda
         reading.created = created
         self.calls[created.streamID] = .reading(reading)
         return
-      case .running?, .answered?, .readingPlain?, .answering?, .streamed?:
+      case .running?, .answered?, .readingPlain?, .answering?, .streamed?, .draining?:
         return
       case nil:
         self.multiplexed.insert(created.streamID)

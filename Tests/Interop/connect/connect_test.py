@@ -90,8 +90,15 @@ def curl(path, body=None, method=None, headers=(), http2=False, token="reader", 
     if body is not None:
         command += ["--data-binary", "@-"]
     command += list(extra) + [BASE + path]
-    raw = subprocess.run(command, input=body if isinstance(body, bytes) else (body or "").encode(),
-                         capture_output=True, check=True, timeout=HANG).stdout
+    done = subprocess.run(command, input=body if isinstance(body, bytes) else (body or "").encode(),
+                          capture_output=True, timeout=HANG)
+    # A server may answer an HTTP/2 request in full before the client has sent all of it, then
+    # reset the stream with NO_ERROR, and the client must keep the answer (RFC 9113 §8.1);
+    # Debian's curl 7.88 keeps it but exits 92 when the reset lands before its upload ends. The
+    # answer is still checked whole by the caller (a stream's end-of-stream envelope).
+    if done.returncode != 0 and not (http2 and done.returncode == 92 and done.stdout):
+        raise subprocess.CalledProcessError(done.returncode, command, done.stdout, done.stderr)
+    raw = done.stdout
     head, _, rest = raw.partition(b"\r\n\r\n")
     lines = head.decode().split("\r\n")
     status = int(lines[0].split()[1])
@@ -534,8 +541,10 @@ class ConnectStreamsWithCurl(unittest.TestCase):
 
 class EarlyAnswers(unittest.TestCase):
     """A streamed call answered before its request ends (here: refused for want of a token) is
-    ended, then reset with NO_ERROR (RFC 9113 §8.1): the client stops sending and the stream's
-    state goes at once, and the connection serves on."""
+    ended; a client that keeps its request open is then reset with NO_ERROR (RFC 9113 §8.1),
+    after a short drain: it stops sending, the stream's state goes, and the connection serves on.
+    (A client that finishes its short upload meanwhile is not reset: curl 7.88 reports a reset
+    that comes before its upload ends as an error.)"""
 
     def test_reset_with_no_error_after_the_whole_answer(self):
         import socket
