@@ -20,13 +20,10 @@ struct StartupPagesTests {
       arguments: ["--db", directory + "/pages.sqlite", "--seed-employees", "200"],
       launcher: ["/bin/sh", "-c", "exec \"$@\" 2>\"$0\"", log]
     )
-    let releasedFile = try await Self.settledFileBacked(released.processIdentifier)
-    // The server logs its RssFile just before the release.
-    let line = try #require(
-      try String(contentsOfFile: log, encoding: .utf8).split(separator: "\n").first {
-        $0.contains("released startup pages")
-      }
-    )
+    // The server logs the release, with its RssFile just before it, once the release is done:
+    // waited for (under load it can come well after "listening"), then RssFile read.
+    let line = try #require(try await Self.releaseLine(in: log))
+    let releasedFile = try Self.fileBacked(released.processIdentifier)
     let before = try #require(
       line.split(separator: " ").first { $0.hasPrefix("rss_file_kib_before=") }.flatMap {
         Int($0.dropFirst("rss_file_kib_before=".count))
@@ -77,8 +74,22 @@ struct StartupPagesTests {
 
   /// `RssFile` of process `pid` in kB, half a second after it started listening (the release
   /// runs right after the "listening on" line).
-  private static func settledFileBacked(_ pid: Int32) async throws -> Int {
-    try await Task.sleep(for: .milliseconds(500))
+  /// The log's "released startup pages" line, polled for up to a minute (a bound that only
+  /// catches a server that never releases).
+  private static func releaseLine(in log: String) async throws -> Substring? {
+    for _ in 0 ..< 600 {
+      let text = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
+      if let line = text.split(separator: "\n").first(where: {
+        $0.contains("released startup pages")
+      }) {
+        return line
+      }
+      try await Task.sleep(for: .milliseconds(100))
+    }
+    return nil
+  }
+
+  private static func fileBacked(_ pid: Int32) throws -> Int {
     let status = try String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8)
     let line = try #require(status.split(separator: "\n").first { $0.hasPrefix("RssFile:") })
     return try #require(line.split(separator: " ").dropFirst().first.flatMap { Int($0) })
