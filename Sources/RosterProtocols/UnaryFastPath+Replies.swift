@@ -20,7 +20,14 @@ extension UnaryFastPath {
         "EmployeeWire differs from SwiftProtobuf"
       )
       return ByteBuffer(bytes: bytes)
-    case .json: return try UnaryFastPath.serialize(reply.message, format: .json)
+    case .json:
+      let bytes = reply.json()
+      // Debug builds (every test) check each reply against SwiftProtobuf's reading of it.
+      assert(
+        (try? Output.Message(jsonUTF8Bytes: bytes))?.isEqualTo(message: reply.message) == true,
+        "EmployeeJSON differs from SwiftProtobuf"
+      )
+      return ByteBuffer(bytes: bytes)
     }
   }
 

@@ -3,14 +3,17 @@ public import RosterProto
 internal import RosterStore
 public import SwiftProtobuf
 
-/// A reply the fast path writes in protobuf's binary form straight from what the store read
-/// (`EmployeeWire`), without building `message` first; the other paths take `message`.
+/// A reply the fast path writes in protobuf's binary form (`EmployeeWire`) or in proto3 JSON
+/// (`EmployeeJSON`) straight from what the store read, without building `message` first; the
+/// other paths take `message`.
 public protocol DirectReply: Sendable {
   associatedtype Message: SwiftProtobuf.Message
   /// The reply as a protobuf message (grpc-swift's path, JSON).
   var message: Message { get }
   /// `message`'s protobuf binary form.
   func binary() -> [UInt8]
+  /// `message`'s proto3 JSON form.
+  func json() -> [UInt8]
 }
 
 /// A `GetEmployee` reply as read: the store's employee and the read mask.
@@ -21,6 +24,8 @@ public struct EmployeeReply: DirectReply {
   public var message: Roster_V1_Employee { Roster_V1_Employee(self.employee, mask: self.mask) }
 
   public func binary() -> [UInt8] { EmployeeWire.employee(self.employee, mask: self.mask) }
+
+  public func json() -> [UInt8] { EmployeeJSON.employee(self.employee, mask: self.mask) }
 }
 
 /// A page of employees as read, with the read mask and the next token: the store's employees,
@@ -79,6 +84,19 @@ public struct EmployeePageReply<Message: EmployeePageMessage>: DirectReply {
       EmployeeWire.page(employees, mask: self.mask, nextPageToken: self.nextPageToken)
     case .written(let page):
       EmployeeWire.page(written: page.bytes, nextPageToken: self.nextPageToken)
+    }
+  }
+
+  public func json() -> [UInt8] {
+    switch self.rows {
+    case .employees(let employees):
+      return EmployeeJSON.page(employees, mask: self.mask, nextPageToken: self.nextPageToken)
+    case .written:
+      // Rows written in the binary form are read for a binary reply only; should one be
+      // asked for JSON, its message says it.
+      var options = JSONEncodingOptions()
+      options.useDeterministicOrdering = true
+      return try! self.message.jsonUTF8Bytes(options: options)
     }
   }
 }

@@ -1,0 +1,222 @@
+internal import RosterDomain
+
+/// The proto3 JSON form of an employee and of a page of employees (`ListEmployeesResponse`,
+/// `EmployeePage`), written straight from the store's employees: the Connect protocol's
+/// `application/json` replies.
+///
+/// What SwiftProtobuf writes for `Roster_V1_Employee(_:mask:)` (fields in number order under
+/// their JSON names, `int64` as a string, bytes in base64, the timestamp in RFC 3339, fields
+/// without presence left out at their default), without the intermediate messages and
+/// SwiftProtobuf's visitor: each employee is written once into one growing buffer.
+/// `EmployeeJSONTests` decodes it with SwiftProtobuf and compares the messages on random
+/// employees and masks, and debug builds check every reply (`UnaryFastPath`).
+enum EmployeeJSON {
+  /// One employee, with the fields `mask` selects.
+  static func employee(_ employee: Employee, mask: EmployeeReadMask) -> [UInt8] {
+    var out: [UInt8] = []
+    out.reserveCapacity(512)
+    Self.append(employee, mask, to: &out)
+    return out
+  }
+
+  /// A page: its employees, then the token when it is not empty.
+  static func page(
+    _ employees: [Employee],
+    mask: EmployeeReadMask,
+    nextPageToken: String
+  ) -> [UInt8] {
+    var out: [UInt8] = []
+    out.reserveCapacity(64 + employees.count * 512)
+    out.append(UInt8(ascii: "{"))
+    if !employees.isEmpty {
+      Self.key("employees", first: true, to: &out)
+      out.append(UInt8(ascii: "["))
+      for (index, employee) in employees.enumerated() {
+        if index > 0 { out.append(UInt8(ascii: ",")) }
+        Self.append(employee, mask, to: &out)
+      }
+      out.append(UInt8(ascii: "]"))
+    }
+    if !nextPageToken.isEmpty {
+      Self.key("nextPageToken", first: employees.isEmpty, to: &out)
+      Self.string(nextPageToken, to: &out)
+    }
+    out.append(UInt8(ascii: "}"))
+    return out
+  }
+
+  /// One employee's object, as `Roster_V1_Employee(_:mask:)` sets its fields.
+  private static func append(_ employee: Employee, _ mask: EmployeeReadMask, to out: inout [UInt8])
+  {
+    let fields = mask.fields
+    var first = true
+    func text(_ name: StaticString, _ value: String) {
+      Self.key(name, first: first, to: &out)
+      first = false
+      Self.string(value, to: &out)
+    }
+    out.append(UInt8(ascii: "{"))
+    // `guid` has no presence: left out when empty, as every field below without it.
+    if fields.contains(.guid), !employee.guid.isEmpty { text("guid", employee.guid) }
+    if fields.contains(.name) { text("name", employee.name) }
+    if fields.contains(.department) { text("department", employee.department) }
+    if fields.contains(.email) { text("email", employee.email) }
+    if fields.contains(.phone) { text("phone", employee.phone) }
+    if fields.contains(.address) { text("address", employee.address) }
+    if fields.contains(.about) { text("about", employee.about) }
+    if fields.contains(.active) {
+      Self.key("active", first: first, to: &out)
+      first = false
+      Self.ascii(employee.active ? "true" : "false", to: &out)
+    }
+    if fields.contains(.startDate) { text("startDate", employee.startDate) }
+    if fields.contains(.vacationDays) {
+      Self.key("vacationDays", first: first, to: &out)
+      first = false
+      Self.ascii(String(Int32(clamping: employee.vacationDays)), to: &out)
+    }
+    if fields.contains(.thumbnail), let thumbnail = employee.thumbnail, !thumbnail.isEmpty {
+      Self.key("thumbnail", first: first, to: &out)
+      first = false
+      Self.base64(thumbnail, to: &out)
+    }
+    if mask.hasPicture, employee.pictureEtag != nil {
+      Self.key("hasPicture", first: first, to: &out)
+      first = false
+      Self.ascii("true", to: &out)
+    }
+    if mask.pictureEtag, let etag = employee.pictureEtag, !etag.isEmpty {
+      text("pictureEtag", etag)
+    }
+    if fields.contains(.salesCount), employee.salesCount != 0 {
+      // int64 is a string in proto3 JSON.
+      text("salesCount", String(employee.salesCount))
+    }
+    if fields.contains(.updateTime) {
+      Self.key("updateTime", first: first, to: &out)
+      first = false
+      Self.timestamp(millis: employee.updateTimeMillis, to: &out)
+    }
+    out.append(UInt8(ascii: "}"))
+  }
+
+  /// `"name":`, after a comma unless it is the object's first key.
+  private static func key(_ name: StaticString, first: Bool, to out: inout [UInt8]) {
+    if !first { out.append(UInt8(ascii: ",")) }
+    out.append(UInt8(ascii: "\""))
+    name.withUTF8Buffer { out.append(contentsOf: $0) }
+    out.append(UInt8(ascii: "\""))
+    out.append(UInt8(ascii: ":"))
+  }
+
+  private static func ascii(_ text: String, to out: inout [UInt8]) {
+    out.append(contentsOf: text.utf8)
+  }
+
+  /// A JSON string: `"` and `\` escaped, control characters as JSON's short escapes or
+  /// `\u00XX`, everything else as its UTF-8 bytes.
+  private static func string(_ value: String, to out: inout [UInt8]) {
+    out.append(UInt8(ascii: "\""))
+    var value = value
+    value.withUTF8 { bytes in
+      var start = 0
+      for index in 0 ..< bytes.count {
+        let byte = bytes[index]
+        guard byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") else {
+          continue
+        }
+        out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[start ..< index]))
+        start = index + 1
+        out.append(UInt8(ascii: "\\"))
+        switch byte {
+        case UInt8(ascii: "\""), UInt8(ascii: "\\"): out.append(byte)
+        case 0x08: out.append(UInt8(ascii: "b"))
+        case 0x0C: out.append(UInt8(ascii: "f"))
+        case 0x0A: out.append(UInt8(ascii: "n"))
+        case 0x0D: out.append(UInt8(ascii: "r"))
+        case 0x09: out.append(UInt8(ascii: "t"))
+        default:
+          out.append(contentsOf: [UInt8(ascii: "u"), 0x30, 0x30])
+          out.append(Self.hexDigits[Int(byte >> 4)])
+          out.append(Self.hexDigits[Int(byte & 0xF)])
+        }
+      }
+      out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[start...]))
+    }
+    out.append(UInt8(ascii: "\""))
+  }
+
+  private static let hexDigits = Array("0123456789abcdef".utf8)
+  private static let base64Digits = Array(
+    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/".utf8
+  )
+
+  /// Bytes as a JSON string in standard base64, padded.
+  private static func base64(_ bytes: [UInt8], to out: inout [UInt8]) {
+    out.append(UInt8(ascii: "\""))
+    out.reserveCapacity(out.count + (bytes.count + 2) / 3 * 4 + 1)
+    var index = 0
+    while index + 3 <= bytes.count {
+      let group =
+        UInt32(bytes[index]) << 16 | UInt32(bytes[index + 1]) << 8 | UInt32(bytes[index + 2])
+      out.append(Self.base64Digits[Int(group >> 18 & 0x3F)])
+      out.append(Self.base64Digits[Int(group >> 12 & 0x3F)])
+      out.append(Self.base64Digits[Int(group >> 6 & 0x3F)])
+      out.append(Self.base64Digits[Int(group & 0x3F)])
+      index += 3
+    }
+    let left = bytes.count - index
+    if left > 0 {
+      let group =
+        UInt32(bytes[index]) << 16 | (left == 2 ? UInt32(bytes[index + 1]) << 8 : 0)
+      out.append(Self.base64Digits[Int(group >> 18 & 0x3F)])
+      out.append(Self.base64Digits[Int(group >> 12 & 0x3F)])
+      out.append(left == 2 ? Self.base64Digits[Int(group >> 6 & 0x3F)] : UInt8(ascii: "="))
+      out.append(UInt8(ascii: "="))
+    }
+    out.append(UInt8(ascii: "\""))
+  }
+
+  /// A timestamp in RFC 3339, UTC, with milliseconds when there are any (as SwiftProtobuf
+  /// writes a `Timestamp` whose nanoseconds are whole milliseconds).
+  private static func timestamp(millis: Int64, to out: inout [UInt8]) {
+    // Floored, so that a time before 1970 is still a valid date and time of day.
+    var (seconds, milliseconds) = millis.quotientAndRemainder(dividingBy: 1000)
+    if milliseconds < 0 {
+      milliseconds += 1000
+      seconds -= 1
+    }
+    var (days, secondOfDay) = seconds.quotientAndRemainder(dividingBy: 86_400)
+    if secondOfDay < 0 {
+      secondOfDay += 86_400
+      days -= 1
+    }
+    let date = CivilDate(dayNumber: Int(days))
+    out.append(UInt8(ascii: "\""))
+    Self.ascii(date.text, to: &out)
+    out.append(UInt8(ascii: "T"))
+    Self.digits(Int(secondOfDay / 3600), 2, to: &out)
+    out.append(UInt8(ascii: ":"))
+    Self.digits(Int(secondOfDay / 60 % 60), 2, to: &out)
+    out.append(UInt8(ascii: ":"))
+    Self.digits(Int(secondOfDay % 60), 2, to: &out)
+    if milliseconds != 0 {
+      out.append(UInt8(ascii: "."))
+      Self.digits(Int(milliseconds), 3, to: &out)
+    }
+    out.append(UInt8(ascii: "Z"))
+    out.append(UInt8(ascii: "\""))
+  }
+
+  /// `value` (0 or more) in `width` decimal digits, zero-padded.
+  private static func digits(_ value: Int, _ width: Int, to out: inout [UInt8]) {
+    var divisor = 1
+    for _ in 1 ..< width { divisor *= 10 }
+    var value = value
+    while divisor > 0 {
+      out.append(UInt8(ascii: "0") + UInt8(value / divisor))
+      value %= divisor
+      divisor /= 10
+    }
+  }
+}

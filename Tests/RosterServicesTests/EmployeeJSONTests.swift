@@ -1,0 +1,95 @@
+import Foundation
+import RosterDomain
+import RosterProto
+import SwiftProtobuf
+import Testing
+
+@testable import RosterServices
+
+/// `EmployeeJSON` writes the Connect protocol's JSON replies straight from the store's
+/// employees: SwiftProtobuf must read each as the message it would have written, for every
+/// mask, with every kind of character in the text.
+@Suite("Employees and pages written straight to JSON", .timeLimit(.minutes(2)))
+struct EmployeeJSONTests {
+  /// An employee from `EmployeeWireTests`' generator, with JSON's special characters, control
+  /// characters and characters outside the Basic Multilingual Plane in its text, and a time
+  /// after 1970 (a `Timestamp` before it has no valid message form to compare with).
+  static func employee(_ random: inout SplitMix64) -> Employee {
+    var employee = EmployeeWireTests.employee(&random)
+    let specials = ["\"", "\\", "\n", "\t", "\u{01}", "\u{1F}", "\u{7F}", "😀", "/", "\u{2028}"]
+    for _ in 0 ..< Int(random.next() % 4) {
+      employee.name += specials[Int(random.next() % UInt64(specials.count))]
+      employee.about += specials[Int(random.next() % UInt64(specials.count))]
+    }
+    employee.updateTimeMillis = abs(employee.updateTimeMillis)
+    return employee
+  }
+
+  @Test("SwiftProtobuf reads the same message, for random employees, masks and tokens")
+  func sameMessages() throws {
+    var random = SplitMix64(seed: 47)
+    for round in 0 ..< 400 {
+      let employees = (0 ..< Int(random.next() % 8)).map { _ in Self.employee(&random) }
+      let mask = round == 0 ? EmployeeReadMask.all : EmployeeWireTests.mask(&random)
+      let token =
+        random.next() % 3 == 0 ? "" : String(repeating: "t\"", count: Int(random.next() % 20))
+      let page = EmployeePageReply<Roster_V1_ListEmployeesResponse>(
+        employees: employees,
+        mask: mask,
+        nextPageToken: token
+      )
+      let decoded = try Roster_V1_ListEmployeesResponse(jsonUTF8Bytes: page.json())
+      #expect(decoded == page.message, "round \(round): \(mask)")
+      let streamed = EmployeePageReply<Roster_V1_EmployeePage>(
+        employees: employees,
+        mask: mask,
+        nextPageToken: token
+      )
+      #expect(try Roster_V1_EmployeePage(jsonUTF8Bytes: streamed.json()) == streamed.message)
+      for employee in employees {
+        let one = EmployeeReply(employee: employee, mask: mask)
+        #expect(try Roster_V1_Employee(jsonUTF8Bytes: one.json()) == one.message, "\(mask)")
+      }
+    }
+  }
+
+  @Test("the same text as SwiftProtobuf writes, for employees with plain text")
+  func sameText() throws {
+    var employee = Employee()
+    employee.guid = "0b0e4f3c-52a4-4a43-9d35-c4b4bd1c09e1"
+    employee.name = "José Núñez"
+    employee.department = "Sales"
+    employee.active = true
+    employee.startDate = "2011-06-15"
+    employee.vacationDays = 12
+    employee.thumbnail = [0xFF, 0xD8, 0xFF, 0xE0, 0x01]
+    employee.pictureEtag = String(repeating: "ab", count: 32)
+    employee.salesCount = 1_234_567_890_123
+    var options = JSONEncodingOptions()
+    options.useDeterministicOrdering = true
+    for millis: Int64 in [0, 1_700_000_000_000, 1_700_000_000_007, 86_399_999, 253_402_300_799_000]
+    {
+      employee.updateTimeMillis = millis
+      for mask in [EmployeeReadMask.all, .written] {
+        let reply = EmployeeReply(employee: employee, mask: mask)
+        let expected = try reply.message.jsonString(options: options)
+        #expect(String(decoding: reply.json(), as: UTF8.self) == expected)
+      }
+    }
+    let page = EmployeePageReply<Roster_V1_ListEmployeesResponse>(
+      employees: [employee, Employee()],
+      mask: .all,
+      nextPageToken: "next"
+    )
+    #expect(
+      String(decoding: page.json(), as: UTF8.self)
+        == (try page.message.jsonString(options: options))
+    )
+    let empty = EmployeePageReply<Roster_V1_ListEmployeesResponse>(
+      employees: [],
+      mask: .all,
+      nextPageToken: ""
+    )
+    #expect(String(decoding: empty.json(), as: UTF8.self) == "{}")
+  }
+}
