@@ -45,7 +45,11 @@ extension UnaryFastPath {
         try await directory.deleteEmployee(request: $0, context: $1)
       },
       .direct(Directory.ListEmployees.descriptor) {
-        try await directory.listEmployeesPage(request: $0, context: $1, written: $2)
+        try await directory.listEmployeesPage(
+          request: $0,
+          context: $1,
+          written: $2 ? .binary : .json
+        )
       },
       .protobuf(Directory.BatchGetEmployees.descriptor) {
         try await directory.batchGetEmployees(request: $0, context: $1)

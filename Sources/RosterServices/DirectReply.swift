@@ -28,6 +28,13 @@ public struct EmployeeReply: DirectReply {
   public func json() -> [UInt8] { EmployeeJSON.employee(self.employee, mask: self.mask) }
 }
 
+/// The form a store writes a page's rows in as it reads them: protobuf's binary form
+/// (`EmployeeWire.Rows`) or proto3 JSON (`EmployeeJSON.Rows`), for a reply that goes out in it.
+public enum WrittenFormat: Sendable {
+  case binary
+  case json
+}
+
 /// A page of employees as read, with the read mask and the next token: the store's employees,
 /// turned into protobuf only when written, or the rows as the store wrote them (`written`,
 /// for a reply that goes out in the binary form). `ListEmployees` replies with a
@@ -37,7 +44,8 @@ public struct EmployeePageReply<Message: EmployeePageMessage>: DirectReply {
   enum Rows {
     case employees([Employee])
     /// The rows' `employees = 1` entries, as `EmployeeWire.Rows` wrote them.
-    case written(WrittenEmployeePage)
+    /// The rows as the store wrote them, in `WrittenFormat`.
+    case written(WrittenEmployeePage, WrittenFormat)
   }
 
   let rows: Rows
@@ -50,8 +58,13 @@ public struct EmployeePageReply<Message: EmployeePageMessage>: DirectReply {
     self.nextPageToken = nextPageToken
   }
 
-  init(written page: WrittenEmployeePage, mask: EmployeeReadMask, nextPageToken: String) {
-    self.rows = .written(page)
+  init(
+    written page: WrittenEmployeePage,
+    format: WrittenFormat,
+    mask: EmployeeReadMask,
+    nextPageToken: String
+  ) {
+    self.rows = .written(page, format)
     self.mask = mask
     self.nextPageToken = nextPageToken
   }
@@ -60,7 +73,7 @@ public struct EmployeePageReply<Message: EmployeePageMessage>: DirectReply {
   var rowCount: Int {
     switch self.rows {
     case .employees(let employees): employees.count
-    case .written(let page): page.rowCount
+    case .written(let page, _): page.rowCount
     }
   }
 
@@ -72,9 +85,11 @@ public struct EmployeePageReply<Message: EmployeePageMessage>: DirectReply {
         $0.employees = employees.map { Roster_V1_Employee($0, mask: self.mask) }
         $0.nextPageToken = self.nextPageToken
       }
-    case .written:
-      // Bytes EmployeeWire wrote always decode.
+    case .written(_, .binary):
+      // Bytes EmployeeWire wrote always decode, as does EmployeeJSON's text.
       try! Message(serializedBytes: self.binary())
+    case .written(_, .json):
+      try! Message(jsonUTF8Bytes: self.json())
     }
   }
 
@@ -82,8 +97,12 @@ public struct EmployeePageReply<Message: EmployeePageMessage>: DirectReply {
     switch self.rows {
     case .employees(let employees):
       EmployeeWire.page(employees, mask: self.mask, nextPageToken: self.nextPageToken)
-    case .written(let page):
+    case .written(let page, .binary):
       EmployeeWire.page(written: page.bytes, nextPageToken: self.nextPageToken)
+    case .written(_, .json):
+      // Rows written as JSON are read for a JSON reply only; should one be asked for the
+      // binary form, its message says it.
+      try! self.message.serializedBytes()
     }
   }
 
@@ -91,7 +110,9 @@ public struct EmployeePageReply<Message: EmployeePageMessage>: DirectReply {
     switch self.rows {
     case .employees(let employees):
       return EmployeeJSON.page(employees, mask: self.mask, nextPageToken: self.nextPageToken)
-    case .written:
+    case .written(let page, .json):
+      return EmployeeJSON.page(written: page.bytes, nextPageToken: self.nextPageToken)
+    case .written(_, .binary):
       // Rows written in the binary form are read for a binary reply only; should one be
       // asked for JSON, its message says it.
       var options = JSONEncodingOptions()

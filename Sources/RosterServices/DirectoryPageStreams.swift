@@ -38,7 +38,7 @@ public struct DirectoryPageStreams: RegistrableRPCService {
         // As the generated glue: exactly one request message, then the pages.
         let request = try await ServerRequest(stream: request)
         return StreamingServerResponse(metadata: [:]) { writer in
-          try await directory.streamPages(request.message, written: true) {
+          try await directory.streamPages(request.message, written: .binary) {
             try await writer.write(contentsOf: $0)
           }
           return [:]
@@ -55,13 +55,13 @@ extension DirectoryService {
 
   /// Every employee the request matches, a page a message, handed to `write` as read: the
   /// pages of one read together, so they cross to the event loop in one hop. `written` as for
-  /// `listEmployeesPage`: the rows' binary form written as they are read.
+  /// `listEmployeesPage`: the rows written in that form as they are read.
   ///
   /// No read transaction is held between pages, so a slow reader never pins the WAL.
   /// Statuses: as `ListEmployees`, plus `CANCELLED` when the client goes away.
   func streamPages(
     _ request: Roster_V1_ListEmployeesRequest,
-    written: Bool,
+    written: WrittenFormat?,
     write: ([EmployeePageReply<Roster_V1_EmployeePage>]) async throws -> Void
   ) async throws {
     let listing = try DirectoryRequests.listing(request)
@@ -112,28 +112,40 @@ extension DirectoryService {
   }
 
   /// Up to `count` pages of the listing after `cursor` (its start for nil), from one read, as
-  /// replies: of the employees read, or, when `written`, of the rows' binary form as the store
-  /// read them (`EmployeeWire.Rows`).
+  /// replies: of the employees read, or, when `written`, of the rows in that form as the store
+  /// read them (`EmployeeWire.Rows`, `EmployeeJSON.Rows`).
   func pageReplies<Message: EmployeePageMessage>(
     _ listing: DirectoryRequests.Listing,
     after cursor: EmployeeCursor?,
     count: Int,
-    written: Bool
+    written: WrittenFormat?
   ) async throws -> PageReplies<Message> {
     let mask = listing.mask
-    if written {
-      let pages = try await self.store.writtenEmployeePages(
-        fields: mask.fields,
-        filter: listing.filter,
-        order: listing.order,
-        after: cursor,
-        limit: listing.pageSize,
-        count: count,
-        writer: EmployeeWire.Rows(mask: mask)
-      )
+    if let format = written {
+      func read(_ writer: some EmployeeRowWriter) async throws -> [WrittenEmployeePage] {
+        try await self.store.writtenEmployeePages(
+          fields: mask.fields,
+          filter: listing.filter,
+          order: listing.order,
+          after: cursor,
+          limit: listing.pageSize,
+          count: count,
+          writer: writer
+        )
+      }
+      let pages =
+        switch format {
+        case .binary: try await read(EmployeeWire.Rows(mask: mask))
+        case .json: try await read(EmployeeJSON.Rows(mask: mask))
+        }
       return PageReplies(
         replies: pages.map {
-          EmployeePageReply(written: $0, mask: mask, nextPageToken: listing.token(after: $0.next))
+          EmployeePageReply(
+            written: $0,
+            format: format,
+            mask: mask,
+            nextPageToken: listing.token(after: $0.next)
+          )
         },
         next: pages.last?.next
       )

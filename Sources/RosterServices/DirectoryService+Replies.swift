@@ -40,14 +40,14 @@ extension DirectoryService {
     }
   }
 
-  /// `listEmployees`, with the page as the store read it: the fast path writes its binary
-  /// form straight from it (`EmployeePageReply.binary()`), the other paths take `message`.
-  /// `written` asks the store to write the rows' binary form as it reads them (for a reply
-  /// that goes out in it), rather than to make employees.
+  /// `listEmployees`, with the page as the store read it: the fast path writes its binary or
+  /// JSON form straight from it (`EmployeePageReply.binary()`, `json()`), the other paths take
+  /// `message`. `written` asks the store to write the rows in that form as it reads them (for
+  /// a reply that goes out in it), rather than to make employees.
   public func listEmployeesPage(
     request: Roster_V1_ListEmployeesRequest,
     context: ServerContext,
-    written: Bool = false
+    written: WrittenFormat? = nil
   ) async throws -> EmployeePageReply<Roster_V1_ListEmployeesResponse> {
     let listing = try DirectoryRequests.listing(request)
     return try await withStatusMapping("ListEmployees", logger: self.logger) {

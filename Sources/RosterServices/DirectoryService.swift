@@ -47,7 +47,7 @@ extension DirectoryService: Roster_V1_Directory.SimpleServiceProtocol {
     response: RPCWriter<Roster_V1_EmployeePage>,
     context: ServerContext
   ) async throws {
-    try await self.streamPages(request, written: false) {
+    try await self.streamPages(request, written: nil) {
       try await response.write(contentsOf: $0.map(\.message))
     }
   }

@@ -1,4 +1,5 @@
 internal import RosterDomain
+internal import RosterStore
 
 /// The proto3 JSON form of an employee and of a page of employees (`ListEmployeesResponse`,
 /// `EmployeePage`), written straight from the store's employees: the Connect protocol's
@@ -25,20 +26,42 @@ enum EmployeeJSON {
     mask: EmployeeReadMask,
     nextPageToken: String
   ) -> [UInt8] {
+    let rows = Rows(mask: mask)
+    var bytes: [UInt8] = []
+    bytes.reserveCapacity(employees.count * 512)
+    for employee in employees { rows.append(employee, to: &bytes) }
+    return Self.page(written: bytes, nextPageToken: nextPageToken)
+  }
+
+  /// Writes each row of a page as it is read, as `page` writes it (`EmployeeRowWriter`): the
+  /// rows' objects, separated by commas; `page(written:nextPageToken:)` closes the page.
+  struct Rows: EmployeeRowWriter {
+    let mask: EmployeeReadMask
+
+    func append(_ row: EmployeeRow, to bytes: inout [UInt8]) {
+      if !bytes.isEmpty { bytes.append(UInt8(ascii: ",")) }
+      EmployeeJSON.append(row, self.mask, to: &bytes)
+    }
+
+    func append(_ employee: Employee, to bytes: inout [UInt8]) {
+      if !bytes.isEmpty { bytes.append(UInt8(ascii: ",")) }
+      EmployeeJSON.append(employee, self.mask, to: &bytes)
+    }
+  }
+
+  /// A page whose rows `Rows` wrote, then the token when it is not empty.
+  static func page(written rows: [UInt8], nextPageToken: String) -> [UInt8] {
     var out: [UInt8] = []
-    out.reserveCapacity(64 + employees.count * 512)
+    out.reserveCapacity(rows.count + 64 + nextPageToken.utf8.count)
     out.append(UInt8(ascii: "{"))
-    if !employees.isEmpty {
+    if !rows.isEmpty {
       Self.key("employees", first: true, to: &out)
       out.append(UInt8(ascii: "["))
-      for (index, employee) in employees.enumerated() {
-        if index > 0 { out.append(UInt8(ascii: ",")) }
-        Self.append(employee, mask, to: &out)
-      }
+      out.append(contentsOf: rows)
       out.append(UInt8(ascii: "]"))
     }
     if !nextPageToken.isEmpty {
-      Self.key("nextPageToken", first: employees.isEmpty, to: &out)
+      Self.key("nextPageToken", first: rows.isEmpty, to: &out)
       Self.string(nextPageToken, to: &out)
     }
     out.append(UInt8(ascii: "}"))
@@ -46,51 +69,59 @@ enum EmployeeJSON {
   }
 
   /// One employee's object, as `Roster_V1_Employee(_:mask:)` sets its fields.
-  private static func append(_ employee: Employee, _ mask: EmployeeReadMask, to out: inout [UInt8])
-  {
+  private static func append(
+    _ employee: some EmployeeWireSource,
+    _ mask: EmployeeReadMask,
+    to out: inout [UInt8]
+  ) {
     let fields = mask.fields
     var first = true
-    func text(_ name: StaticString, _ value: String) {
+    func text(_ name: StaticString, _ field: EmployeeWireText) {
       Self.key(name, first: first, to: &out)
       first = false
-      Self.string(value, to: &out)
+      employee.withText(field) { Self.string(utf8: $0, to: &out) }
     }
     out.append(UInt8(ascii: "{"))
     // `guid` has no presence: left out when empty, as every field below without it.
-    if fields.contains(.guid), !employee.guid.isEmpty { text("guid", employee.guid) }
-    if fields.contains(.name) { text("name", employee.name) }
-    if fields.contains(.department) { text("department", employee.department) }
-    if fields.contains(.email) { text("email", employee.email) }
-    if fields.contains(.phone) { text("phone", employee.phone) }
-    if fields.contains(.address) { text("address", employee.address) }
-    if fields.contains(.about) { text("about", employee.about) }
+    if fields.contains(.guid), employee.withText(.guid, { !$0.isEmpty }) { text("guid", .guid) }
+    if fields.contains(.name) { text("name", .name) }
+    if fields.contains(.department) { text("department", .department) }
+    if fields.contains(.email) { text("email", .email) }
+    if fields.contains(.phone) { text("phone", .phone) }
+    if fields.contains(.address) { text("address", .address) }
+    if fields.contains(.about) { text("about", .about) }
     if fields.contains(.active) {
       Self.key("active", first: first, to: &out)
       first = false
       Self.ascii(employee.active ? "true" : "false", to: &out)
     }
-    if fields.contains(.startDate) { text("startDate", employee.startDate) }
+    if fields.contains(.startDate) { text("startDate", .startDate) }
     if fields.contains(.vacationDays) {
       Self.key("vacationDays", first: first, to: &out)
       first = false
       Self.ascii(String(Int32(clamping: employee.vacationDays)), to: &out)
     }
-    if fields.contains(.thumbnail), let thumbnail = employee.thumbnail, !thumbnail.isEmpty {
-      Self.key("thumbnail", first: first, to: &out)
-      first = false
-      Self.base64(thumbnail, to: &out)
+    if fields.contains(.thumbnail) {
+      employee.withThumbnail { thumbnail in
+        guard let thumbnail, !thumbnail.isEmpty else { return }
+        Self.key("thumbnail", first: first, to: &out)
+        first = false
+        Self.base64(thumbnail, to: &out)
+      }
     }
-    if mask.hasPicture, employee.pictureEtag != nil {
+    if mask.hasPicture, employee.hasPicture {
       Self.key("hasPicture", first: first, to: &out)
       first = false
       Self.ascii("true", to: &out)
     }
-    if mask.pictureEtag, let etag = employee.pictureEtag, !etag.isEmpty {
-      text("pictureEtag", etag)
+    if mask.pictureEtag, employee.withText(.pictureEtag, { !$0.isEmpty }) {
+      text("pictureEtag", .pictureEtag)
     }
     if fields.contains(.salesCount), employee.salesCount != 0 {
       // int64 is a string in proto3 JSON.
-      text("salesCount", String(employee.salesCount))
+      Self.key("salesCount", first: first, to: &out)
+      first = false
+      Self.string(String(employee.salesCount), to: &out)
     }
     if fields.contains(.updateTime) {
       Self.key("updateTime", first: first, to: &out)
@@ -116,9 +147,14 @@ enum EmployeeJSON {
   /// A JSON string: `"` and `\` escaped, control characters as JSON's short escapes or
   /// `\u00XX`, everything else as its UTF-8 bytes.
   private static func string(_ value: String, to out: inout [UInt8]) {
-    out.append(UInt8(ascii: "\""))
     var value = value
-    value.withUTF8 { bytes in
+    value.withUTF8 { Self.string(utf8: $0, to: &out) }
+  }
+
+  /// `string` of text given as its UTF-8 bytes.
+  private static func string(utf8 bytes: UnsafeBufferPointer<UInt8>, to out: inout [UInt8]) {
+    out.append(UInt8(ascii: "\""))
+    do {
       var start = 0
       for index in 0 ..< bytes.count {
         let byte = bytes[index]
@@ -152,7 +188,7 @@ enum EmployeeJSON {
   )
 
   /// Bytes as a JSON string in standard base64, padded.
-  private static func base64(_ bytes: [UInt8], to out: inout [UInt8]) {
+  private static func base64(_ bytes: UnsafeBufferPointer<UInt8>, to out: inout [UInt8]) {
     out.append(UInt8(ascii: "\""))
     out.reserveCapacity(out.count + (bytes.count + 2) / 3 * 4 + 1)
     var index = 0

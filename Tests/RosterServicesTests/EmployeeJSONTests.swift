@@ -1,6 +1,7 @@
 import Foundation
 import RosterDomain
 import RosterProto
+import RosterStore
 import SwiftProtobuf
 import Testing
 
@@ -49,6 +50,42 @@ struct EmployeeJSONTests {
       for employee in employees {
         let one = EmployeeReply(employee: employee, mask: mask)
         #expect(try Roster_V1_Employee(jsonUTF8Bytes: one.json()) == one.message, "\(mask)")
+      }
+    }
+  }
+
+  @Test("pages written row by row as the store reads them: the same text as from employees")
+  func writtenRows() throws {
+    var random = SplitMix64(seed: 53)
+    for round in 0 ..< 300 {
+      let employees = (0 ..< Int(random.next() % 8)).map { _ in Self.employee(&random) }
+      let mask = round == 0 ? EmployeeReadMask.all : EmployeeWireTests.mask(&random)
+      let token = random.next() % 3 == 0 ? "" : "next\(round)"
+      let fromEmployees = EmployeePageReply<Roster_V1_ListEmployeesResponse>(
+        employees: employees,
+        mask: mask,
+        nextPageToken: token
+      )
+      let writer = EmployeeJSON.Rows(mask: mask)
+      // From rows, as SQLite's reader hands them over, and from employees, as the default does.
+      var fromRows = WrittenEmployeePage(reserving: employees.count)
+      var fromValues = WrittenEmployeePage(reserving: employees.count)
+      for employee in employees {
+        EmployeeWireTests.withRow(employee) { writer.append($0, to: &fromRows.bytes) }
+        fromRows.append(())
+        writer.append(employee, to: &fromValues.bytes)
+        fromValues.append(())
+      }
+      for page in [fromRows, fromValues] {
+        let reply = EmployeePageReply<Roster_V1_ListEmployeesResponse>(
+          written: page,
+          format: .json,
+          mask: mask,
+          nextPageToken: token
+        )
+        #expect(reply.json() == fromEmployees.json(), "round \(round): \(mask)")
+        #expect(reply.message == fromEmployees.message, "round \(round): \(mask)")
+        #expect(reply.rowCount == employees.count)
       }
     }
   }

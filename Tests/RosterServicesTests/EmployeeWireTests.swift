@@ -82,6 +82,7 @@ struct EmployeeWireTests {
         #expect(page.rowCount == employees.count)
         let reply = EmployeePageReply<Roster_V1_ListEmployeesResponse>(
           written: page,
+          format: .binary,
           mask: mask,
           nextPageToken: token
         )
