@@ -107,12 +107,13 @@ extension ConnectUnary {
       for: method.descriptor
     )
     let metadata = Self.callMetadata(request.headers)
-    return self.fastPath.launch(
+    return self.fastPath.run(
       method,
       headers: metadata,
       timeout: metadata.first(name: "grpc-timeout"),
       message: message,
       peers: peers,
+      format: .binary,
       eventLoop: eventLoop,
       executor: executor
     ) { outcome in

@@ -15,48 +15,27 @@ extension ConnectionFastCalls {
     context: ChannelHandlerContext
   ) {
     UnaryFastPath.fastCalls.increment()
-    if let store = method.pointCalls {
-      let handler = NIOLoopBound(self, eventLoop: context.eventLoop)
-      let launched = self.fastPath.launchPointCall(
-        method,
-        in: store,
-        headers: headers,
-        timeout: timeout,
-        message: message,
-        peers: self.peers,
-        eventLoop: context.eventLoop
-      ) { outcome in
-        handler.value.finish(stream, outcome)
-      }
-      self.calls[stream] = .running(launched)
-      return
-    }
-    if let outcome = self.fastPath.answerNow(
-      method,
-      headers: headers,
-      message: message,
-      peers: self.peers
-    ) {
-      // Answered in this read: the frames go out when the read completes (`channelReadComplete`),
-      // with the replies of the other calls it brought.
-      self.calls[stream] = .answered
-      self.write(stream, outcome, context: context)
-      self.unflushed = true
-      return
-    }
     let handler = NIOLoopBound(self, eventLoop: context.eventLoop)
-    let launched = self.fastPath.launch(
+    switch self.fastPath.start(
       method,
       headers: headers,
       timeout: timeout,
       message: message,
       peers: self.peers,
+      format: .binary,
       eventLoop: context.eventLoop,
-      executor: self.executor
-    ) { outcome in
-      handler.value.finish(stream, outcome)
+      executor: self.executor,
+      finish: { outcome in handler.value.finish(stream, outcome) }
+    ) {
+    case .answered(let outcome):
+      // Answered in this read: the frames go out when the read completes (`channelReadComplete`),
+      // with the replies of the other calls it brought.
+      self.calls[stream] = .answered
+      self.write(stream, outcome, context: context)
+      self.unflushed = true
+    case .running(let launched):
+      self.calls[stream] = .running(launched)
     }
-    self.calls[stream] = .running(launched)
   }
 
   /// Writes a call's reply, unless its stream was reset or the connection closed meanwhile.

@@ -80,10 +80,105 @@ extension UnaryFastPath {
     }
   }
 
+  /// How a call started: answered in the read that brought it, or running.
+  enum Started {
+    case answered(UnaryOutcome)
+    /// To cancel when its stream is reset or its connection goes; `finish` gets its outcome.
+    case running(LaunchedCall)
+  }
+
+  /// Starts a call of `method`, whatever protocol brought it, the one way each method runs: in
+  /// its store's point-call jobs (`Method.pointCalls`), at once on the caller's thread
+  /// (`Method.now`), or in a task of its own. A client deadline (`timeout`, the value of
+  /// `grpc-timeout`) cancels it while it can be; `finish` gets a running call's outcome on
+  /// `eventLoop`.
+  func start(
+    _ method: Method,
+    headers: HPACKHeaders,
+    timeout: String?,
+    message: ByteBuffer?,
+    peers: Peers,
+    format: WireFormat,
+    eventLoop: any EventLoop,
+    executor: EventLoopGroupExecutor,
+    finish: @escaping @Sendable (UnaryOutcome) -> Void
+  ) -> Started {
+    if let store = method.pointCalls {
+      return .running(
+        self.launchPointCall(
+          method,
+          in: store,
+          headers: headers,
+          timeout: timeout,
+          message: message,
+          peers: peers,
+          format: format,
+          eventLoop: eventLoop,
+          finish: finish
+        )
+      )
+    }
+    if let outcome = self.answerNow(
+      method,
+      headers: headers,
+      message: message,
+      peers: peers,
+      format: format
+    ) {
+      return .answered(outcome)
+    }
+    return .running(
+      self.launch(
+        method,
+        headers: headers,
+        timeout: timeout,
+        message: message,
+        peers: peers,
+        format: format,
+        eventLoop: eventLoop,
+        executor: executor,
+        finish: finish
+      )
+    )
+  }
+
+  /// `start` for a caller that takes every outcome through `finish`: an answered call's is
+  /// handed to it at once, on the caller's thread. Returns the running call, nil when the
+  /// call was answered.
+  func run(
+    _ method: Method,
+    headers: HPACKHeaders,
+    timeout: String?,
+    message: ByteBuffer?,
+    peers: Peers,
+    format: WireFormat,
+    eventLoop: any EventLoop,
+    executor: EventLoopGroupExecutor,
+    finish: @escaping @Sendable (UnaryOutcome) -> Void
+  ) -> LaunchedCall? {
+    switch self.start(
+      method,
+      headers: headers,
+      timeout: timeout,
+      message: message,
+      peers: peers,
+      format: format,
+      eventLoop: eventLoop,
+      executor: executor,
+      finish: finish
+    ) {
+    case .answered(let outcome):
+      finish(outcome)
+      return nil
+    case .running(let launched):
+      return launched
+    }
+  }
+
   /// Starts one call in a task of its own: on `eventLoop` (through `executor`) for a point
   /// method, on the cooperative pool otherwise. A client deadline (`timeout`, the value of
   /// `grpc-timeout`) cancels it when it passes, as grpc-swift's executor does; `finish` gets the outcome on `eventLoop`.
-  func launch(
+  private func launch(
     _ method: Method,
     headers: HPACKHeaders,
     timeout: String?,
@@ -188,13 +283,14 @@ extension UnaryFastPath {
   /// Starts a call of a method whose `now` runs in its store's point-call jobs: queued there,
   /// and `finish` gets its outcome on `eventLoop`. A client deadline (`timeout`) or a reset
   /// cancels it while it waits; once it runs, it runs to its end.
-  func launchPointCall(
+  private func launchPointCall(
     _ method: Method,
     in store: any PointCalls,
     headers: HPACKHeaders,
     timeout: String?,
     message: ByteBuffer?,
     peers: Peers,
+    format: WireFormat,
     eventLoop loop: any EventLoop,
     finish: @escaping @Sendable (UnaryOutcome) -> Void
   ) -> LaunchedCall {
@@ -212,7 +308,8 @@ extension UnaryFastPath {
           message: message,
           peers: peers,
           arrived: arrived,
-          timed: timed
+          timed: timed,
+          format: format
         )!
         loop.execute { finish(outcome) }
       },
