@@ -107,7 +107,7 @@ extension ConnectUnary {
       for: method.descriptor
     )
     let metadata = Self.callMetadata(request.headers)
-    return self.fastPath.run(
+    return self.fastPath.start(
       method,
       headers: metadata,
       timeout: metadata.first(name: "grpc-timeout"),

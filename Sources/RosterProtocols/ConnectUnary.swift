@@ -121,7 +121,7 @@ package struct ConnectUnary: Sendable {
     let acceptHeaders = request.headers
     let deadline = call.deadline
     let ifNoneMatch = request.headers.first(name: "if-none-match")
-    return self.fastPath.run(
+    return self.fastPath.start(
       call.method,
       headers: call.metadata,
       timeout: call.metadata.first(name: "grpc-timeout"),

@@ -16,7 +16,9 @@ extension ConnectionFastCalls {
   ) {
     UnaryFastPath.fastCalls.increment()
     let handler = NIOLoopBound(self, eventLoop: context.eventLoop)
-    switch self.fastPath.start(
+    // Answered, unless it turns out to run: a call answered at once finishes inside `start`.
+    self.calls[stream] = .answered
+    let launched = self.fastPath.start(
       method,
       headers: headers,
       timeout: timeout,
@@ -24,28 +26,31 @@ extension ConnectionFastCalls {
       peers: self.peers,
       format: .binary,
       eventLoop: context.eventLoop,
-      executor: self.executor,
-      finish: { outcome in handler.value.finish(stream, outcome) }
-    ) {
-    case .answered(let outcome):
-      // Answered in this read: the frames go out when the read completes (`channelReadComplete`),
-      // with the replies of the other calls it brought.
-      self.calls[stream] = .answered
-      self.write(stream, outcome, context: context)
-      self.unflushed = true
-    case .running(let launched):
-      self.calls[stream] = .running(launched)
+      executor: self.executor
+    ) { outcome in
+      handler.value.finish(stream, outcome)
     }
+    if let launched { self.calls[stream] = .running(launched) }
   }
 
   /// Writes a call's reply, unless its stream was reset or the connection closed meanwhile.
+  /// A call answered in the read that brought it (`Method.now`) keeps its stream's state until
+  /// the stream closes, and its frames go out when the read completes (`channelReadComplete`),
+  /// with the replies of the other calls it brought.
   private func finish(_ stream: HTTP2StreamID, _ outcome: UnaryOutcome) {
-    guard case .running(let launched)? = self.calls.removeValue(forKey: stream),
-      let context = self.context
-    else { return }
-    launched.ended()
-    self.write(stream, outcome, context: context)
-    context.flush()
+    guard let context = self.context else { return }
+    switch self.calls[stream] {
+    case .answered?:
+      self.write(stream, outcome, context: context)
+      self.unflushed = true
+    case .running(let launched)?:
+      self.calls[stream] = nil
+      launched.ended()
+      self.write(stream, outcome, context: context)
+      context.flush()
+    default:
+      return
+    }
   }
 
   private func write(

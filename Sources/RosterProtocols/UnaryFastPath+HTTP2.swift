@@ -80,18 +80,12 @@ extension UnaryFastPath {
     }
   }
 
-  /// How a call started: answered in the read that brought it, or running.
-  enum Started {
-    case answered(UnaryOutcome)
-    /// To cancel when its stream is reset or its connection goes; `finish` gets its outcome.
-    case running(LaunchedCall)
-  }
-
   /// Starts a call of `method`, whatever protocol brought it, the one way each method runs: in
   /// its store's point-call jobs (`Method.pointCalls`), at once on the caller's thread
   /// (`Method.now`), or in a task of its own. A client deadline (`timeout`, the value of
-  /// `grpc-timeout`) cancels it while it can be; `finish` gets a running call's outcome on
-  /// `eventLoop`.
+  /// `grpc-timeout`) cancels it while it can be. `finish` gets the outcome: on the caller's
+  /// thread before this returns for a call answered at once (and nil is returned), on
+  /// `eventLoop` later for a running one (returned, to cancel when the client goes).
   func start(
     _ method: Method,
     headers: HPACKHeaders,
@@ -102,20 +96,18 @@ extension UnaryFastPath {
     eventLoop: any EventLoop,
     executor: EventLoopGroupExecutor,
     finish: @escaping @Sendable (UnaryOutcome) -> Void
-  ) -> Started {
+  ) -> LaunchedCall? {
     if let store = method.pointCalls {
-      return .running(
-        self.launchPointCall(
-          method,
-          in: store,
-          headers: headers,
-          timeout: timeout,
-          message: message,
-          peers: peers,
-          format: format,
-          eventLoop: eventLoop,
-          finish: finish
-        )
+      return self.launchPointCall(
+        method,
+        in: store,
+        headers: headers,
+        timeout: timeout,
+        message: message,
+        peers: peers,
+        format: format,
+        eventLoop: eventLoop,
+        finish: finish
       )
     }
     if let outcome = self.answerNow(
@@ -125,38 +117,10 @@ extension UnaryFastPath {
       peers: peers,
       format: format
     ) {
-      return .answered(outcome)
+      finish(outcome)
+      return nil
     }
-    return .running(
-      self.launch(
-        method,
-        headers: headers,
-        timeout: timeout,
-        message: message,
-        peers: peers,
-        format: format,
-        eventLoop: eventLoop,
-        executor: executor,
-        finish: finish
-      )
-    )
-  }
-
-  /// `start` for a caller that takes every outcome through `finish`: an answered call's is
-  /// handed to it at once, on the caller's thread. Returns the running call, nil when the
-  /// call was answered.
-  func run(
-    _ method: Method,
-    headers: HPACKHeaders,
-    timeout: String?,
-    message: ByteBuffer?,
-    peers: Peers,
-    format: WireFormat,
-    eventLoop: any EventLoop,
-    executor: EventLoopGroupExecutor,
-    finish: @escaping @Sendable (UnaryOutcome) -> Void
-  ) -> LaunchedCall? {
-    switch self.start(
+    return self.launch(
       method,
       headers: headers,
       timeout: timeout,
@@ -166,13 +130,7 @@ extension UnaryFastPath {
       eventLoop: eventLoop,
       executor: executor,
       finish: finish
-    ) {
-    case .answered(let outcome):
-      finish(outcome)
-      return nil
-    case .running(let launched):
-      return launched
-    }
+    )
   }
 
   /// Starts one call in a task of its own: on `eventLoop` (through `executor`) for a point
