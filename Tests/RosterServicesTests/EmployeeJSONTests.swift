@@ -66,17 +66,7 @@ struct EmployeeJSONTests {
         mask: mask,
         nextPageToken: token
       )
-      let writer = EmployeeJSON.Rows(mask: mask)
-      // From rows, as SQLite's reader hands them over, and from employees, as the default does.
-      var fromRows = WrittenEmployeePage(reserving: employees.count)
-      var fromValues = WrittenEmployeePage(reserving: employees.count)
-      for employee in employees {
-        EmployeeWireTests.withRow(employee) { writer.append($0, to: &fromRows.bytes) }
-        fromRows.append(())
-        writer.append(employee, to: &fromValues.bytes)
-        fromValues.append(())
-      }
-      for page in [fromRows, fromValues] {
+      for page in EmployeeWireTests.writtenPages(employees, EmployeeJSON.Rows(mask: mask)) {
         let reply = EmployeePageReply<Roster_V1_ListEmployeesResponse>(
           written: page,
           format: .json,

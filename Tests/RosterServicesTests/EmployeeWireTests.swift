@@ -68,17 +68,7 @@ struct EmployeeWireTests {
         mask: mask,
         nextPageToken: token
       ).message.serializedBytes()
-      let writer = EmployeeWire.Rows(mask: mask)
-      // From rows, as SQLite's reader hands them over, and from employees, as the default does.
-      var fromRows = WrittenEmployeePage(reserving: employees.count)
-      var fromValues = WrittenEmployeePage(reserving: employees.count)
-      for employee in employees {
-        Self.withRow(employee) { writer.append($0, to: &fromRows.bytes) }
-        fromRows.append(())
-        writer.append(employee, to: &fromValues.bytes)
-        fromValues.append(())
-      }
-      for page in [fromRows, fromValues] {
+      for page in Self.writtenPages(employees, EmployeeWire.Rows(mask: mask)) {
         #expect(page.rowCount == employees.count)
         let reply = EmployeePageReply<Roster_V1_ListEmployeesResponse>(
           written: page,
@@ -90,6 +80,23 @@ struct EmployeeWireTests {
         #expect(reply.rowCount == employees.count)
       }
     }
+  }
+
+  /// `employees` written by `writer` twice: from rows, as SQLite's reader hands them over, and
+  /// from employees, as the default does.
+  static func writtenPages(
+    _ employees: [Employee],
+    _ writer: some EmployeeRowWriter
+  ) -> [WrittenEmployeePage] {
+    var fromRows = WrittenEmployeePage(reserving: employees.count)
+    var fromValues = WrittenEmployeePage(reserving: employees.count)
+    for employee in employees {
+      Self.withRow(employee) { writer.append($0, to: &fromRows.bytes) }
+      fromRows.append(())
+      writer.append(employee, to: &fromValues.bytes)
+      fromValues.append(())
+    }
+    return [fromRows, fromValues]
   }
 
   /// `employee` as a row of bytes, as the store hands one to a writer.
