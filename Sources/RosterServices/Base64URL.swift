@@ -14,10 +14,21 @@ enum Base64URL {
     return values
   }()
 
+  private static let standardAlphabet = Array(
+    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/".utf8
+  )
+
   static func encode(_ bytes: [UInt8]) -> String {
-    let alphabet = Self.alphabet
     var out: [UInt8] = []
     out.reserveCapacity((bytes.count * 4 + 2) / 3)
+    bytes.withUnsafeBufferPointer { Self.append($0, standard: false, to: &out) }
+    return String(decoding: out, as: UTF8.self)
+  }
+
+  /// `bytes` in base64, appended to `out`: in this type's alphabet without padding, or, when
+  /// `standard`, in RFC 4648 §4's alphabet with padding (proto3 JSON's `bytes`).
+  static func append(_ bytes: UnsafeBufferPointer<UInt8>, standard: Bool, to out: inout [UInt8]) {
+    let alphabet = standard ? Self.standardAlphabet : Self.alphabet
     var index = 0
     while index + 3 <= bytes.count {
       let group =
@@ -28,7 +39,7 @@ enum Base64URL {
       out.append(alphabet[Int(group & 63)])
       index += 3
     }
-    // One or two bytes left: their 8 or 16 bits as 2 or 3 characters, no padding.
+    // One or two bytes left: their 8 or 16 bits as 2 or 3 characters, then padding if asked.
     let left = bytes.count - index
     if left > 0 {
       var group = UInt32(bytes[index]) << 16
@@ -36,8 +47,8 @@ enum Base64URL {
       for shift: UInt32 in [18, 12, 6].prefix(left + 1) {
         out.append(alphabet[Int(group >> shift & 63)])
       }
+      if standard { out.append(contentsOf: repeatElement(UInt8(ascii: "="), count: 3 - left)) }
     }
-    return String(decoding: out, as: UTF8.self)
   }
 
   /// The bytes of unpadded base64url text; nil for a byte outside the alphabet, a length no

@@ -106,7 +106,9 @@ enum EmployeeJSON {
         guard let thumbnail, !thumbnail.isEmpty else { return }
         Self.key("thumbnail", first: first, to: &out)
         first = false
-        Self.base64(thumbnail, to: &out)
+        out.append(UInt8(ascii: "\""))
+        Base64URL.append(thumbnail, standard: true, to: &out)
+        out.append(UInt8(ascii: "\""))
       }
     }
     if mask.hasPicture, employee.hasPicture {
@@ -183,36 +185,6 @@ enum EmployeeJSON {
   }
 
   private static let hexDigits = Array("0123456789abcdef".utf8)
-  private static let base64Digits = Array(
-    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/".utf8
-  )
-
-  /// Bytes as a JSON string in standard base64, padded.
-  private static func base64(_ bytes: UnsafeBufferPointer<UInt8>, to out: inout [UInt8]) {
-    out.append(UInt8(ascii: "\""))
-    out.reserveCapacity(out.count + (bytes.count + 2) / 3 * 4 + 1)
-    var index = 0
-    while index + 3 <= bytes.count {
-      let group =
-        UInt32(bytes[index]) << 16 | UInt32(bytes[index + 1]) << 8 | UInt32(bytes[index + 2])
-      out.append(Self.base64Digits[Int(group >> 18 & 0x3F)])
-      out.append(Self.base64Digits[Int(group >> 12 & 0x3F)])
-      out.append(Self.base64Digits[Int(group >> 6 & 0x3F)])
-      out.append(Self.base64Digits[Int(group & 0x3F)])
-      index += 3
-    }
-    let left = bytes.count - index
-    if left > 0 {
-      let group =
-        UInt32(bytes[index]) << 16 | (left == 2 ? UInt32(bytes[index + 1]) << 8 : 0)
-      out.append(Self.base64Digits[Int(group >> 18 & 0x3F)])
-      out.append(Self.base64Digits[Int(group >> 12 & 0x3F)])
-      out.append(left == 2 ? Self.base64Digits[Int(group >> 6 & 0x3F)] : UInt8(ascii: "="))
-      out.append(UInt8(ascii: "="))
-    }
-    out.append(UInt8(ascii: "\""))
-  }
-
   /// A timestamp in RFC 3339, UTC, with milliseconds when there are any (as SwiftProtobuf
   /// writes a `Timestamp` whose nanoseconds are whole milliseconds).
   private static func timestamp(millis: Int64, to out: inout [UInt8]) {
