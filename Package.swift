@@ -420,6 +420,7 @@ let package = Package(
       dependencies: [
         "RosterProtocols",
         "RosterProto",
+        "RosterServices",
         .product(name: "GRPCCore", package: "grpc-swift-2"),
         .product(name: "GRPCProtobuf", package: "grpc-swift-protobuf"),
         .product(name: "NIOCore", package: "swift-nio"),

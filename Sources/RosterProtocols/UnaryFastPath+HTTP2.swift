@@ -156,7 +156,7 @@ extension UnaryFastPath {
       timer = loop.scheduleTask(in: TimeAmount(timeout)) { cancellation.cancel() }
     }
     let metadata = Metadata(headers)
-    let interceptors = self.interceptors
+    let chain = self.chain
     let body: @concurrent @Sendable () async -> Void = {
       let outcome = await withServerContextRPCCancellationHandle { handle in
         cancellation.attach(handle)
@@ -167,7 +167,7 @@ extension UnaryFastPath {
           cancellation: handle
         )
         context.transportSpecific = callTask
-        return await method.run(message, format, metadata, context, interceptors)
+        return await method.run(message, format, metadata, context, chain)
       }
       if loop.inEventLoop {
         finish(outcome)
@@ -201,7 +201,7 @@ extension UnaryFastPath {
   ) -> UnaryOutcome? {
     guard let now = method.now else { return nil }
     let context = Self.context(method, peers, timed ? arrived : nil)
-    return now(message, format, Metadata(headers), context, arrived, self.interceptors)
+    return now(message, format, Metadata(headers), context, arrived, self.chain)
   }
 
   /// The outcome of a call that `Method.pointCalls` refused before it ran (`error`: its store
@@ -219,7 +219,7 @@ extension UnaryFastPath {
       metadata: Metadata(headers),
       context: Self.context(method, peers, nil),
       arrived: arrived,
-      interceptors: self.interceptors
+      chain: self.chain
     )
   }
 

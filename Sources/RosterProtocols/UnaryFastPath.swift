@@ -15,13 +15,13 @@ package import SwiftProtobuf
 /// message within the size limit) runs as one task: the same interceptors in the same order,
 /// then the service's `SimpleServiceProtocol` method, as `GRPCServer` runs them
 /// (`ServerRPCExecutor`), and its reply goes back as three HTTP/2 frames. Everything else takes
-/// grpc-swift's path. The interceptors run through `UnaryServerInterceptor.interceptUnary`, as
-/// one frame: no streaming request or response, no executor hop between the levels. A method
-/// whose handler never waits (`Method.now`) runs with no task at all on Roster's own transport,
-/// through `interceptNow`: on the event loop, or in its store's point-call jobs.
+/// grpc-swift's path. The interceptors run through `CallChain.run`, as one frame: no streaming
+/// request or response, no executor hop between them. A method whose handler never waits
+/// (`Method.now`) runs with no task at all on Roster's own transport, through
+/// `CallChain.runNow`: on the event loop, or in its store's point-call jobs.
 ///
 /// ```swift
-/// let fastPath = UnaryFastPath(methods: [...], interceptors: interceptors, maxRequestBytes: 4 << 20)
+/// let fastPath = UnaryFastPath(methods: [...], chain: chain, maxRequestBytes: 4 << 20)
 /// ```
 package struct UnaryFastPath: Sendable {
   /// One unary method: its descriptor and how to run one call of it.
@@ -35,7 +35,7 @@ package struct UnaryFastPath: Sendable {
     /// Runs one call; the request's message, or nil when the client sent none, and the reply's
     /// messages, in `WireFormat`.
     let run:
-      @Sendable (ByteBuffer?, WireFormat, Metadata, ServerContext, [any UnaryServerInterceptor])
+      @Sendable (ByteBuffer?, WireFormat, Metadata, ServerContext, CallChain)
         async
         -> UnaryOutcome
     /// Runs one call without suspending, on the caller's thread (the connection's event loop,
@@ -46,7 +46,7 @@ package struct UnaryFastPath: Sendable {
       (
         @Sendable (
           ByteBuffer?, WireFormat, Metadata, ServerContext, ContinuousClock.Instant,
-          [any UnaryServerInterceptor]
+          CallChain
         ) ->
           UnaryOutcome
       )?
@@ -102,14 +102,14 @@ package struct UnaryFastPath: Sendable {
     ) -> Method {
       var method = self
       method.pointCalls = store
-      method.now = { bytes, format, metadata, context, arrived, interceptors in
+      method.now = { bytes, format, metadata, context, arrived, chain in
         UnaryFastPath.executeNow(
           message: bytes.map(BufferBytes.init),
           format: format,
           metadata: metadata,
           context: context,
           arrived: arrived,
-          interceptors: interceptors,
+          chain: chain,
           handler: handler,
           serialize: serialize
         )
@@ -149,13 +149,13 @@ package struct UnaryFastPath: Sendable {
         format,
         metadata,
         context,
-        interceptors in
+        chain in
         await UnaryFastPath.execute(
           message: bytes.map(BufferBytes.init),
           format: format,
           metadata: metadata,
           context: context,
-          interceptors: interceptors,
+          chain: chain,
           staged: staged,
           handler: { input, context in try await handler(input, context, format == .binary) },
           serialize: serialize
@@ -176,45 +176,40 @@ package struct UnaryFastPath: Sendable {
   /// The methods, by HTTP/2 `:path`.
   package let methods: [String: Method]
   /// The interceptors every call goes through, outermost first (as given to `GRPCServer`).
-  let interceptors: [any UnaryServerInterceptor]
+  let chain: CallChain
   /// The largest request message taken (the transport's `maxRequestPayloadSize`).
   let maxRequestBytes: Int
 
-  package init(methods: [Method], interceptors: [any UnaryServerInterceptor], maxRequestBytes: Int)
-  {
+  package init(methods: [Method], chain: CallChain, maxRequestBytes: Int) {
     self.methods = Dictionary(
       methods.map { ("/" + $0.descriptor.fullyQualifiedMethod, $0) },
       uniquingKeysWith: { first, _ in first }
     )
-    self.interceptors = interceptors
+    self.chain = chain
     self.maxRequestBytes = maxRequestBytes
   }
 
   /// What `ServerRPCExecutor` does for one call of exactly one message, as one frame: the
-  /// interceptors, each around the rest; the request's message decoded and the handler called
-  /// inside the innermost (where grpc-swift decodes it, so a malformed one fails the same way);
-  /// what any level throws becomes a status there, as in `ServerRPCExecutor._intercept`.
+  /// interceptors, then the request's message decoded and the handler called inside them
+  /// (where grpc-swift decodes it, so a malformed one fails the same way); what is thrown
+  /// becomes a status.
   static func execute<Input: SwiftProtobuf.Message, Output: Sendable>(
     message bytes: BufferBytes?,
     format: WireFormat,
     metadata: Metadata,
     context: ServerContext,
-    interceptors: [any UnaryServerInterceptor],
+    chain: CallChain,
     staged: Bool = true,
     handler: @Sendable (Input, ServerContext) async throws -> Output,
     serialize: (Output, WireFormat) throws -> ByteBuffer
   ) async -> UnaryOutcome {
     let output: Output
     do {
-      output = try await Self.interceptUnary(
-        metadata: metadata,
-        context: context,
-        interceptors: interceptors[...]
-      ) {
+      output = try await chain.run(metadata: metadata, context: context) {
         try await handler(try Self.decode(bytes, format: format), context)
       }
     } catch {
-      return .refused(Self.rpcError(error, unknown: "Service method threw an unknown error."))
+      return .refused(.ending(error, unknown: "Service method threw an unknown error."))
     }
     // The reply is serialized and written in a later job, so the calls that arrived together
     // on a loop do their handlers (the store's reads) back to back, then their replies:
@@ -225,7 +220,7 @@ package struct UnaryFastPath: Sendable {
   }
 
   /// `execute` for a call whose handler never waits, without a task (`Method.now`): the same
-  /// interceptors in the same order (`UnaryServerInterceptor.interceptNow`), the same decoding,
+  /// interceptors in the same order (`CallChain.runNow`), the same decoding,
   /// statuses and reply. Nothing to stage: the calls of a read run one after the other anyway.
   static func executeNow<Input: SwiftProtobuf.Message, Output: Sendable>(
     message bytes: BufferBytes?,
@@ -233,22 +228,17 @@ package struct UnaryFastPath: Sendable {
     metadata: Metadata,
     context: ServerContext,
     arrived: ContinuousClock.Instant,
-    interceptors: [any UnaryServerInterceptor],
+    chain: CallChain,
     handler: (Input, ServerContext) throws -> Output,
     serialize: (Output, WireFormat) throws -> ByteBuffer
   ) -> UnaryOutcome {
     let output: Output
     do {
-      output = try Self.interceptNow(
-        metadata: metadata,
-        context: context,
-        arrived: arrived,
-        interceptors: interceptors[...]
-      ) {
+      output = try chain.runNow(metadata: metadata, context: context, arrived: arrived) {
         try handler(try Self.decode(bytes, format: format), context)
       }
     } catch {
-      return .refused(Self.rpcError(error, unknown: "Service method threw an unknown error."))
+      return .refused(.ending(error, unknown: "Service method threw an unknown error."))
     }
     return Self.reply(output, format: format, serialize: serialize)
   }
@@ -260,21 +250,16 @@ package struct UnaryFastPath: Sendable {
     metadata: Metadata,
     context: ServerContext,
     arrived: ContinuousClock.Instant,
-    interceptors: [any UnaryServerInterceptor]
+    chain: CallChain
   ) -> UnaryOutcome {
     do {
-      try Self.interceptNow(
-        metadata: metadata,
-        context: context,
-        arrived: arrived,
-        interceptors: interceptors[...]
-      ) {
+      try chain.runNow(metadata: metadata, context: context, arrived: arrived) {
         () throws -> Void in
         throw error
       }
       return .refused(error)
     } catch {
-      return .refused(Self.rpcError(error, unknown: ""))
+      return .refused(.ending(error))
     }
   }
 
@@ -306,7 +291,7 @@ package struct UnaryFastPath: Sendable {
         trailers: [:]
       )
     } catch {
-      let error = Self.rpcError(error, unknown: "")
+      let error = RPCError.ending(error)
       return UnaryOutcome(
         headers: [:],
         messages: [],
@@ -316,55 +301,4 @@ package struct UnaryFastPath: Sendable {
     }
   }
 
-  /// The unary chain: each interceptor runs the rest; what one throws becomes a status there.
-  private static func interceptUnary<Output: Sendable>(
-    metadata: Metadata,
-    context: ServerContext,
-    interceptors: ArraySlice<any UnaryServerInterceptor>,
-    handler: () async throws -> Output
-  ) async throws -> Output {
-    guard let interceptor = interceptors.first else { return try await handler() }
-    do {
-      return try await interceptor.interceptUnary(metadata: metadata, context: context) {
-        try await Self.interceptUnary(
-          metadata: metadata,
-          context: context,
-          interceptors: interceptors.dropFirst(),
-          handler: handler
-        )
-      }
-    } catch {
-      throw Self.rpcError(error, unknown: "")
-    }
-  }
-
-  /// `interceptUnary` for a call that runs without suspending.
-  private static func interceptNow<Output>(
-    metadata: Metadata,
-    context: ServerContext,
-    arrived: ContinuousClock.Instant,
-    interceptors: ArraySlice<any UnaryServerInterceptor>,
-    handler: () throws -> Output
-  ) throws -> Output {
-    guard let interceptor = interceptors.first else { return try handler() }
-    do {
-      return try interceptor.interceptNow(metadata: metadata, context: context, arrived: arrived) {
-        try Self.interceptNow(
-          metadata: metadata,
-          context: context,
-          arrived: arrived,
-          interceptors: interceptors.dropFirst(),
-          handler: handler
-        )
-      }
-    } catch {
-      throw Self.rpcError(error, unknown: "")
-    }
-  }
-
-  private static func rpcError(_ error: any Error, unknown message: String) -> RPCError {
-    if let error = error as? RPCError { return error }
-    if let error = error as? any RPCErrorConvertible { return RPCError(error) }
-    return RPCError(code: .unknown, message: message, cause: error)
-  }
 }

@@ -43,7 +43,7 @@ struct GRPCServing: Sendable {
 func makeServing(
   config: ServerConfig,
   services: [any RegistrableRPCService],
-  interceptors: [any UnaryServerInterceptor],
+  chain: CallChain,
   fastMethods: [UnaryFastPath.Method],
   streamingMethods: [StreamingMethod],
   eventLoops: MultiThreadedEventLoopGroup,
@@ -54,11 +54,11 @@ func makeServing(
   // protocol.
   let unaryMethods = UnaryFastPath(
     methods: fastMethods,
-    interceptors: interceptors,
+    chain: chain,
     maxRequestBytes: limits.maxRequestBytes
   )
   let host = config.host == "localhost" ? "127.0.0.1" : config.host
-  let serverInterceptors: [any ServerInterceptor] = [CooperativePoolInterceptor()] + interceptors
+  let serverInterceptors: [any ServerInterceptor] = [CooperativePoolInterceptor(), chain]
   let executor = loopExecutor
   let connect = ConnectUnary(
     fastPath: unaryMethods,

@@ -133,10 +133,10 @@ public struct RosterServer: Service {
 
 /// The services every Roster server registers, in one place for the real server and tests.
 ///
-/// Interceptors run outermost first: the request log (so it also records refused calls),
-/// authentication when `tokens` is set, the per-client stream cap, the call control (cancellation
-/// and deadlines reach the store; the default deadline), then
-/// the author. `pacing` keeps streaming handlers from running ahead of the transport: the
+/// The interceptors are one `CallChain`, outermost first: the span when `tracing`, the request
+/// log (so it also records refused calls), the metrics, authentication when `tokens` is set, the
+/// per-client stream cap, the call control (cancellation and deadlines reach the store; the
+/// default deadline), then the author. `pacing` keeps streaming handlers from running ahead of the transport: the
 /// HTTP/2 server passes its event loops, the in-process transport needs none.
 public func buildServices(
   store: any StoreBackend,
@@ -162,7 +162,7 @@ public func buildServices(
     tracing: tracing,
     logger: logger
   )
-  return (built.services, built.interceptors.map { $0 as any ServerInterceptor }, built.health)
+  return (built.services, [built.chain], built.health)
 }
 
 /// `buildServices`, plus the unary methods the HTTP/2 server answers on its fast path
@@ -179,7 +179,7 @@ func buildServiceSet(
   logger: Logger
 ) throws -> (
   services: [any RegistrableRPCService],
-  interceptors: [any UnaryServerInterceptor],
+  chain: CallChain,
   health: HealthService,
   fastMethods: [UnaryFastPath.Method],
   streamingMethods: [StreamingMethod]
@@ -201,7 +201,7 @@ func buildServiceSet(
     reflection,
     reflection.v1alpha,
   ]
-  var interceptors: [any UnaryServerInterceptor] = []
+  var interceptors: [any CallInterceptor] = []
   // First, so the span covers every other interceptor's work and the log lines carry its id.
   if tracing { interceptors.append(TracingInterceptor()) }
   if logRequests { interceptors.append(RequestLogInterceptor(logger: logger)) }
@@ -225,7 +225,7 @@ func buildServiceSet(
     health: health,
     reflection: reflection
   )
-  return (services, interceptors, health, fastMethods, streamingMethods)
+  return (services, CallChain(interceptors), health, fastMethods, streamingMethods)
 }
 
 /// Opens (and on first start, seeds) the store, then builds the server on HTTP/2.
@@ -236,7 +236,7 @@ public func buildServer(
   let (store, seed) = try await openStore(config: config, logger: logger)
   let eventLoops = MultiThreadedEventLoopGroup.singleton
   let loopExecutor = EventLoopGroupExecutor(group: eventLoops)
-  let (services, interceptors, health, fastMethods, streamingMethods) = try buildServiceSet(
+  let (services, chain, health, fastMethods, streamingMethods) = try buildServiceSet(
     store: store,
     pacing: EventLoopPacing(group: eventLoops),
     tokens: config.tokens,
@@ -249,7 +249,7 @@ public func buildServer(
   let server = try makeServing(
     config: config,
     services: services,
-    interceptors: interceptors,
+    chain: chain,
     fastMethods: fastMethods,
     streamingMethods: streamingMethods,
     eventLoops: eventLoops,

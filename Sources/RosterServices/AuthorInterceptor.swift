@@ -1,5 +1,5 @@
 internal import Foundation
-public import GRPCCore
+internal import GRPCCore
 internal import RosterDomain
 internal import RosterStore
 
@@ -22,9 +22,9 @@ enum RequestAuthor {
 ///
 /// ```swift
 /// let server = GRPCServer(transport: transport, services: services,
-///                         interceptors: [AuthorInterceptor()])
+///                         interceptors: [CallChain([AuthorInterceptor()])])
 /// ```
-public struct AuthorInterceptor: UnaryServerInterceptor {
+public struct AuthorInterceptor: CallInterceptor {
   /// The metadata key clients set.
   public static let metadataKey = "x-roster-author"
   /// The longest author kept.
@@ -33,49 +33,8 @@ public struct AuthorInterceptor: UnaryServerInterceptor {
   /// Creates the interceptor.
   public init() {}
 
-  public func intercept<Input: Sendable, Output: Sendable>(
-    request: StreamingServerRequest<Input>,
-    context: ServerContext,
-    next:
-      @concurrent @Sendable (StreamingServerRequest<Input>, ServerContext) async throws
-      -> StreamingServerResponse<Output>
-  ) async throws -> StreamingServerResponse<Output> {
-    let author = Self.author(in: request.metadata)
-    var response = try await RequestAuthor.$current.withValue(author) {
-      try await next(request, context)
-    }
-    // A streaming handler runs later, inside the response's producer: carry the author there.
-    if case .success(var contents) = response.accepted {
-      let producer = contents.producer
-      contents.producer = { writer in
-        try await RequestAuthor.$current.withValue(author) { try await producer(writer) }
-      }
-      response.accepted = .success(contents)
-    }
-    return response
-  }
-
-  public func interceptUnary<Output: Sendable>(
-    metadata: Metadata,
-    context: ServerContext,
-    next: () async throws -> Output
-  ) async throws -> Output {
-    let author = Self.author(in: metadata)
-    // Most calls name no author, which is the value already bound: binding it again would cost
-    // a task-local record and three executor checks of the call's task.
-    if author.isEmpty, RequestAuthor.current.isEmpty { return try await next() }
-    return try await RequestAuthor.$current.withValue(author, operation: next)
-  }
-
-  public func interceptNow<Output>(
-    metadata: Metadata,
-    context: ServerContext,
-    arrived: ContinuousClock.Instant,
-    next: () throws -> Output
-  ) throws -> Output {
-    let author = Self.author(in: metadata)
-    if author.isEmpty, RequestAuthor.current.isEmpty { return try next() }
-    return try RequestAuthor.$current.withValue(author, operation: next)
+  public func begin(_ call: inout CallScope) {
+    call.author = Self.author(in: call.metadata)
   }
 
   /// The request's author, trimmed and cut to `maximumLength`; empty when it names none.

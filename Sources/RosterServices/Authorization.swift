@@ -180,7 +180,7 @@ public struct TokenTable: Sendable {
 /// No `authorization` metadata, or a token the table does not hold → `UNAUTHENTICATED`; a
 /// token whose role is too low → `PERMISSION_DENIED`. Health and reflection are open. The
 /// token never appears in a status message or a log.
-public struct AuthInterceptor: UnaryServerInterceptor {
+public struct AuthInterceptor: CallInterceptor {
   /// The metadata key, as HTTP's.
   public static let metadataKey = "authorization"
   private let tokens: TokenTable
@@ -190,42 +190,10 @@ public struct AuthInterceptor: UnaryServerInterceptor {
     self.tokens = tokens
   }
 
-  public func intercept<Input: Sendable, Output: Sendable>(
-    request: StreamingServerRequest<Input>,
-    context: ServerContext,
-    next:
-      @concurrent @Sendable (StreamingServerRequest<Input>, ServerContext) async throws
-      -> StreamingServerResponse<Output>
-  ) async throws -> StreamingServerResponse<Output> {
-    guard let principal = try self.principal(of: request.metadata, context: context) else {
-      return try await next(request, context)
+  public func begin(_ call: inout CallScope) throws {
+    if let principal = try self.principal(of: call.metadata, context: call.context) {
+      call.principal = principal
     }
-    return try await Principal.$current.withValue(principal) {
-      try await next(request, context)
-    }
-  }
-
-  public func interceptUnary<Output: Sendable>(
-    metadata: Metadata,
-    context: ServerContext,
-    next: () async throws -> Output
-  ) async throws -> Output {
-    guard let principal = try self.principal(of: metadata, context: context) else {
-      return try await next()
-    }
-    return try await Principal.$current.withValue(principal, operation: next)
-  }
-
-  public func interceptNow<Output>(
-    metadata: Metadata,
-    context: ServerContext,
-    arrived: ContinuousClock.Instant,
-    next: () throws -> Output
-  ) throws -> Output {
-    guard let principal = try self.principal(of: metadata, context: context) else {
-      return try next()
-    }
-    return try Principal.$current.withValue(principal, operation: next)
   }
 
   /// The principal of a call's token, checked against the role its method needs; nil for the

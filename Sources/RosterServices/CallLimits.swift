@@ -18,7 +18,7 @@ internal import Synchronization
 /// watch can rightly take longer than any fixed bound (a 1M-row `UpsertEmployees` takes
 /// minutes), and they end when their client goes away; `StreamLimitInterceptor` caps how many
 /// one client holds.
-public struct CallControlInterceptor: UnaryServerInterceptor {
+public struct CallControlInterceptor: CallInterceptor {
   /// The streaming methods (from their descriptors), which run as long as their client keeps
   /// them open.
   static let exempt: Set<MethodDescriptor> = MethodPolicies.server.streaming
@@ -30,110 +30,28 @@ public struct CallControlInterceptor: UnaryServerInterceptor {
     self.deadline = deadline
   }
 
-  public func intercept<Input: Sendable, Output: Sendable>(
-    request: StreamingServerRequest<Input>,
-    context: ServerContext,
-    next:
-      @concurrent @Sendable (StreamingServerRequest<Input>, ServerContext) async throws
-      -> StreamingServerResponse<Output>
-  ) async throws -> StreamingServerResponse<Output> {
-    let (limit, end) = try self.deadline(of: request.metadata, context: context)
-    let control = CallControl(deadline: end)
-    let reaper = self.reaper
-    @Sendable func bounded<T: Sendable>(
-      _ body: @escaping @Sendable () async throws -> T
-    ) async throws -> T {
-      try await CallControl.$current.withValue(control) {
-        try await withRPCCancellationHandler {
-          guard let limit, let end else { return try await body() }
-          if let callTask = Self.callTask(of: context) {
-            return try await Self.run(
-              until: end,
-              limit: limit,
-              reaper: reaper,
-              cancelling: callTask,
-              body
-            )
-          }
-          return try await Self.run(until: end, limit: limit, reaper: reaper, body)
-        } onCancelRPC: {
-          control.cancel()
-        }
-      }
-    }
-    // A unary handler runs inside `next`, a streaming one inside the producer: bound both.
-    var response = try await withoutActuallyEscaping(next) { next in
-      try await bounded { try await next(request, context) }
-    }
-    // A handler's failure carried in the response, not thrown (grpc-swift's unary adapters
-    // do that), when the store's own check of the same deadline stopped it before the
-    // reaper's tick: the default deadline's, and it says so, as a thrown one does.
-    if let limit, let end, case .failure(let error) = response.accepted, ContinuousClock.now >= end,
-      Self.endedByDeadline(error)
-    {
-      response.accepted = .failure(Self.defaultDeadlineExceeded(limit))
-    }
-    if case .success(var contents) = response.accepted {
-      let producer = contents.producer
-      contents.producer = { writer in
-        try await bounded { try await producer(writer) }
-      }
-      response.accepted = .success(contents)
-    }
-    return response
-  }
-
-  public func interceptUnary<Output: Sendable>(
-    metadata: Metadata,
-    context: ServerContext,
-    next: () async throws -> Output
-  ) async throws -> Output {
-    let (limit, end) = try self.deadline(of: metadata, context: context)
-    let control = CallControl(deadline: end)
-    return try await CallControl.$current.withValue(control) {
-      try await withRPCCancellationHandler {
-        guard let limit, let end else { return try await next() }
-        // The fast path runs every call in a task of its own, which the reaper cancels; a
-        // transport without one still has the call's `CallControl` cancelled at `end`.
-        let callTask = Self.callTask(of: context)
-        return try await Self.run(
-          until: end,
-          limit: limit,
-          reaper: self.reaper,
-          cancelling: callTask,
-          next
-        )
-      } onCancelRPC: {
-        control.cancel()
-      }
+  public func begin(_ call: inout CallScope) throws {
+    let (limit, end) = try self.deadline(of: call.metadata, context: call.context)
+    call.control = CallControl(deadline: end)
+    if let limit, let end {
+      call.defaultDeadline = CallScope.DefaultDeadline(end: end, limit: limit, reaper: self.reaper)
     }
   }
 
-  /// A call that runs without suspending cannot be stopped while it runs, and needs no reaper:
-  /// the store sees its deadline through its `CallControl`, and a call that the default
-  /// deadline's check stopped says so, as in `run(until:limit:reaper:cancelling:_:)`.
-  public func interceptNow<Output>(
-    metadata: Metadata,
-    context: ServerContext,
-    arrived: ContinuousClock.Instant,
-    next: () throws -> Output
-  ) throws -> Output {
-    let (limit, end) = try self.deadline(of: metadata, context: context)
-    return try CallControl.$current.withValue(CallControl(deadline: end)) {
-      do {
-        return try next()
-      } catch {
-        guard let limit, let end, ContinuousClock.now >= end, Self.endedByDeadline(error) else {
-          throw error
-        }
-        throw Self.defaultDeadlineExceeded(limit)
-      }
-    }
+  /// A call that the default deadline stopped says so, whatever stopped it: the reaper, or the
+  /// store's own check of the same deadline before the reaper's tick (a call that never waits
+  /// has no reaper: the store sees its deadline through its `CallControl`).
+  public func end(_ call: CallScope, error: inout (any Error)?) {
+    guard let ended = error, let deadline = call.defaultDeadline,
+      ContinuousClock.now >= deadline.end,
+      Self.endedByDeadline(ended)
+    else { return }
+    error = Self.defaultDeadlineExceeded(deadline.limit)
   }
 
   /// The task of a call that runs in one of its own: the fast path's `CallTask` first, by its
   /// type, then any other transport's.
-  private static func callTask(of context: ServerContext) -> (any CallTaskCancelling)? {
+  static func callTask(of context: ServerContext) -> (any CallTaskCancelling)? {
     if let callTask = context.transportSpecific as? CallTask { return callTask }
     return context.transportSpecific as? any CallTaskCancelling
   }

@@ -1,5 +1,5 @@
 internal import CoreMetrics
-public import GRPCCore
+internal import GRPCCore
 public import Logging
 internal import Synchronization
 
@@ -9,7 +9,7 @@ internal import Synchronization
 ///
 /// OK calls log at `okLevel` (default `.info`), failed ones at `.notice` or, for `INTERNAL`,
 /// `UNKNOWN` and `DATA_LOSS`, `.error`. The `authorization` metadata is never logged.
-public struct RequestLogInterceptor: UnaryServerInterceptor {
+public struct RequestLogInterceptor: CallInterceptor {
   private let logger: Logger
   private let okLevel: Logger.Level
 
@@ -19,42 +19,15 @@ public struct RequestLogInterceptor: UnaryServerInterceptor {
     self.okLevel = okLevel
   }
 
-  public func intercept<Input: Sendable, Output: Sendable>(
-    request: StreamingServerRequest<Input>,
-    context: ServerContext,
-    next:
-      @concurrent @Sendable (StreamingServerRequest<Input>, ServerContext) async throws
-      -> StreamingServerResponse<Output>
-  ) async throws -> StreamingServerResponse<Output> {
-    let started = ContinuousClock.now
-    let author = request.metadata.firstString(AuthorInterceptor.metadataKey)
-    return try await whenFinished(request: request, context: context, next: next) { [self] error in
-      self.log(error.map(Self.code(of:)), started: started, author: author, context: context)
-    }
-  }
+  public func begin(_ call: inout CallScope) {}
 
-  public func interceptUnary<Output: Sendable>(
-    metadata: Metadata,
-    context: ServerContext,
-    next: () async throws -> Output
-  ) async throws -> Output {
-    let started = ContinuousClock.now
-    let author = metadata.firstString(AuthorInterceptor.metadataKey)
-    return try await self.finishing(next) { error in
-      self.log(error.map(Self.code(of:)), started: started, author: author, context: context)
-    }
-  }
-
-  public func interceptNow<Output>(
-    metadata: Metadata,
-    context: ServerContext,
-    arrived: ContinuousClock.Instant,
-    next: () throws -> Output
-  ) throws -> Output {
-    let author = metadata.firstString(AuthorInterceptor.metadataKey)
-    return try self.finishingNow(next) { error in
-      self.log(error.map(Self.code(of:)), started: arrived, author: author, context: context)
-    }
+  public func end(_ call: CallScope, error: inout (any Error)?) {
+    self.log(
+      error.map(Self.code(of:)),
+      started: call.arrived,
+      author: call.metadata.firstString(AuthorInterceptor.metadataKey),
+      context: call.context
+    )
   }
 
   /// The line of one call that ended with `code` (nil: OK).
@@ -109,45 +82,15 @@ public struct RequestLogInterceptor: UnaryServerInterceptor {
 ///
 /// The instruments of each method and status are made once and kept (a few hundred at most:
 /// the registered methods times the status codes), so a call makes none.
-public struct RequestMetricsInterceptor: UnaryServerInterceptor {
+public struct RequestMetricsInterceptor: CallInterceptor {
   private let instruments = Instruments()
 
   public init() {}
 
-  public func intercept<Input: Sendable, Output: Sendable>(
-    request: StreamingServerRequest<Input>,
-    context: ServerContext,
-    next:
-      @concurrent @Sendable (StreamingServerRequest<Input>, ServerContext) async throws
-      -> StreamingServerResponse<Output>
-  ) async throws -> StreamingServerResponse<Output> {
-    let started = ContinuousClock.now
-    return try await whenFinished(request: request, context: context, next: next) {
-      [instruments] error in
-      instruments.record(context.descriptor, error, since: started)
-    }
-  }
+  public func begin(_ call: inout CallScope) {}
 
-  public func interceptUnary<Output: Sendable>(
-    metadata: Metadata,
-    context: ServerContext,
-    next: () async throws -> Output
-  ) async throws -> Output {
-    let started = ContinuousClock.now
-    return try await self.finishing(next) { error in
-      self.instruments.record(context.descriptor, error, since: started)
-    }
-  }
-
-  public func interceptNow<Output>(
-    metadata: Metadata,
-    context: ServerContext,
-    arrived: ContinuousClock.Instant,
-    next: () throws -> Output
-  ) throws -> Output {
-    try self.finishingNow(next) { error in
-      self.instruments.record(context.descriptor, error, since: arrived)
-    }
+  public func end(_ call: CallScope, error: inout (any Error)?) {
+    self.instruments.record(call.context.descriptor, error, since: call.arrived)
   }
 
   /// The counter and timer of each method and status, made on first use.

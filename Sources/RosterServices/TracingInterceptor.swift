@@ -1,4 +1,4 @@
-public import GRPCCore
+internal import GRPCCore
 internal import RosterStore
 internal import Tracing
 
@@ -10,64 +10,30 @@ internal import Tracing
 /// the store run in its context, so their spans (`StoreTracing`) are its children.
 ///
 /// Installed only when the server exports traces: without one it is not in the chain at all.
-public struct TracingInterceptor: UnaryServerInterceptor {
+public struct TracingInterceptor: CallInterceptor {
   public init() {}
 
-  public func intercept<Input: Sendable, Output: Sendable>(
-    request: StreamingServerRequest<Input>,
-    context: ServerContext,
-    next:
-      @concurrent @Sendable (StreamingServerRequest<Input>, ServerContext) async throws
-      -> StreamingServerResponse<Output>
-  ) async throws -> StreamingServerResponse<Output> {
-    let (span, spanContext) = Self.startSpan(metadata: request.metadata, context: context)
-    return try await ServiceContext.$current.withValue(spanContext) {
-      var response = try await whenFinished(request: request, context: context, next: next) {
-        error in
-        Self.end(span, error: error)
-      }
-      // The producer runs after this returns, on the transport's task: in the span's context.
-      if case .success(var contents) = response.accepted {
-        let producer = contents.producer
-        contents.producer = { writer in
-          try await ServiceContext.$current.withValue(spanContext) { try await producer(writer) }
-        }
-        response.accepted = .success(contents)
-      }
-      return response
-    }
+  public func begin(_ call: inout CallScope) {
+    let (span, context) = Self.startSpan(
+      metadata: call.metadata,
+      context: call.context,
+      arrived: call.arrived
+    )
+    call.span = span
+    call.serviceContext = context
   }
 
-  public func interceptUnary<Output: Sendable>(
-    metadata: Metadata,
-    context: ServerContext,
-    next: () async throws -> Output
-  ) async throws -> Output {
-    let (span, spanContext) = Self.startSpan(metadata: metadata, context: context)
-    return try await ServiceContext.$current.withValue(spanContext) {
-      try await self.finishing(next) { error in Self.end(span, error: error) }
-    }
-  }
-
-  public func interceptNow<Output>(
-    metadata: Metadata,
-    context: ServerContext,
-    arrived: ContinuousClock.Instant,
-    next: () throws -> Output
-  ) throws -> Output {
-    let (span, spanContext) = Self.startSpan(metadata: metadata, context: context, arrived: arrived)
-    return try ServiceContext.$current.withValue(spanContext) {
-      try self.finishingNow(next) { error in Self.end(span, error: error) }
-    }
+  public func end(_ call: CallScope, error: inout (any Error)?) {
+    if let span = call.span { Self.end(span, error: error) }
   }
 
   /// The call's span, a child of the caller's when the metadata carries one, and the context
   /// its handler runs in.
-  /// `arrived`: when the call arrived, if before now; the span starts then.
+  /// `arrived`: when the call arrived; the span starts then.
   private static func startSpan(
     metadata: Metadata,
     context: ServerContext,
-    arrived: ContinuousClock.Instant? = nil
+    arrived: ContinuousClock.Instant
   ) -> (any Span, ServiceContext) {
     let tracer = InstrumentationSystem.tracer
     var parent = ServiceContext.topLevel
@@ -114,16 +80,12 @@ public struct TracingInterceptor: UnaryServerInterceptor {
   }
 }
 
-/// A moment on the tracer's (wall) clock: now, or a moment of the monotonic clock before now.
+/// A moment of the monotonic clock, at or before now, on the tracer's (wall) clock.
 private struct WallInstant: TracerInstant {
   let nanosecondsSinceEpoch: UInt64
 
-  init(_ moment: ContinuousClock.Instant?) {
+  init(_ moment: ContinuousClock.Instant) {
     let now = DefaultTracerClock.now.nanosecondsSinceEpoch
-    guard let moment else {
-      self.nanosecondsSinceEpoch = now
-      return
-    }
     let ago = max(.zero, ContinuousClock.now - moment)
     let agoNanoseconds =
       UInt64(ago.components.seconds) * 1_000_000_000

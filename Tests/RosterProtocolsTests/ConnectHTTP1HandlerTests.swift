@@ -4,6 +4,7 @@ import NIOCore
 import NIOEmbedded
 import NIOHTTP1
 import RosterProto
+import RosterServices
 import Testing
 
 @testable import RosterProtocols
@@ -19,7 +20,7 @@ struct ConnectHTTP1HandlerTests {
       (_: Grpc_Health_V1_HealthCheckRequest, _) in
       Grpc_Health_V1_HealthCheckResponse.with { $0.status = .serving }
     }
-    let fastPath = UnaryFastPath(methods: [check], interceptors: [], maxRequestBytes: limit)
+    let fastPath = UnaryFastPath(methods: [check], chain: CallChain([]), maxRequestBytes: limit)
     let connect = ConnectUnary(fastPath: fastPath)
     let streams = ConnectStreams(
       methods: [],

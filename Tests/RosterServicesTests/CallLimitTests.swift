@@ -138,7 +138,7 @@ struct CallLimitTests {
     // check of the deadline ("the call's deadline passed") can come before the reaper's tick.
     let interceptor = CallControlInterceptor(deadline: .milliseconds(100))
     let context = Self.context(nil)
-    let response: StreamingServerResponse<Int> = try await interceptor.intercept(
+    let response: StreamingServerResponse<Int> = try await CallChain([interceptor]).intercept(
       request: StreamingServerRequest(single: ServerRequest(metadata: [:], message: 0)),
       context: context
     ) { _, _ in
@@ -190,7 +190,7 @@ struct CallLimitTests {
       let context = Self.context(transport)
       let before = ContinuousClock.now
       let seen = Mutex<ContinuousClock.Instant?>(nil)
-      let response: StreamingServerResponse<Int> = try await interceptor.intercept(
+      let response: StreamingServerResponse<Int> = try await CallChain([interceptor]).intercept(
         request: StreamingServerRequest(
           single: ServerRequest(metadata: ["grpc-timeout": "5S"], message: 0)
         ),
@@ -238,7 +238,7 @@ struct CallLimitTests {
     let caller = withUnsafeCurrentTask { $0?.hashValue }
     let context = Self.context(callTask)
     do {
-      let response: StreamingServerResponse<Int> = try await interceptor.intercept(
+      let response: StreamingServerResponse<Int> = try await CallChain([interceptor]).intercept(
         request: StreamingServerRequest(single: ServerRequest(metadata: [:], message: 0)),
         context: context
       ) { _, _ in

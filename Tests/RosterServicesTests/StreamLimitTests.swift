@@ -26,14 +26,18 @@ struct StreamLimitTests {
     principal: String?,
     peer: String = "ipv4:10.0.0.1:5000"
   ) async throws -> StreamingServerResponse<Int> {
-    try await Principal.$current.withValue(principal) {
-      try await limit.intercept(
-        request: StreamingServerRequest(single: ServerRequest(metadata: [:], message: 0)),
-        context: Self.context(peer: peer)
-      ) { _, _ in
-        StreamingServerResponse(single: ServerResponse(message: 1))
-      }
+    try await CallChain([SignedIn(principal: principal), limit]).intercept(
+      request: StreamingServerRequest(single: ServerRequest(metadata: [:], message: 0)),
+      context: Self.context(peer: peer)
+    ) { _, _ in
+      StreamingServerResponse(single: ServerResponse(message: 1))
     }
+  }
+
+  /// What `AuthInterceptor` sets for a call whose token it took.
+  struct SignedIn: CallInterceptor {
+    let principal: String?
+    func begin(_ call: inout CallScope) { call.principal = self.principal }
   }
 
   @Test("with tokens, each token holder has a cap of its own, even from one address (a proxy)")

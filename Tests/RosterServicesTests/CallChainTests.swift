@@ -9,11 +9,12 @@ import Testing
 
 @testable import RosterServices
 
-/// Each interceptor's one-frame form (`interceptUnary`, which the unary fast path runs) and its
-/// form for calls that never wait (`interceptNow`, which the fast path runs without a task)
-/// give a call the same outcome as its streaming form (`intercept`, which `GRPCServer` runs).
-@Suite("Unary interceptors", .timeLimit(.minutes(5)))
-struct UnaryInterceptorTests {
+/// Each interceptor, written once, gives a call the same outcome through the chain's three
+/// entries: `run` (a unary call in a task, which the unary fast path, Connect and gRPC-Web run),
+/// `runNow` (a call that never waits, which the fast path runs without a task) and `intercept`
+/// (which `GRPCServer` runs, for streams).
+@Suite("Call chain", .timeLimit(.minutes(5)))
+struct CallChainTests {
   static let getEmployee = Roster_V1_Directory.Method.GetEmployee.descriptor
 
   static func context(_ method: MethodDescriptor = Self.getEmployee) -> ServerContext {
@@ -25,16 +26,16 @@ struct UnaryInterceptorTests {
     )
   }
 
-  /// What a call through `intercept` ends with: the handler's value, or the error it ended with
+  /// What a call through the chain's `intercept` ends with: the handler's value, or the error it ended with
   /// (thrown, or carried in the response).
   static func streaming<Value: Sendable>(
-    _ interceptor: some ServerInterceptor,
+    _ interceptor: any CallInterceptor,
     metadata: Metadata,
     context: ServerContext,
     _ handler: @escaping @Sendable () async throws -> Value
   ) async -> Result<Value, any Error> {
     do {
-      let response: StreamingServerResponse<Value> = try await interceptor.intercept(
+      let response: StreamingServerResponse<Value> = try await CallChain([interceptor]).intercept(
         request: StreamingServerRequest(single: ServerRequest(metadata: metadata, message: ())),
         context: context
       ) { _, _ in
@@ -49,26 +50,26 @@ struct UnaryInterceptorTests {
     }
   }
 
-  /// The same call through `interceptUnary`.
+  /// The same call through `run`.
   static func unary<Value: Sendable>(
-    _ interceptor: some UnaryServerInterceptor,
+    _ interceptor: any CallInterceptor,
     metadata: Metadata,
     context: ServerContext,
     _ handler: () async throws -> Value
   ) async -> Result<Value, any Error> {
     do {
       return .success(
-        try await interceptor.interceptUnary(metadata: metadata, context: context, next: handler)
+        try await CallChain([interceptor]).run(metadata: metadata, context: context, handler)
       )
     } catch {
       return .failure(error)
     }
   }
 
-  /// The same call through `interceptNow`, on a thread with no task (as the fast path runs it, on
-  /// its event loop): the handler is told whether it ran without one.
+  /// The same call through `runNow`, on a thread with no task (as the fast path runs it, on its
+  /// event loop): the handler checks that it ran without one.
   static func now<Value: Sendable>(
-    _ interceptor: some UnaryServerInterceptor,
+    _ interceptor: any CallInterceptor,
     metadata: Metadata,
     context: ServerContext,
     arrived: ContinuousClock.Instant = .now,
@@ -77,11 +78,12 @@ struct UnaryInterceptorTests {
     await withCheckedContinuation { continuation in
       let thread = Thread {
         let outcome = Result<Value, any Error> {
-          try interceptor.interceptNow(metadata: metadata, context: context, arrived: arrived) {
-            precondition(
-              withUnsafeCurrentTask { $0 == nil },
-              "interceptNow ran its handler in a task"
-            )
+          try CallChain([interceptor]).runNow(
+            metadata: metadata,
+            context: context,
+            arrived: arrived
+          ) {
+            precondition(withUnsafeCurrentTask { $0 == nil }, "runNow ran its handler in a task")
             return try handler()
           }
         }
@@ -100,7 +102,7 @@ struct UnaryInterceptorTests {
     }
   }
 
-  @Test("a token is checked, and its principal set around the handler, as intercept does")
+  @Test("a token is checked, and its principal set around the handler, in every form")
   func tokens() async throws {
     let reader = TokenTable.makeToken(role: .reader, label: "ann")
     let table = try TokenTable(parsing: reader.line + "\n")
@@ -146,7 +148,7 @@ struct UnaryInterceptorTests {
     #expect(outcomes[5] == "value nobody")
   }
 
-  @Test("the request's author is trimmed, cut and set around the handler, as intercept does")
+  @Test("the request's author is trimmed, cut and set around the handler, in every form")
   func author() async throws {
     let long = String(repeating: "x", count: 300)
     for value in ["  Ann Lee ", long, ""] {
@@ -179,7 +181,7 @@ struct UnaryInterceptorTests {
     }
   }
 
-  @Test("a malformed grpc-timeout is refused, and the call's control is set, as intercept does")
+  @Test("a malformed grpc-timeout is refused, and the call's control is set, in every form")
   func callControl() async throws {
     let interceptor = CallControlInterceptor(deadline: .seconds(60))
     let handler: @Sendable () throws -> Bool = { CallControl.current != nil }
@@ -325,6 +327,87 @@ struct UnaryInterceptorTests {
     let counted = await Self.unary(metrics, metadata: [:], context: Self.context()) { 7 }
     #expect(try counted.get() == 7)
     #expect(try await Self.now(metrics, metadata: [:], context: Self.context()) { 8 }.get() == 8)
+  }
+
+  @Test("ends run innermost first, for the interceptors that began, with the error each passes on")
+  func order() async throws {
+    let trace = Trace()
+    let chain = CallChain([
+      Step(name: "outer", trace: trace),
+      Step(name: "refuses", trace: trace, refuses: true),
+      Step(name: "inner", trace: trace),
+    ])
+    let refused = Result {
+      try chain.runNow(metadata: [:], context: Self.context(), arrived: .now) { 1 }
+    }
+    #expect(Self.describe(refused) == "permissionDenied: refused by refuses")
+    #expect(
+      trace.lines.withLock { $0 } == [
+        "begin outer", "begin refuses", "end outer PERMISSION_DENIED",
+      ]
+    )
+    trace.lines.withLock { $0 = [] }
+    let renamed = CallChain([
+      Step(name: "outer", trace: trace),
+      Step(name: "renames", trace: trace, renames: true),
+      Step(name: "inner", trace: trace),
+    ])
+    let failed = await Self.streamingChain(renamed) {
+      throw RPCError(code: .notFound, message: "gone")
+    }
+    #expect(Self.describe(failed) == "unavailable: renamed")
+    #expect(
+      trace.lines.withLock { $0 } == [
+        "begin outer", "begin renames", "begin inner", "end inner NOT_FOUND",
+        "end renames NOT_FOUND", "end outer UNAVAILABLE",
+      ]
+    )
+  }
+
+  /// A call through `chain`'s `intercept`.
+  static func streamingChain<Value: Sendable>(
+    _ chain: CallChain,
+    _ handler: @escaping @Sendable () async throws -> Value
+  ) async -> Result<Value, any Error> {
+    do {
+      let response: StreamingServerResponse<Value> = try await chain.intercept(
+        request: StreamingServerRequest(single: ServerRequest(metadata: [:], message: ())),
+        context: Self.context()
+      ) { _, _ in
+        StreamingServerResponse(single: ServerResponse(message: try await handler()))
+      }
+      let contents = try response.accepted.get()
+      let collected = Collected<Value>()
+      _ = try await contents.producer(RPCWriter(wrapping: collected))
+      return .success(try #require(collected.values.withLock { $0.first }))
+    } catch {
+      return .failure(error)
+    }
+  }
+}
+
+/// What the steps wrote down, in order.
+private final class Trace: Sendable {
+  let lines = Mutex<[String]>([])
+}
+
+/// An interceptor that writes down its begin and end, and may refuse the call or replace its
+/// error.
+private struct Step: CallInterceptor {
+  let name: String
+  let trace: Trace
+  var refuses = false
+  var renames = false
+
+  func begin(_ call: inout CallScope) throws {
+    self.trace.lines.withLock { $0.append("begin \(self.name)") }
+    if self.refuses { throw RPCError(code: .permissionDenied, message: "refused by \(self.name)") }
+  }
+
+  func end(_ call: CallScope, error: inout (any Error)?) {
+    let code = error.map { RequestLogInterceptor.name(RequestLogInterceptor.code(of: $0)) } ?? "OK"
+    self.trace.lines.withLock { $0.append("end \(self.name) \(code)") }
+    if self.renames, error != nil { error = RPCError(code: .unavailable, message: "renamed") }
   }
 }
 
