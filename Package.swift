@@ -46,6 +46,8 @@ let package = Package(
     .package(url: "https://github.com/vapor/postgres-nio.git", exact: "1.33.2"),
     .package(url: "https://github.com/adam-fowler/compress-nio.git", exact: "1.5.0"),
     .package(url: "https://github.com/apple/swift-distributed-tracing.git", exact: "1.7.3"),
+    // Tests only: property checks of the hand-written codecs against their libraries.
+    .package(url: "https://github.com/x-sheep/swift-property-based.git", exact: "2.0.1"),
     // OTLP over gRPC only: the HTTP exporter would add async-http-client to every build.
     .package(
       url: "https://github.com/swift-otel/swift-otel.git",
@@ -380,6 +382,7 @@ let package = Package(
       name: "RosterServicesTests",
       dependencies: [
         .product(name: "CoreMetrics", package: "swift-metrics"),
+        .product(name: "PropertyBased", package: "swift-property-based"),
         "RosterDomain",
         "RosterStore",
         "RosterSQLite",
@@ -411,6 +414,7 @@ let package = Package(
         .product(name: "NIOHTTP1", package: "swift-nio"),
         .product(name: "NIOHTTP2", package: "swift-nio-http2"),
         .product(name: "NIOHPACK", package: "swift-nio-http2"),
+        .product(name: "PropertyBased", package: "swift-property-based"),
       ]
     ),
     // The protocol layer's unit tests: its handlers on a testing channel, and its pieces that

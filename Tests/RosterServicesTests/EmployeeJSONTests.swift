@@ -9,7 +9,8 @@ import Testing
 
 /// `EmployeeJSON` writes the Connect protocol's JSON replies straight from the store's
 /// employees: SwiftProtobuf must read each as the message it would have written, for every
-/// mask, with every kind of character in the text.
+/// mask, with every kind of character in the text (random pages: `EmployeeCodecPropertyTests`),
+/// also when written row by row as the store reads them.
 @Suite("Employees and pages written straight to JSON", .timeLimit(.minutes(2)))
 struct EmployeeJSONTests {
   /// An employee from `EmployeeWireTests`' generator, with JSON's special characters, control
@@ -24,34 +25,6 @@ struct EmployeeJSONTests {
     }
     employee.updateTimeMillis = abs(employee.updateTimeMillis)
     return employee
-  }
-
-  @Test("SwiftProtobuf reads the same message, for random employees, masks and tokens")
-  func sameMessages() throws {
-    var random = SplitMix64(seed: 47)
-    for round in 0 ..< 400 {
-      let employees = (0 ..< Int(random.next() % 8)).map { _ in Self.employee(&random) }
-      let mask = round == 0 ? EmployeeReadMask.all : EmployeeWireTests.mask(&random)
-      let token =
-        random.next() % 3 == 0 ? "" : String(repeating: "t\"", count: Int(random.next() % 20))
-      let page = EmployeePageReply<Roster_V1_ListEmployeesResponse>(
-        employees: employees,
-        mask: mask,
-        nextPageToken: token
-      )
-      let decoded = try Roster_V1_ListEmployeesResponse(jsonUTF8Bytes: page.json())
-      #expect(decoded == page.message, "round \(round): \(mask)")
-      let streamed = EmployeePageReply<Roster_V1_EmployeePage>(
-        employees: employees,
-        mask: mask,
-        nextPageToken: token
-      )
-      #expect(try Roster_V1_EmployeePage(jsonUTF8Bytes: streamed.json()) == streamed.message)
-      for employee in employees {
-        let one = EmployeeReply(employee: employee, mask: mask)
-        #expect(try Roster_V1_Employee(jsonUTF8Bytes: one.json()) == one.message, "\(mask)")
-      }
-    }
   }
 
   @Test("pages written row by row as the store reads them: the same text as from employees")

@@ -7,47 +7,10 @@ import Testing
 @testable import RosterServices
 
 /// `EmployeeWire` writes a page's protobuf bytes straight from the store's employees: they must
-/// be the bytes SwiftProtobuf writes for the same page built as messages, for every mask.
+/// be the bytes SwiftProtobuf writes for the same page built as messages, for every mask (random
+/// pages: `EmployeeCodecPropertyTests`), also when written row by row as the store reads them.
 @Suite("Employees and pages written straight to protobuf", .timeLimit(.minutes(2)))
 struct EmployeeWireTests {
-  @Test("the same bytes as SwiftProtobuf, for random employees, masks and tokens")
-  func sameBytes() throws {
-    var random = SplitMix64(seed: 41)
-    for round in 0 ..< 400 {
-      let count = Int(random.next() % 8)
-      let employees = (0 ..< count).map { _ in Self.employee(&random) }
-      let mask = round == 0 ? EmployeeReadMask.all : Self.mask(&random)
-      let token =
-        random.next() % 3 == 0 ? "" : String(repeating: "t", count: Int(random.next() % 200))
-      let reply = EmployeePageReply<Roster_V1_ListEmployeesResponse>(
-        employees: employees,
-        mask: mask,
-        nextPageToken: token
-      )
-      let expected: [UInt8] = try reply.message.serializedBytes()
-      let written = reply.binary()
-      #expect(written == expected, "round \(round): \(mask)")
-      #expect(try Roster_V1_ListEmployeesResponse(serializedBytes: written) == reply.message)
-      // A StreamEmployees message: the same fields and numbers, the same bytes.
-      let streamed = EmployeePageReply<Roster_V1_EmployeePage>(
-        employees: employees,
-        mask: mask,
-        nextPageToken: token
-      )
-      #expect(
-        streamed.binary() == (try streamed.message.serializedBytes() as [UInt8]),
-        "round \(round): \(mask)"
-      )
-      for employee in employees {
-        let one = EmployeeReply(employee: employee, mask: mask)
-        #expect(
-          one.binary() == (try one.message.serializedBytes() as [UInt8]),
-          "round \(round): \(mask)"
-        )
-      }
-    }
-  }
-
   @Test("pages written row by row as the store reads them: the same bytes as SwiftProtobuf")
   func writtenRows() throws {
     var random = SplitMix64(seed: 43)
