@@ -26,16 +26,26 @@ struct CallChainTests {
     )
   }
 
-  /// What a call through the chain's `intercept` ends with: the handler's value, or the error it ended with
-  /// (thrown, or carried in the response).
+  /// What a call through `interceptor`'s chain's `intercept` ends with: the handler's value, or
+  /// the error it ended with (thrown, or carried in the response).
   static func streaming<Value: Sendable>(
     _ interceptor: any CallInterceptor,
     metadata: Metadata,
     context: ServerContext,
     _ handler: @escaping @Sendable () async throws -> Value
   ) async -> Result<Value, any Error> {
+    await Self.streaming(CallChain([interceptor]), metadata: metadata, context: context, handler)
+  }
+
+  /// The same through `chain`.
+  static func streaming<Value: Sendable>(
+    _ chain: CallChain,
+    metadata: Metadata = [:],
+    context: ServerContext = Self.context(),
+    _ handler: @escaping @Sendable () async throws -> Value
+  ) async -> Result<Value, any Error> {
     do {
-      let response: StreamingServerResponse<Value> = try await CallChain([interceptor]).intercept(
+      let response: StreamingServerResponse<Value> = try await chain.intercept(
         request: StreamingServerRequest(single: ServerRequest(metadata: metadata, message: ())),
         context: context
       ) { _, _ in
@@ -352,7 +362,7 @@ struct CallChainTests {
       Step(name: "renames", trace: trace, renames: true),
       Step(name: "inner", trace: trace),
     ])
-    let failed = await Self.streamingChain(renamed) {
+    let failed = await Self.streaming(renamed) {
       throw RPCError(code: .notFound, message: "gone")
     }
     #expect(Self.describe(failed) == "unavailable: renamed")
@@ -364,26 +374,6 @@ struct CallChainTests {
     )
   }
 
-  /// A call through `chain`'s `intercept`.
-  static func streamingChain<Value: Sendable>(
-    _ chain: CallChain,
-    _ handler: @escaping @Sendable () async throws -> Value
-  ) async -> Result<Value, any Error> {
-    do {
-      let response: StreamingServerResponse<Value> = try await chain.intercept(
-        request: StreamingServerRequest(single: ServerRequest(metadata: [:], message: ())),
-        context: Self.context()
-      ) { _, _ in
-        StreamingServerResponse(single: ServerResponse(message: try await handler()))
-      }
-      let contents = try response.accepted.get()
-      let collected = Collected<Value>()
-      _ = try await contents.producer(RPCWriter(wrapping: collected))
-      return .success(try #require(collected.values.withLock { $0.first }))
-    } catch {
-      return .failure(error)
-    }
-  }
 }
 
 /// What the steps wrote down, in order.

@@ -88,32 +88,53 @@ struct EmployeeCodecPropertyTests {
     Self.employee.array(of: 0 ... 6)
   }
 
-  @Test("EmployeeWire writes SwiftProtobuf's bytes for every page, stream page and employee")
-  func sameBytes() async throws {
+  /// The replies made of one page: a `ListEmployees` reply, a `StreamEmployees` message and a
+  /// `GetEmployee` reply of each employee.
+  static func replies(
+    _ employees: [Employee],
+    _ mask: EmployeeReadMask,
+    _ token: String
+  ) -> (
+    EmployeePageReply<Roster_V1_ListEmployeesResponse>, EmployeePageReply<Roster_V1_EmployeePage>,
+    [EmployeeReply]
+  ) {
+    (
+      EmployeePageReply(employees: employees, mask: mask, nextPageToken: token),
+      EmployeePageReply(employees: employees, mask: mask, nextPageToken: token),
+      employees.map { EmployeeReply(employee: $0, mask: mask) }
+    )
+  }
+
+  /// Runs `check` on the replies of 300 random pages, masks and tokens, recording what it throws.
+  static func forRandomPages(
+    _ check:
+      @escaping (
+        EmployeePageReply<Roster_V1_ListEmployeesResponse>,
+        EmployeePageReply<Roster_V1_EmployeePage>,
+        [EmployeeReply]
+      ) throws -> Void
+  ) async {
     await propertyCheck(count: 300, input: Self.employees, Self.mask, Self.text(60)) {
       employees,
       mask,
       token in
       recordingErrors {
-        let page = EmployeePageReply<Roster_V1_ListEmployeesResponse>(
-          employees: employees,
-          mask: mask,
-          nextPageToken: token
-        )
-        let pageBytes: [UInt8] = try page.message.serializedBytes()
-        #expect(page.binary() == pageBytes)
-        let streamed = EmployeePageReply<Roster_V1_EmployeePage>(
-          employees: employees,
-          mask: mask,
-          nextPageToken: token
-        )
-        let streamedBytes: [UInt8] = try streamed.message.serializedBytes()
-        #expect(streamed.binary() == streamedBytes)
-        for employee in employees {
-          let one = EmployeeReply(employee: employee, mask: mask)
-          let oneBytes: [UInt8] = try one.message.serializedBytes()
-          #expect(one.binary() == oneBytes)
-        }
+        let (page, streamed, ones) = Self.replies(employees, mask, token)
+        try check(page, streamed, ones)
+      }
+    }
+  }
+
+  @Test("EmployeeWire writes SwiftProtobuf's bytes for every page, stream page and employee")
+  func sameBytes() async throws {
+    await Self.forRandomPages { page, streamed, ones in
+      let pageBytes: [UInt8] = try page.message.serializedBytes()
+      #expect(page.binary() == pageBytes)
+      let streamedBytes: [UInt8] = try streamed.message.serializedBytes()
+      #expect(streamed.binary() == streamedBytes)
+      for one in ones {
+        let oneBytes: [UInt8] = try one.message.serializedBytes()
+        #expect(one.binary() == oneBytes)
       }
     }
   }
@@ -140,28 +161,10 @@ struct EmployeeCodecPropertyTests {
 
   @Test("EmployeeJSON writes strict JSON of the value SwiftProtobuf writes, which reads it back")
   func sameValuesAsJSON() async throws {
-    await propertyCheck(count: 300, input: Self.employees, Self.mask, Self.text(60)) {
-      employees,
-      mask,
-      token in
-      recordingErrors {
-        let page = EmployeePageReply<Roster_V1_ListEmployeesResponse>(
-          employees: employees,
-          mask: mask,
-          nextPageToken: token
-        )
-        try Self.checkJSON(page.json(), page.message)
-        let streamed = EmployeePageReply<Roster_V1_EmployeePage>(
-          employees: employees,
-          mask: mask,
-          nextPageToken: token
-        )
-        try Self.checkJSON(streamed.json(), streamed.message)
-        for employee in employees {
-          let one = EmployeeReply(employee: employee, mask: mask)
-          try Self.checkJSON(one.json(), one.message)
-        }
-      }
+    await Self.forRandomPages { page, streamed, ones in
+      try Self.checkJSON(page.json(), page.message)
+      try Self.checkJSON(streamed.json(), streamed.message)
+      for one in ones { try Self.checkJSON(one.json(), one.message) }
     }
   }
 }
