@@ -17,6 +17,31 @@ package struct StreamingMethod: Sendable {
   /// Registers the method's handler on `router`, its messages in JSON or in protobuf.
   let register: @Sendable (_ router: inout RPCRouter<CallBridge>, _ json: Bool) -> Void
 
+  /// A method registered by `register`, given the request's deserializer for the call's
+  /// messages (JSON or protobuf) and whether they are JSON: for a method whose replies a
+  /// service writes itself (`DirectoryPageStreams`).
+  package static func registered<Input: SwiftProtobuf.Message>(
+    _ descriptor: MethodDescriptor,
+    input: Input.Type,
+    _ register:
+      @escaping @Sendable (
+        _ router: inout RPCRouter<CallBridge>, _ deserializer: any MessageDeserializer<Input>,
+        _ json: Bool
+      ) -> Void
+  ) -> StreamingMethod {
+    StreamingMethod(
+      descriptor: descriptor,
+      clientStreaming: descriptor.type?.isRequestStreaming ?? false,
+      serverStreaming: descriptor.type?.isResponseStreaming ?? false
+    ) { router, json in
+      if json {
+        register(&router, JSONDeserializer<Input>(prepare: nil), true)
+      } else {
+        register(&router, PreparingProtobufDeserializer<Input>(prepare: nil), false)
+      }
+    }
+  }
+
   package static func of<Input: SwiftProtobuf.Message, Output: SwiftProtobuf.Message>(
     _ descriptor: MethodDescriptor,
     prepare: (@Sendable (inout Input) -> Void)? = nil,

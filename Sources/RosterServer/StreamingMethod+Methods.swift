@@ -20,8 +20,14 @@ extension StreamingMethod {
     typealias Directory = Roster_V1_Directory.Method
     let alpha = reflection.v1alpha
     return [
-      .of(Directory.StreamEmployees.descriptor) {
-        try await directory.streamEmployees(request: $0, context: $1)
+      .registered(Directory.StreamEmployees.descriptor, input: Roster_V1_ListEmployeesRequest.self) {
+        router,
+        deserializer,
+        json in
+        directory.pageStreams(json ? .json : .binary).register(
+          with: &router,
+          deserializer: deserializer
+        )
       },
       .of(
         Directory.WatchChanges.descriptor,

@@ -1,14 +1,15 @@
 public import GRPCCore
 internal import GRPCProtobuf
 internal import RosterDomain
-internal import RosterProto
+public import RosterProto
 internal import RosterStore
 public import Synchronization
 
-/// `StreamEmployees` over gRPC with its pages written by `EmployeeWire`, straight from the
-/// store's employees, as the fast path writes `ListEmployees` pages: no `Roster_V1_Employee`
-/// per row, each page sized once and written once (docs/performance.md, "What the fast
-/// path's parts saved").
+/// `StreamEmployees` with its pages written straight from the rows the store reads, as the fast
+/// path writes `ListEmployees` pages: by `EmployeeWire` in the binary form (gRPC, gRPC-Web,
+/// Connect's `connect+proto`) or by `EmployeeJSON` (Connect's `connect+json`); no
+/// `Roster_V1_Employee` per row, each page sized once and written once (docs/performance.md,
+/// "What the fast path's parts saved").
 ///
 /// The generated registration serializes `Roster_V1_EmployeePage` messages, so this registers
 /// the method again with a serializer of Roster's own; `GRPCServer` registers its services in
@@ -19,26 +20,37 @@ public import Synchronization
 /// let services: [any RegistrableRPCService] = [directory, directory.pageStreams, ...]
 /// ```
 ///
-/// The Connect protocol's and gRPC-Web's streams keep `streamEmployees`, which writes messages
-/// (their JSON needs them).
+/// The Connect protocol's and gRPC-Web's streams register it on their bridge, in the form the
+/// call's messages take.
 public struct DirectoryPageStreams: RegistrableRPCService {
   let directory: DirectoryService
+  let format: WrittenFormat
 
   /// Pages written in their binary form so far, over all streams (for tests: the registration
   /// took).
   public static let pagesWritten = Atomic<Int>(0)
 
   public func registerMethods<Transport: ServerTransport>(with router: inout RPCRouter<Transport>) {
+    self.register(with: &router, deserializer: ProtobufDeserializer())
+  }
+
+  /// Registers the method with `deserializer` for its request: protobuf's, or the Connect
+  /// protocol's JSON reader on a bridge.
+  public func register<Transport: ServerTransport>(
+    with router: inout RPCRouter<Transport>,
+    deserializer: some MessageDeserializer<Roster_V1_ListEmployeesRequest>
+  ) {
     let directory = self.directory
+    let format = self.format
     router.registerHandler(
       forMethod: Roster_V1_Directory.Method.StreamEmployees.descriptor,
-      deserializer: ProtobufDeserializer<Roster_V1_ListEmployeesRequest>(),
-      serializer: DirectReplySerializer<EmployeePageReply<Roster_V1_EmployeePage>>(),
+      deserializer: deserializer,
+      serializer: DirectReplySerializer<EmployeePageReply<Roster_V1_EmployeePage>>(format: format),
       handler: { request, context in
         // As the generated glue: exactly one request message, then the pages.
         let request = try await ServerRequest(stream: request)
         return StreamingServerResponse(metadata: [:]) { writer in
-          try await directory.streamPages(request.message, written: .binary) {
+          try await directory.streamPages(request.message, written: format) {
             try await writer.write(contentsOf: $0)
           }
           return [:]
@@ -51,7 +63,12 @@ public struct DirectoryPageStreams: RegistrableRPCService {
 extension DirectoryService {
   /// `StreamEmployees` over gRPC, with pages in `EmployeeWire`'s binary form; list it after
   /// this service.
-  public var pageStreams: DirectoryPageStreams { DirectoryPageStreams(directory: self) }
+  public var pageStreams: DirectoryPageStreams { self.pageStreams(.binary) }
+
+  /// `StreamEmployees` with its pages written in `format`.
+  public func pageStreams(_ format: WrittenFormat) -> DirectoryPageStreams {
+    DirectoryPageStreams(directory: self, format: format)
+  }
 
   /// Every employee the request matches, a page a message, handed to `write` as read: the
   /// pages of one read together, so they cross to the event loop in one hop. `written` as for
@@ -171,10 +188,13 @@ extension DirectoryService {
   }
 }
 
-/// Writes a `DirectReply` in its binary form; debug builds (every test) check each against
-/// SwiftProtobuf's bytes for its message.
+/// Writes a `DirectReply` in `format`; debug builds (every test) check each binary one against
+/// SwiftProtobuf's bytes for its message (and `json()` checks its own).
 struct DirectReplySerializer<Reply: DirectReply>: MessageSerializer {
+  let format: WrittenFormat
+
   func serialize<Bytes: GRPCContiguousBytes>(_ reply: Reply) throws -> Bytes {
+    guard self.format == .binary else { return Bytes(reply.json()) }
     let bytes = reply.binary()
     DirectoryPageStreams.pagesWritten.add(1, ordering: .relaxed)
     assert(

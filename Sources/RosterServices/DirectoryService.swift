@@ -40,8 +40,8 @@ extension DirectoryService: Roster_V1_Directory.SimpleServiceProtocol {
   static let streamedRows = Counter(label: "roster_streamed_rows_total")
 
   /// Streams every matching employee, a page per message, as fast as the client reads
-  /// (`streamPages`). gRPC's streams take `pageStreams`, which writes the same pages without
-  /// building messages; this serves the Connect protocol and gRPC-Web.
+  /// (`streamPages`): the generated registration's. Every protocol's streams take
+  /// `pageStreams`, which writes the same pages without building messages.
   public func streamEmployees(
     request: Roster_V1_ListEmployeesRequest,
     response: RPCWriter<Roster_V1_EmployeePage>,

@@ -24,7 +24,6 @@ Usage: matrix_test.py ROSTER_BINARY
 import json
 import os
 import shutil
-import socket
 import struct
 import subprocess
 import sys
@@ -32,9 +31,6 @@ import tempfile
 import urllib.parse
 
 import grpc
-import h2.config
-import h2.connection
-import h2.events
 from google.protobuf import descriptor_pb2, descriptor_pool, json_format, message_factory
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
@@ -123,44 +119,10 @@ def grpc_call(channel, method, messages, token):
 
 def post(base, path, body, content_type, token, http2):
     """POSTs `body`; returns (status, headers by lower-case name, body bytes)."""
-    return h2_post(base, path, body, content_type, token) if http2 else curl(base, path, body, content_type, token)
-
-
-def h2_post(base, path, body, content_type, token):
-    """One request over a new HTTP/2 connection with prior knowledge, sent whole at once."""
-    authority = base.split("//", 1)[1]
-    host, port = authority.rsplit(":", 1)
-    connection = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True, header_encoding="utf-8"))
-    connection.initiate_connection()
-    headers = [(":method", "POST"), (":path", path), (":scheme", "http"), (":authority", authority),
-               ("content-type", content_type)]
-    if token:
-        headers.append(("authorization", f"Bearer {token}"))
-    connection.send_headers(1, headers)
-    connection.send_data(1, body, end_stream=True)
-    status, reply, data = 0, {}, b""
-    with socket.create_connection((host, int(port)), timeout=TIMEOUT) as sock:
-        sock.sendall(connection.data_to_send())
-        ended = False
-        while not ended:
-            chunk = sock.recv(65536)
-            if not chunk:
-                raise AssertionError(f"{path}: the connection closed before the reply ended")
-            for event in connection.receive_data(chunk):
-                if isinstance(event, h2.events.ResponseReceived):
-                    reply = {name.lower(): value for name, value in event.headers}
-                    status = int(reply[":status"])
-                elif isinstance(event, h2.events.TrailersReceived):
-                    reply.update({name.lower(): value for name, value in event.headers})
-                elif isinstance(event, h2.events.DataReceived):
-                    data += event.data
-                    connection.acknowledge_received_data(event.flow_controlled_length, event.stream_id)
-                elif isinstance(event, h2.events.StreamEnded):
-                    ended = True
-                elif isinstance(event, h2.events.StreamReset) and not ended:
-                    raise AssertionError(f"{path}: the stream was reset ({event.error_code!r})")
-            sock.sendall(connection.data_to_send())
-    return status, reply, data
+    if not http2:
+        return curl(base, path, body, content_type, token)
+    headers = [("content-type", content_type)] + ([("authorization", f"Bearer {token}")] if token else [])
+    return servers.h2_post(base, path, body, headers, TIMEOUT)
 
 
 def curl(base, path, body, content_type, token):
