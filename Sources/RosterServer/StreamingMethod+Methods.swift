@@ -20,7 +20,8 @@ extension StreamingMethod {
     typealias Directory = Roster_V1_Directory.Method
     let alpha = reflection.v1alpha
     return [
-      .registered(Directory.StreamEmployees.descriptor, input: Roster_V1_ListEmployeesRequest.self) {
+      .registered(Directory.StreamEmployees.descriptor, input: Roster_V1_ListEmployeesRequest.self)
+      {
         router,
         deserializer,
         json in
