@@ -11,7 +11,7 @@ package import SwiftProtobuf
 /// `connect+json` call's messages are read from and written to JSON directly, never through
 /// the binary form).
 package struct StreamingMethod: Sendable {
-  let descriptor: MethodDescriptor
+  package let descriptor: MethodDescriptor
   let clientStreaming: Bool
   let serverStreaming: Bool
   /// Registers the method's handler on `router`, its messages in JSON or in protobuf.

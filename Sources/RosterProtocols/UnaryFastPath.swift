@@ -26,7 +26,7 @@ package import SwiftProtobuf
 package struct UnaryFastPath: Sendable {
   /// One unary method: its descriptor and how to run one call of it.
   package struct Method: Sendable {
-    let descriptor: MethodDescriptor
+    package let descriptor: MethodDescriptor
     /// Whether the call runs on its connection's event loop (a point read or write whose work
     /// beyond the store is a fixed few microseconds) rather than on the cooperative pool
     /// (pages, batches and analytics, whose mapping grows with the reply): the method's

@@ -212,20 +212,14 @@ func buildServiceSet(
   }
   interceptors.append(CallControlInterceptor(deadline: defaultDeadline))
   interceptors.append(AuthorInterceptor())
-  let fastMethods = UnaryFastPath.methods(
-    directory: directory,
-    pictures: pictures,
-    analytics: analytics,
-    health: health
-  )
-  let streamingMethods = StreamingMethod.all(
+  let bindings = ServiceBindings(
     directory: directory,
     pictures: pictures,
     analytics: analytics,
     health: health,
     reflection: reflection
   )
-  return (services, CallChain(interceptors), health, fastMethods, streamingMethods)
+  return (services, CallChain(interceptors), health, bindings.unary, bindings.streaming)
 }
 
 /// Opens (and on first start, seeds) the store, then builds the server on HTTP/2.
