@@ -110,51 +110,55 @@ public struct CallScope: Sendable {
   /// cancels the control, and the server's default deadline, when it bounds the call, cancels
   /// the call's task (or `body`).
   func limited<R: Sendable>(_ body: @escaping @Sendable () async throws -> R) async throws -> R {
-    guard let control = self.control else { return try await body() }
-    return try await CallControl.$current.withValue(control) {
-      try await withRPCCancellationHandler {
-        guard let deadline = self.defaultDeadline else { return try await body() }
-        if let callTask = CallControlInterceptor.callTask(of: self.context) {
-          return try await CallControlInterceptor.run(
-            until: deadline.end,
-            limit: deadline.limit,
-            reaper: deadline.reaper,
-            cancelling: callTask,
-            body
-          )
-        }
+    try await self.controlled(body) { deadline in
+      if let callTask = CallControlInterceptor.callTask(of: self.context) {
         return try await CallControlInterceptor.run(
           until: deadline.end,
           limit: deadline.limit,
           reaper: deadline.reaper,
+          cancelling: callTask,
           body
         )
-      } onCancelRPC: {
-        control.cancel()
       }
+      return try await CallControlInterceptor.run(
+        until: deadline.end,
+        limit: deadline.limit,
+        reaper: deadline.reaper,
+        body
+      )
     }
   }
 
   /// `limited` for a handler that runs in the call's own task (the unary fast path's), which
   /// needs no task of its own to be stopped.
   func limitedInPlace<R: Sendable>(_ body: () async throws -> R) async throws -> R {
+    try await self.controlled(body) { deadline in
+      try await CallControlInterceptor.run(
+        until: deadline.end,
+        limit: deadline.limit,
+        reaper: deadline.reaper,
+        cancelling: CallControlInterceptor.callTask(of: self.context),
+        body
+      )
+    }
+  }
+
+  /// `body` with the call's control bound and cancelled by the client's cancellation, run by
+  /// `bounded` when the server's default deadline bounds the call.
+  private func controlled<R: Sendable>(
+    _ body: () async throws -> R,
+    bounded: (DefaultDeadline) async throws -> R
+  ) async throws -> R {
     guard let control = self.control else { return try await body() }
     return try await CallControl.$current.withValue(control) {
       try await withRPCCancellationHandler {
         guard let deadline = self.defaultDeadline else { return try await body() }
-        return try await CallControlInterceptor.run(
-          until: deadline.end,
-          limit: deadline.limit,
-          reaper: deadline.reaper,
-          cancelling: CallControlInterceptor.callTask(of: self.context),
-          body
-        )
+        return try await bounded(deadline)
       } onCancelRPC: {
         control.cancel()
       }
     }
   }
-
 }
 
 /// The interceptors every call goes through, outermost first, run the one way: each `begin` in
