@@ -30,6 +30,23 @@ struct ProtocolPiecesTests {
     }
   }
 
+  @Test(
+    "a content type's media type: no parameters, no spaces or tabs around it, ASCII in lower case",
+    arguments: [
+      ("application/json", "application/json"),
+      ("Application/JSON; charset=utf-8", "application/json"),
+      (" \tapplication/grpc-web+proto \t", "application/grpc-web+proto"),
+      ("application/connect+json ;charset=utf-8;x=y", "application/connect+json"),
+      ("", ""), (";", ""), ("  ", ""),
+      // Only ASCII folds: the Kelvin sign is not a "k", whatever Unicode lower-cases it to.
+      ("application/\u{212A}", "application/\u{212A}"),
+    ]
+  )
+  func mediaType(value: String, expected: String) {
+    #expect(ConnectUnary.mediaType(value) == expected)
+    #expect(ConnectUnary.mediaType(Substring(value)) == expected)
+  }
+
   /// The status `body` gets as a `ListEmployeesRequest`, or nil when it reads.
   func refusal(_ body: String) -> GoogleRPCStatus? {
     do {
