@@ -47,6 +47,20 @@ struct ProtocolPiecesTests {
     #expect(ConnectUnary.mediaType(Substring(value)) == expected)
   }
 
+  @Test(
+    "a request target splits at its first question mark into path and query",
+    arguments: [
+      ("/roster.v1.Directory/GetEmployee", "/roster.v1.Directory/GetEmployee", ""),
+      ("/a/B?encoding=json&message=%7B%7D", "/a/B", "encoding=json&message=%7B%7D"),
+      ("/a?", "/a", ""), ("?x", "", "x"), ("/a?b?c", "/a", "b?c"),
+      ("/caf\u{E9}?q=\u{FC}", "/caf\u{E9}", "q=\u{FC}"),
+    ]
+  )
+  func split(target: String, path: String, query: String) {
+    let (gotPath, gotQuery) = ConnectUnary.split(target)
+    #expect(gotPath == path && gotQuery == query)
+  }
+
   /// The status `body` gets as a `ListEmployeesRequest`, or nil when it reads.
   func refusal(_ body: String) -> GoogleRPCStatus? {
     do {
