@@ -55,13 +55,13 @@ enum EmployeeJSON {
     out.reserveCapacity(rows.count + 64 + nextPageToken.utf8.count)
     out.append(UInt8(ascii: "{"))
     if !rows.isEmpty {
-      Self.key("employees", first: true, to: &out)
+      Self.key(#""employees":"#, first: true, to: &out)
       out.append(UInt8(ascii: "["))
       out.append(contentsOf: rows)
       out.append(UInt8(ascii: "]"))
     }
     if !nextPageToken.isEmpty {
-      Self.key("nextPageToken", first: rows.isEmpty, to: &out)
+      Self.key(#""nextPageToken":"#, first: rows.isEmpty, to: &out)
       Self.string(nextPageToken, to: &out)
     }
     out.append(UInt8(ascii: "}"))
@@ -76,35 +76,37 @@ enum EmployeeJSON {
   ) {
     let fields = mask.fields
     var first = true
-    func text(_ name: StaticString, _ field: EmployeeWireText) {
-      Self.key(name, first: first, to: &out)
+    func text(_ quoted: StaticString, _ field: EmployeeWireText) {
+      Self.key(quoted, first: first, to: &out)
       first = false
       employee.withText(field) { Self.string(utf8: $0, to: &out) }
     }
     out.append(UInt8(ascii: "{"))
     // `guid` has no presence: left out when empty, as every field below without it.
-    if fields.contains(.guid), employee.withText(.guid, { !$0.isEmpty }) { text("guid", .guid) }
-    if fields.contains(.name) { text("name", .name) }
-    if fields.contains(.department) { text("department", .department) }
-    if fields.contains(.email) { text("email", .email) }
-    if fields.contains(.phone) { text("phone", .phone) }
-    if fields.contains(.address) { text("address", .address) }
-    if fields.contains(.about) { text("about", .about) }
+    if fields.contains(.guid), employee.withText(.guid, { !$0.isEmpty }) {
+      text(#""guid":"#, .guid)
+    }
+    if fields.contains(.name) { text(#""name":"#, .name) }
+    if fields.contains(.department) { text(#""department":"#, .department) }
+    if fields.contains(.email) { text(#""email":"#, .email) }
+    if fields.contains(.phone) { text(#""phone":"#, .phone) }
+    if fields.contains(.address) { text(#""address":"#, .address) }
+    if fields.contains(.about) { text(#""about":"#, .about) }
     if fields.contains(.active) {
-      Self.key("active", first: first, to: &out)
+      Self.key(#""active":"#, first: first, to: &out)
       first = false
       Self.ascii(employee.active ? "true" : "false", to: &out)
     }
-    if fields.contains(.startDate) { text("startDate", .startDate) }
+    if fields.contains(.startDate) { text(#""startDate":"#, .startDate) }
     if fields.contains(.vacationDays) {
-      Self.key("vacationDays", first: first, to: &out)
+      Self.key(#""vacationDays":"#, first: first, to: &out)
       first = false
-      Self.ascii(String(Int32(clamping: employee.vacationDays)), to: &out)
+      Self.integer(Int64(Int32(clamping: employee.vacationDays)), to: &out)
     }
     if fields.contains(.thumbnail) {
       employee.withThumbnail { thumbnail in
         guard let thumbnail, !thumbnail.isEmpty else { return }
-        Self.key("thumbnail", first: first, to: &out)
+        Self.key(#""thumbnail":"#, first: first, to: &out)
         first = false
         out.append(UInt8(ascii: "\""))
         Base64URL.append(thumbnail, standard: true, to: &out)
@@ -112,34 +114,34 @@ enum EmployeeJSON {
       }
     }
     if mask.hasPicture, employee.hasPicture {
-      Self.key("hasPicture", first: first, to: &out)
+      Self.key(#""hasPicture":"#, first: first, to: &out)
       first = false
       Self.ascii("true", to: &out)
     }
     if mask.pictureEtag, employee.withText(.pictureEtag, { !$0.isEmpty }) {
-      text("pictureEtag", .pictureEtag)
+      text(#""pictureEtag":"#, .pictureEtag)
     }
     if fields.contains(.salesCount), employee.salesCount != 0 {
       // int64 is a string in proto3 JSON.
-      Self.key("salesCount", first: first, to: &out)
+      Self.key(#""salesCount":"#, first: first, to: &out)
       first = false
-      Self.string(String(employee.salesCount), to: &out)
+      out.append(UInt8(ascii: "\""))
+      Self.integer(Int64(employee.salesCount), to: &out)
+      out.append(UInt8(ascii: "\""))
     }
     if fields.contains(.updateTime) {
-      Self.key("updateTime", first: first, to: &out)
+      Self.key(#""updateTime":"#, first: first, to: &out)
       first = false
       Self.timestamp(millis: employee.updateTimeMillis, to: &out)
     }
     out.append(UInt8(ascii: "}"))
   }
 
-  /// `"name":`, after a comma unless it is the object's first key.
-  private static func key(_ name: StaticString, first: Bool, to out: inout [UInt8]) {
+  /// A key given with its quotes and colon (`"name":`), after a comma unless it is the
+  /// object's first: one append.
+  private static func key(_ quoted: StaticString, first: Bool, to out: inout [UInt8]) {
     if !first { out.append(UInt8(ascii: ",")) }
-    out.append(UInt8(ascii: "\""))
-    name.withUTF8Buffer { out.append(contentsOf: $0) }
-    out.append(UInt8(ascii: "\""))
-    out.append(UInt8(ascii: ":"))
+    quoted.withUTF8Buffer { out.append(contentsOf: $0) }
   }
 
   private static func ascii(_ text: String, to out: inout [UInt8]) {
@@ -156,32 +158,52 @@ enum EmployeeJSON {
   /// `string` of text given as its UTF-8 bytes.
   private static func string(utf8 bytes: UnsafeBufferPointer<UInt8>, to out: inout [UInt8]) {
     out.append(UInt8(ascii: "\""))
-    do {
-      var start = 0
-      for index in 0 ..< bytes.count {
-        let byte = bytes[index]
-        guard byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") else {
-          continue
-        }
-        out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[start ..< index]))
-        start = index + 1
-        out.append(UInt8(ascii: "\\"))
-        switch byte {
-        case UInt8(ascii: "\""), UInt8(ascii: "\\"): out.append(byte)
-        case 0x08: out.append(UInt8(ascii: "b"))
-        case 0x0C: out.append(UInt8(ascii: "f"))
-        case 0x0A: out.append(UInt8(ascii: "n"))
-        case 0x0D: out.append(UInt8(ascii: "r"))
-        case 0x09: out.append(UInt8(ascii: "t"))
-        default:
-          out.append(contentsOf: [UInt8(ascii: "u"), 0x30, 0x30])
-          out.append(Self.hexDigits[Int(byte >> 4)])
-          out.append(Self.hexDigits[Int(byte & 0xF)])
-        }
+    var start = 0
+    var index = 0
+    while index < bytes.count {
+      // Eight bytes at a time while none of them needs an escape: most text has none.
+      if index + 8 <= bytes.count,
+        !Self.needsEscape(
+          UnsafeRawPointer(bytes.baseAddress! + index).loadUnaligned(as: UInt64.self)
+        )
+      {
+        index += 8
+        continue
       }
-      out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[start...]))
+      let byte = bytes[index]
+      guard byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") else {
+        index += 1
+        continue
+      }
+      out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[start ..< index]))
+      index += 1
+      start = index
+      out.append(UInt8(ascii: "\\"))
+      switch byte {
+      case UInt8(ascii: "\""), UInt8(ascii: "\\"): out.append(byte)
+      case 0x08: out.append(UInt8(ascii: "b"))
+      case 0x0C: out.append(UInt8(ascii: "f"))
+      case 0x0A: out.append(UInt8(ascii: "n"))
+      case 0x0D: out.append(UInt8(ascii: "r"))
+      case 0x09: out.append(UInt8(ascii: "t"))
+      default:
+        out.append(contentsOf: [UInt8(ascii: "u"), 0x30, 0x30])
+        out.append(Self.hexDigits[Int(byte >> 4)])
+        out.append(Self.hexDigits[Int(byte & 0xF)])
+      }
     }
+    out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[start...]))
     out.append(UInt8(ascii: "\""))
+  }
+
+  /// Whether any of the eight bytes of `word` is a control character (below 0x20), `"` or
+  /// `\`: the word-at-a-time tests for a byte below n and for a zero byte, which never miss one.
+  static func needsEscape(_ word: UInt64) -> Bool {
+    let ones: UInt64 = 0x0101_0101_0101_0101
+    let highs: UInt64 = 0x8080_8080_8080_8080
+    func hasZero(_ x: UInt64) -> Bool { (x &- ones) & ~x & highs != 0 }
+    let control = (word &- ones &* 0x20) & ~word & highs != 0
+    return control || hasZero(word ^ (ones &* 0x22)) || hasZero(word ^ (ones &* 0x5C))
   }
 
   private static let hexDigits = Array("0123456789abcdef".utf8)
@@ -201,7 +223,15 @@ enum EmployeeJSON {
     }
     let date = CivilDate(dayNumber: Int(days))
     out.append(UInt8(ascii: "\""))
-    Self.ascii(date.text, to: &out)
+    if (0 ... 9999).contains(date.year) {
+      Self.digits(date.year, 4, to: &out)
+      out.append(UInt8(ascii: "-"))
+      Self.digits(date.month, 2, to: &out)
+      out.append(UInt8(ascii: "-"))
+      Self.digits(date.day, 2, to: &out)
+    } else {
+      Self.ascii(date.text, to: &out)
+    }
     out.append(UInt8(ascii: "T"))
     Self.digits(Int(secondOfDay / 3600), 2, to: &out)
     out.append(UInt8(ascii: ":"))
@@ -216,15 +246,28 @@ enum EmployeeJSON {
     out.append(UInt8(ascii: "\""))
   }
 
-  /// `value` (0 or more) in `width` decimal digits, zero-padded.
-  private static func digits(_ value: Int, _ width: Int, to out: inout [UInt8]) {
-    var divisor = 1
-    for _ in 1 ..< width { divisor *= 10 }
-    var value = value
-    while divisor > 0 {
-      out.append(UInt8(ascii: "0") + UInt8(value / divisor))
-      value %= divisor
-      divisor /= 10
+  /// `value` in decimal, with a minus sign when it is negative.
+  private static func integer(_ value: Int64, to out: inout [UInt8]) {
+    if value < 0 { out.append(UInt8(ascii: "-")) }
+    var magnitude = value.magnitude
+    withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 20) { digits in
+      var first = digits.count
+      repeat {
+        first -= 1
+        digits[first] = UInt8(ascii: "0") + UInt8(magnitude % 10)
+        magnitude /= 10
+      } while magnitude > 0
+      out.append(contentsOf: UnsafeBufferPointer(rebasing: digits[first...]))
     }
+  }
+
+  /// `value` (0 or more) in `width` decimal digits (at most 4), zero-padded.
+  private static func digits(_ value: Int, _ width: Int, to out: inout [UInt8]) {
+    // Divisions by constants, which compile to multiplications.
+    let zero = UInt8(ascii: "0")
+    if width >= 4 { out.append(zero + UInt8(value / 1000 % 10)) }
+    if width >= 3 { out.append(zero + UInt8(value / 100 % 10)) }
+    if width >= 2 { out.append(zero + UInt8(value / 10 % 10)) }
+    out.append(zero + UInt8(value % 10))
   }
 }

@@ -27,6 +27,30 @@ struct EmployeeJSONTests {
     return employee
   }
 
+  @Test("eight bytes at a time: a word needs an escape exactly when one of its bytes does")
+  func wordsNeedingEscapes() {
+    func needs(_ byte: UInt8) -> Bool { byte < 0x20 || byte == 0x22 || byte == 0x5C }
+    // Every byte value in every place, among bytes that need none (ASCII and UTF-8's high
+    // bytes, which sit next to the thresholds).
+    for filler: UInt8 in [0x61, 0x20, 0x21, 0x23, 0x5B, 0x5D, 0x80, 0xFF] {
+      for place in 0 ..< 8 {
+        for byte in UInt8.min ... UInt8.max {
+          var bytes = [UInt8](repeating: filler, count: 8)
+          bytes[place] = byte
+          let word = bytes.withUnsafeBytes { $0.loadUnaligned(as: UInt64.self) }
+          #expect(EmployeeJSON.needsEscape(word) == needs(byte), "\(bytes)")
+        }
+      }
+    }
+    // And random words, some with several bytes that need one.
+    var random = SplitMix64(seed: 7)
+    for _ in 0 ..< 100_000 {
+      let word = random.next() & random.next() | 0x4040_4040_4040_4040 & random.next()
+      let bytes = withUnsafeBytes(of: word) { Array($0) }
+      #expect(EmployeeJSON.needsEscape(word) == bytes.contains(where: needs), "\(bytes)")
+    }
+  }
+
   @Test("pages written row by row as the store reads them: the same text as from employees")
   func writtenRows() throws {
     var random = SplitMix64(seed: 53)
