@@ -28,26 +28,53 @@ enum Base64URL {
   /// `bytes` in base64, appended to `out`: in this type's alphabet without padding, or, when
   /// `standard`, in RFC 4648 §4's alphabet with padding (proto3 JSON's `bytes`).
   static func append(_ bytes: UnsafeBufferPointer<UInt8>, standard: Bool, to out: inout [UInt8]) {
-    let alphabet = standard ? Self.standardAlphabet : Self.alphabet
-    var index = 0
-    while index + 3 <= bytes.count {
-      let group =
-        UInt32(bytes[index]) << 16 | UInt32(bytes[index + 1]) << 8 | UInt32(bytes[index + 2])
-      out.append(alphabet[Int(group >> 18 & 63)])
-      out.append(alphabet[Int(group >> 12 & 63)])
-      out.append(alphabet[Int(group >> 6 & 63)])
-      out.append(alphabet[Int(group & 63)])
-      index += 3
+    let start = out.count
+    let padded = (bytes.count + 2) / 3 * 4
+    out.append(contentsOf: repeatElement(0, count: padded))
+    let written = out.withUnsafeMutableBufferPointer { buffer in
+      Self.write(bytes, standard: standard, to: buffer.baseAddress! + start)
     }
-    // One or two bytes left: their 8 or 16 bits as 2 or 3 characters, then padding if asked.
-    let left = bytes.count - index
-    if left > 0 {
-      var group = UInt32(bytes[index]) << 16
-      if left == 2 { group |= UInt32(bytes[index + 1]) << 8 }
-      for shift: UInt32 in [18, 12, 6].prefix(left + 1) {
-        out.append(alphabet[Int(group >> shift & 63)])
+    out.removeLast(padded - written)
+  }
+
+  /// `append`'s text written at `out`, which has room for `(bytes.count + 2) / 3 * 4` bytes:
+  /// how many it wrote (that many when `standard`, with its padding).
+  @discardableResult
+  static func write(
+    _ bytes: UnsafeBufferPointer<UInt8>,
+    standard: Bool,
+    to out: UnsafeMutablePointer<UInt8>
+  ) -> Int {
+    (standard ? Self.standardAlphabet : Self.alphabet).withUnsafeBufferPointer { alphabet in
+      var index = 0
+      var next = out
+      while index + 3 <= bytes.count {
+        let group =
+          UInt32(bytes[index]) << 16 | UInt32(bytes[index + 1]) << 8 | UInt32(bytes[index + 2])
+        next[0] = alphabet[Int(group >> 18 & 63)]
+        next[1] = alphabet[Int(group >> 12 & 63)]
+        next[2] = alphabet[Int(group >> 6 & 63)]
+        next[3] = alphabet[Int(group & 63)]
+        next += 4
+        index += 3
       }
-      if standard { out.append(contentsOf: repeatElement(UInt8(ascii: "="), count: 3 - left)) }
+      // One or two bytes left: their 8 or 16 bits as 2 or 3 characters, then padding if asked.
+      let left = bytes.count - index
+      if left > 0 {
+        var group = UInt32(bytes[index]) << 16
+        if left == 2 { group |= UInt32(bytes[index + 1]) << 8 }
+        next[0] = alphabet[Int(group >> 18 & 63)]
+        next[1] = alphabet[Int(group >> 12 & 63)]
+        if left == 2 { next[2] = alphabet[Int(group >> 6 & 63)] }
+        next += left + 1
+        if standard {
+          for _ in 0 ..< 3 - left {
+            next.pointee = UInt8(ascii: "=")
+            next += 1
+          }
+        }
+      }
+      return next - out
     }
   }
 

@@ -68,20 +68,50 @@ enum EmployeeJSON {
     return out
   }
 
-  /// One employee's object, as `Roster_V1_Employee(_:mask:)` sets its fields.
+  /// One employee's object, as `Roster_V1_Employee(_:mask:)` sets its fields: written through
+  /// a pointer into room reserved for the most it can take (`Writer`).
   private static func append(
     _ employee: some EmployeeWireSource,
     _ mask: EmployeeReadMask,
     to out: inout [UInt8]
   ) {
+    Writer.append(to: &out, atMost: Self.bound(employee)) { out in
+      Self.write(employee, mask, to: &out)
+    }
+  }
+
+  /// The most bytes `write` takes for `employee`: every text escaped at its longest (6 bytes a
+  /// byte, `\u00XX`), the thumbnail in base64, and room for every key, number and the time.
+  private static func bound(_ employee: some EmployeeWireSource) -> Int {
+    var text = 0
+    for field in [
+      EmployeeWireText.guid, .name, .department, .email, .phone, .address, .about, .startDate,
+      .pictureEtag,
+    ] {
+      text += employee.withText(field) { $0.count }
+    }
+    let thumbnail = employee.withThumbnail { ($0?.count ?? 0) }
+    // Keys and punctuation about 200 bytes, numbers and the time under 100.
+    return 512 + 6 * text + (thumbnail + 2) / 3 * 4
+  }
+
+  private static func write(
+    _ employee: some EmployeeWireSource,
+    _ mask: EmployeeReadMask,
+    to out: inout Writer
+  ) {
     let fields = mask.fields
     var first = true
-    func text(_ quoted: StaticString, _ field: EmployeeWireText) {
-      Self.key(quoted, first: first, to: &out)
+    func key(_ quoted: StaticString) {
+      if !first { out.byte(UInt8(ascii: ",")) }
       first = false
+      out.bytes(quoted)
+    }
+    func text(_ quoted: StaticString, _ field: EmployeeWireText) {
+      key(quoted)
       employee.withText(field) { Self.string(utf8: $0, to: &out) }
     }
-    out.append(UInt8(ascii: "{"))
+    out.byte(UInt8(ascii: "{"))
     // `guid` has no presence: left out when empty, as every field below without it.
     if fields.contains(.guid), employee.withText(.guid, { !$0.isEmpty }) {
       text(#""guid":"#, .guid)
@@ -93,71 +123,63 @@ enum EmployeeJSON {
     if fields.contains(.address) { text(#""address":"#, .address) }
     if fields.contains(.about) { text(#""about":"#, .about) }
     if fields.contains(.active) {
-      Self.key(#""active":"#, first: first, to: &out)
-      first = false
-      Self.ascii(employee.active ? "true" : "false", to: &out)
+      key(#""active":"#)
+      out.bytes(employee.active ? "true" : "false")
     }
     if fields.contains(.startDate) { text(#""startDate":"#, .startDate) }
     if fields.contains(.vacationDays) {
-      Self.key(#""vacationDays":"#, first: first, to: &out)
-      first = false
+      key(#""vacationDays":"#)
       Self.integer(Int64(Int32(clamping: employee.vacationDays)), to: &out)
     }
     if fields.contains(.thumbnail) {
       employee.withThumbnail { thumbnail in
         guard let thumbnail, !thumbnail.isEmpty else { return }
-        Self.key(#""thumbnail":"#, first: first, to: &out)
-        first = false
-        out.append(UInt8(ascii: "\""))
-        Base64URL.append(thumbnail, standard: true, to: &out)
-        out.append(UInt8(ascii: "\""))
+        key(#""thumbnail":"#)
+        out.byte(UInt8(ascii: "\""))
+        out.base64(thumbnail)
+        out.byte(UInt8(ascii: "\""))
       }
     }
     if mask.hasPicture, employee.hasPicture {
-      Self.key(#""hasPicture":"#, first: first, to: &out)
-      first = false
-      Self.ascii("true", to: &out)
+      key(#""hasPicture":"#)
+      out.bytes("true")
     }
     if mask.pictureEtag, employee.withText(.pictureEtag, { !$0.isEmpty }) {
       text(#""pictureEtag":"#, .pictureEtag)
     }
     if fields.contains(.salesCount), employee.salesCount != 0 {
       // int64 is a string in proto3 JSON.
-      Self.key(#""salesCount":"#, first: first, to: &out)
-      first = false
-      out.append(UInt8(ascii: "\""))
+      key(#""salesCount":"#)
+      out.byte(UInt8(ascii: "\""))
       Self.integer(Int64(employee.salesCount), to: &out)
-      out.append(UInt8(ascii: "\""))
+      out.byte(UInt8(ascii: "\""))
     }
     if fields.contains(.updateTime) {
-      Self.key(#""updateTime":"#, first: first, to: &out)
-      first = false
+      key(#""updateTime":"#)
       Self.timestamp(millis: employee.updateTimeMillis, to: &out)
     }
-    out.append(UInt8(ascii: "}"))
+    out.byte(UInt8(ascii: "}"))
   }
 
   /// A key given with its quotes and colon (`"name":`), after a comma unless it is the
-  /// object's first: one append.
+  /// object's first.
   private static func key(_ quoted: StaticString, first: Bool, to out: inout [UInt8]) {
     if !first { out.append(UInt8(ascii: ",")) }
     quoted.withUTF8Buffer { out.append(contentsOf: $0) }
-  }
-
-  private static func ascii(_ text: String, to out: inout [UInt8]) {
-    out.append(contentsOf: text.utf8)
   }
 
   /// A JSON string: `"` and `\` escaped, control characters as JSON's short escapes or
   /// `\u00XX`, everything else as its UTF-8 bytes.
   private static func string(_ value: String, to out: inout [UInt8]) {
     var value = value
-    value.withUTF8 { Self.string(utf8: $0, to: &out) }
+    value.withUTF8 { bytes in
+      Writer.append(to: &out, atMost: 2 + 6 * bytes.count) { Self.string(utf8: bytes, to: &$0) }
+    }
   }
 
   /// `string` of text given as its UTF-8 bytes.
-  private static func string(utf8 bytes: UnsafeBufferPointer<UInt8>, to out: inout [UInt8]) {
-    out.append(UInt8(ascii: "\""))
+  private static func string(utf8 bytes: UnsafeBufferPointer<UInt8>, to out: inout Writer) {
+    out.byte(UInt8(ascii: "\""))
     var start = 0
     var index = 0
     while index < bytes.count {
@@ -175,25 +197,25 @@ enum EmployeeJSON {
         index += 1
         continue
       }
-      out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[start ..< index]))
+      out.bytes(UnsafeBufferPointer(rebasing: bytes[start ..< index]))
       index += 1
       start = index
-      out.append(UInt8(ascii: "\\"))
+      out.byte(UInt8(ascii: "\\"))
       switch byte {
-      case UInt8(ascii: "\""), UInt8(ascii: "\\"): out.append(byte)
-      case 0x08: out.append(UInt8(ascii: "b"))
-      case 0x0C: out.append(UInt8(ascii: "f"))
-      case 0x0A: out.append(UInt8(ascii: "n"))
-      case 0x0D: out.append(UInt8(ascii: "r"))
-      case 0x09: out.append(UInt8(ascii: "t"))
+      case UInt8(ascii: "\""), UInt8(ascii: "\\"): out.byte(byte)
+      case 0x08: out.byte(UInt8(ascii: "b"))
+      case 0x0C: out.byte(UInt8(ascii: "f"))
+      case 0x0A: out.byte(UInt8(ascii: "n"))
+      case 0x0D: out.byte(UInt8(ascii: "r"))
+      case 0x09: out.byte(UInt8(ascii: "t"))
       default:
-        out.append(contentsOf: [UInt8(ascii: "u"), 0x30, 0x30])
-        out.append(Self.hexDigits[Int(byte >> 4)])
-        out.append(Self.hexDigits[Int(byte & 0xF)])
+        out.bytes("u00")
+        out.byte(Self.hexDigits[Int(byte >> 4)])
+        out.byte(Self.hexDigits[Int(byte & 0xF)])
       }
     }
-    out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[start...]))
-    out.append(UInt8(ascii: "\""))
+    out.bytes(UnsafeBufferPointer(rebasing: bytes[start...]))
+    out.byte(UInt8(ascii: "\""))
   }
 
   /// Whether any of the eight bytes of `word` is a control character (below 0x20), `"` or
@@ -209,7 +231,7 @@ enum EmployeeJSON {
   private static let hexDigits = Array("0123456789abcdef".utf8)
   /// A timestamp in RFC 3339, UTC, with milliseconds when there are any (as SwiftProtobuf
   /// writes a `Timestamp` whose nanoseconds are whole milliseconds).
-  private static func timestamp(millis: Int64, to out: inout [UInt8]) {
+  private static func timestamp(millis: Int64, to out: inout Writer) {
     // Floored, so that a time before 1970 is still a valid date and time of day.
     var (seconds, milliseconds) = millis.quotientAndRemainder(dividingBy: 1000)
     if milliseconds < 0 {
@@ -222,33 +244,33 @@ enum EmployeeJSON {
       days -= 1
     }
     let date = CivilDate(dayNumber: Int(days))
-    out.append(UInt8(ascii: "\""))
+    out.byte(UInt8(ascii: "\""))
     if (0 ... 9999).contains(date.year) {
       Self.digits(date.year, 4, to: &out)
-      out.append(UInt8(ascii: "-"))
+      out.byte(UInt8(ascii: "-"))
       Self.digits(date.month, 2, to: &out)
-      out.append(UInt8(ascii: "-"))
+      out.byte(UInt8(ascii: "-"))
       Self.digits(date.day, 2, to: &out)
     } else {
-      Self.ascii(date.text, to: &out)
+      out.bytes(date.text)
     }
-    out.append(UInt8(ascii: "T"))
+    out.byte(UInt8(ascii: "T"))
     Self.digits(Int(secondOfDay / 3600), 2, to: &out)
-    out.append(UInt8(ascii: ":"))
+    out.byte(UInt8(ascii: ":"))
     Self.digits(Int(secondOfDay / 60 % 60), 2, to: &out)
-    out.append(UInt8(ascii: ":"))
+    out.byte(UInt8(ascii: ":"))
     Self.digits(Int(secondOfDay % 60), 2, to: &out)
     if milliseconds != 0 {
-      out.append(UInt8(ascii: "."))
+      out.byte(UInt8(ascii: "."))
       Self.digits(Int(milliseconds), 3, to: &out)
     }
-    out.append(UInt8(ascii: "Z"))
-    out.append(UInt8(ascii: "\""))
+    out.byte(UInt8(ascii: "Z"))
+    out.byte(UInt8(ascii: "\""))
   }
 
   /// `value` in decimal, with a minus sign when it is negative.
-  private static func integer(_ value: Int64, to out: inout [UInt8]) {
-    if value < 0 { out.append(UInt8(ascii: "-")) }
+  private static func integer(_ value: Int64, to out: inout Writer) {
+    if value < 0 { out.byte(UInt8(ascii: "-")) }
     var magnitude = value.magnitude
     withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 20) { digits in
       var first = digits.count
@@ -257,17 +279,68 @@ enum EmployeeJSON {
         digits[first] = UInt8(ascii: "0") + UInt8(magnitude % 10)
         magnitude /= 10
       } while magnitude > 0
-      out.append(contentsOf: UnsafeBufferPointer(rebasing: digits[first...]))
+      out.bytes(UnsafeBufferPointer(rebasing: digits[first...]))
     }
   }
 
   /// `value` (0 or more) in `width` decimal digits (at most 4), zero-padded.
-  private static func digits(_ value: Int, _ width: Int, to out: inout [UInt8]) {
+  private static func digits(_ value: Int, _ width: Int, to out: inout Writer) {
     // Divisions by constants, which compile to multiplications.
     let zero = UInt8(ascii: "0")
-    if width >= 4 { out.append(zero + UInt8(value / 1000 % 10)) }
-    if width >= 3 { out.append(zero + UInt8(value / 100 % 10)) }
-    if width >= 2 { out.append(zero + UInt8(value / 10 % 10)) }
-    out.append(zero + UInt8(value % 10))
+    if width >= 4 { out.byte(zero + UInt8(value / 1000 % 10)) }
+    if width >= 3 { out.byte(zero + UInt8(value / 100 % 10)) }
+    if width >= 2 { out.byte(zero + UInt8(value / 10 % 10)) }
+    out.byte(zero + UInt8(value % 10))
+  }
+
+  /// Bytes written through a pointer into room reserved beforehand (`append(to:atMost:)`), as
+  /// `EmployeeWire.Writer` writes protobuf: no capacity or uniqueness check for each byte, and
+  /// one comparison with the end, which stops the process rather than write past the room.
+  struct Writer {
+    private var next: UnsafeMutablePointer<UInt8>
+    private let end: UnsafeMutablePointer<UInt8>
+
+    /// Appends to `out` what `write` writes, which may be at most `bound` bytes.
+    static func append(to out: inout [UInt8], atMost bound: Int, _ write: (inout Writer) -> Void) {
+      let start = out.count
+      out.append(contentsOf: repeatElement(0, count: bound))
+      let written = out.withUnsafeMutableBufferPointer { buffer in
+        let base = buffer.baseAddress! + start
+        var writer = Writer(next: base, end: base + bound)
+        write(&writer)
+        return writer.next - base
+      }
+      out.removeLast(bound - written)
+    }
+
+    mutating func byte(_ byte: UInt8) {
+      precondition(self.next < self.end, "EmployeeJSON wrote past its bound")
+      self.next.pointee = byte
+      self.next += 1
+    }
+
+    mutating func bytes(_ bytes: UnsafeBufferPointer<UInt8>) {
+      guard let base = bytes.baseAddress, !bytes.isEmpty else { return }
+      precondition(self.end - self.next >= bytes.count, "EmployeeJSON wrote past its bound")
+      self.next.update(from: base, count: bytes.count)
+      self.next += bytes.count
+    }
+
+    mutating func bytes(_ text: StaticString) {
+      text.withUTF8Buffer { self.bytes($0) }
+    }
+
+    mutating func bytes(_ text: String) {
+      var text = text
+      text.withUTF8 { self.bytes($0) }
+    }
+
+    /// `bytes` in base64 with padding (RFC 4648 §4): proto3 JSON's `bytes`.
+    mutating func base64(_ bytes: UnsafeBufferPointer<UInt8>) {
+      let size = (bytes.count + 2) / 3 * 4
+      precondition(self.end - self.next >= size, "EmployeeJSON wrote past its bound")
+      Base64URL.write(bytes, standard: true, to: self.next)
+      self.next += size
+    }
   }
 }
