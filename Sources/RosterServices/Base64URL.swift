@@ -28,13 +28,9 @@ enum Base64URL {
   /// `bytes` in base64, appended to `out`: in this type's alphabet without padding, or, when
   /// `standard`, in RFC 4648 §4's alphabet with padding (proto3 JSON's `bytes`).
   static func append(_ bytes: UnsafeBufferPointer<UInt8>, standard: Bool, to out: inout [UInt8]) {
-    let start = out.count
-    let padded = (bytes.count + 2) / 3 * 4
-    out.append(contentsOf: repeatElement(0, count: padded))
-    let written = out.withUnsafeMutableBufferPointer { buffer in
-      Self.write(bytes, standard: standard, to: buffer.baseAddress! + start)
+    out.appendWriting(atMost: (bytes.count + 2) / 3 * 4) {
+      Self.write(bytes, standard: standard, to: $0)
     }
-    out.removeLast(padded - written)
   }
 
   /// `append`'s text written at `out`, which has room for `(bytes.count + 2) / 3 * 4` bytes:
@@ -101,5 +97,21 @@ enum Base64URL {
     }
     guard group == 0 else { return nil }
     return out
+  }
+}
+
+extension Array where Element == UInt8 {
+  /// Appends what `write` writes at the pointer it is given, into room for `bound` bytes
+  /// (zero-filled first: an `Array` cannot grow uninitialized); `write` returns how many it wrote.
+  mutating func appendWriting(
+    atMost bound: Int,
+    _ write: (UnsafeMutablePointer<UInt8>) -> Int
+  ) {
+    guard bound > 0 else { return }
+    let start = self.count
+    self.append(contentsOf: repeatElement(0, count: bound))
+    let written = self.withUnsafeMutableBufferPointer { write($0.baseAddress! + start) }
+    precondition(written <= bound, "wrote past the room reserved")
+    self.removeLast(bound - written)
   }
 }

@@ -84,12 +84,7 @@ enum EmployeeJSON {
   /// byte, `\u00XX`), the thumbnail in base64, and room for every key, number and the time.
   private static func bound(_ employee: some EmployeeWireSource) -> Int {
     var text = 0
-    for field in [
-      EmployeeWireText.guid, .name, .department, .email, .phone, .address, .about, .startDate,
-      .pictureEtag,
-    ] {
-      text += employee.withText(field) { $0.count }
-    }
+    for field in EmployeeWireText.allCases { text += employee.withText(field) { $0.count } }
     let thumbnail = employee.withThumbnail { ($0?.count ?? 0) }
     // Keys and punctuation about 200 bytes, numbers and the time under 100.
     return 512 + 6 * text + (thumbnail + 2) / 3 * 4
@@ -302,15 +297,11 @@ enum EmployeeJSON {
 
     /// Appends to `out` what `write` writes, which may be at most `bound` bytes.
     static func append(to out: inout [UInt8], atMost bound: Int, _ write: (inout Writer) -> Void) {
-      let start = out.count
-      out.append(contentsOf: repeatElement(0, count: bound))
-      let written = out.withUnsafeMutableBufferPointer { buffer in
-        let base = buffer.baseAddress! + start
+      out.appendWriting(atMost: bound) { base in
         var writer = Writer(next: base, end: base + bound)
         write(&writer)
         return writer.next - base
       }
-      out.removeLast(bound - written)
     }
 
     mutating func byte(_ byte: UInt8) {

@@ -292,7 +292,7 @@ extension EmployeeWire {
 }
 
 /// The text fields `EmployeeWire` reads from an `EmployeeWireSource`.
-enum EmployeeWireText {
+enum EmployeeWireText: CaseIterable {
   case guid, name, department, email, phone, address, about, startDate, pictureEtag
 }
 

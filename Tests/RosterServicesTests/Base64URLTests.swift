@@ -52,4 +52,12 @@ struct Base64URLTests {
     #expect(Base64URL.decode("_w") == [0xFF])
     #expect(Base64URL.decode("__8") == [0xFF, 0xFF])
   }
+
+  @Test("nothing encodes to nothing, in either alphabet")
+  func empty() {
+    #expect(Base64URL.encode([]) == "")
+    var out: [UInt8] = []
+    [UInt8]().withUnsafeBufferPointer { Base64URL.append($0, standard: true, to: &out) }
+    #expect(out.isEmpty)
+  }
 }
