@@ -72,23 +72,43 @@ def digest(path, query):
         connection.close()
 
 
-def killed_copy(args, marker, delay):
-    """Starts a copy, kills it `delay` seconds after it prints `marker`; returns its output.
-    A copy that ends first is fine (the resume then has less to do)."""
+def target_employees():
+    """How many employees the PostgreSQL target holds, read with psql, never through Roster."""
+    counted = subprocess.run(["psql", URL, "-Atc", f"SELECT count(*) FROM {SCHEMA}.employees"],
+                             capture_output=True, text=True, timeout=60)
+    return int(counted.stdout.strip()) if counted.returncode == 0 else 0
+
+
+def killed_copy(args, marker, delay, until=None):
+    """Starts a copy, kills it `delay` seconds after it prints `marker` (and, with `until`, once
+    `until()` holds: what the kill must leave behind, whatever the machine's speed); returns its
+    output. A copy that ends first is fine (the resume then has less to do)."""
     process = subprocess.Popen([ROSTER] + args, cwd=WORK, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                text=True, start_new_session=True)
     lines = []
-    timer = None
+    killer = None
+    stop = threading.Event()
+
+    def kill_when_ready():
+        while until is not None and not until() and not stop.wait(0.1):
+            pass
+        if not stop.wait(delay):
+            try:
+                os.killpg(process.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
     try:
         for line in process.stdout:
             lines.append(line)
-            if marker in line and timer is None:
-                timer = threading.Timer(delay, lambda: os.killpg(process.pid, signal.SIGKILL))
-                timer.start()
+            if marker in line and killer is None:
+                killer = threading.Thread(target=kill_when_ready, daemon=True)
+                killer.start()
         process.wait(timeout=HANG)
     finally:
-        if timer:
-            timer.cancel()
+        stop.set()
+        if killer:
+            killer.join()
         if process.poll() is None:
             os.killpg(process.pid, signal.SIGKILL)
             process.wait()
@@ -120,7 +140,7 @@ def main():
         check(same.returncode != 0 and "same database" in same.stderr, f"same database: {same}")
 
         # Killed while it copies employees, and again while it copies sales.
-        code, output = killed_copy(to_postgres, "employees: skipping", 1.0)
+        code, output = killed_copy(to_postgres, "employees: skipping", 0.5, until=lambda: target_employees() > 0)
         check(code == -signal.SIGKILL, f"the first copy ended before it was killed ({code}): {output}")
         print(f"first copy killed: {output.strip().splitlines()[-1]}", flush=True)
         refused = run(to_postgres)
