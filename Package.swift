@@ -425,6 +425,7 @@ let package = Package(
         "RosterProtocols",
         "RosterProto",
         "RosterServices",
+        "RosterTransport",
         .product(name: "GRPCCore", package: "grpc-swift-2"),
         .product(name: "GRPCProtobuf", package: "grpc-swift-protobuf"),
         .product(name: "NIOCore", package: "swift-nio"),

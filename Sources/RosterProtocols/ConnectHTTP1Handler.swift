@@ -75,18 +75,19 @@ package final class ConnectHTTP1Handler: ChannelInboundHandler, @unchecked Senda
       guard !self.overLimit else { return }
       var headers = HPACKHeaders()
       for (name, value) in head.headers { headers.add(name: name.lowercased(), value: value) }
-      if let wire = self.streams.streamedProtocol(
-        contentType: headers.first(name: "content-type"),
-        path: head.uri
-      ) {
+      let mediaType: String
+      switch self.streams.route(contentType: headers.first(name: "content-type"), path: head.uri) {
+      case .streamed(let wire):
         self.startStreamed(wire, head: head, headers: headers, context: context)
         return
+      case .whole(let type): mediaType = type
       }
       let request = PlainHTTPRequest(
         http1: true,
         method: head.method.rawValue,
         target: head.uri,
         headers: headers,
+        mediaType: mediaType,
         body: self.body
       )
       self.body = ByteBuffer()

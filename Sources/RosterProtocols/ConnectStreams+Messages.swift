@@ -10,7 +10,7 @@ internal import Synchronization
 
 /// A streamed call's request as its handler reads it: the metadata, then each message of the
 /// envelopes the HTTP side pushes, inflated when the handler asks for it, off the event loop
-/// (the bridge's server deserializes it, from JSON or protobuf). `taken` hears how many bytes
+/// (the server deserializes it, from JSON or protobuf). `taken` hears how many bytes
 /// each message read held, so the HTTP/2 side can let the client send that much more.
 final class RequestEnvelopes: AsyncSequence, Sendable {
   typealias Element = RPCRequestPart<BufferBytes>
@@ -138,7 +138,7 @@ final class RequestEnvelopes: AsyncSequence, Sendable {
     }
   }
 
-  /// A message as the bridge's server reads it: inflated.
+  /// A message as the server reads it: inflated.
   private func decode(_ envelope: Envelope) throws -> ByteBuffer {
     guard envelope.flags & 0x02 == 0 else {
       throw RPCError(
@@ -257,7 +257,7 @@ final class ReplyWriter: ClosableRPCWriterProtocol, Sendable {
     self.sink.head(pairs + headers.map { ($0.name, $0.value) } + self.extraHeaders)
   }
 
-  /// A reply message (JSON already for `connect+json`: the bridge's server wrote it so) as
+  /// A reply message (JSON already for `connect+json`: the method's codec wrote it so) as
   /// its envelope.
   private func frame(_ message: ByteBuffer) throws -> ByteBuffer {
     var message = message

@@ -15,9 +15,9 @@ internal import Synchronization
 /// client streams (`PutPicture`, `UpsertEmployees`, `ImportSales`) and bidirectional ones
 /// (server reflection, over HTTP/2 only).
 ///
-/// Each call runs through a `GRPCServer` on a `CallBridge` (one whose methods read and write
-/// JSON, for `connect+json`; one in protobuf, for the rest), so it gets what a gRPC call
-/// gets. The request's envelopes are fed to the call as they arrive (inflated when the handler
+/// Each call enters the server's one `GRPCServer` through its `CallBridge`, with its `CallWire`
+/// (JSON for `connect+json`, protobuf for the rest), so it gets what a gRPC call gets, through
+/// the same router and interceptors. The request's envelopes are fed to the call as they arrive (inflated when the handler
 /// reads them); each reply message is framed, written and flushed on its own, and the
 /// handler's next write waits until it has gone (`ReplySink`). The stream
 /// ends with Connect's end-of-stream message or gRPC-Web's trailers frame. Over Connect and
@@ -25,10 +25,8 @@ internal import Synchronization
 /// another interval.
 package struct ConnectStreams: Sendable {
   let methods: [String: StreamingMethod]
-  /// Where `connect+json` calls run: their handlers read and write JSON.
-  let jsonBridge: CallBridge
-  /// Where every other streamed call runs: protobuf messages.
-  let protoBridge: CallBridge
+  /// Where the calls enter the server.
+  let bridge: CallBridge
   let maxRequestBytes: Int
   let cors: CORSPolicy?
   /// The unary methods' paths, which a streaming content type does not suit (415, not 404).
@@ -36,6 +34,7 @@ package struct ConnectStreams: Sendable {
 
   package init(
     methods: [StreamingMethod],
+    bridge: CallBridge,
     maxRequestBytes: Int,
     cors: CORSPolicy?,
     unaryPaths: Set<String>
@@ -45,47 +44,45 @@ package struct ConnectStreams: Sendable {
       methods.map { ("/" + $0.descriptor.fullyQualifiedMethod, $0) },
       uniquingKeysWith: { first, _ in first }
     )
-    self.jsonBridge = CallBridge()
-    self.protoBridge = CallBridge()
+    self.bridge = bridge
     self.maxRequestBytes = maxRequestBytes
     self.cors = cors
   }
 
-  /// The two bridges' servers: every streaming method, through `interceptors` (the same as
-  /// the HTTP/2 server's), in JSON on one and in protobuf on the other.
-  package func servers(interceptors: [any ServerInterceptor]) -> [GRPCServer<CallBridge>] {
-    [(self.jsonBridge, true), (self.protoBridge, false)].map { bridge, json in
-      var router = RPCRouter<CallBridge>()
-      for method in self.methods.values { method.register(&router, json) }
-      router.registerInterceptors(pipeline: interceptors.map { .apply($0, to: .all) })
-      return GRPCServer(transport: bridge, router: router)
-    }
-  }
-
   /// The wire protocol of a streamed request.
-  enum WireProtocol: Sendable {
+  enum WireProtocol: Sendable, Equatable {
     /// The Connect protocol's streams; messages in JSON or protobuf.
     case connect(json: Bool)
     /// gRPC-Web; the body in base64 with `text`.
     case grpcWeb(text: Bool)
   }
 
-  /// The protocol of a request that is streamed here: a Connect streaming content type, or
-  /// gRPC-Web to a streaming method (gRPC-Web's unary calls are `ConnectUnary`'s). Read from
-  /// the content type and the path alone, so a unary request costs no more than that.
-  func streamedProtocol(contentType: String?, path: String) -> WireProtocol? {
-    let contentType = ConnectUnary.mediaType(contentType)
-    switch contentType {
-    case "application/connect+json": return .connect(json: true)
-    case "application/connect+proto": return .connect(json: false)
+  /// What a request that is not gRPC over HTTP/2 is, read once from its content type and
+  /// path: the one place its protocol is chosen.
+  enum Route: Equatable {
+    /// A streamed call: a Connect streaming content type, or gRPC-Web to a streaming method.
+    case streamed(WireProtocol)
+    /// A request read whole and answered by `ConnectUnary` (the Connect protocol's and
+    /// gRPC-Web's unary calls, the console, CORS preflights), with its content type's media
+    /// type (`ConnectUnary.mediaType`).
+    case whole(mediaType: String)
+  }
+
+  /// The route of a request with `contentType` to `path`. Read from the content type and the
+  /// path alone, so a unary request costs no more than that.
+  func route(contentType: String?, path: String) -> Route {
+    let mediaType = ConnectUnary.mediaType(contentType)
+    switch mediaType {
+    case "application/connect+json": return .streamed(.connect(json: true))
+    case "application/connect+proto": return .streamed(.connect(json: false))
     default: ()
     }
-    guard contentType.hasPrefix("application/grpc-web"),
+    guard mediaType.hasPrefix("application/grpc-web"),
       self.methods[ConnectUnary.split(path).path] != nil
     else {
-      return nil
+      return .whole(mediaType: mediaType)
     }
-    return .grpcWeb(text: contentType.hasPrefix("application/grpc-web-text"))
+    return .streamed(.grpcWeb(text: mediaType.hasPrefix("application/grpc-web-text")))
   }
 
   enum Start {
@@ -205,8 +202,8 @@ package struct ConnectStreams: Sendable {
       inbound: RPCAsyncSequence<RPCRequestPart<BufferBytes>, any Error>(wrapping: inbound),
       outbound: RPCWriter<RPCResponsePart<BufferBytes>>.Closable(wrapping: writer)
     )
-    guard let bridged = (json ? self.jsonBridge : self.protoBridge).accept(stream, peers: peers)
-    else {
+    let callWire = CallWire(format: json ? .json : .binary, web: true)
+    guard let bridged = self.bridge.accept(stream, wire: callWire, peers: peers) else {
       writer.end(Status(code: .unavailable, message: "the server is shutting down"), trailers: [:])
       return .started(StreamedCall(inbound: inbound, bridged: nil, text: wire.isText))
     }

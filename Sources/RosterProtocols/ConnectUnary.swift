@@ -16,6 +16,8 @@ struct PlainHTTPRequest: Sendable {
   /// The path and the query, as sent.
   var target: String
   var headers: HPACKHeaders
+  /// The content type's media type, as the request's route read it (`ConnectStreams.route`).
+  var mediaType: String
   var body: ByteBuffer
 }
 
@@ -98,7 +100,7 @@ package struct ConnectUnary: Sendable {
         reply(withCORS)
       }
     }
-    let contentType = Self.mediaType(request.headers.first(name: "content-type"))
+    let contentType = request.mediaType
     if contentType.hasPrefix("application/grpc-web") {
       return self.serveGRPCWeb(
         request,

@@ -15,6 +15,7 @@ extension ConnectionFastCalls {
       method: reading.headers.first(name: ":method") ?? "",
       target: reading.headers.first(name: ":path") ?? "",
       headers: reading.headers,
+      mediaType: reading.mediaType,
       body: reading.body
     )
     self.calls[stream] = .answering

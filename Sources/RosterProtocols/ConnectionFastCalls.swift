@@ -49,6 +49,8 @@ package final class ConnectionFastCalls: ChannelInboundHandler, @unchecked Senda
 
   struct PlainReading {
     var headers: HPACKHeaders
+    /// The content type's media type, as the request's route read it.
+    var mediaType: String
     var body = ByteBuffer()
   }
 
@@ -314,14 +316,14 @@ package final class ConnectionFastCalls: ChannelInboundHandler, @unchecked Senda
   ) {
     let head = UnaryFastPath.RequestHead(headers.headers)
     if !head.isGRPC {
-      if let wire = self.streams.streamedProtocol(
-        contentType: head.contentType,
-        path: head.path ?? ""
-      ) {
+      let mediaType: String
+      switch self.streams.route(contentType: head.contentType, path: head.path ?? "") {
+      case .streamed(let wire):
         self.startStreamed(stream, wire, headers: headers, context: context)
         return
+      case .whole(let type): mediaType = type
       }
-      let reading = PlainReading(headers: headers.headers)
+      let reading = PlainReading(headers: headers.headers, mediaType: mediaType)
       if headers.endStream {
         self.servePlain(stream, reading, context: context)
       } else {

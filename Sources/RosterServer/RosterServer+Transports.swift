@@ -13,33 +13,21 @@ struct GRPCServing: Sendable {
   /// `HOST:PORT`, once listening.
   let listeningAddress: @Sendable () async throws -> String
 
-  /// A server on `transport`, its address read by `address`; `bridged`, the servers of the
-  /// Connect protocol's and gRPC-Web's streamed calls (`CallBridge`), run beside it, started
-  /// and stopped with it.
+  /// A server on `transport`, its address read by `address`.
   init<Transport: ServerTransport>(
     _ server: GRPCServer<Transport>,
-    bridged: [GRPCServer<CallBridge>] = [],
     address: @escaping @Sendable () async throws -> String
   ) {
-    self.serve = {
-      try await withThrowingTaskGroup(of: Void.self) { group in
-        group.addTask { try await server.serve() }
-        for bridge in bridged {
-          group.addTask { try await bridge.serve() }
-        }
-        try await group.waitForAll()
-      }
-    }
-    self.beginGracefulShutdown = {
-      server.beginGracefulShutdown()
-      for bridge in bridged { bridge.beginGracefulShutdown() }
-    }
+    self.serve = { try await server.serve() }
+    self.beginGracefulShutdown = { server.beginGracefulShutdown() }
     self.listeningAddress = address
   }
 }
 
 /// The gRPC server for `config`: the services and interceptors on Roster's HTTP/2 transport,
-/// plain unary calls answered at the connection (`ConnectionFastCalls`).
+/// plain unary calls answered at the connection (`ConnectionFastCalls`), and every streamed
+/// call, whatever its protocol, through one router: the services' registrations, with each
+/// streaming method registered again in the form that serves every protocol (`StreamingMethod`).
 func makeServing(
   config: ServerConfig,
   services: [any RegistrableRPCService],
@@ -65,13 +53,14 @@ func makeServing(
     cors: config.cors,
     console: config.console ? .embedded : nil
   )
+  let bridge = CallBridge()
   let streams = ConnectStreams(
     methods: streamingMethods,
+    bridge: bridge,
     maxRequestBytes: limits.maxRequestBytes,
     cors: config.cors,
     unaryPaths: Set(unaryMethods.methods.keys)
   )
-  let bridged = streams.servers(interceptors: serverInterceptors)
   let transport = RosterHTTP2Transport(
     config: RosterHTTP2Transport.Config(
       host: host,
@@ -104,12 +93,12 @@ func makeServing(
       [ConnectHTTP1Handler(connect: connect, streams: streams, executor: executor)]
     }
   )
-  let server = GRPCServer(
-    transport: transport,
-    services: services,
-    interceptors: serverInterceptors
-  )
-  return GRPCServing(server, bridged: bridged) {
+  var router = RPCRouter<ServerTransports<RosterHTTP2Transport>>()
+  for service in services { service.registerMethods(with: &router) }
+  for method in streamingMethods { method.register(on: &router) }
+  router.registerInterceptors(pipeline: serverInterceptors.map { .apply($0, to: .all) })
+  let server = GRPCServer(transport: ServerTransports(transport, bridge), router: router)
+  return GRPCServing(server) {
     let address = try await transport.listeningAddress
     guard let ip = address.ipAddress, let port = address.port else { return "\(address)" }
     return address.protocol == .inet6 ? "[\(ip)]:\(port)" : "\(ip):\(port)"

@@ -56,9 +56,9 @@ struct ServiceBindings {
     ])
   }
 
-  /// The streaming methods, for the Connect protocol and gRPC-Web. Bound by hand:
-  /// `StreamEmployees`, whose pages the service writes from the store's rows
-  /// (`DirectoryPageStreams`), and `WatchChanges`, whose streams get a heartbeat by default.
+  /// The streaming methods, for every protocol. Bound by hand: `StreamEmployees`, whose pages
+  /// the service writes from the store's rows (`DirectoryPageStreams`), and `WatchChanges`,
+  /// whose streams over the Connect protocol and gRPC-Web get a heartbeat by default.
   var streaming: [StreamingMethod] {
     typealias Directory = Roster_V1_Directory.Method
     let directory = directory
@@ -67,16 +67,7 @@ struct ServiceBindings {
       + health.streamingMethods + reflection.streamingMethods
       + reflection.v1alpha.streamingMethods
     return generated.replacing(with: [
-      .registered(Directory.StreamEmployees.descriptor, input: Roster_V1_ListEmployeesRequest.self)
-      {
-        router,
-        deserializer,
-        json in
-        directory.pageStreams(json ? .json : .binary).register(
-          with: &router,
-          deserializer: deserializer
-        )
-      },
+      .registered(Directory.StreamEmployees.descriptor, by: directory.pageStreams),
       .of(
         Directory.WatchChanges.descriptor,
         prepare: { if !$0.hasHeartbeatInterval { $0.heartbeatInterval = Self.defaultHeartbeat } }

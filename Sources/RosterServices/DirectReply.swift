@@ -35,6 +35,26 @@ public enum WrittenFormat: Sendable {
   case json
 }
 
+/// How the current call's messages travel: the form they are written in, and whether the call
+/// came through one of the browser-facing protocols (the Connect protocol, gRPC-Web) rather than
+/// gRPC. The protocol layer binds it for each call it hands to the server, for the call's task;
+/// the serializers the streaming methods are registered with read it, so every protocol's
+/// streams run through one router with the codec the call needs. A call with nothing bound is
+/// gRPC's.
+public struct CallWire: Sendable, Equatable {
+  public var format: WrittenFormat
+  public var web: Bool
+
+  public init(format: WrittenFormat, web: Bool) {
+    self.format = format
+    self.web = web
+  }
+
+  public static let grpc = CallWire(format: .binary, web: false)
+
+  @TaskLocal public static var current: CallWire = .grpc
+}
+
 /// A page of employees as read, with the read mask and the next token: the store's employees,
 /// turned into protobuf only when written, or the rows as the store wrote them (`written`,
 /// for a reply that goes out in the binary form). `ListEmployees` replies with a

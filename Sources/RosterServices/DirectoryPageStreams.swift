@@ -7,9 +7,8 @@ public import Synchronization
 
 /// `StreamEmployees` with its pages written straight from the rows the store reads, as the fast
 /// path writes `ListEmployees` pages: by `EmployeeWire` in the binary form (gRPC, gRPC-Web,
-/// Connect's `connect+proto`) or by `EmployeeJSON` (Connect's `connect+json`); no
-/// `Roster_V1_Employee` per row, each page sized once and written once (docs/performance.md,
-/// "What the fast path's parts saved").
+/// Connect's `connect+proto`) or by `EmployeeJSON` (Connect's `connect+json`), as the call's
+/// `CallWire` says; no `Roster_V1_Employee` per row, each page sized once and written once.
 ///
 /// The generated registration serializes `Roster_V1_EmployeePage` messages, so this registers
 /// the method again with a serializer of Roster's own; `GRPCServer` registers its services in
@@ -19,12 +18,8 @@ public import Synchronization
 /// ```swift
 /// let services: [any RegistrableRPCService] = [directory, directory.pageStreams, ...]
 /// ```
-///
-/// The Connect protocol's and gRPC-Web's streams register it on their bridge, in the form the
-/// call's messages take.
 public struct DirectoryPageStreams: RegistrableRPCService {
   let directory: DirectoryService
-  let format: WrittenFormat
 
   /// Pages written in their binary form so far, over all streams (for tests: the registration
   /// took).
@@ -34,21 +29,21 @@ public struct DirectoryPageStreams: RegistrableRPCService {
     self.register(with: &router, deserializer: ProtobufDeserializer())
   }
 
-  /// Registers the method with `deserializer` for its request: protobuf's, or the Connect
-  /// protocol's JSON reader on a bridge.
+  /// Registers the method with `deserializer` for its request: protobuf's, or one that reads
+  /// the call's messages in the form its `CallWire` says.
   public func register<Transport: ServerTransport>(
     with router: inout RPCRouter<Transport>,
     deserializer: some MessageDeserializer<Roster_V1_ListEmployeesRequest>
   ) {
     let directory = self.directory
-    let format = self.format
     router.registerHandler(
       forMethod: Roster_V1_Directory.Method.StreamEmployees.descriptor,
       deserializer: deserializer,
-      serializer: DirectReplySerializer<EmployeePageReply<Roster_V1_EmployeePage>>(format: format),
+      serializer: DirectReplySerializer<EmployeePageReply<Roster_V1_EmployeePage>>(),
       handler: { request, context in
         // As the generated glue: exactly one request message, then the pages.
         let request = try await ServerRequest(stream: request)
+        let format = CallWire.current.format
         return StreamingServerResponse(metadata: [:]) { writer in
           try await directory.streamPages(request.message, written: format) {
             try await writer.write(contentsOf: $0)
@@ -61,14 +56,8 @@ public struct DirectoryPageStreams: RegistrableRPCService {
 }
 
 extension DirectoryService {
-  /// `StreamEmployees` over gRPC, with pages in `EmployeeWire`'s binary form; list it after
-  /// this service.
-  public var pageStreams: DirectoryPageStreams { self.pageStreams(.binary) }
-
-  /// `StreamEmployees` with its pages written in `format`.
-  public func pageStreams(_ format: WrittenFormat) -> DirectoryPageStreams {
-    DirectoryPageStreams(directory: self, format: format)
-  }
+  /// `StreamEmployees` with pages written from the store's rows; list it after this service.
+  public var pageStreams: DirectoryPageStreams { DirectoryPageStreams(directory: self) }
 
   /// Every employee the request matches, a page a message, handed to `write` as read: the
   /// pages of one read together, so they cross to the event loop in one hop. `written` as for
@@ -188,13 +177,11 @@ extension DirectoryService {
   }
 }
 
-/// Writes a `DirectReply` in `format`; debug builds (every test) check each binary one against
-/// SwiftProtobuf's bytes for its message (and `json()` checks its own).
+/// Writes a `DirectReply` in the call's form (`CallWire`); debug builds (every test) check each
+/// binary one against SwiftProtobuf's bytes for its message (and `json()` checks its own).
 struct DirectReplySerializer<Reply: DirectReply>: MessageSerializer {
-  let format: WrittenFormat
-
   func serialize<Bytes: GRPCContiguousBytes>(_ reply: Reply) throws -> Bytes {
-    guard self.format == .binary else { return Bytes(reply.json()) }
+    guard CallWire.current.format == .binary else { return Bytes(reply.json()) }
     let bytes = reply.binary()
     DirectoryPageStreams.pagesWritten.add(1, ordering: .relaxed)
     assert(

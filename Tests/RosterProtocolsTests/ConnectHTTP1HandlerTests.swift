@@ -24,6 +24,7 @@ struct ConnectHTTP1HandlerTests {
     let connect = ConnectUnary(fastPath: fastPath)
     let streams = ConnectStreams(
       methods: [],
+      bridge: CallBridge(),
       maxRequestBytes: limit,
       cors: nil,
       unaryPaths: Set(fastPath.methods.keys)

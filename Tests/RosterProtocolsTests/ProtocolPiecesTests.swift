@@ -61,6 +61,43 @@ struct ProtocolPiecesTests {
     #expect(gotPath == path && gotQuery == query)
   }
 
+  @Test("a request's route, chosen once from its content type and path")
+  func route() {
+    let stream = Roster_V1_Directory.Method.StreamEmployees.descriptor
+    let streams = ConnectStreams(
+      methods: [
+        .of(stream) { (_: StreamingServerRequest<Roster_V1_ListEmployeesRequest>, _) in
+          StreamingServerResponse<Roster_V1_EmployeePage>(
+            error: RPCError(code: .aborted, message: "")
+          )
+        }
+      ],
+      bridge: CallBridge(),
+      maxRequestBytes: 1024,
+      cors: nil,
+      unaryPaths: ["/roster.v1.Directory/GetEmployee"]
+    )
+    let streaming = "/" + stream.fullyQualifiedMethod
+    let unary = "/roster.v1.Directory/GetEmployee"
+    let cases: [(String?, String, ConnectStreams.Route)] = [
+      ("application/connect+json", unary, .streamed(.connect(json: true))),
+      ("Application/Connect+Proto; charset=x", streaming, .streamed(.connect(json: false))),
+      ("application/grpc-web+proto", streaming + "?x=y", .streamed(.grpcWeb(text: false))),
+      ("application/grpc-web-text", streaming, .streamed(.grpcWeb(text: true))),
+      // gRPC-Web to a unary method is answered whole, as is anything but a stream.
+      ("application/grpc-web+proto", unary, .whole(mediaType: "application/grpc-web+proto")),
+      ("application/JSON; charset=utf-8", unary, .whole(mediaType: "application/json")),
+      ("application/json", streaming, .whole(mediaType: "application/json")),
+      (nil, "/", .whole(mediaType: "")),
+    ]
+    for (contentType, path, expected) in cases {
+      #expect(
+        streams.route(contentType: contentType, path: path) == expected,
+        "\(contentType ?? "-") \(path)"
+      )
+    }
+  }
+
   /// The status `body` gets as a `ListEmployeesRequest`, or nil when it reads.
   func refusal(_ body: String) -> GoogleRPCStatus? {
     do {
