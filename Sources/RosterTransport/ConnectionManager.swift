@@ -55,6 +55,9 @@ final class ConnectionManager: ChannelDuplexHandler, NIOHTTP2FrameDelegate {
   private var readSinceKeepalive = false
   private var pingStrikes = 0
   private var lastValidPing: NIODeadline?
+  /// When the last stream closed (or the connection opened); nil while streams are open.
+  private var idleSince: NIODeadline?
+  /// One idle timer for the connection's life (`idleCheck`), not one per quiet spell.
   private var idleTimer: Scheduled<Void>?
   private var ageTimer: Scheduled<Void>?
   private var graceTimer: Scheduled<Void>?
@@ -94,7 +97,10 @@ final class ConnectionManager: ChannelDuplexHandler, NIOHTTP2FrameDelegate {
     if let maxAge = self.limits.maxAge {
       self.ageTimer = context.eventLoop.scheduleTask(in: maxAge) { loop.value.goAway() }
     }
-    self.scheduleIdle()
+    if let maxIdle = self.limits.maxIdleTime {
+      self.idleSince = context.eventLoop.now
+      self.scheduleIdleCheck(at: context.eventLoop.now + maxIdle)
+    }
     self.scheduleKeepalive()
   }
 
@@ -150,8 +156,7 @@ final class ConnectionManager: ChannelDuplexHandler, NIOHTTP2FrameDelegate {
       if !self.refusedStreams.isEmpty, self.refusedStreams.contains(created.streamID) { return }
       self.openStreams.insert(created.streamID)
       self.pingStrikes = 0
-      self.idleTimer?.cancel()
-      self.idleTimer = nil
+      self.idleSince = nil
     case .streamClosed(let closed):
       if !self.refusedStreams.isEmpty, self.refusedStreams.remove(closed.streamID) != nil { return }
       guard self.openStreams.remove(closed.streamID) != nil else { break }
@@ -159,7 +164,7 @@ final class ConnectionManager: ChannelDuplexHandler, NIOHTTP2FrameDelegate {
         if self.closing {
           self.closeAfterWrites(context: context)
         } else {
-          self.scheduleIdle()
+          self.idleSince = context.eventLoop.now
         }
       }
     case .quiesce:
@@ -266,12 +271,31 @@ final class ConnectionManager: ChannelDuplexHandler, NIOHTTP2FrameDelegate {
     }
   }
 
-  private func scheduleIdle() {
-    guard let maxIdle = self.limits.maxIdleTime, let context = self.context else { return }
-    self.idleTimer?.cancel()
+  /// Schedules the idle timer's next look. It fires at the earliest moment the connection could
+  /// have been idle for `maxIdleTime`, and looks at when it went idle: a timer scheduled when
+  /// each call ends and cancelled when the next begins cost every call its own.
+  private func scheduleIdleCheck(at deadline: NIODeadline) {
+    guard let context = self.context else { return }
     let loop = NIOLoopBound(self, eventLoop: context.eventLoop)
-    self.idleTimer = context.eventLoop.scheduleTask(in: maxIdle) {
-      if loop.value.openStreams.isEmpty { loop.value.goAway() }
+    self.idleTimer = context.eventLoop.scheduleTask(deadline: deadline) {
+      loop.value.idleCheck()
+    }
+  }
+
+  /// GOAWAY for a connection that has had no stream open for `maxIdleTime`; else the next look.
+  private func idleCheck() {
+    guard let maxIdle = self.limits.maxIdleTime, let context = self.context, !self.closing else {
+      return
+    }
+    let now = context.eventLoop.now
+    guard let since = self.idleSince else {
+      self.scheduleIdleCheck(at: now + maxIdle)
+      return
+    }
+    if since + maxIdle <= now {
+      self.goAway()
+    } else {
+      self.scheduleIdleCheck(at: since + maxIdle)
     }
   }
 

@@ -96,6 +96,21 @@ struct ConnectionManagerTests {
     #expect(try Self.written(channel).compactMap(Self.goAway).count == 1)
   }
 
+  @Test("a call that ends within the idle time counts the idle time from its end")
+  func idleFromLastCall() throws {
+    let channel = try Self.channel(Self.withoutKeepalive)
+    let loop = channel.embeddedEventLoop
+    loop.advanceTime(by: .seconds(40))
+    try Self.open(HTTP2StreamID(1), on: channel)
+    Self.close(HTTP2StreamID(1), on: channel)
+    loop.advanceTime(by: .seconds(59))
+    #expect(try Self.written(channel).compactMap(Self.goAway).isEmpty)
+    loop.advanceTime(by: .seconds(1))
+    #expect(try Self.written(channel).compactMap(Self.goAway).count == 1)
+    loop.advanceTime(by: .seconds(120))
+    #expect(try Self.written(channel).compactMap(Self.goAway).isEmpty, "one GOAWAY only")
+  }
+
   @Test("after GOAWAY, the last stream's trailers are written before the connection closes")
   func trailersBeforeClose() throws {
     let channel = try Self.channel()
