@@ -45,8 +45,7 @@ public enum Role: Int, Sendable, Comparable, CaseIterable, CustomStringConvertib
 
   /// The role `method` needs, or nil when it is open.
   public static func required(for method: MethodDescriptor) -> Role? {
-    if Self.openServices.contains(method.service.fullyQualifiedService) { return nil }
-    return Self.byMethod[method] ?? .admin
+    MethodFacts.of(method).required
   }
 }
 
@@ -191,16 +190,17 @@ public struct AuthInterceptor: CallInterceptor {
   }
 
   public func begin(_ call: inout CallScope) throws {
-    if let principal = try self.principal(of: call.metadata, context: call.context) {
+    if let principal = try self.principal(of: call) {
       call.principal = principal
     }
   }
 
   /// The principal of a call's token, checked against the role its method needs; nil for the
   /// open methods, which need none.
-  private func principal(of metadata: Metadata, context: ServerContext) throws -> String? {
-    guard let needed = Role.required(for: context.descriptor) else { return nil }
-    let method = context.descriptor.method
+  private func principal(of call: CallScope) throws -> String? {
+    guard let needed = call.method.required else { return nil }
+    let method = call.context.descriptor.method
+    let metadata = call.metadata
     guard let header = metadata.firstString(Self.metadataKey),
       header.count > 7, header.prefix(7).lowercased() == "bearer "
     else {

@@ -35,6 +35,8 @@ public struct CallScope: Sendable {
   public let metadata: Metadata
   /// The method, the peer and the transport's handle.
   public let context: ServerContext
+  /// What the server knows of the method, found once for the call.
+  public let method: MethodFacts
   /// When the call arrived: a call that waited for its turn counts its duration from then.
   public let arrived: ContinuousClock.Instant
   /// The caller's authenticated principal (`Principal.current`).
@@ -61,6 +63,7 @@ public struct CallScope: Sendable {
   init(metadata: Metadata, context: ServerContext, arrived: ContinuousClock.Instant) {
     self.metadata = metadata
     self.context = context
+    self.method = MethodFacts.of(context.descriptor)
     self.arrived = arrived
   }
 

@@ -19,9 +19,6 @@ internal import Synchronization
 /// minutes), and they end when their client goes away; `StreamLimitInterceptor` caps how many
 /// one client holds.
 public struct CallControlInterceptor: CallInterceptor {
-  /// The streaming methods (from their descriptors), which run as long as their client keeps
-  /// them open.
-  static let exempt: Set<MethodDescriptor> = MethodPolicies.server.streaming
   private let deadline: Duration?
   private let reaper = DeadlineReaper()
 
@@ -31,7 +28,7 @@ public struct CallControlInterceptor: CallInterceptor {
   }
 
   public func begin(_ call: inout CallScope) throws {
-    let (limit, end) = try self.deadline(of: call.metadata, context: call.context)
+    let (limit, end) = try self.deadline(of: call)
     call.control = CallControl(deadline: end)
     if let limit, let end {
       call.defaultDeadline = CallScope.DefaultDeadline(end: end, limit: limit, reaper: self.reaper)
@@ -60,10 +57,10 @@ public struct CallControlInterceptor: CallInterceptor {
   /// none), and the default's length when the default is what bounds it. A malformed
   /// `grpc-timeout` is refused, as grpc-go refuses it (INTERNAL), rather than taken as none.
   private func deadline(
-    of metadata: Metadata,
-    context: ServerContext
+    of call: CallScope
   ) throws -> (limit: Duration?, end: ContinuousClock.Instant?) {
-    if let clientTimeout = try metadata.firstString("grpc-timeout").map({
+    let context = call.context
+    if let clientTimeout = try call.metadata.firstString("grpc-timeout").map({
       try Self.parseTimeout($0).get()
     }) {
       // From the call's arrival, when the transport tells it: the transport's timer for it
@@ -74,7 +71,8 @@ public struct CallControlInterceptor: CallInterceptor {
         ?? ContinuousClock.now
       return (nil, arrived + clientTimeout)
     }
-    let limit = Self.exempt.contains(context.descriptor) ? nil : self.deadline
+    // A streaming method runs as long as its client keeps it open.
+    let limit = call.method.streams ? nil : self.deadline
     return (limit, limit.map { ContinuousClock.now + $0 })
   }
 

@@ -6,8 +6,8 @@ internal import SwiftProtobuf
 /// What the server knows about each method, read once from the descriptors it was built with
 /// (`RosterDescriptors`): whether the method streams, and, for Roster's own methods, the
 /// `roster.v1.policy` option declared next to it in the `.proto` (`Protos/roster/v1/options.proto`).
-/// Every table the server keeps by method (the roles, the lanes, the streams without a default
-/// deadline, the streams counted per client) is derived from here; none repeats a method.
+/// Every table the server keeps by method (the roles, the lanes, what each call's interceptors
+/// read, `MethodFacts`) is derived from here; none repeats a method.
 public struct MethodPolicies: Sendable {
   /// Where a unary call's handler runs.
   public enum Lane: Sendable, Hashable {
@@ -34,10 +34,6 @@ public struct MethodPolicies: Sendable {
 
   /// Every method of every service in the descriptors.
   public let byMethod: [MethodDescriptor: Policy]
-  /// The methods that stream (client, server or both).
-  public let streaming: Set<MethodDescriptor>
-  /// The methods whose open calls count against the per-client cap.
-  public let perClientStreams: Set<MethodDescriptor>
 
   /// The paths (`/package.Service/Method`) of the methods whose policy matches `predicate`.
   public func paths(where predicate: (MethodDescriptor, Policy) -> Bool) -> Set<String> {
@@ -101,8 +97,6 @@ public struct MethodPolicies: Sendable {
       }
     }
     self.byMethod = byMethod
-    self.streaming = Set(byMethod.filter { $0.value.streams }.keys)
-    self.perClientStreams = Set(byMethod.filter { $0.value.perClientStream }.keys)
   }
 
   /// The methods of `services` whose policy is incomplete: no role, a unary method without a
@@ -132,5 +126,55 @@ public struct MethodPolicies: Sendable {
     case .pool: .pool
     case .unspecified, .UNRECOGNIZED: nil
     }
+  }
+}
+
+/// What the interceptors read of a call's method, found once per call (`CallScope.method`)
+/// rather than by each interceptor in a table of its own: each lookup hashes the method's names.
+public struct MethodFacts: Sendable {
+  /// The method's place among the server's methods, for tables kept by method; nil for a
+  /// method outside the server's descriptors.
+  public let index: Int?
+  /// The role a call needs; nil for an open method (`Role.required(for:)`).
+  public let required: Role?
+  /// Whether the client or the server sends a stream of messages: the server's default
+  /// deadline does not bound the call.
+  public let streams: Bool
+  /// Whether each client's open calls count against the per-client cap.
+  public let perClientStream: Bool
+
+  /// The facts of `method`.
+  public static func of(_ method: MethodDescriptor) -> MethodFacts {
+    Self.server[method]
+      ?? MethodFacts(
+        index: nil,
+        required: Self.required(method, declared: nil),
+        streams: false,
+        perClientStream: false
+      )
+  }
+
+  /// The facts of every method in `MethodPolicies.server`.
+  static let server: [MethodDescriptor: MethodFacts] = {
+    let methods = MethodPolicies.server.byMethod.sorted {
+      $0.key.fullyQualifiedMethod < $1.key.fullyQualifiedMethod
+    }
+    var facts: [MethodDescriptor: MethodFacts] = [:]
+    for (index, (method, policy)) in methods.enumerated() {
+      facts[method] = MethodFacts(
+        index: index,
+        required: Self.required(method, declared: policy.role),
+        streams: policy.streams,
+        perClientStream: policy.perClientStream
+      )
+    }
+    return facts
+  }()
+
+  /// The services listed open need no role; a method of any other that declares none needs
+  /// `admin`, so it is closed until someone decides.
+  private static func required(_ method: MethodDescriptor, declared: Role?) -> Role? {
+    if Role.openServices.contains(method.service.fullyQualifiedService) { return nil }
+    return declared ?? .admin
   }
 }

@@ -90,33 +90,42 @@ public struct RequestMetricsInterceptor: CallInterceptor {
   public func begin(_ call: inout CallScope) {}
 
   public func end(_ call: CallScope, error: inout (any Error)?) {
-    self.instruments.record(call.context.descriptor, error, since: call.arrived)
+    self.instruments.record(call, error)
   }
 
   /// The counter and timer of each method and status, made on first use.
   final class Instruments: Sendable {
     private struct Key: Hashable {
-      var method: MethodDescriptor
+      /// The server's own methods by their index (`MethodFacts`), cheaper to hash than names.
+      enum Method: Hashable {
+        case index(Int)
+        case other(MethodDescriptor)
+      }
+      var method: Method
       var code: RPCError.Code?
     }
     private let table = Mutex<[Key: (Counter, Timer)]>([:])
 
-    /// Counts a call of `method` that began at `started` and ended with `error` (nil: OK).
-    func record(
-      _ method: MethodDescriptor,
-      _ error: (any Error)?,
-      since started: ContinuousClock.Instant
-    ) {
-      let elapsed = ContinuousClock.now - started
-      let (counter, timer) = self.of(method, error.map(RequestLogInterceptor.code(of:)))
+    /// Counts `call`, which ended with `error` (nil: OK), and its time from its arrival.
+    func record(_ call: CallScope, _ error: (any Error)?) {
+      let elapsed = ContinuousClock.now - call.arrived
+      let (counter, timer) = self.of(
+        call.context.descriptor,
+        index: call.method.index,
+        error.map(RequestLogInterceptor.code(of:))
+      )
       counter.increment()
       timer.recordNanoseconds(
         elapsed.components.seconds * 1_000_000_000 + elapsed.components.attoseconds / 1_000_000_000
       )
     }
 
-    func of(_ method: MethodDescriptor, _ code: RPCError.Code?) -> (Counter, Timer) {
-      let key = Key(method: method, code: code)
+    func of(
+      _ method: MethodDescriptor,
+      index: Int?,
+      _ code: RPCError.Code?
+    ) -> (Counter, Timer) {
+      let key = Key(method: index.map(Key.Method.index) ?? .other(method), code: code)
       if let found = self.table.withLock({ $0[key] }) { return found }
       let dimensions = [
         ("method", method.fullyQualifiedMethod),

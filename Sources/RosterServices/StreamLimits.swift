@@ -13,8 +13,6 @@ internal import Synchronization
 /// completes or fails, is cancelled or reset, loses its connection, or is dropped before its
 /// response producer ever runs. `roster_stream_slots_in_use` shows the slots held.
 public final class StreamLimitInterceptor: CallInterceptor {
-  /// The methods counted: those whose `roster.v1.policy` says `per_client_stream`.
-  static let limited: Set<MethodDescriptor> = MethodPolicies.server.perClientStreams
   private let maximum: Int
   /// Open streams per client, and their sum (kept, not summed on every open and close).
   private struct Slots {
@@ -39,7 +37,8 @@ public final class StreamLimitInterceptor: CallInterceptor {
   public var slotsInUse: Int { self.open.withLock { $0.total } }
 
   public func begin(_ call: inout CallScope) throws {
-    guard Self.limited.contains(call.context.descriptor) else { return }
+    // The methods counted: those whose `roster.v1.policy` says `per_client_stream`.
+    guard call.method.perClientStream else { return }
     call.streamSlot = try self.admit(principal: call.principal, peer: call.context.remotePeer)
   }
 

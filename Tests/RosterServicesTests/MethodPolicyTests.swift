@@ -45,16 +45,30 @@ struct MethodPolicyTests {
     #expect(policies.byMethod[D.CreateEmployee.descriptor]?.lane == .eventLoop)
     #expect(policies.byMethod[D.ListEmployees.descriptor]?.lane == .pool)
     #expect(policies.byMethod[D.BatchUpdateEmployees.descriptor]?.role == .admin)
-    #expect(policies.perClientStreams == [D.StreamEmployees.descriptor, D.WatchChanges.descriptor])
-    #expect(StreamLimitInterceptor.limited == policies.perClientStreams)
-    #expect(CallControlInterceptor.exempt == policies.streaming)
-    #expect(policies.streaming.contains(D.UpsertEmployees.descriptor))
+    let perClient = Set(MethodFacts.server.filter { $0.value.perClientStream }.keys)
+    #expect(perClient == [D.StreamEmployees.descriptor, D.WatchChanges.descriptor])
+    #expect(MethodFacts.of(D.UpsertEmployees.descriptor).streams)
     #expect(
-      policies.streaming.contains(
-        Grpc_Reflection_V1_ServerReflection.Method.ServerReflectionInfo.descriptor
-      )
+      MethodFacts.of(Grpc_Reflection_V1_ServerReflection.Method.ServerReflectionInfo.descriptor)
+        .streams
     )
-    #expect(!policies.streaming.contains(D.GetEmployee.descriptor))
+    #expect(!MethodFacts.of(D.GetEmployee.descriptor).streams)
+  }
+
+  @Test("each method's facts, found once per call, as each interceptor needs them")
+  func facts() {
+    typealias D = Roster_V1_Directory.Method
+    let indices = MethodFacts.server.values.compactMap(\.index)
+    #expect(Set(indices).count == MethodPolicies.server.byMethod.count, "one index per method")
+    #expect(MethodFacts.of(D.GetEmployee.descriptor).required == .reader)
+    #expect(MethodFacts.of(D.DeleteEmployees.descriptor).required == .admin)
+    #expect(MethodFacts.of(Grpc_Health_V1_Health.Method.Check.descriptor).required == nil)
+    let unknown = MethodFacts.of(
+      MethodDescriptor(fullyQualifiedService: "roster.v1.Directory", method: "Nope", type: .unary)
+    )
+    #expect(unknown.index == nil)
+    #expect(unknown.required == .admin, "a method nobody declared is closed")
+    #expect(!unknown.streams && !unknown.perClientStream)
   }
 
   @Test("a method that leaves out its role or lane, or a stream that names a lane, is named")
