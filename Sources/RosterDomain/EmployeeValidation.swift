@@ -38,26 +38,30 @@ public enum EmployeeValidation {
 
   /// The canonical (lower-case) form of a guid, or nil if `text` is not a UUID.
   public static func canonicalGUID(_ text: String) -> String? {
-    let bytes = Array(text.utf8)
-    guard bytes.count == 36 else { return nil }
-    var out = [UInt8]()
-    out.reserveCapacity(36)
-    for (index, byte) in bytes.enumerated() {
+    guard text.utf8.count == 36 else { return nil }
+    var upperCase = false
+    var index = 0
+    for byte in text.utf8 {
+      defer { index += 1 }
       if index == 8 || index == 13 || index == 18 || index == 23 {
         guard byte == UInt8(ascii: "-") else { return nil }
-        out.append(byte)
         continue
       }
       switch byte {
       case UInt8(ascii: "0") ... UInt8(ascii: "9"), UInt8(ascii: "a") ... UInt8(ascii: "f"):
-        out.append(byte)
+        continue
       case UInt8(ascii: "A") ... UInt8(ascii: "F"):
-        out.append(byte + 32)
+        upperCase = true
       default:
         return nil
       }
     }
-    return String(decoding: out, as: UTF8.self)
+    // Most guids arrive in canonical form already: those are returned as they came.
+    guard upperCase else { return text }
+    return String(
+      decoding: text.utf8.map { UInt8(ascii: "A") ... UInt8(ascii: "F") ~= $0 ? $0 + 32 : $0 },
+      as: UTF8.self
+    )
   }
 
   /// Whether `text` is a real calendar date written `YYYY-MM-DD`.
