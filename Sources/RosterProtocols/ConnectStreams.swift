@@ -17,10 +17,10 @@ internal import Synchronization
 ///
 /// Each call enters the server's one `GRPCServer` through its `CallBridge`, with its `CallWire`
 /// (JSON for `connect+json`, protobuf for the rest), so it gets what a gRPC call gets, through
-/// the same router and interceptors. The request's envelopes are fed to the call as they arrive (inflated when the handler
-/// reads them); each reply message is framed, written and flushed on its own, and the
-/// handler's next write waits until it has gone (`ReplySink`). The stream
-/// ends with Connect's end-of-stream message or gRPC-Web's trailers frame. Over Connect and
+/// the same router and interceptors. The request's envelopes are fed to the call as they
+/// arrive (inflated when the handler reads them); each reply message is framed, written and
+/// flushed on its own, and the handler's next write waits until it has gone (`ReplySink`). The
+/// stream ends with Connect's end-of-stream message or gRPC-Web's trailers frame. Over Connect and
 /// gRPC-Web, `WatchChanges` sends a heartbeat every 15 s of quiet unless its request asks for
 /// another interval.
 package struct ConnectStreams: Sendable {
@@ -183,7 +183,6 @@ package struct ConnectStreams: Sendable {
       for: method.descriptor
     )
 
-    let json = if case .connect(json: true) = wire { true } else { false }
     let inbound = RequestEnvelopes(
       metadata: Metadata(metadata),
       encoding: requestEncoding,
@@ -202,8 +201,7 @@ package struct ConnectStreams: Sendable {
       inbound: RPCAsyncSequence<RPCRequestPart<BufferBytes>, any Error>(wrapping: inbound),
       outbound: RPCWriter<RPCResponsePart<BufferBytes>>.Closable(wrapping: writer)
     )
-    let callWire = CallWire(format: json ? .json : .binary, web: true)
-    guard let bridged = self.bridge.accept(stream, wire: callWire, peers: peers) else {
+    guard let bridged = self.bridge.accept(stream, wire: wire.callWire, peers: peers) else {
       writer.end(Status(code: .unavailable, message: "the server is shutting down"), trailers: [:])
       return .started(StreamedCall(inbound: inbound, bridged: nil, text: wire.isText))
     }
@@ -212,6 +210,12 @@ package struct ConnectStreams: Sendable {
 }
 
 extension ConnectStreams.WireProtocol {
+  /// What the call's codec reads and writes: JSON for `connect+json`, protobuf for the rest.
+  var callWire: CallWire {
+    if case .connect(json: true) = self { return CallWire(format: .json, web: true) }
+    return CallWire(format: .binary, web: true)
+  }
+
   var isConnect: Bool {
     if case .connect = self { return true }
     return false

@@ -95,6 +95,8 @@ func makeServing(
   )
   var router = RPCRouter<ServerTransports<RosterHTTP2Transport>>()
   for service in services { service.registerMethods(with: &router) }
+  // Each streaming method's handler, in place of the one its service registered: the same
+  // handler, with the codec that reads and writes the form its call's `CallWire` names.
   for method in streamingMethods { method.register(on: &router) }
   router.registerInterceptors(pipeline: serverInterceptors.map { .apply($0, to: .all) })
   let server = GRPCServer(transport: ServerTransports(transport, bridge), router: router)
