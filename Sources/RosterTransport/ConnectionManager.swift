@@ -9,7 +9,7 @@ internal import NIOHTTP2
 /// a client that pings more often than it may (gRFC A8: every `minPingIntervalWithoutCalls`
 /// with calls open, or when `allowKeepaliveWithoutCalls`; else every two hours) is told
 /// `ENHANCE_YOUR_CALM` after two strikes, and the connection closes. Each HEADERS or DATA frame
-/// the server sends clears the strikes, as grpc-swift's does.
+/// the server sends clears the strikes, as grpc-swift's does (`wroteFrame`).
 ///
 /// After a connection error (RFC 9113 § 5.4.1: a broken frame, a frame on a closed stream, a
 /// flood) the connection closes: `NIOHTTP2Handler` writes its GOAWAY and then reports the
@@ -29,11 +29,9 @@ internal import NIOHTTP2
 ///
 /// Sits right after `NIOHTTP2Handler`, which acks pings itself. On the connection's event
 /// loop only.
-final class ConnectionManager: ChannelDuplexHandler, NIOHTTP2FrameDelegate {
+final class ConnectionManager: ChannelInboundHandler, NIOHTTP2FrameDelegate {
   typealias InboundIn = HTTP2Frame
   typealias InboundOut = HTTP2Frame
-  typealias OutboundIn = HTTP2Frame
-  typealias OutboundOut = HTTP2Frame
 
   typealias Limits = ConnectionLimits
 
@@ -131,7 +129,7 @@ final class ConnectionManager: ChannelDuplexHandler, NIOHTTP2FrameDelegate {
             opaqueData: nil
           )
         )
-        context.writeAndFlush(self.wrapOutboundOut(goAway), promise: nil)
+        context.writeAndFlush(NIOAny(goAway), promise: nil)
         context.close(promise: nil)
         return
       }
@@ -144,7 +142,7 @@ final class ConnectionManager: ChannelDuplexHandler, NIOHTTP2FrameDelegate {
   private func refuse(_ stream: HTTP2StreamID, opened: Bool, context: ChannelHandlerContext) {
     if opened { self.refusedStreams.insert(stream) }
     let reset = HTTP2Frame(streamID: stream, payload: .rstStream(.protocolError))
-    context.writeAndFlush(self.wrapOutboundOut(reset), promise: nil)
+    context.writeAndFlush(NIOAny(reset), promise: nil)
   }
 
   func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
@@ -171,19 +169,6 @@ final class ConnectionManager: ChannelDuplexHandler, NIOHTTP2FrameDelegate {
       self.goAway()
     }
     context.fireUserInboundEventTriggered(event)
-  }
-
-  func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
-    // gRFC A8: the server's HEADERS and DATA frames forgive the client's pings so far (a
-    // client's BDP pings follow the data it receives).
-    switch self.unwrapOutboundIn(data).payload {
-    case .headers, .data:
-      self.pingStrikes = 0
-      self.lastValidPing = nil
-    default:
-      ()
-    }
-    context.write(data, promise: promise)
   }
 
   /// gRFC A8's policing of the client's pings: whether this one is a strike too many.
@@ -213,7 +198,7 @@ final class ConnectionManager: ChannelDuplexHandler, NIOHTTP2FrameDelegate {
       self.closeAfterWrites(context: context, goAway: goAway)
       return
     }
-    context.writeAndFlush(self.wrapOutboundOut(goAway), promise: nil)
+    context.writeAndFlush(NIOAny(goAway), promise: nil)
     if let grace = self.limits.maxGraceTime {
       let bound = NIOLoopBound(context, eventLoop: context.eventLoop)
       self.graceTimer = context.eventLoop.scheduleTask(in: grace) {
@@ -232,7 +217,7 @@ final class ConnectionManager: ChannelDuplexHandler, NIOHTTP2FrameDelegate {
         payload: .goAway(lastStreamID: self.lastStreamID, errorCode: .noError, opaqueData: nil)
       )
     let written = context.eventLoop.makePromise(of: Void.self)
-    context.writeAndFlush(self.wrapOutboundOut(frame), promise: written)
+    context.writeAndFlush(NIOAny(frame), promise: written)
     let channel = context.channel
     written.futureResult.whenComplete { _ in channel.close(promise: nil) }
   }
@@ -247,11 +232,20 @@ final class ConnectionManager: ChannelDuplexHandler, NIOHTTP2FrameDelegate {
     context.fireErrorCaught(error)
   }
 
-  /// Every frame `NIOHTTP2Handler` writes, its own and this pipeline's: a GOAWAY with an error
-  /// code marks a connection error, which `errorCaught` hears of next.
+  /// Every frame `NIOHTTP2Handler` writes, its own and this pipeline's, as it goes out: a
+  /// GOAWAY with an error code marks a connection error, which `errorCaught` hears of next; the
+  /// server's HEADERS and DATA frames forgive the client's pings so far (gRFC A8: a client's BDP
+  /// pings follow the data it receives). Read here, not as a write through this handler: each
+  /// frame written through a handler is unwrapped from `NIOAny` by a dynamic cast.
   func wroteFrame(_ frame: HTTP2Frame) {
-    if case .goAway(_, let code, _) = frame.payload, code != .noError {
+    switch frame.payload {
+    case .headers, .data:
+      self.pingStrikes = 0
+      self.lastValidPing = nil
+    case .goAway(_, let code, _) where code != .noError:
       self.connectionErrorSent = true
+    default:
+      ()
     }
   }
 
@@ -317,7 +311,7 @@ final class ConnectionManager: ChannelDuplexHandler, NIOHTTP2FrameDelegate {
     }
     guard self.keepaliveTimeoutTimer == nil else { return }
     let ping = HTTP2Frame(streamID: .rootStream, payload: .ping(Self.keepalivePing, ack: false))
-    context.writeAndFlush(self.wrapOutboundOut(ping), promise: nil)
+    context.writeAndFlush(NIOAny(ping), promise: nil)
     let bound = NIOLoopBound(context, eventLoop: context.eventLoop)
     self.keepaliveTimeoutTimer = context.eventLoop.scheduleTask(in: self.limits.keepaliveTimeout) {
       bound.value.close(promise: nil)

@@ -195,6 +195,30 @@ struct ConnectionManagerTests {
     #expect(!channel.isActive)
   }
 
+  @Test("the server's HEADERS and DATA forgive the client's pings so far; other frames do not")
+  func pingsForgivenByData() throws {
+    let manager = ConnectionManager(limits: Self.limits)
+    let channel = EmbeddedChannel(handler: manager, loop: EmbeddedEventLoop())
+    try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 1)).wait()
+    func ping() throws {
+      try channel.writeInbound(
+        HTTP2Frame(streamID: .rootStream, payload: .ping(HTTP2PingData(withInteger: 7), ack: false))
+      )
+    }
+    // One ping, then two strikes; as `NIOHTTP2Handler` writes them, a WINDOW_UPDATE forgives
+    // nothing, and DATA forgives all.
+    for _ in 0 ..< 3 { try ping() }
+    manager.wroteFrame(HTTP2Frame(streamID: 1, payload: .windowUpdate(windowSizeIncrement: 9)))
+    manager.wroteFrame(HTTP2Frame(streamID: 1, payload: .data(.init(data: .byteBuffer(.init())))))
+    for _ in 0 ..< 3 { try ping() }
+    #expect(channel.isActive, "forgiven by DATA")
+    #expect(try Self.written(channel).compactMap(Self.goAway).isEmpty)
+    manager.wroteFrame(HTTP2Frame(streamID: 1, payload: .windowUpdate(windowSizeIncrement: 9)))
+    try ping()
+    #expect(try Self.written(channel).compactMap(Self.goAway).map { $0.1 } == [.enhanceYourCalm])
+    #expect(!channel.isActive)
+  }
+
   @Test("a flood that swift-nio-http2 refuses closes the connection, so nothing more is read")
   func floodsCloseTheConnection() throws {
     for error in [
