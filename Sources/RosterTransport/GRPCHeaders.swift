@@ -24,7 +24,10 @@ extension Metadata {
     self.init()
     self.reserveCapacity(headers.count)
     for (name, value, _) in headers {
-      if name.hasSuffix("-bin"), let bytes = Data(base64Encoded: Self.padded(value)) {
+      // The last byte first: `hasSuffix` compares by Character, a cost on every header.
+      if name.utf8.last == UInt8(ascii: "n"), name.hasSuffix("-bin"),
+        let bytes = Data(base64Encoded: Self.padded(value))
+      {
         self.addBinary(Array(bytes), forKey: name)
       } else {
         self.addString(value, forKey: name)
@@ -52,12 +55,23 @@ extension ByteBufferAllocator {
 extension HPACKHeaders {
   /// A gRPC response's headers: `:status`, `content-type`, then `metadata`.
   package init(response metadata: Metadata) {
+    if metadata.isEmpty {
+      self = Self.plainResponse
+      return
+    }
     self.init()
     self.reserveCapacity(2 + metadata.count)
     self.add(name: ":status", value: "200")
     self.add(name: "content-type", value: "application/grpc")
     self.add(metadata)
   }
+
+  /// The headers and trailers most calls end with, made once: `HPACKHeaders.add` checks each
+  /// name it is given, byte by byte.
+  private static let plainResponse: HPACKHeaders = [
+    ":status": "200", "content-type": "application/grpc",
+  ]
+  private static let okTrailers: HPACKHeaders = ["grpc-status": "0"]
 
   /// Custom metadata as headers: names lower-cased, binary values base64-encoded.
   package mutating func add(_ metadata: Metadata) {
@@ -73,6 +87,10 @@ extension HPACKHeaders {
   /// gRPC trailers: `grpc-status`, a percent-encoded `grpc-message`, the metadata; with
   /// `:status` and `content-type` first for a trailers-only reply.
   package init(status: Status, metadata: Metadata, trailersOnly: Bool) {
+    if status.code == .ok, status.message.isEmpty, metadata.isEmpty, !trailersOnly {
+      self = Self.okTrailers
+      return
+    }
     self.init()
     self.reserveCapacity(4 + metadata.count)
     if trailersOnly {
