@@ -6,7 +6,6 @@
 //
 // dirty_decay_ms:1000: pages a thread's arena freed go back to the system after about a second
 // instead of jemalloc's default ten. With an event loop per CPU, each loop's arena kept up to
-// ten seconds of freed pages: RSS 3 s after a GetEmployee load at 16x16 on two loops was
-// 36.4 MB with the default and 32.3-33.4 MB with this, at the same calls per second
-// (docs/performance.md, "Against grpc-go").
+// ten seconds of freed pages: RSS after a load is smaller with this, at the same calls per
+// second (docs/performance.md, "Build and memory choices").
 const char *malloc_conf = "dirty_decay_ms:1000";
