@@ -13,8 +13,13 @@
 /// the middle sale, and reads that one bucket's amounts in order.
 public enum AmountBuckets {
   /// The most groups a page of medians from the buckets holds (by department): each takes
-  /// a few to a few tens of milliseconds at 10M sales, so a page ends early (AIP-158).
+  /// a few to a few hundred milliseconds at 10M sales, so a page ends early (AIP-158), at
+  /// this many or at `pageBudget` (`MedianPageClock`).
   public static let mediansPerPage = 5
+
+  /// The time a page of medians from the buckets may take before it ends early: half the
+  /// goal of a page's p99 (docs/performance.md, "Reads as a client sees them").
+  public static let pageBudget: Duration = .milliseconds(250)
 
   /// The bucket of `cents` (0 or more).
   public static func bucket(of cents: Int64) -> Int {
@@ -58,6 +63,45 @@ public enum AmountBuckets {
       if found.count == ranks.count { break }
     }
     return found
+  }
+}
+
+/// Where a page of medians from the buckets ends, by time: each median costs about the same
+/// whatever its department (one bucket's amounts, read across every department), so the page
+/// takes another only while its time so far, and one more median at the mean of those taken,
+/// stays within `budget`; at most `limit`, and at least one.
+public struct MedianPageClock: Sendable {
+  public let limit: Int
+  public let budget: Duration
+  private let started: ContinuousClock.Instant
+  /// The medians taken so far.
+  public private(set) var taken = 0
+
+  public init(
+    limit: Int,
+    budget: Duration = AmountBuckets.pageBudget,
+    now: ContinuousClock.Instant = .now
+  ) {
+    self.limit = limit
+    self.budget = budget
+    self.started = now
+  }
+
+  /// Whether the page takes another median, at `now`; counted when it does.
+  public mutating func takeAnother(now: ContinuousClock.Instant = .now) -> Bool {
+    guard self.taken < self.limit else { return false }
+    if self.taken > 0 {
+      let elapsed = self.started.duration(to: now)
+      guard elapsed + elapsed / self.taken <= self.budget else { return false }
+    }
+    self.taken += 1
+    return true
+  }
+
+  /// The page of `groups` from `keys` (in order, fetched one past the limit): the last key
+  /// taken is the next page's token when keys follow it.
+  public func page(_ groups: [AggregateValue], of keys: [String]) -> AggregatePage {
+    AggregatePage(groups: groups, next: keys.count > self.taken ? keys[self.taken - 1] : nil)
   }
 }
 

@@ -61,18 +61,17 @@ extension PostgresStore {
       builder.sql =
         "SELECT DISTINCT department FROM sales_daily_department\(whereClause) ORDER BY 1 LIMIT \(limit + 1)"
       let departments = try await read.rows(builder.query).map { try $0[0].decode(String.self) }
+      var clock = MedianPageClock(limit: limit)
       var groups: [AggregateValue] = []
-      for department in departments.prefix(limit) {
+      for department in departments {
+        guard clock.takeAnother() else { break }
         var scoped = filter
         scoped.department = department
         if let median = try await Self.medianFromBuckets(read, scoped) {
           groups.append(AggregateValue(key: department, value: median))
         }
       }
-      return AggregatePage(
-        groups: groups,
-        next: departments.count > limit ? departments[limit - 1] : nil
-      )
+      return clock.page(groups, of: departments)
     }
   }
 

@@ -33,18 +33,17 @@ extension SQLiteStore {
         sql: sizes.sql + " LIMIT \(limit + 1)",
         arguments: sizes.arguments
       )
+      var clock = MedianPageClock(limit: limit, budget: self.configuration.medianPageBudget)
       var groups: [AggregateValue] = []
-      for department in departments.prefix(limit) {
+      for department in departments {
+        guard clock.takeAnother() else { break }
         var scoped = filter
         scoped.department = department
         if let median = try Self.medianFromBuckets(db, scoped) {
           groups.append(AggregateValue(key: department, value: median))
         }
       }
-      return AggregatePage(
-        groups: groups,
-        next: departments.count > limit ? departments[limit - 1] : nil
-      )
+      return clock.page(groups, of: departments)
     }
   }
 

@@ -62,6 +62,9 @@ public struct StoreConfiguration: Sendable {
   /// (docs/performance.md, "Search and aggregates"). 0 means no limit: a page holds as many
   /// groups as asked.
   public var medianRowsPerPage: Int64 = 500_000
+  /// The time a page of department medians from the amount buckets may take before it ends
+  /// early (`MedianPageClock`); tests shorten it.
+  public var medianPageBudget: Duration = AmountBuckets.pageBudget
   /// The process-wide memory budget that SQLite's heap, every connection's page cache and
   /// the picture cache share.
   public var memory = MemoryBudget()

@@ -140,6 +140,86 @@ struct BucketMedianTests {
     }
   }
 
+  @Test("a page of medians takes another only while one more at the mean so far fits its time")
+  func pageClock() {
+    let start = ContinuousClock.now
+    var clock = MedianPageClock(limit: 5, budget: .milliseconds(250), now: start)
+    // The first is always taken; then 100 ms each: 100 + 100 fits, 200 + 100 does not.
+    let taken = [0, 100, 200].map { clock.takeAnother(now: start + .milliseconds($0)) }
+    #expect(taken == [true, true, false] && clock.taken == 2)
+    let early = clock.page(
+      [AggregateValue(key: "a", value: 1), AggregateValue(key: "b", value: 2)],
+      of: ["a", "b", "c"]
+    )
+    #expect(early.next == "b")
+    // Fast medians stop at the limit; the keys past it make the token.
+    var fast = MedianPageClock(limit: 2, budget: .milliseconds(250), now: start)
+    #expect((0 ..< 3).map { _ in fast.takeAnother(now: start) } == [true, true, false])
+    #expect(fast.page([], of: ["a", "b", "c"]).next == "b")
+    #expect(fast.page([], of: ["a", "b"]).next == nil)
+    #expect(MedianPageClock(limit: 5).page([], of: []).next == nil)
+  }
+
+  @Test("department medians paged one at a time when each takes the whole budget, none lost")
+  func pagesByTime() async throws {
+    let all = try await withTemporaryStore(employees: 40) { store async throws in
+      try await Self.departmentMedians(store)
+    }
+    try await withTemporaryStore(employees: 40, configure: { $0.medianPageBudget = .zero }) {
+      store async throws in
+      #expect(try await Self.departmentMedians(store) == all)
+      let first = try await store.aggregateSales(
+        .median,
+        groupedBy: .department,
+        filter: SalesFilter()
+      )
+      #expect(first.groups.count == 1 && first.next == first.groups.first?.key)
+    }
+    #expect(all.count > AmountBuckets.mediansPerPage)
+  }
+
+  /// Every department's median, page by page; the same sales in each store (seeded alike).
+  static func departmentMedians(_ store: SQLiteStore) async throws -> [AggregateValue] {
+    let sales = (0 ..< 400).map { index in
+      SaleRow(
+        employeeGUID: "",
+        amountCents: Int64(index * 137 % 90_000),
+        date: CivilDate(dayNumber: CivilDate(year: 2021, month: 1, day: 1)!.dayNumber + index).text
+      )
+    }
+    let guids = try await store.employeePage(
+      fields: .all,
+      filter: EmployeeFilter(),
+      order: .name,
+      after: nil,
+      limit: 100
+    ).employees.map(\.guid)
+    _ = try await store.importSales(
+      AsyncStreamOf([
+        sales.enumerated().map { index, sale in
+          SaleRow(
+            employeeGUID: guids[index % guids.count],
+            amountCents: sale.amountCents,
+            date: sale.date
+          )
+        }
+      ])
+    )
+    var groups: [AggregateValue] = []
+    var after: String?
+    repeat {
+      let page = try await store.aggregateSales(
+        .median,
+        groupedBy: .department,
+        filter: SalesFilter(),
+        page: AggregatePageRequest(after: after)
+      )
+      groups += page.groups
+      after = page.next
+    } while after != nil
+    return groups
+  }
+
   /// Medians by nothing and by department over fixed and random ranges against the raw sales.
   static func check(_ store: SQLiteStore, _ random: inout SplitMix64) async throws {
     let raw = try AnalyticsTests.rawSales(store)
