@@ -7,12 +7,14 @@ sequence, each shape's p50 / p99 / max, the p99 by nearest rank. Prints markdown
 --json, every figure. It measures; with --check it also fails when a shape's call failed or a
 reply was over its bound (the CI's small run: every row produced, never a speed).
 
-    client.py ADDRESS --stubs DIR [--calls N] [--only search|aggregates] [--json FILE] [--check]
+    client.py ADDRESS --stubs DIR [--calls N] [--only search|aggregates] [--match REGEX]
+              [--json FILE] [--check]
 """
 import argparse
 import json
 import math
 import os
+import re
 import sys
 import time
 
@@ -101,6 +103,7 @@ def main():
     parser.add_argument("--stubs", required=True)
     parser.add_argument("--calls", type=int, default=100)
     parser.add_argument("--only", choices=["search", "aggregates"])
+    parser.add_argument("--match", help="only the shapes whose label matches (a look, not a run of record)")
     parser.add_argument("--json")
     parser.add_argument("--check", action="store_true")
     parser.add_argument("--started", type=float, help="when the server was started (epoch s)")
@@ -117,6 +120,8 @@ def main():
     began = time.time()
     every = shapes(directory_pb2, analytics_pb2, analytics_pb2_grpc.AnalyticsStub(channel),
                    args.only)
+    if args.match:
+        every = [shape for shape in every if re.search(args.match, f"{shape[1]}")]
     failures = []
 
     def call(shape):

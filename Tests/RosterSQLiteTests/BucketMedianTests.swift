@@ -90,14 +90,7 @@ struct BucketMedianTests {
   func medians() async throws {
     try await withTemporaryStore(employees: 40) { store async throws in
       var random = SplitMix64(seed: 11)
-      let guids = try await store.employeePage(
-        fields: .all,
-        filter: EmployeeFilter(),
-        order: .name,
-        after: nil,
-        limit: 100
-      )
-      .employees.map(\.guid)
+      let guids = try await Self.guids(store)
       // Amounts of every size, many repeated (one bucket full of one amount), over four years.
       let sales = (0 ..< 1_500).map { index in
         let amount: Int64 =
@@ -178,33 +171,29 @@ struct BucketMedianTests {
     #expect(all.count > AmountBuckets.mediansPerPage)
   }
 
-  /// Every department's median, page by page; the same sales in each store (seeded alike).
-  static func departmentMedians(_ store: SQLiteStore) async throws -> [AggregateValue] {
-    let sales = (0 ..< 400).map { index in
-      SaleRow(
-        employeeGUID: "",
-        amountCents: Int64(index * 137 % 90_000),
-        date: CivilDate(dayNumber: CivilDate(year: 2021, month: 1, day: 1)!.dayNumber + index).text
-      )
-    }
-    let guids = try await store.employeePage(
+  /// The store's employees' guids, in name order.
+  static func guids(_ store: SQLiteStore) async throws -> [String] {
+    try await store.employeePage(
       fields: .all,
       filter: EmployeeFilter(),
       order: .name,
       after: nil,
       limit: 100
     ).employees.map(\.guid)
-    _ = try await store.importSales(
-      AsyncStreamOf([
-        sales.enumerated().map { index, sale in
-          SaleRow(
-            employeeGUID: guids[index % guids.count],
-            amountCents: sale.amountCents,
-            date: sale.date
-          )
-        }
-      ])
-    )
+  }
+
+  /// Every department's median, page by page; the same sales in each store (seeded alike).
+  static func departmentMedians(_ store: SQLiteStore) async throws -> [AggregateValue] {
+    let guids = try await Self.guids(store)
+    let start = CivilDate(year: 2021, month: 1, day: 1)!.dayNumber
+    let sales = (0 ..< 400).map { index in
+      SaleRow(
+        employeeGUID: guids[index % guids.count],
+        amountCents: Int64(index * 137 % 90_000),
+        date: CivilDate(dayNumber: start + index).text
+      )
+    }
+    _ = try await store.importSales(AsyncStreamOf([sales]))
     var groups: [AggregateValue] = []
     var after: String?
     repeat {
