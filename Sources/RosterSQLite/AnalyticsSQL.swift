@@ -167,7 +167,8 @@ enum AnalyticsSQL {
     _ grouping: AggregateGrouping,
     _ filter: SalesFilter,
     after: String? = nil,
-    through last: String? = nil
+    through last: String? = nil,
+    employeesByDate: Bool = false
   ) throws -> (sql: String, arguments: StatementArguments) {
     if grouping == .active {
       throw StoreError(.invalidArgument, "grouping by active applies to employees, not sales")
@@ -235,8 +236,10 @@ enum AnalyticsSQL {
       ][grouping.rawValue]!
       return finish(key, Self.fromDailyStatistics(function), "sales_daily_department")
     }
-    // By employee, the guid order must drive (see below), not the department's index.
-    scope(department: grouping == .employee ? "+e.department" : "e.department", date: "s.date")
+    // By employee, the guid order must drive (see below), not the department's index, unless
+    // the range's sales do.
+    let walksEmployees = grouping == .employee && !employeesByDate
+    scope(department: walksEmployees ? "+e.department" : "e.department", date: "s.date")
     if let guid = filter.employeeGUID {
       terms.append("e.guid = ?")
       arguments.append(guid)
@@ -260,11 +263,15 @@ enum AnalyticsSQL {
     let value = SQLiteStore.aggregateExpression(function, column: "s.amount_cents")
     // By employee or department, the employees are walked in that order (CROSS JOIN fixes
     // the loop order), each with their sales from `sales_by_employee_date`: a page reads its
-    // own groups only.
+    // own groups only. By employee over a range with few sales (`employeesByDate`), the
+    // range's sales drive instead and their groups are sorted: a walk would visit many
+    // employees with no sale in the range for each group it finds.
     // Without a department or an employee, the employee is not needed at all: every sale has
     // one (the foreign key), and `sales_by_date` holds the date and amount.
     let from =
-      if grouping == .employee || grouping == .department {
+      if grouping == .employee && employeesByDate {
+        "sales s INDEXED BY sales_by_date CROSS JOIN employees e ON e.id = s.employee_id"
+      } else if grouping == .employee || grouping == .department {
         "employees e CROSS JOIN sales s ON s.employee_id = e.id"
       } else if filter.department == nil, filter.employeeGUID == nil, grouping != .department {
         "sales s"
@@ -273,6 +280,13 @@ enum AnalyticsSQL {
       }
     return finish(key, value, from)
   }
+
+  /// The sales of a range per department from `sales_daily_department`, at most
+  /// `employeeGroupsRows + 1` rows: what chooses how a page of groups by employee is read.
+  static let rangeSales = """
+    SELECT department, count FROM sales_daily_department WHERE day >= ? AND day <= ?
+    LIMIT \(SQLiteStore.employeeGroupsRows + 1)
+    """
 
   /// Each group's sale count from `sales_daily_department`, in key order, for the groups of
   /// `grouping` (department, year, month or day) after `after` that `filter` selects.

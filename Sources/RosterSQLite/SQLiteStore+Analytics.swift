@@ -102,12 +102,16 @@ extension SQLiteStore {
       // In a department, through the department's employees and their sales (a sort of at
       // most `medianRowsPerPage / 2` amounts): reading every sale in date order to keep the
       // department's took several times as long at 10M sales (docs/aggregates-10m.md).
+      let byDate =
+        grouping == .employee && filter.employeeGUID == nil
+        ? try await self.fewSalesForEmployeeGroups(filter, limit: page.limit) : false
       let query = try AnalyticsSQL.aggregateSales(
         function,
         grouping,
         filter,
         after: page.after,
-        through: last?.key
+        through: last?.key,
+        employeesByDate: byDate
       )
       groups = try await self.aggregateGroups(query, limit: page.limit)
     }
@@ -155,6 +159,34 @@ extension SQLiteStore {
     let query = AnalyticsSQL.aggregateEmployees(function, key: key, filter, after: page.after)
     let groups = try await self.aggregateGroups(query, limit: page.limit)
     return AggregatePage(cutting: groups, grouping: grouping, page: page)
+  }
+
+  /// The most `sales_daily_department` rows (days × departments) a range may span for its
+  /// sales to drive a page of groups by employee.
+  static let employeeGroupsRows = 2_000
+
+  /// Whether a page of groups by employee in `filter`'s range is read fastest from the
+  /// range's sales, sorted by employee, rather than by walking every employee in guid order:
+  /// the walk visits about `limit × employees ÷ groups` employees to fill a page, where the
+  /// range's groups are at most its sales in the department; the sales cost a row each
+  /// (every department's, in the range). From the daily statistics and the department
+  /// counters, a few thousand rows at most.
+  func fewSalesForEmployeeGroups(_ filter: SalesFilter, limit: Int) async throws -> Bool {
+    guard let from = filter.fromDate, let to = filter.toDate else { return false }
+    return try await self.read(.heavy, statement: true) { db in
+      let days = try Row.fetchAll(db, sql: AnalyticsSQL.rangeSales, arguments: [from, to])
+      guard days.count <= Self.employeeGroupsRows else { return false }
+      var sales: Int64 = 0
+      var inScope: Int64 = 0
+      for row in days {
+        let count: Int64 = row[1]
+        sales += count
+        if filter.department == nil || filter.department == row[0] { inScope += count }
+      }
+      let employees = try Row.fetchAll(db, sql: AnalyticsSQL.departments)
+        .reduce(Int64(0)) { $0 + ($1[1] as Int64) }
+      return sales * max(1, inScope) < Int64(limit + 1) * employees
+    }
   }
 
   /// Up to `limit + 1` groups of an aggregate query, in the heavy lane.
