@@ -246,45 +246,6 @@ struct AnalyticsTests {
     }
   }
 
-  @Test("by employee, a range's sales sorted and the walk in guid order give the same groups")
-  func employeeGroupsByDate() async throws {
-    try await withTemporaryStore(employees: 30) { store async throws in
-      _ = try await Self.importRandomSales(store, count: 400, seed: 78)
-      let department = try Self.rawSales(store)[0].department
-      let filters = [
-        SalesFilter(fromDate: "2021-04-09", toDate: "2021-04-09"),
-        SalesFilter(fromDate: "2021-03-15", toDate: "2021-04-14"),
-        SalesFilter(department: department, fromDate: "2021-03-05", toDate: "2022-06-17"),
-        SalesFilter(fromDate: "1900-01-01", toDate: "2999-12-31"),
-      ]
-      for function in AggregateFunction.allCases {
-        for filter in filters {
-          for after in [nil, "8"] {
-            let plans = try [false, true].map { byDate in
-              let query = try AnalyticsSQL.aggregateSales(
-                function,
-                .employee,
-                filter,
-                after: after,
-                employeesByDate: byDate
-              )
-              return try store.read { db in
-                try Row.fetchAll(db, sql: query.sql, arguments: query.arguments)
-                  .map { "\($0[0] as String) \(($0[1] as Double?) ?? 0)" }
-              }
-            }
-            #expect(plans[0] == plans[1], "\(function), \(filter), after \(after ?? "")")
-            #expect(!plans[0].isEmpty || filter.fromDate == filter.toDate)
-          }
-        }
-      }
-      // One day's few sales drive; every sale of the data is too many for 30 employees.
-      #expect(try await store.fewSalesForEmployeeGroups(filters[0], limit: 1000))
-      #expect(try await !store.fewSalesForEmployeeGroups(filters[3], limit: 1000))
-      #expect(try await !store.fewSalesForEmployeeGroups(SalesFilter(), limit: 1000))
-    }
-  }
-
   @Test(
     "each function and grouping of AggregateEmployees matches a reference",
     arguments: AggregateFunction.allCases
