@@ -73,9 +73,8 @@ def shapes(directory_pb, analytics_pb, analytics, only):
     if only in (None, "search"):
         for query in QUERIES:
             for filter_name, fields in FILTERS:
-                label = f"{query[:12] + '…' if len(query) > 12 else query!r} {filter_name}"
-                if len(query) > 12:
-                    label = f"{len(query)} characters, {filter_name}"
+                label = (f"{len(query)} characters, {filter_name}" if len(query) > 12
+                         else f"{query!r} {filter_name}")
                 result.append(("search", label, "ListEmployees", directory_pb.ListEmployeesRequest(
                     page_size=50, name_contains=query, order_by=directory_pb.EMPLOYEE_ORDER_NAME,
                     **fields)))

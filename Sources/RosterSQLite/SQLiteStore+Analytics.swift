@@ -102,18 +102,24 @@ extension SQLiteStore {
       // In a department, through the department's employees and their sales (a sort of at
       // most `medianRowsPerPage / 2` amounts): reading every sale in date order to keep the
       // department's took several times as long at 10M sales (docs/aggregates-10m.md).
-      let byDate =
-        grouping == .employee && filter.employeeGUID == nil
-        ? try await self.fewSalesForEmployeeGroups(filter, limit: page.limit) : false
-      let query = try AnalyticsSQL.aggregateSales(
-        function,
-        grouping,
-        filter,
-        after: page.after,
-        through: last?.key,
-        employeesByDate: byDate
-      )
-      groups = try await self.aggregateGroups(query, limit: page.limit)
+      // By employee, how the page is read is chosen in the same read as the page.
+      let after = page.after
+      let through = last?.key
+      let limit = page.limit
+      groups = try await self.read(.heavy, statement: true) { db in
+        let byDate =
+          grouping == .employee && filter.employeeGUID == nil
+          ? try Self.fewSalesForEmployeeGroups(db, filter, limit: limit) : false
+        let query = try AnalyticsSQL.aggregateSales(
+          function,
+          grouping,
+          filter,
+          after: after,
+          through: through,
+          employeesByDate: byDate
+        )
+        return try Self.groups(db, query, limit: limit)
+      }
     }
     var result = AggregatePage(cutting: groups, grouping: grouping, page: page)
     if let last, last.more, result.next == nil { result.next = groups.last?.key }
@@ -171,22 +177,24 @@ extension SQLiteStore {
   /// range's groups are at most its sales in the department; the sales cost a row each
   /// (every department's, in the range). From the daily statistics and the department
   /// counters, a few thousand rows at most.
-  func fewSalesForEmployeeGroups(_ filter: SalesFilter, limit: Int) async throws -> Bool {
+  static func fewSalesForEmployeeGroups(
+    _ db: Database,
+    _ filter: SalesFilter,
+    limit: Int
+  ) throws -> Bool {
     guard let from = filter.fromDate, let to = filter.toDate else { return false }
-    return try await self.read(.heavy, statement: true) { db in
-      let days = try Row.fetchAll(db, sql: AnalyticsSQL.rangeSales, arguments: [from, to])
-      guard days.count <= Self.employeeGroupsRows else { return false }
-      var sales: Int64 = 0
-      var inScope: Int64 = 0
-      for row in days {
-        let count: Int64 = row[1]
-        sales += count
-        if filter.department == nil || filter.department == row[0] { inScope += count }
-      }
-      let employees = try Row.fetchAll(db, sql: AnalyticsSQL.departments)
-        .reduce(Int64(0)) { $0 + ($1[1] as Int64) }
-      return sales * max(1, inScope) < Int64(limit + 1) * employees
+    let days = try Row.fetchAll(db, sql: AnalyticsSQL.rangeSales, arguments: [from, to])
+    guard days.count <= Self.employeeGroupsRows else { return false }
+    var sales: Int64 = 0
+    var inScope: Int64 = 0
+    for row in days {
+      let count: Int64 = row[1]
+      sales += count
+      if filter.department == nil || filter.department == row[0] { inScope += count }
     }
+    let employees = try Row.fetchAll(db, sql: AnalyticsSQL.departments)
+      .reduce(Int64(0)) { $0 + ($1[1] as Int64) }
+    return sales * max(1, inScope) < Int64(limit + 1) * employees
   }
 
   /// Up to `limit + 1` groups of an aggregate query, in the heavy lane.
@@ -194,12 +202,17 @@ extension SQLiteStore {
     _ query: (sql: String, arguments: StatementArguments),
     limit: Int
   ) async throws -> [AggregateValue] {
-    let sql = query.sql + " LIMIT \(limit + 1)"
-    let arguments = query.arguments
-    return try await self.read(.heavy, statement: true) { db in
-      try Row.fetchAll(db, sql: sql, arguments: arguments)
-        .map { AggregateValue(key: $0[0], value: $0[1] ?? 0) }
-    }
+    try await self.read(.heavy, statement: true) { db in try Self.groups(db, query, limit: limit) }
+  }
+
+  /// Up to `limit + 1` groups of an aggregate query.
+  private static func groups(
+    _ db: Database,
+    _ query: (sql: String, arguments: StatementArguments),
+    limit: Int
+  ) throws -> [AggregateValue] {
+    try Row.fetchAll(db, sql: query.sql + " LIMIT \(limit + 1)", arguments: query.arguments)
+      .map { AggregateValue(key: $0[0], value: $0[1] ?? 0) }
   }
 
   /// COUNT, SUM and AVG of vacation days by department (or overall) from the counters.

@@ -30,14 +30,9 @@ public enum Role: Int, Sendable, Comparable, CaseIterable, CustomStringConvertib
 
   public static func < (lhs: Role, rhs: Role) -> Bool { lhs.rawValue < rhs.rawValue }
 
-  /// The role each Roster method needs: its `roster.v1.policy` in the `.proto`
-  /// (`MethodPolicies`). Methods of other services are open (health and reflection) only if
-  /// listed in `openServices`; anything else needs `admin`, so a method that declares no role
-  /// is closed until someone decides.
-  public static let byMethod: [MethodDescriptor: Role] = MethodPolicies.server.byMethod
-    .compactMapValues(\.role)
-
-  /// Services anyone may call: probes and discovery.
+  /// Services anyone may call: probes and discovery. Every other method needs the role its
+  /// `roster.v1.policy` in the `.proto` declares (`MethodFacts`), or `admin` when it declares
+  /// none, so it is closed until someone decides.
   static let openServices: Set<String> = [
     "grpc.health.v1.Health", "grpc.reflection.v1.ServerReflection",
     "grpc.reflection.v1alpha.ServerReflection",

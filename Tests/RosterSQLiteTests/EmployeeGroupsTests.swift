@@ -42,9 +42,12 @@ struct EmployeeGroupsTests {
         }
       }
       // One day's few sales drive; every sale of the data is too many for 30 employees.
-      #expect(try await store.fewSalesForEmployeeGroups(filters[0], limit: 1000))
-      #expect(try await !store.fewSalesForEmployeeGroups(filters[3], limit: 1000))
-      #expect(try await !store.fewSalesForEmployeeGroups(SalesFilter(), limit: 1000))
+      let chosen = try store.read { db in
+        try [filters[0], filters[3], SalesFilter()].map {
+          try SQLiteStore.fewSalesForEmployeeGroups(db, $0, limit: 1000)
+        }
+      }
+      #expect(chosen == [true, false, false])
     }
   }
 }
