@@ -130,6 +130,14 @@ def wait_for(what, predicate, limit=HANG):
         time.sleep(0.1)
 
 
+def slots_released(what):
+    """Waits until no per-client stream slot is held. Each round of a test that holds the cap and
+    goes must see its slots freed before the next round opens streams from the same address:
+    opened while the last round's slots were still held, they would all be refused, and the next
+    round would wait for slots that are never taken."""
+    wait_for(f"{what}: every stream slot released", lambda: (metric("roster_stream_slots_in_use") or 0) == 0)
+
+
 class Abuse(unittest.TestCase):
     def after_abuse(self, case):
         self.assertIsNone(SERVER.poll(), f"{case}: the server exited")
@@ -137,7 +145,7 @@ class Abuse(unittest.TestCase):
         print(f"abuse: {case}: Health.Check p99 {p99 * 1000:.2f} ms "
               f"({p99 / IDLE_P99:.1f}x idle), RSS {rss_mb():.0f} MB", file=sys.stderr)
         self.assertLess(rss_mb(), RSS_BOUND_MB, f"{case}: RSS over {RSS_BOUND_MB} MB")
-        wait_for(f"{case}: no stream slot held", lambda: (metric("roster_stream_slots_in_use") or 0) == 0)
+        slots_released(case)
 
     def assert_refused(self, trailers, reset, status, mentioning):
         """The call ended with `status`, its message mentioning why."""
@@ -263,6 +271,7 @@ class Abuse(unittest.TestCase):
                 child.kill()
                 child.wait()
                 child.stdout.close()
+            slots_released(f"round {round}")
         self.after_abuse("killed grpcio clients")
         with grpc.insecure_channel(f"{HOST}:{PORT}") as channel:
             pages = list(directory_pb2_grpc.DirectoryStub(channel).StreamEmployees(
@@ -280,8 +289,9 @@ class Abuse(unittest.TestCase):
                 conn.send_headers(stream, self.headers(method))
                 conn.send_data(stream, self.frame(b""), end_stream=True)
             sock.sendall(conn.data_to_send())
-            wait_for("slots held", lambda: (metric("roster_stream_slots_in_use") or 0) >= 1)
+            wait_for(f"round {round}: slots held", lambda: (metric("roster_stream_slots_in_use") or 0) >= 1)
             sock.close()
+            slots_released(f"round {round}")
         self.after_abuse("raw clients closing their socket")
 
     def test_pipelined_calls_never_read(self):
@@ -721,6 +731,7 @@ class Abuse(unittest.TestCase):
                      lambda: (metric("roster_stream_slots_in_use") or 0) >= MAX_STREAMS_PER_CLIENT // 2)
             for sock in socks:
                 sock.close()
+            slots_released(f"round {round}")
         self.after_abuse("Connect stream clients that go")
 
     def test_connect_client_stream_lying_and_stalling(self):
