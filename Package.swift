@@ -361,6 +361,7 @@ let package = Package(
         "RosterSeed",
         "TestSupport",
         .product(name: "GRDB", package: "GRDB.swift"),
+        .product(name: "GRDBSQLite", package: "GRDB.swift"),
       ],
       swiftSettings: strict
     ),

@@ -175,8 +175,10 @@ enum AnalyticsSQL {
     }
     var terms: [String] = []
     var arguments: [any DatabaseValueConvertible] = []
+    var keyAfter = after
+    var dates = (from: filter.fromDate, to: filter.toDate)
     func finish(_ key: String, _ value: String, _ from: String) -> (String, StatementArguments) {
-      if let after {
+      if let after = keyAfter {
         terms.append("(\(key)) > ?")
         arguments.append(after)
       }
@@ -188,8 +190,8 @@ enum AnalyticsSQL {
     }
     /// The filter's department and date range, on these columns (`months` compares months).
     func scope(department: String, date: String, months: Bool = false) {
-      let from = months ? filter.fromDate.map { String($0.prefix(7)) } : filter.fromDate
-      let to = months ? filter.toDate.map { String($0.prefix(7)) } : filter.toDate
+      let from = months ? dates.from.map { String($0.prefix(7)) } : dates.from
+      let to = months ? dates.to.map { String($0.prefix(7)) } : dates.to
       for (term, value) in [
         ("\(department) = ?", filter.department), ("\(date) >= ?", from), ("\(date) <= ?", to),
       ] {
@@ -239,21 +241,20 @@ enum AnalyticsSQL {
     // By employee, the guid order must drive (see below), not the department's index, unless
     // the range's sales do.
     let walksEmployees = grouping == .employee && !employeesByDate
+    let keyedByDate = [.year, .month, .day].contains(grouping)
+    if keyedByDate {
+      dates = Self.pageDates(filter, after: after, through: last)
+      keyAfter = nil
+    }
     scope(department: walksEmployees ? "+e.department" : "e.department", date: "s.date")
     if let guid = filter.employeeGUID {
       terms.append("e.guid = ?")
       arguments.append(guid)
     }
-    if let last {
+    if let last, !keyedByDate {
       // The page's last group, as a bound the indexes serve.
-      switch grouping {
-      case .department: terms.append("e.department <= ?")
-      case .employee: terms.append("e.guid <= ?")
-      default: terms.append("s.date <= ?")
-      }
-      arguments.append(
-        grouping == .year ? last + "-12-31" : grouping == .month ? last + "-31" : last
-      )
+      terms.append(grouping == .department ? "e.department <= ?" : "e.guid <= ?")
+      arguments.append(last)
     }
     let key = [
       "none": "''", "department": "e.department", "employee": "e.guid",
@@ -281,6 +282,46 @@ enum AnalyticsSQL {
     return finish(key, value, from)
   }
 
+  /// The dates of a page of groups keyed by date (year, month or day) read from raw sales:
+  /// `filter`'s range narrowed to the groups after `after` and through `last`, as one bound on
+  /// each side. Given two bounds on one side (`date <= ?` twice), SQLite's index search may
+  /// take the wider and test the other on every row: a page through 1999 of a range to 2999
+  /// read every sale after 1999 too.
+  static func pageDates(
+    _ filter: SalesFilter,
+    after: String?,
+    through last: String?
+  ) -> (from: String?, to: String?) {
+    // "~" sorts after every character of a date: `key~` follows every date starting with key.
+    (
+      [filter.fromDate, after.map { $0 + "~" }].compactMap { $0 }.max(),
+      [filter.toDate, last.map { $0 + "~" }].compactMap { $0 }.min()
+    )
+  }
+
+  /// The dates and amounts of a page of medians keyed by date, without a department, in
+  /// date order from `sales_by_date` alone (`SQLiteStore.mediansInDateOrder`).
+  static func amountsInDateOrder(
+    _ filter: SalesFilter,
+    after: String?,
+    through last: String?
+  ) -> (sql: String, arguments: StatementArguments) {
+    let dates = Self.pageDates(filter, after: after, through: last)
+    var terms: [String] = []
+    var arguments: StatementArguments = []
+    for (term, value) in [("s.date >= ?", dates.from), ("s.date <= ?", dates.to)] {
+      if let value {
+        terms.append(term)
+        arguments += [value]
+      }
+    }
+    let whereClause = terms.isEmpty ? "" : " WHERE " + terms.joined(separator: " AND ")
+    return (
+      "SELECT s.date, s.amount_cents FROM sales s INDEXED BY sales_by_date\(whereClause) ORDER BY s.date",
+      arguments
+    )
+  }
+
   /// The sales of a range per department from `sales_daily_department`, at most
   /// `employeeGroupsRows + 1` rows: what chooses how a page of groups by employee is read.
   static let rangeSales = """
@@ -301,9 +342,13 @@ enum AnalyticsSQL {
     ][grouping.rawValue]!
     var terms: [String] = []
     var arguments: [any DatabaseValueConvertible] = []
+    let dates =
+      grouping == .department
+      ? (from: filter.fromDate, to: filter.toDate)
+      : Self.pageDates(filter, after: after, through: nil)
     for (term, value) in [
-      ("department = ?", filter.department), ("day >= ?", filter.fromDate),
-      ("day <= ?", filter.toDate), ("\(key) > ?", after),
+      ("department = ?", filter.department), ("day >= ?", dates.from), ("day <= ?", dates.to),
+      ("\(key) > ?", grouping == .department ? after : nil),
     ] {
       if let value {
         terms.append(term)

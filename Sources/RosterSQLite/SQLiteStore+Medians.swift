@@ -49,8 +49,9 @@ extension SQLiteStore {
 
   /// Medians by year, month or day without a department, from the sales in date order
   /// (`sales_by_date` alone): each group's amounts are gathered as its rows go by and its
-  /// median taken when the next group starts. The rows stream, so an interrupt (a cancel, a deadline) stops the read at once,
-  /// where SQL's GROUP BY of a key the index does not hold sorts every row first.
+  /// median taken when the next group starts. The rows stream, so an interrupt (a cancel, a
+  /// deadline) stops the read at once, where SQL's GROUP BY of a key the index does not hold
+  /// sorts every row first.
   func mediansInDateOrder(
     _ grouping: AggregateGrouping,
     _ filter: SalesFilter,
@@ -59,24 +60,9 @@ extension SQLiteStore {
     limit: Int
   ) async throws -> [AggregateValue] {
     let width = grouping == .year ? 4 : grouping == .month ? 7 : 10
-    var terms: [String] = []
-    var arguments: [any DatabaseValueConvertible] = []
-    // "~" sorts after every character of a date, so `key~` bounds the dates that start with key.
-    for (term, value) in [
-      ("s.date >= ?", filter.fromDate), ("s.date <= ?", filter.toDate),
-      ("s.date > ?", after.map { $0 + "~" }), ("s.date <= ?", last.map { $0 + "~" }),
-    ] {
-      if let value {
-        terms.append(term)
-        arguments.append(value)
-      }
-    }
-    let whereClause = terms.isEmpty ? "" : " WHERE " + terms.joined(separator: " AND ")
-    let sql =
-      "SELECT s.date, s.amount_cents FROM sales s INDEXED BY sales_by_date\(whereClause) ORDER BY s.date"
-    let statementArguments = StatementArguments(arguments.map(Optional.some))
+    let query = AnalyticsSQL.amountsInDateOrder(filter, after: after, through: last)
     return try await self.read(.heavy, statement: true) { db in
-      let rows = try Row.fetchCursor(db, sql: sql, arguments: statementArguments)
+      let rows = try Row.fetchCursor(db, sql: query.sql, arguments: query.arguments)
       var groups: [AggregateValue] = []
       var key: String?
       var amounts: [Int64] = []

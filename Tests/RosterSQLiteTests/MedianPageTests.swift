@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import GRDBSQLite
 import RosterSeed
 import StoreContract
 import TestSupport
@@ -53,6 +54,61 @@ struct MedianPageTests {
       for group in got {
         #expect(AnalyticsTests.close(group.value, expected[group.key] ?? .nan), "\(group.key)")
       }
+    }
+  }
+
+  @Test(
+    "a page of medians by date reads its own dates only, whatever the range around them",
+    arguments: [false, true]
+  )
+  func pagesReadTheirDates(inDepartment: Bool) async throws {
+    try await withTemporaryStore(employees: 30) { store async throws in
+      // Sales in 2020, 2021 and 2022: a page of 2021 alone reads a third of them.
+      try await AnalyticsTests.importRandomSales(store, count: 900, seed: 11)
+      let department =
+        inDepartment
+        ? try store.read { db in
+          try String.fetchOne(
+            db,
+            sql: """
+              SELECT e.department FROM sales s JOIN employees e ON e.id = s.employee_id
+              GROUP BY 1 ORDER BY count(*) DESC LIMIT 1
+              """
+          )
+        } : nil
+      func query(
+        _ from: String?,
+        _ to: String?
+      ) throws -> (sql: String, arguments: StatementArguments) {
+        let filter = SalesFilter(department: department, fromDate: from, toDate: to)
+        return department == nil
+          ? AnalyticsSQL.amountsInDateOrder(filter, after: "2020", through: "2021")
+          : try AnalyticsSQL.aggregateSales(.median, .year, filter, after: "2020", through: "2021")
+      }
+      let (exact, exactRows) = try Self.steps(store, query("2021-01-01", "2021-12-31"))
+      for (from, to) in [("1900-01-01", "2999-12-31"), ("2020-01-01", "2022-12-31")] {
+        // Two bounds on one side of the date let SQLite's index search take the wider one and
+        // test the other on each row: every sale of 2022 (or 2020) read for nothing.
+        let (steps, rows) = try Self.steps(store, query(from, to))
+        #expect(rows == exactRows, "\(from)...\(to)")
+        #expect(steps <= exact + 20, "\(from)...\(to): \(steps) steps, \(exact) for 2021 alone")
+      }
+      let all = try store.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM sales")! }
+      #expect(exactRows > 0 && exactRows * 2 < all, "\(exactRows) of \(all)")
+    }
+  }
+
+  /// The virtual machine steps SQLite takes to read every row of `query`, and the rows: the
+  /// index entries it visits, whether or not they match.
+  static func steps(
+    _ store: SQLiteStore,
+    _ query: (sql: String, arguments: StatementArguments)
+  ) throws -> (steps: Int32, rows: Int) {
+    try store.read { db in
+      let statement = try db.makeStatement(sql: query.sql)
+      try statement.setArguments(query.arguments)
+      let rows = try Row.fetchAll(statement).count
+      return (sqlite3_stmt_status(statement.sqliteStatement, SQLITE_STMTSTATUS_VM_STEP, 0), rows)
     }
   }
 }
