@@ -63,6 +63,9 @@ extension SQLiteStore {
 /// The SQL behind every analytics read, in one place so the query-plan test checks exactly
 /// what the store runs.
 enum AnalyticsSQL {
+  /// The ids of a department's employees, from `employees_by_dept_active_start` alone.
+  static let departmentEmployees = "SELECT id FROM employees WHERE department = ?"
+
   static let departments = """
     SELECT department, headcount, active_count, vacation_days_total
     FROM department_stats ORDER BY department
@@ -167,7 +170,6 @@ enum AnalyticsSQL {
     _ grouping: AggregateGrouping,
     _ filter: SalesFilter,
     after: String? = nil,
-    through last: String? = nil,
     employeesByDate: Bool = false
   ) throws -> (sql: String, arguments: StatementArguments) {
     if grouping == .active {
@@ -243,18 +245,13 @@ enum AnalyticsSQL {
     let walksEmployees = grouping == .employee && !employeesByDate
     let keyedByDate = [.year, .month, .day].contains(grouping)
     if keyedByDate {
-      dates = Self.pageDates(filter, after: after, through: last)
+      dates = Self.pageDates(filter, after: after, through: nil)
       keyAfter = nil
     }
     scope(department: walksEmployees ? "+e.department" : "e.department", date: "s.date")
     if let guid = filter.employeeGUID {
       terms.append("e.guid = ?")
       arguments.append(guid)
-    }
-    if let last, !keyedByDate {
-      // The page's last group, as a bound the indexes serve.
-      terms.append(grouping == .department ? "e.department <= ?" : "e.guid <= ?")
-      arguments.append(last)
     }
     let key = [
       "none": "''", "department": "e.department", "employee": "e.guid",
@@ -299,8 +296,8 @@ enum AnalyticsSQL {
     )
   }
 
-  /// The dates and amounts of a page of medians keyed by date, without a department, in
-  /// date order from `sales_by_date` alone (`SQLiteStore.mediansInDateOrder`).
+  /// The dates, amounts and employees of a page of medians keyed by date, in date order from
+  /// `sales_by_date` alone (`SQLiteStore.mediansInDateOrder`): every department's.
   static func amountsInDateOrder(
     _ filter: SalesFilter,
     after: String?,
@@ -317,7 +314,7 @@ enum AnalyticsSQL {
     }
     let whereClause = terms.isEmpty ? "" : " WHERE " + terms.joined(separator: " AND ")
     return (
-      "SELECT s.date, s.amount_cents FROM sales s INDEXED BY sales_by_date\(whereClause) ORDER BY s.date",
+      "SELECT s.date, s.amount_cents, s.employee_id FROM sales s INDEXED BY sales_by_date\(whereClause) ORDER BY s.date",
       arguments
     )
   }

@@ -78,52 +78,24 @@ extension SQLiteStore {
     {
       return try await self.medianFromBuckets(groupedBy: grouping, filter: filter, page: page)
     }
-    // Other medians read every value of their groups: their pages end early, at a group
-    // boundary, once they hold `configuration.medianRowsPerPage` sales (AIP-158 lets a page
-    // hold fewer groups than asked), so each call stays bounded whatever the groups' sizes.
-    var last: (key: String, more: Bool)?
-    if function == .median, filter.employeeGUID == nil, [.year, .month, .day].contains(grouping),
-      self.configuration.medianRowsPerPage > 0
-    {
-      last = try await self.medianPageEnd(grouping, filter, after: page.after, limit: page.limit)
+    if function == .median, filter.employeeGUID == nil, [.year, .month, .day].contains(grouping) {
+      return try await self.mediansInDateOrder(grouping, filter, page: page)
     }
-    let groups: [AggregateValue]
-    if function == .median, filter.employeeGUID == nil, filter.department == nil,
-      [.year, .month, .day].contains(grouping)
-    {
-      groups = try await self.mediansInDateOrder(
+    // By employee, how the page is read is chosen in the same read as the page.
+    let groups = try await self.read(.heavy, statement: true) { db in
+      let byDate =
+        grouping == .employee && filter.employeeGUID == nil
+        ? try Self.fewSalesForEmployeeGroups(db, filter, limit: page.limit) : false
+      let query = try AnalyticsSQL.aggregateSales(
+        function,
         grouping,
         filter,
         after: page.after,
-        through: last?.key,
-        limit: page.limit
+        employeesByDate: byDate
       )
-    } else {
-      // In a department, through the department's employees and their sales (a sort of at
-      // most `medianRowsPerPage / 2` amounts): reading every sale in date order to keep the
-      // department's took several times as long at 10M sales (docs/aggregates-10m.md).
-      // By employee, how the page is read is chosen in the same read as the page.
-      let after = page.after
-      let through = last?.key
-      let limit = page.limit
-      groups = try await self.read(.heavy, statement: true) { db in
-        let byDate =
-          grouping == .employee && filter.employeeGUID == nil
-          ? try Self.fewSalesForEmployeeGroups(db, filter, limit: limit) : false
-        let query = try AnalyticsSQL.aggregateSales(
-          function,
-          grouping,
-          filter,
-          after: after,
-          through: through,
-          employeesByDate: byDate
-        )
-        return try Self.groups(db, query, limit: limit)
-      }
+      return try Self.groups(db, query, limit: page.limit)
     }
-    var result = AggregatePage(cutting: groups, grouping: grouping, page: page)
-    if let last, last.more, result.next == nil { result.next = groups.last?.key }
-    return result
+    return AggregatePage(cutting: groups, grouping: grouping, page: page)
   }
 
   /// One page of `function` over `vacation_days` (or a count of employees), grouped by
