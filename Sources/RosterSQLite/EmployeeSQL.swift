@@ -227,9 +227,10 @@ enum EmployeeSQL {
 
   /// The SQL and arguments that count the rows matching `filter`.
   static func count(_ filter: EmployeeFilter) -> (sql: String, arguments: StatementArguments) {
-    if let text = filter.nameContains, filter.department == nil, filter.active == nil {
-      // The names keep their employee counts.
-      let matching = self.matchingNames(text, selecting: "coalesce(sum(employees), 0)")
+    if let text = filter.nameContains, filter.department == nil {
+      // The names keep their employee counts, and their active employees'.
+      let counted = filter.active.map { $0 ? "active" : "employees - active" } ?? "employees"
+      let matching = self.matchingNames(text, selecting: "coalesce(sum(\(counted)), 0)")
       return (matching.sql, StatementArguments(matching.arguments))
     }
     let (terms, arguments) = self.filterTerms(filter)

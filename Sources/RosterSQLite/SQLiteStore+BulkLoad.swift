@@ -67,8 +67,8 @@ extension SQLiteStore {
       try db.execute(
         sql: """
           DELETE FROM employee_names;
-          INSERT INTO employee_names (name_folded, employees)
-            SELECT name_folded, count(*) FROM employees GROUP BY name_folded;
+          INSERT INTO employee_names (name_folded, employees, active)
+            SELECT name_folded, count(*), sum(active != 0) FROM employees GROUP BY name_folded;
           DELETE FROM department_stats;
           INSERT INTO department_stats
             SELECT department, count(*), sum(active), sum(vacation_days) FROM employees

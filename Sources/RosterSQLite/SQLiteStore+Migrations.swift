@@ -41,6 +41,9 @@ extension SQLiteStore {
         sql: "CREATE INDEX employees_by_email ON employees(email COLLATE NOCASE, id)"
       )
     }
+    migrator.registerMigration("v11: active employees per name") { db in
+      try db.execute(sql: Self.activeNamesSchema)
+    }
     return migrator
   }
 
@@ -98,6 +101,47 @@ extension SQLiteStore {
     DROP TRIGGER employees_fts_delete;
     DROP TRIGGER employees_fts_update;
     DROP TABLE employees_fts;
+    """
+
+  /// Each distinct name also counts its active employees, so that a count of the active (or
+  /// inactive) employees whose name contains a text adds up the matching names' counters, as
+  /// the count of everyone's already did, instead of visiting every matching employee (about
+  /// 600,000 for one letter at a million employees).
+  static let activeNamesSchema = """
+    ALTER TABLE employee_names ADD COLUMN active INTEGER NOT NULL DEFAULT 0;
+    UPDATE employee_names SET active = a.count
+      FROM (SELECT name_folded, count(*) AS count FROM employees WHERE active GROUP BY 1) AS a
+      WHERE a.name_folded = employee_names.name_folded;
+
+    DROP TRIGGER employee_names_insert;
+    DROP TRIGGER employee_names_delete;
+    DROP TRIGGER employee_names_update;
+    CREATE TRIGGER employee_names_insert AFTER INSERT ON employees BEGIN
+      INSERT INTO employee_names (name_folded, employees, active)
+        VALUES (new.name_folded, 1, new.active != 0)
+        ON CONFLICT (name_folded) DO UPDATE
+        SET employees = employees + 1, active = active + excluded.active;
+    END;
+    CREATE TRIGGER employee_names_delete AFTER DELETE ON employees BEGIN
+      UPDATE employee_names SET employees = employees - 1, active = active - (old.active != 0)
+        WHERE name_folded = old.name_folded;
+      DELETE FROM employee_names WHERE name_folded = old.name_folded AND employees = 0;
+    END;
+    CREATE TRIGGER employee_names_update AFTER UPDATE OF name_folded, active ON employees
+    WHEN old.name_folded IS NOT new.name_folded BEGIN
+      UPDATE employee_names SET employees = employees - 1, active = active - (old.active != 0)
+        WHERE name_folded = old.name_folded;
+      DELETE FROM employee_names WHERE name_folded = old.name_folded AND employees = 0;
+      INSERT INTO employee_names (name_folded, employees, active)
+        VALUES (new.name_folded, 1, new.active != 0)
+        ON CONFLICT (name_folded) DO UPDATE
+        SET employees = employees + 1, active = active + excluded.active;
+    END;
+    CREATE TRIGGER employee_names_active AFTER UPDATE OF active ON employees
+    WHEN old.name_folded IS new.name_folded AND (old.active != 0) IS NOT (new.active != 0) BEGIN
+      UPDATE employee_names SET active = active + (new.active != 0) - (old.active != 0)
+        WHERE name_folded = new.name_folded;
+    END;
     """
 
   private static let picturesSchema = """

@@ -125,9 +125,9 @@ struct ImportTests {
         try Int.fetchOne(db, sql: "SELECT count(*) FROM sqlite_master WHERE type = 'trigger'")
       }
       #expect(
-        triggers == 22,
+        triggers == 23,
         """
-        names 3 and their trigram index 2, picture release 2, department counters 3, sales rollups 4, daily \
+        names 4 and their trigram index 2, picture release 2, department counters 3, sales rollups 4, daily \
         statistics 4, amount buckets 4
         """
       )

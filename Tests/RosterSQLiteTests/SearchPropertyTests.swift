@@ -82,7 +82,7 @@ struct SearchPropertyTests {
     }
   }
 
-  @Test("search stays exact after renames, deletes and re-adds of repeated names")
+  @Test("search and counts stay exact after renames, (in)activations, deletes and re-adds")
   func searchAfterWrites() async throws {
     let names = Self.names(count: 200, seed: 99)
     let employees = names.map { makeEmployee(name: $0) }
@@ -91,7 +91,18 @@ struct SearchPropertyTests {
       for (index, employee) in employees.enumerated() where index % 3 == 0 {
         var changes = EmployeeChanges()
         changes.name = names[Int(random.next() % UInt64(names.count))] + "ß"
+        // Some renamed employees also change their active flag in the same update.
+        if index % 2 == 0 { changes.active = false }
         _ = try await store.updateEmployee(guid: employee.guid, changes: changes)
+      }
+      for (index, employee) in employees.enumerated() where index % 7 == 2 {
+        var changes = EmployeeChanges()
+        changes.active = false
+        _ = try await store.updateEmployee(guid: employee.guid, changes: changes)
+        if index % 2 == 0 {
+          changes.active = true
+          _ = try await store.updateEmployee(guid: employee.guid, changes: changes)
+        }
       }
       for (index, employee) in employees.enumerated() where index % 4 == 1 {
         try await store.deleteEmployee(guid: employee.guid)
@@ -105,8 +116,10 @@ struct SearchPropertyTests {
         try Int.fetchOne(
           db,
           sql: """
-            SELECT count(*) FROM employee_names n WHERE employees !=
-              (SELECT count(*) FROM employees e WHERE e.name_folded = n.name_folded)
+            SELECT count(*) FROM employee_names n
+            WHERE employees != (SELECT count(*) FROM employees e WHERE e.name_folded = n.name_folded)
+              OR active != (SELECT count(*) FROM employees e
+                            WHERE e.name_folded = n.name_folded AND e.active)
             """
         )
       }
@@ -122,11 +135,13 @@ struct SearchPropertyTests {
       }
       #expect(missing == 0)
       for text in Self.queries(from: names, count: 40, seed: 11) + ["ß", "ss", "ł", "l"] {
-        try await Self.check(
-          store,
-          filter: EmployeeFilter(nameContains: text),
-          context: "'\(text)'"
-        )
+        for active in [nil, true, false] {
+          try await Self.check(
+            store,
+            filter: EmployeeFilter(active: active, nameContains: text),
+            context: "'\(text)' active \(String(describing: active))"
+          )
+        }
       }
     }
   }
