@@ -214,6 +214,20 @@ extension SalesFilter {
     }
   }
 
+  /// The dates of a page of groups keyed by date (year, month or day) read from raw sales:
+  /// the range narrowed to the groups after `after` and through `last`, as one bound on each
+  /// side, which an index on the date serves. Given two bounds on one side (`date <= ?`
+  /// twice), SQLite's index search may take the wider and test the other on every row (a
+  /// page through 1999 of a range to 2999 read every sale after 1999 too), and a bound on the
+  /// group's key (`substr(date, 1, 4) > ?`) serves no index on either backend.
+  public func pageDates(after: String?, through last: String?) -> (from: String?, to: String?) {
+    // "~" sorts after every character of a date: `key~` follows every date starting with key.
+    (
+      [self.fromDate, after.map { $0 + "~" }].compactMap { $0 }.max(),
+      [self.toDate, last.map { $0 + "~" }].compactMap { $0 }.min()
+    )
+  }
+
   /// Whether the range covers whole months (or is open), so monthly rollups can answer it.
   public var coversWholeMonths: Bool {
     (self.fromDate.map { $0.hasSuffix("-01") } ?? true)

@@ -139,9 +139,11 @@ extension PostgresStore {
     var builder = SQLBuilder()
     var terms: [String] = []
     var heavy = false
+    var keyAfter = page.after
+    var dates = (from: filter.fromDate, to: filter.toDate)
     func scope(department: String, date: String, months: Bool = false) {
-      let from = months ? filter.fromDate.map { String($0.prefix(7)) } : filter.fromDate
-      let to = months ? filter.toDate.map { String($0.prefix(7)) } : filter.toDate
+      let from = months ? dates.from.map { String($0.prefix(7)) } : dates.from
+      let to = months ? dates.to.map { String($0.prefix(7)) } : dates.to
       if let value = filter.department { terms.append("\(department) = \(builder.bind(value))") }
       if let value = from { terms.append("\(date) >= \(builder.bind(value))") }
       if let value = to { terms.append("\(date) <= \(builder.bind(value))") }
@@ -171,13 +173,12 @@ extension PostgresStore {
       source = "sales_daily d JOIN employees e ON e.id = d.employee_id"
     } else {
       heavy = true
+      if [.year, .month, .day].contains(grouping) {
+        dates = filter.pageDates(after: page.after, through: last?.key)
+        keyAfter = nil
+      }
       scope(department: "e.department", date: "s.date")
       if let guid = filter.employeeGUID { terms.append("e.guid = \(builder.bind(guid))") }
-      if let last {
-        let bound =
-          grouping == .year ? last.key + "-12-31" : grouping == .month ? last.key + "-31" : last.key
-        terms.append("s.date <= \(builder.bind(bound))")
-      }
       key = [
         "none": "''", "department": "e.department", "employee": "e.guid", "year": "left(s.date, 4)",
         "month": "left(s.date, 7)", "day": "s.date",
@@ -188,7 +189,7 @@ extension PostgresStore {
         || grouping == .department || grouping == .employee
       source = needsEmployee ? "sales s JOIN employees e ON e.id = s.employee_id" : "sales s"
     }
-    if let after = page.after { terms.append("(\(key)) > \(builder.bind(after))") }
+    if let after = keyAfter { terms.append("(\(key)) > \(builder.bind(after))") }
     let whereClause = terms.isEmpty ? "" : " WHERE " + terms.joined(separator: " AND ")
     builder.sql =
       "SELECT \(key) AS k, \(value) FROM \(source)\(whereClause) GROUP BY 1 ORDER BY 1 LIMIT \(page.limit + 1)"

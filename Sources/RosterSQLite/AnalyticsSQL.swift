@@ -245,7 +245,7 @@ enum AnalyticsSQL {
     let walksEmployees = grouping == .employee && !employeesByDate
     let keyedByDate = [.year, .month, .day].contains(grouping)
     if keyedByDate {
-      dates = Self.pageDates(filter, after: after, through: nil)
+      dates = filter.pageDates(after: after, through: nil)
       keyAfter = nil
     }
     scope(department: walksEmployees ? "+e.department" : "e.department", date: "s.date")
@@ -279,23 +279,6 @@ enum AnalyticsSQL {
     return finish(key, value, from)
   }
 
-  /// The dates of a page of groups keyed by date (year, month or day) read from raw sales:
-  /// `filter`'s range narrowed to the groups after `after` and through `last`, as one bound on
-  /// each side. Given two bounds on one side (`date <= ?` twice), SQLite's index search may
-  /// take the wider and test the other on every row: a page through 1999 of a range to 2999
-  /// read every sale after 1999 too.
-  static func pageDates(
-    _ filter: SalesFilter,
-    after: String?,
-    through last: String?
-  ) -> (from: String?, to: String?) {
-    // "~" sorts after every character of a date: `key~` follows every date starting with key.
-    (
-      [filter.fromDate, after.map { $0 + "~" }].compactMap { $0 }.max(),
-      [filter.toDate, last.map { $0 + "~" }].compactMap { $0 }.min()
-    )
-  }
-
   /// The dates, amounts and employees of a page of medians keyed by date, in date order from
   /// `sales_by_date` alone (`SQLiteStore.mediansInDateOrder`): every department's.
   static func amountsInDateOrder(
@@ -303,7 +286,7 @@ enum AnalyticsSQL {
     after: String?,
     through last: String?
   ) -> (sql: String, arguments: StatementArguments) {
-    let dates = Self.pageDates(filter, after: after, through: last)
+    let dates = filter.pageDates(after: after, through: last)
     var terms: [String] = []
     var arguments: StatementArguments = []
     for (term, value) in [("s.date >= ?", dates.from), ("s.date <= ?", dates.to)] {
@@ -342,7 +325,7 @@ enum AnalyticsSQL {
     let dates =
       grouping == .department
       ? (from: filter.fromDate, to: filter.toDate)
-      : Self.pageDates(filter, after: after, through: nil)
+      : filter.pageDates(after: after, through: nil)
     for (term, value) in [
       ("department = ?", filter.department), ("day >= ?", dates.from), ("day <= ?", dates.to),
       ("\(key) > ?", grouping == .department ? after : nil),
