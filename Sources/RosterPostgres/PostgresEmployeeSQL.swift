@@ -170,13 +170,15 @@ enum PostgresEmployeeSQL {
     return builder.query
   }
 
-  /// Counts the rows matching `filter`. With only a name filter, from the employees-per-name
-  /// counters: the distinct names are read, not every employee.
+  /// Counts the rows matching `filter`. With a name filter and no department, from the
+  /// employees-per-name counters (and their active employees'): the distinct names are read,
+  /// not every employee.
   static func count(_ filter: EmployeeFilter) -> PostgresQuery {
     var builder = SQLBuilder()
-    if let text = filter.nameContains, filter.department == nil, filter.active == nil {
+    if let text = filter.nameContains, filter.department == nil {
+      let counted = filter.active.map { $0 ? "active" : "employees - active" } ?? "employees"
       builder.sql =
-        "SELECT coalesce(sum(employees), 0)::int8 FROM name_counts WHERE name_folded LIKE \(builder.bind(self.containsPattern(text)))"
+        "SELECT coalesce(sum(\(counted)), 0)::int8 FROM name_counts WHERE name_folded LIKE \(builder.bind(self.containsPattern(text)))"
       return builder.query
     }
     let terms = self.filterTerms(filter, into: &builder)

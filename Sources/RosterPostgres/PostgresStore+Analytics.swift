@@ -45,8 +45,9 @@ extension PostgresStore {
       table: "name_counts",
       lock: Migrator.lockKey + 2,
       fold: """
-        INSERT INTO name_counts (name_folded, employees)
-        SELECT name_folded, sum(employees) FROM gone GROUP BY name_folded HAVING sum(employees) <> 0
+        INSERT INTO name_counts (name_folded, employees, active)
+        SELECT name_folded, sum(employees), sum(active) FROM gone GROUP BY name_folded
+        HAVING sum(employees) <> 0
         """
     )
   }

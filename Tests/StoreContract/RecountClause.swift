@@ -70,6 +70,8 @@ extension StoreContract {
       case 3:
         var changes = EmployeeChanges()
         changes.vacationDays = Int(random.next() % 30)
+        // Sometimes the active flag too, which the names' counters follow.
+        if random.next() % 2 == 0 { changes.active = random.next() % 2 == 0 }
         let department = departments[Int(random.next() % 4)]
         _ = try await store.batchUpdateEmployees(
           filter: EmployeeFilter(department: department),
@@ -78,6 +80,7 @@ extension StoreContract {
         )
         for position in employees.indices where employees[position].department == department {
           employees[position].vacationDays = changes.vacationDays!
+          employees[position].active = changes.active ?? employees[position].active
         }
       default:
         try await addSales(20)
@@ -107,15 +110,22 @@ extension StoreContract {
       counted == expected.keys.sorted().map { expected[$0]! },
       "department counters \(counted), recounted \(expected)"
     )
-    // Counts by name (PostgreSQL answers them from its employees-per-name counters).
+    // Counts by name, of everyone and of the (in)active (both backends answer them from their
+    // employees-per-name counters).
     for fragment in ["a", "jo", "JR", "ø", "nun", "łęc", "zz"] {
-      let folded = TextFolding.fold(fragment)
-      let recounted = employees.count { TextFolding.fold($0.name).contains(folded) }
-      let counted = try await store.countEmployees(filter: EmployeeFilter(nameContains: fragment))
-      try Self.require(
-        counted == Int64(recounted),
-        "employees named like '\(fragment)': \(counted), recounted \(recounted)"
-      )
+      for active in [nil, true, false] {
+        let folded = TextFolding.fold(fragment)
+        let recounted = employees.count {
+          TextFolding.fold($0.name).contains(folded) && (active == nil || $0.active == active)
+        }
+        let counted = try await store.countEmployees(
+          filter: EmployeeFilter(active: active, nameContains: fragment)
+        )
+        try Self.require(
+          counted == Int64(recounted),
+          "employees named like '\(fragment)', active \(String(describing: active)): \(counted), recounted \(recounted)"
+        )
+      }
     }
     // Each employee's sales counters.
     for employee in employees {
