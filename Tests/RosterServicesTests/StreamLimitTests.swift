@@ -9,7 +9,7 @@ import Testing
 
 /// `StreamLimitInterceptor` on its own: who counts as one client, and a slot that comes back
 /// when a response is dropped before its producer ever runs (the client went away first).
-@Suite("Stream limits", .timeLimit(.minutes(1)))
+@Suite("Stream limits", .timeLimit(.minutes(10)))
 struct StreamLimitTests {
   static func context(peer: String) -> ServerContext {
     ServerContext(
