@@ -35,6 +35,9 @@ public struct PostgresConfiguration: Sendable {
   public var heavyReads: Int = 4
   /// Heavy reads that may wait for a place; one more is refused with RESOURCE_EXHAUSTED.
   public var heavyQueueLimit: Int = 16
+  /// The sales a page of medians by year, month or day reads at most (at least one group):
+  /// as on SQLite, it ends at a group boundary once its groups hold this many.
+  public var medianRowsPerPage: Int64 = 500_000
   /// How much history the change log keeps.
   public var changeLogMaximumAge: Duration = .seconds(7 * 24 * 3600)
   /// The most changes the change log keeps.

@@ -2,10 +2,6 @@ internal import PostgresNIO
 internal import RosterDomain
 
 extension PostgresStore {
-  /// Groups a page of median pages hold at most on the raw path (by year, month or day):
-  /// as on SQLite, a page ends at a group boundary once it holds this many sales.
-  static let medianRowsPerPage: Int64 = 500_000
-
   /// An aggregate from the daily statistics per department, for every function but the
   /// median, without an employee, grouped by nothing, department, year, month or day.
   func aggregateFromDailyStatistics(
@@ -137,24 +133,28 @@ extension PostgresStore {
 
   /// The last group of a page of raw medians by year, month or day, and whether more follow:
   /// as many groups as `limit` and `medianRowsPerPage` allow, and at least one (their sizes
-  /// from the daily statistics).
+  /// from the daily statistics). The sales counted are every department's: in a department,
+  /// a page reads every sale of its dates and keeps the department's (a hash of its
+  /// employees), so its cost is the same whatever the department.
   func medianPageEnd(
     _ grouping: AggregateGrouping,
     _ filter: SalesFilter,
     after: String?,
     limit: Int
   ) async throws -> (key: String, more: Bool)? {
+    guard self.configuration.medianRowsPerPage > 0 else { return nil }
     var builder = SQLBuilder()
     let key = Self.dailyKey(grouping)
-    var terms = Self.dailyTerms(filter, &builder)
-    if let after { terms.append("(\(key)) > \(builder.bind(after))") }
+    var everyone = SalesFilter()
+    (everyone.fromDate, everyone.toDate) = filter.pageDates(after: after, through: nil)
+    let terms = Self.dailyTerms(everyone, &builder)
     let whereClause = terms.isEmpty ? "" : " WHERE " + terms.joined(separator: " AND ")
     builder.sql =
       "SELECT \(key), sum(count)::int8 FROM sales_daily_department\(whereClause) GROUP BY 1 ORDER BY 1"
     let query = builder.query
     // Heavy: its rows grow with the days in the range (about 200,000 over every date at 10M sales).
     return try await self.heavy { read in
-      var page = MedianPageEnd(limit: limit, budget: Self.medianRowsPerPage)
+      var page = MedianPageEnd(limit: limit, budget: self.configuration.medianRowsPerPage)
       for row in try await read.rows(query) {
         guard page.take(try row[0].decode(String.self), size: try row[1].decode(Int64.self)) else {
           break

@@ -79,6 +79,7 @@ extension Serve {
       postgres.statementTimeout = queryBudget
       postgres.changeLogMaximumAge = changeLogAge
       postgres.changeLogMaximumRows = self.changeLogMaxRows
+      postgres.medianRowsPerPage = config.store.medianRowsPerPage
       config.postgres = postgres
     }
     return config

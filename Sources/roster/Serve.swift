@@ -219,7 +219,7 @@ struct Serve: AsyncParsableCommand {
 
   @Option(
     help:
-      "The most sales one page of AggregateSales medians reads (it then ends early, at a group boundary, one department per page); 0 for no limit."
+      "The most sales one page of AggregateSales medians by year, month or day reads (it then ends early, at a group boundary); 0 for no limit."
   )
   var medianRowsPerPage: Int64 = Self.defaults.store.medianRowsPerPage
 
