@@ -39,7 +39,7 @@ extension PostgresSchema {
 
   /// Each name's delta rows also count its active employees, so that CountEmployees with a
   /// name and the active flag sums the matching names' rows, as it did without the flag,
-  /// instead of visiting every matching employee (about 600,000 for one letter at a million).
+  /// instead of visiting every matching employee (most of them, for one common letter).
   /// The rows are recounted once here; a change of the flag writes a delta for each side.
   static let activeNames = [
     "ALTER TABLE name_counts ADD COLUMN active BIGINT NOT NULL DEFAULT 0",

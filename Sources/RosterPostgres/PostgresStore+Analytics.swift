@@ -196,8 +196,8 @@ extension PostgresStore {
       "SELECT \(key) AS k, \(value) FROM \(source)\(whereClause) GROUP BY 1 ORDER BY 1 LIMIT \(page.limit + 1)"
     // A department's medians by date read every sale of the page's dates (`medianPageEnd`
     // counts them all) and keep the department's through a hash of its employees: the
-    // planner's nested loop, which looks up every sale's employee, took 500-660 ms for a page
-    // by year or month at 10M sales, and several times longer by day.
+    // planner's nested loop, which looks up every sale's employee, was several times slower
+    // (docs/performance.md, "Reads as a client sees them").
     let hashJoin =
       function == .median && filter.employeeGUID == nil && filter.department != nil
       && [.year, .month, .day].contains(grouping)

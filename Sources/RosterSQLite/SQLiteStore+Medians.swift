@@ -57,8 +57,8 @@ extension SQLiteStore {
   /// (`medianPageEnd`; AIP-158 lets a page hold fewer groups than asked). In a department,
   /// every sale of those dates is read and those of the department's employees (a set of
   /// their ids, read once) are kept: the same cost a sale whatever the department or the
-  /// range, where walking the department's employees cost a seek for each of them (some
-  /// 67,000 at 1M employees) before a single sale was read.
+  /// range, where walking the department's employees cost a seek for each of them before a
+  /// single sale was read.
   func mediansInDateOrder(
     _ grouping: AggregateGrouping,
     _ filter: SalesFilter,

@@ -105,8 +105,8 @@ extension SQLiteStore {
 
   /// Each distinct name also counts its active employees, so that a count of the active (or
   /// inactive) employees whose name contains a text adds up the matching names' counters, as
-  /// the count of everyone's already did, instead of visiting every matching employee (about
-  /// 600,000 for one letter at a million employees).
+  /// the count of everyone's already did, instead of visiting every matching employee (most
+  /// of them, for one common letter).
   static let activeNamesSchema = """
     ALTER TABLE employee_names ADD COLUMN active INTEGER NOT NULL DEFAULT 0;
     UPDATE employee_names SET active = a.count
