@@ -59,29 +59,17 @@ struct PostgresMedianPageTests {
         return amounts.count % 2 == 1
           ? Double(amounts[middle]) : Double(amounts[middle - 1] + amounts[middle]) / 2
       }
-      var got: [AggregateValue] = []
-      var pages = 0
-      var after: String?
-      repeat {
-        let page = try await store.aggregateSales(
+      try await expectBudgetedMedianPages(
+        budget: 25,
+        expected: expected,
+        size: { key in sales.count { $0.date.hasPrefix(key) } }
+      ) { after in
+        try await store.aggregateSales(
           .median,
           groupedBy: grouping,
           filter: SalesFilter(department: department),
           page: AggregatePageRequest(after: after, limit: 1000)
         )
-        // A page holds one group past the budget at most: the groups before it fit.
-        let sizes = page.groups.map { group in
-          sales.count { $0.date.hasPrefix(group.key) }
-        }
-        #expect(sizes.dropLast().reduce(0, +) <= 25, "\(sizes)")
-        got += page.groups
-        after = page.next
-        pages += 1
-      } while after != nil
-      #expect(pages > 1, "the budget cut the groups into pages")
-      #expect(got.map(\.key) == expected.keys.sorted())
-      for group in got {
-        #expect(abs(group.value - (expected[group.key] ?? .nan)) < 1e-6, "\(group.key)")
       }
     }
   }

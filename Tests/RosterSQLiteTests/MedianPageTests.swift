@@ -39,27 +39,17 @@ struct MedianPageTests {
       ).mapValues {
         AnalyticsTests.reference(.median, $0.map(\.amount))
       }
-      var got: [AggregateValue] = []
-      var pages = 0
-      var after: String?
-      repeat {
-        let page = try await store.aggregateSales(
+      try await expectBudgetedMedianPages(
+        budget: 25,
+        expected: expected,
+        size: { group in raw.count { key($0) == group } }
+      ) { after in
+        try await store.aggregateSales(
           .median,
           groupedBy: grouping,
           filter: SalesFilter(department: department),
           page: AggregatePageRequest(after: after, limit: 1000)
         )
-        // A page holds one group past the budget at most: the groups before it fit.
-        let sizes = page.groups.map { group in raw.filter { key($0) == group.key }.count }
-        #expect(sizes.dropLast().reduce(0, +) <= 25, "\(sizes)")
-        got += page.groups
-        after = page.next
-        pages += 1
-      } while after != nil
-      #expect(pages > 1, "the budget cut the groups into pages")
-      #expect(got.map(\.key) == expected.keys.sorted())
-      for group in got {
-        #expect(AnalyticsTests.close(group.value, expected[group.key] ?? .nan), "\(group.key)")
       }
     }
   }
