@@ -107,7 +107,7 @@ extension SQLiteStore {
   }
 
   /// A sale's department is `?`: the department's employees are read once, into a list.
-  static let inDepartment = " AND s.employee_id IN (SELECT id FROM employees WHERE department = ?)"
+  static let inDepartment = " AND s.employee_id IN (\(AnalyticsSQL.departmentEmployees))"
 
   /// The median of the sales in `filter`'s date range and department (no employee), from the
   /// bucket counts and one bucket's amounts; nil when no sale matches. Runs in a heavy read.
