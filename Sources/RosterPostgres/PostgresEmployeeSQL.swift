@@ -91,9 +91,20 @@ enum PostgresEmployeeSQL {
       terms.append("e.active = \(builder.bind(active))")
     }
     if let text = filter.nameContains {
-      terms.append("e.name_folded LIKE \(builder.bind(self.containsPattern(text)))")
+      terms.append(self.nameTerm(text, into: &builder))
     }
     return terms
+  }
+
+  /// The term of a name filter on the employees. A folded text of three characters or more
+  /// is a `LIKE` the names' trigram index serves; a shorter one holds no trigram, and that
+  /// index would be read whole for it (its rows are most of the employees, or none), so it
+  /// is a `strpos` no index serves: the filter's other terms choose the rows (a department's
+  /// index), and each name is tested. SQLite's `matchingNames` makes the same split.
+  static func nameTerm(_ text: String, into builder: inout SQLBuilder) -> String {
+    let folded = TextFolding.fold(text)
+    guard folded.count >= 3 else { return "strpos(e.name_folded, \(builder.bind(folded))) > 0" }
+    return "e.name_folded LIKE \(builder.bind(self.containsPattern(text)))"
   }
 
   /// One keyset page: rows strictly after `cursor`, in order, at most `limit`.

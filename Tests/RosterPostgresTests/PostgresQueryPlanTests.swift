@@ -75,6 +75,23 @@ struct PostgresQueryPlanTests {
     try await PostgresTesting.dropSchema(configuration)
   }
 
+  /// At 1M employees PostgreSQL reads the whole trigram index for `LIKE '%王%'` in a department
+  /// (it expects few rows), then rechecks every employee; at a test's size it never picks that
+  /// plan, so what is checked here is that such a count gives it no `LIKE` to pick it for.
+  @Test("a name shorter than three folded characters is tested by position, not by LIKE")
+  func shortNamesByPosition() {
+    // What they match, folded, is the store contract's (`filtersAgreeWithCounts`).
+    for text in ["王", "Ñ", "%", "_a", "ÖÜ"] {
+      var builder = SQLBuilder()
+      let term = PostgresEmployeeSQL.nameTerm(text, into: &builder)
+      #expect(term == "strpos(e.name_folded, $1) > 0", "'\(text)': \(term)")
+      let count = PostgresEmployeeSQL.count(EmployeeFilter(department: "D", nameContains: text))
+      #expect(!count.sql.contains("LIKE"), "'\(text)': \(count.sql)")
+    }
+    var builder = SQLBuilder()
+    #expect(PostgresEmployeeSQL.nameTerm("jos", into: &builder) == "e.name_folded LIKE $1")
+  }
+
   @Test(
     "name-search pages come in (name, id) order, every match once, with many employees per name"
   )

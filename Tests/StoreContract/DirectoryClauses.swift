@@ -223,6 +223,13 @@ extension StoreContract {
       EmployeeFilter(department: "Sales", active: true), EmployeeFilter(nameContains: "NUÑ"),
       EmployeeFilter(nameContains: "lecka"), EmployeeFilter(nameContains: "zzzz"),
       EmployeeFilter(department: "Nobody"),
+      // Names shorter than three folded characters, within a department: PostgreSQL tests
+      // them by position (`PostgresEmployeeSQL.nameTerm`), folded, with no LIKE specials.
+      EmployeeFilter(department: "Design", nameContains: "Ñ"),
+      EmployeeFilter(department: "Sales", active: true, nameContains: "a"),
+      EmployeeFilter(department: "Design", nameContains: "Łe"),
+      EmployeeFilter(department: "Design", nameContains: "%"),
+      EmployeeFilter(department: "Sales", nameContains: "_"),
     ]
     for filter in filters {
       let expected = made.filter { employee in
