@@ -124,7 +124,10 @@ public struct DirectoryCopy: Sendable {
 
     self.progress("sales: skipping the \(haveSales) the target has")
     let sales = Self.saleRows(source, skip: Int(haveSales), pageSize: self.salesPage)
-    let imported = try await target.importSales(sales, context: self.context, chunkRows: nil)
+    // A bulk load of its own, as `DirectoryLoader`'s sales.
+    let imported = try await target.withBulkLoad {
+      try await target.importSales(sales, context: self.context, chunkRows: nil)
+    }
     try Self.requireWhole(imported, of: "sales")
     report.salesSkipped = Int(haveSales)
     report.salesCopied = imported.inserted

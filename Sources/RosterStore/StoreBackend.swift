@@ -18,7 +18,9 @@ public protocol StoreBackend: Service, DirectoryStore, ChangeFeedStore, Analytic
   /// server's shutdown, since change-feed watchers never end by themselves.
   func closeChangeFeed()
 
-  /// Runs `body`, an offline load into an empty store (`roster import`, first-start
-  /// seeding), the fastest way the backend knows; into a store with rows, `body` runs as is.
+  /// Runs `body`, an offline load (`roster import`, `roster copy`, first-start seeding), the
+  /// fastest way the backend knows, and leaves what it wrote ready to be read: SQLite drops
+  /// and rebuilds the employees' indexes around a load into an empty store (into a store with
+  /// rows, `body` runs as is); PostgreSQL folds the counters and vacuums and analyzes after.
   func withBulkLoad<T>(_ body: () async throws -> T) async throws -> T
 }

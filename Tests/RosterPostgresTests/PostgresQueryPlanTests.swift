@@ -1,6 +1,7 @@
 import Foundation
 import PostgresNIO
 import RosterDomain
+import RosterSeed
 import RosterStore
 import TestSupport
 import Testing
@@ -165,6 +166,27 @@ struct PostgresQueryPlanTests {
     return try await PostgresTesting.query(configuration, explained).map {
       try $0.decode(String.self)
     }.joined()
+  }
+
+  @Test("an import's sales are vacuumed and analyzed once they are in, not only the employees")
+  func importVacuumsSales() async throws {
+    let configuration = try PostgresTesting.configuration()
+    try await PostgresTesting.withStore(configuration) { store in
+      _ = try await DirectoryLoader(context: WriteContext(author: "test")).load(
+        DemoSource(
+          demo: DemoData(count: 60, pictures: false),
+          pictureScratch: nil,
+          salesPerEmployee: 3
+        ),
+        into: store
+      )
+      // Once empty, at the end of the employees' load; once full, at the end of the sales'.
+      let rows = try await store.rows(
+        "SELECT vacuum_count || ' ' || analyze_count FROM pg_stat_user_tables WHERE schemaname = \(configuration.schema) AND relname = 'sales'"
+      )
+      let vacuums = try rows.map { try $0[0].decode(String.self) }
+      #expect(vacuums == ["2 2"], "sales vacuumed and analyzed: \(vacuums)")
+    }
   }
 
   @Test("a bulk load ends with every table of the schema vacuumed and analyzed")
