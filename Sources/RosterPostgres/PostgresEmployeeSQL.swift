@@ -181,15 +181,32 @@ enum PostgresEmployeeSQL {
     return builder.query
   }
 
-  /// Counts the rows matching `filter`. With a name filter and no department, from the
-  /// employees-per-name counters (and their active employees'): the distinct names are read,
-  /// not every employee.
+  /// Counts the rows matching `filter`. With a name filter, from the distinct names that
+  /// match (`name_counts`, as SQLite's `employee_names`): without a department, their
+  /// counters (and their active employees'); in a department, each name's employees there,
+  /// counted in the (department, [active,] name) indexes. Either way the cost grows with the
+  /// matching names and their employees in the department, never with every employee the
+  /// name matches: testing `department = $1 AND name_folded LIKE …` let PostgreSQL fetch every
+  /// employee of a common fragment from the heap through the trigram index, most of them in
+  /// other departments (docs/performance.md, "Reads as a client sees them").
   static func count(_ filter: EmployeeFilter) -> PostgresQuery {
     var builder = SQLBuilder()
-    if let text = filter.nameContains, filter.department == nil {
-      let counted = filter.active.map { $0 ? "active" : "employees - active" } ?? "employees"
-      builder.sql =
-        "SELECT coalesce(sum(\(counted)), 0)::int8 FROM name_counts WHERE name_folded LIKE \(builder.bind(self.containsPattern(text)))"
+    if let text = filter.nameContains {
+      let matching = "name_folded LIKE \(builder.bind(self.containsPattern(text)))"
+      guard let department = filter.department else {
+        let counted = filter.active.map { $0 ? "active" : "employees - active" } ?? "employees"
+        builder.sql = "SELECT coalesce(sum(\(counted)), 0)::int8 FROM name_counts WHERE \(matching)"
+        return builder.query
+      }
+      let names = "SELECT DISTINCT name_folded FROM name_counts WHERE \(matching)"
+      var terms = ["e.department = \(builder.bind(department))", "e.name_folded = n.name_folded"]
+      if let active = filter.active { terms.append("e.active = \(builder.bind(active))") }
+      builder.sql = """
+        SELECT coalesce(sum(x.employees), 0)::int8 FROM (\(names)) n
+        CROSS JOIN LATERAL (
+          SELECT count(*) AS employees FROM employees e WHERE \(terms.joined(separator: " AND "))
+        ) x
+        """
       return builder.query
     }
     let terms = self.filterTerms(filter, into: &builder)

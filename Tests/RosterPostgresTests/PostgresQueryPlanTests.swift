@@ -73,12 +73,29 @@ struct PostgresQueryPlanTests {
       }
     }
     #expect(checked == 36)
+    // A count of a name in a department reads each matching name's employees in that
+    // department from an index; no employee elsewhere is visited.
+    for filter in [
+      EmployeeFilter(department: "Dept 3", nameContains: "name 4"),
+      EmployeeFilter(department: "Dept 3", active: true, nameContains: "12"),
+    ] {
+      let plan = try await Self.explain(configuration, PostgresEmployeeSQL.count(filter))
+      let reads = try Self.nodes(plan).filter { $0["Relation Name"] as? String == "employees" }
+      #expect(
+        !reads.isEmpty
+          && reads.allSatisfy {
+            ["Index Scan", "Index Only Scan"].contains($0["Node Type"] as? String)
+          },
+        "employees read other than by an index range for a count of \(filter):\n\(plan)"
+      )
+    }
     try await PostgresTesting.dropSchema(configuration)
   }
 
   /// At 1M employees PostgreSQL reads the whole trigram index for `LIKE '%王%'` in a department
   /// (it expects few rows), then rechecks every employee; at a test's size it never picks that
-  /// plan, so what is checked here is that such a count gives it no `LIKE` to pick it for.
+  /// plan, so what is checked here is that such a filter (here on a page in start-date order)
+  /// gives it no `LIKE` to pick it for.
   @Test("a name shorter than three folded characters is tested by position, not by LIKE")
   func shortNamesByPosition() {
     // What they match, folded, is the store contract's (`filtersAgreeWithCounts`).
@@ -86,8 +103,14 @@ struct PostgresQueryPlanTests {
       var builder = SQLBuilder()
       let term = PostgresEmployeeSQL.nameTerm(text, into: &builder)
       #expect(term == "strpos(e.name_folded, $1) > 0", "'\(text)': \(term)")
-      let count = PostgresEmployeeSQL.count(EmployeeFilter(department: "D", nameContains: text))
-      #expect(!count.sql.contains("LIKE"), "'\(text)': \(count.sql)")
+      let pages = PostgresEmployeeSQL.page(
+        fields: [.guid],
+        filter: EmployeeFilter(department: "D", nameContains: text),
+        order: .startDate,
+        after: nil,
+        limit: 50
+      )
+      #expect(!pages.sql.contains("LIKE"), "'\(text)': \(pages.sql)")
     }
     var builder = SQLBuilder()
     #expect(PostgresEmployeeSQL.nameTerm("jos", into: &builder) == "e.name_folded LIKE $1")

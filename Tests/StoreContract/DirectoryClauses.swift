@@ -230,6 +230,8 @@ extension StoreContract {
       EmployeeFilter(department: "Design", nameContains: "Łe"),
       EmployeeFilter(department: "Design", nameContains: "%"),
       EmployeeFilter(department: "Sales", nameContains: "_"),
+      EmployeeFilter(department: "Sales", nameContains: "NUÑEZ"),
+      EmployeeFilter(department: "Design", active: false, nameContains: "lace"),
     ]
     for filter in filters {
       let expected = made.filter { employee in
