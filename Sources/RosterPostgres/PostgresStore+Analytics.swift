@@ -29,6 +29,7 @@ extension PostgresStore {
   func compactDepartmentCounts() async throws {
     try await self.compactDeltas(
       table: "department_counts",
+      key: "department",
       lock: Migrator.lockKey + 1,
       fold: """
         INSERT INTO department_counts (department, headcount, active_count, vacation_days_total)
@@ -43,6 +44,7 @@ extension PostgresStore {
   func compactNameCounts() async throws {
     try await self.compactDeltas(
       table: "name_counts",
+      key: "name_folded",
       lock: Migrator.lockKey + 2,
       fold: """
         INSERT INTO name_counts (name_folded, employees, active)
@@ -53,19 +55,30 @@ extension PostgresStore {
   }
 
   /// Replaces the delta rows of `table` by what `fold` makes of them (`gone`), under an
-  /// advisory lock so that one replica at a time does it; deltas written meanwhile stay as
+  /// advisory lock of the schema's (as `Migrator`'s) so that one replica at a time does it; deltas written meanwhile stay as
   /// they are. After folding many rows (a bulk load leaves one per employee), the table is
   /// vacuumed: reads scan it, and a million dead rows slowed a name search's scan of it.
-  private func compactDeltas(table: String, lock: Int64, fold: String) async throws {
+  ///
+  /// Only the keys with more than one row are folded: a key already down to one row stays
+  /// as it is, so a quiet store's maintenance rewrites nothing (rewriting every name each
+  /// cycle left the table bloated and never all-visible, which name searches scan).
+  private func compactDeltas(table: String, key: String, lock: Int64, fold: String) async throws {
     let folded = try await self.transaction { transaction -> Int64 in
       guard
-        try await transaction.row("SELECT pg_try_advisory_xact_lock(\(lock))")?[0].decode(Bool.self)
+        try await transaction.row(
+          "SELECT pg_try_advisory_xact_lock(hashtextextended(current_schema(), \(lock)))"
+        )?[0].decode(Bool.self)
           == true
       else { return 0 }
       let row = try await transaction.row(
         PostgresQuery(
           unsafeSQL:
-            "WITH gone AS (DELETE FROM \(table) RETURNING *), kept AS (\(fold) RETURNING 1) SELECT count(*) FROM gone"
+            """
+            WITH gone AS (
+              DELETE FROM \(table) WHERE \(key) IN (SELECT \(key) FROM \(table) GROUP BY 1 HAVING count(*) > 1)
+              RETURNING *
+            ), kept AS (\(fold) RETURNING 1) SELECT count(*) FROM gone
+            """
         )
       )
       return try row?[0].decode(Int64.self) ?? 0
