@@ -1,0 +1,98 @@
+internal import PostgresNIO
+public import RosterDomain
+
+/// The counters kept as delta rows by the triggers (employees per department, per name):
+/// read, and folded by the maintenance.
+extension PostgresStore {
+  /// Every department with its counters, sorted by department: the counters the writes keep.
+  public func departmentCounts() async throws -> [DepartmentCounts] {
+    try await self.rows(
+      "SELECT department, headcount, active_count, vacation_days_total FROM department_stats ORDER BY department"
+    ).map(Self.departmentCounts)
+  }
+
+  /// One department's counters. Throws `notFound` for a department with no employees.
+  public func departmentCounts(_ department: String) async throws -> DepartmentCounts {
+    guard
+      let row = try await self.row(
+        """
+        SELECT department, headcount, active_count, vacation_days_total FROM department_stats
+        WHERE department = \(department)
+        """
+      )
+    else { throw StoreError(.notFound, "no department '\(department)'") }
+    return try Self.departmentCounts(row)
+  }
+
+  /// Folds the department counters' deltas into one row per department.
+  func compactDepartmentCounts() async throws {
+    try await self.compactDeltas(
+      table: "department_counts",
+      key: "department",
+      lock: Migrator.lockKey + 1,
+      fold: """
+        INSERT INTO department_counts (department, headcount, active_count, vacation_days_total)
+        SELECT department, sum(headcount), sum(active_count), sum(vacation_days_total) FROM gone
+        GROUP BY department
+        HAVING sum(headcount) <> 0 OR sum(active_count) <> 0 OR sum(vacation_days_total) <> 0
+        """
+    )
+  }
+
+  /// Folds the employees-per-name deltas into one row per name.
+  func compactNameCounts() async throws {
+    try await self.compactDeltas(
+      table: "name_counts",
+      key: "name_folded",
+      lock: Migrator.lockKey + 2,
+      fold: """
+        INSERT INTO name_counts (name_folded, employees, active)
+        SELECT name_folded, sum(employees), sum(active) FROM gone GROUP BY name_folded
+        HAVING sum(employees) <> 0
+        """
+    )
+  }
+
+  /// Replaces the delta rows of `table` by what `fold` makes of them (`gone`), under an
+  /// advisory lock of the schema's (as `Migrator`'s) so that one replica at a time does it; deltas written meanwhile stay as
+  /// they are. After folding many rows (a bulk load leaves one per employee), the table is
+  /// vacuumed: reads scan it, and a million dead rows slowed a name search's scan of it.
+  ///
+  /// Only the keys with more than one row are folded: a key already down to one row stays
+  /// as it is, so a quiet store's maintenance rewrites nothing (rewriting every name each
+  /// cycle left the table bloated and never all-visible, which name searches scan).
+  private func compactDeltas(table: String, key: String, lock: Int64, fold: String) async throws {
+    let folded = try await self.transaction { transaction -> Int64 in
+      guard
+        try await transaction.row(
+          "SELECT pg_try_advisory_xact_lock(hashtextextended(current_schema(), \(lock)))"
+        )?[0].decode(Bool.self)
+          == true
+      else { return 0 }
+      let row = try await transaction.row(
+        PostgresQuery(
+          unsafeSQL:
+            """
+            WITH gone AS (
+              DELETE FROM \(table) WHERE \(key) IN (SELECT \(key) FROM \(table) GROUP BY 1 HAVING count(*) > 1)
+              RETURNING *
+            ), kept AS (\(fold) RETURNING 1) SELECT count(*) FROM gone
+            """
+        )
+      )
+      return try row?[0].decode(Int64.self) ?? 0
+    }
+    if folded > 10_000 {
+      _ = try await self.rows(PostgresQuery(unsafeSQL: "VACUUM (ANALYZE) \(table)"))
+    }
+  }
+
+  private static func departmentCounts(_ row: PostgresRandomAccessRow) throws -> DepartmentCounts {
+    DepartmentCounts(
+      department: try row[0].decode(String.self),
+      headcount: try row[1].decode(Int64.self),
+      active: try row[2].decode(Int64.self),
+      vacationDaysTotal: try row[3].decode(Int64.self)
+    )
+  }
+}
