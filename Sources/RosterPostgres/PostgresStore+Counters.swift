@@ -54,9 +54,9 @@ extension PostgresStore {
   }
 
   /// Replaces the delta rows of `table` by what `fold` makes of them (`gone`), under an
-  /// advisory lock of the schema's (as `Migrator`'s) so that one replica at a time does it; deltas written meanwhile stay as
-  /// they are. After folding many rows (a bulk load leaves one per employee), the table is
-  /// vacuumed: reads scan it, and a million dead rows slowed a name search's scan of it.
+  /// advisory lock of the schema's (as `Migrator`'s) so that one replica at a time does it;
+  /// deltas written meanwhile stay as they are. After folding many rows (a bulk load leaves
+  /// one per employee), the table is vacuumed: reads scan it, and its dead rows slowed them.
   ///
   /// Only the keys with more than one row are folded: a key already down to one row stays
   /// as it is, so a quiet store's maintenance rewrites nothing (rewriting every name each
