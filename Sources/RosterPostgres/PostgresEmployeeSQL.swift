@@ -138,6 +138,12 @@ enum PostgresEmployeeSQL {
     return builder.query
   }
 
+  /// The test of which distinct names (`name_counts`) contain `text`, binding its pattern: the
+  /// one statement of it for a name page and a count, as SQLite's `matchingNames`.
+  static func namesMatching(_ text: String, into builder: inout SQLBuilder) -> String {
+    "name_folded LIKE \(builder.bind(self.containsPattern(text)))"
+  }
+
   /// A name search in name order, through the distinct names (`name_counts`, as SQLite's
   /// `employee_names`): the names that match, in order, then each name's employees by index,
   /// until the page is full. Walking the employees in name order and testing each instead
@@ -156,7 +162,7 @@ enum PostgresEmployeeSQL {
     limit: Int
   ) -> PostgresQuery {
     var builder = SQLBuilder()
-    var nameTerms = ["name_folded LIKE \(builder.bind(self.containsPattern(text)))"]
+    var nameTerms = [self.namesMatching(text, into: &builder)]
     var rowTerms = ["e.name_folded = n.name_folded"]
     if let department = filter.department {
       rowTerms.append("e.department = \(builder.bind(department))")
@@ -192,7 +198,7 @@ enum PostgresEmployeeSQL {
   static func count(_ filter: EmployeeFilter) -> PostgresQuery {
     var builder = SQLBuilder()
     if let text = filter.nameContains {
-      let matching = "name_folded LIKE \(builder.bind(self.containsPattern(text)))"
+      let matching = self.namesMatching(text, into: &builder)
       guard let department = filter.department else {
         let counted = filter.active.map { $0 ? "active" : "employees - active" } ?? "employees"
         builder.sql = "SELECT coalesce(sum(\(counted)), 0)::int8 FROM name_counts WHERE \(matching)"
