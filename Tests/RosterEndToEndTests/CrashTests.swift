@@ -270,6 +270,17 @@ struct CrashTests {
       logger: Logger(label: "crash")
     )
     do {
+      // A transaction whose COMMIT the killed server had sent is still committing in its
+      // backend, which PostgreSQL ends only once it finds the socket closed: a read made at
+      // once could see the state before that late commit, and the next round then found the
+      // unacknowledged write in place of the acknowledged one. SHARE mode waits for every
+      // transaction that writes these tables to end (the server's writes are all explicit
+      // transactions, which hold their locks until then), and keeps new ones out meanwhile.
+      _ = try await connection.query("BEGIN", logger: connection.logger)
+      _ = try await connection.query(
+        "LOCK TABLE employees, change_log IN SHARE MODE",
+        logger: connection.logger
+      )
       var left = Leftover(
         intact: true,
         logCount: 0,
@@ -296,6 +307,7 @@ struct CrashTests {
       ).decode((String, Int).self) {
         left.logged[guid] = count
       }
+      _ = try await connection.query("COMMIT", logger: connection.logger)
       try await connection.close()
       return left
     } catch {
