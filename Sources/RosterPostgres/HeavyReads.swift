@@ -1,5 +1,6 @@
 internal import CoreMetrics
 internal import Foundation
+internal import NIOCore
 internal import PostgresNIO
 internal import RosterDomain
 internal import RosterStore
@@ -173,16 +174,21 @@ extension PostgresStore {
       budget: self.configuration.statementTimeout,
       deadline: control?.deadline
     )
-    _ = try await read.rows("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+    // BEGIN is queued on the connection and not awaited: the statement after it goes from the
+    // connection's event loop as soon as BEGIN is done, without a hop through this task
+    // (each hop waits for a thread on a busy machine). Its outcome is checked after.
+    let begun = connection.query("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
     do {
-      guard
-        let pid = try await read.row(
-          """
-          SELECT pg_backend_pid(), set_config('statement_timeout', \(String(timeout)), true),
-            set_config('application_name', \(tag), true)
-          """
-        )?[0].decode(Int32.self)
-      else { throw StoreError(.unavailable, "the database did not answer; try again") }
+      let setUp = try await read.row(
+        """
+        SELECT pg_backend_pid(), set_config('statement_timeout', \(String(timeout)), true),
+          set_config('application_name', \(tag), true)
+        """
+      )
+      _ = try await begun.get()
+      guard let pid = try setUp?[0].decode(Int32.self) else {
+        throw StoreError(.unavailable, "the database did not answer; try again")
+      }
       let cancel: @Sendable () -> Void = { [client = self.client, logger = self.logger] in
         Task {
           _ = try? await client.query(
@@ -198,7 +204,12 @@ extension PostgresStore {
       } onCancel: {
         cancel()
       }
-      _ = try await read.rows("COMMIT")
+      // Nor is COMMIT awaited: the reply needs nothing from it (the transaction only read),
+      // and the connection's next statement, whoever leases it, is queued behind it. A COMMIT
+      // that fails leaves nothing to undo: the connection's failure is its next user's.
+      connection.query("COMMIT").whenFailure { [logger = self.logger] error in
+        logger.debug("a heavy read's COMMIT failed", metadata: ["error": "\(error)"])
+      }
       return value
     } catch {
       await read.connection.rollBack(after: error, logger: self.logger)
