@@ -56,7 +56,7 @@ extension PostgresStore {
   /// Replaces the delta rows of `table` by what `fold` makes of them (`gone`), under an
   /// advisory lock of the schema's (as `Migrator`'s) so that one replica at a time does it;
   /// deltas written meanwhile stay as they are. After folding many rows (a bulk load leaves
-  /// one per employee), the table is vacuumed: reads scan it, and its dead rows slowed them.
+  /// one per employee), the table is rewritten compact (`rewrite`): reads scan it.
   ///
   /// Only the keys with more than one row are folded: a key already down to one row stays
   /// as it is, so a quiet store's maintenance rewrites nothing (rewriting every name each
@@ -82,10 +82,38 @@ extension PostgresStore {
       )
       return try row?[0].decode(Int64.self) ?? 0
     }
-    if folded > 10_000 {
-      _ = try await self.rows(PostgresQuery(unsafeSQL: "VACUUM (ANALYZE) \(table)"))
+    if folded > 10_000 { try await self.rewrite(table) }
+  }
+
+  /// Rewrites a counters table after a fold of many rows, compact (`VACUUM FULL`): a plain
+  /// VACUUM leaves the table and its indexes as large as the deltas made them, and reads scan
+  /// them whole (docs/performance.md, "Reads as a client sees them"). The rewrite's lock keeps
+  /// the table's writers and readers out while it runs (a table of one row per key: moments),
+  /// so it waits at most `rewriteLockWaitMilliseconds` for that lock; a table busy for longer
+  /// is only vacuumed, and stays as large until a later fold of many rows rewrites it.
+  private func rewrite(_ table: String) async throws {
+    try await self.withSetting("lock_timeout", "\(Self.rewriteLockWaitMilliseconds)") {
+      connection in
+      do {
+        _ = try await connection.query(
+          PostgresQuery(unsafeSQL: "VACUUM (FULL, ANALYZE) \(table)"),
+          logger: self.logger
+        )
+      } catch  where Self.sqlState(error) == "55P03" {
+        self.logger.info(
+          "a counters table was busy; vacuumed, not rewritten",
+          metadata: ["table": "\(table)"]
+        )
+        _ = try await connection.query(
+          PostgresQuery(unsafeSQL: "VACUUM (ANALYZE) \(table)"),
+          logger: self.logger
+        )
+      }
     }
   }
+
+  /// How long a counters table's rewrite waits for its lock (`lock_timeout`).
+  static let rewriteLockWaitMilliseconds = 200
 
   private static func departmentCounts(_ row: PostgresRandomAccessRow) throws -> DepartmentCounts {
     DepartmentCounts(

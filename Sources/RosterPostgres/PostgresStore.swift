@@ -229,41 +229,62 @@ public final class PostgresStore: StoreBackend, PictureCatalog {
   /// `VACUUM (ANALYZE)` of every table of the schema. A bulk load leaves its tables without
   /// statistics or a visibility map until autovacuum comes by, minutes later; meanwhile the
   /// planner guesses (medians by department several times slower a page at 10M sales:
-  /// docs/aggregates-10m.md) and index-only scans visit the heap. Outside any transaction, with no statement
-  /// timeout (it grows with the data; `RESET` gives the connection its own one back).
+  /// docs/aggregates-10m.md) and index-only scans visit the heap. Outside any transaction.
   func vacuumAnalyze() async throws {
     let started = ContinuousClock.now
     let tables = try await self.rows(
       "SELECT quote_ident(tablename) FROM pg_tables WHERE schemaname = \(self.configuration.schema) ORDER BY 1"
     ).map { try $0[0].decode(String.self) }
     guard !tables.isEmpty else { return }
+    // No statement timeout: it grows with the data.
+    try await self.withSetting("statement_timeout", "0") { connection in
+      _ = try await connection.query(
+        PostgresQuery(unsafeSQL: "VACUUM (ANALYZE) " + tables.joined(separator: ", ")),
+        logger: self.logger
+      )
+    }
+    self.logger.info(
+      "vacuumed and analyzed",
+      metadata: ["tables": "\(tables.count)", "duration": "\(ContinuousClock.now - started)"]
+    )
+  }
+
+  /// Runs `body` on one pooled connection with the session setting `name` set to `value`
+  /// (`SET`), outside any transaction; `RESET` gives the connection its own value back after.
+  func withSetting(
+    _ name: String,
+    _ value: String,
+    _ body: (PostgresConnection) async throws -> Void
+  ) async throws {
     do {
       try await self.client.withConnection { connection in
-        _ = try await connection.query("SET statement_timeout = 0", logger: self.logger)
+        _ = try await connection.query(
+          PostgresQuery(unsafeSQL: "SET \(name) = \(value)"),
+          logger: self.logger
+        )
         do {
-          _ = try await connection.query(
-            PostgresQuery(unsafeSQL: "VACUUM (ANALYZE) " + tables.joined(separator: ", ")),
-            logger: self.logger
-          )
+          try await body(connection)
         } catch {
           // Not on a connection that stopped answering, where postgres-nio may never answer
           // (`rollBack(after:logger:)`): that one is closed instead.
           if PostgresConnection.stillAnswering(after: error), !connection.isClosed {
-            _ = try? await connection.query("RESET statement_timeout", logger: self.logger)
+            _ = try? await connection.query(
+              PostgresQuery(unsafeSQL: "RESET \(name)"),
+              logger: self.logger
+            )
           } else {
             connection.close().whenComplete { _ in }
           }
           throw error
         }
         try connection.checkOpen()
-        _ = try await connection.query("RESET statement_timeout", logger: self.logger)
+        _ = try await connection.query(
+          PostgresQuery(unsafeSQL: "RESET \(name)"),
+          logger: self.logger
+        )
       }
     } catch {
       throw Self.mapped(error)
     }
-    self.logger.info(
-      "vacuumed and analyzed",
-      metadata: ["tables": "\(tables.count)", "duration": "\(ContinuousClock.now - started)"]
-    )
   }
 }
