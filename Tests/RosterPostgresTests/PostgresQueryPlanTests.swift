@@ -67,6 +67,19 @@ struct PostgresQueryPlanTests {
           )
           if filter.nameContains == nil {
             #expect(!plan.contains("\"Sort\""), "a sort for \(shape):\n\(plan)")
+          } else if order == .name {
+            // In name order, a name search walks the matching names in order: no sort reads
+            // the employees, or the names ahead of the one it needs (picking one name at a
+            // time, PostgreSQL may take the first of a range by a top-1 sort).
+            let sorts = nodes.filter { $0["Node Type"] as? String == "Sort" }
+            #expect(
+              sorts.allSatisfy { sort in
+                let under = Self.below(sort)
+                return under.allSatisfy { $0["Relation Name"] as? String != "employees" }
+                  && (sort["Plan Rows"] as? Int ?? 2) <= 1
+              },
+              "a sort of names or employees for \(shape):\n\(plan)"
+            )
           }
           checked += 1
         }
@@ -177,6 +190,11 @@ struct PostgresQueryPlanTests {
     let top = try JSONSerialization.jsonObject(with: Data(plan.utf8)) as? [[String: Any]] ?? []
     for entry in top { if let node = entry["Plan"] as? [String: Any] { walk(node) } }
     return found
+  }
+
+  /// A node of a JSON plan and every node under it.
+  static func below(_ node: [String: Any]) -> [[String: Any]] {
+    [node] + (node["Plans"] as? [[String: Any]] ?? []).flatMap { Self.below($0) }
   }
 
   /// `EXPLAIN (FORMAT JSON)` of a query with its parameters, on a connection of its own.
