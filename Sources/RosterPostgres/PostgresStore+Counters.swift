@@ -25,11 +25,12 @@ extension PostgresStore {
   }
 
   /// Folds the department counters' deltas into one row per department.
-  func compactDepartmentCounts() async throws {
+  func compactDepartmentCounts(_ rewrite: CountersRewrite = .afterManyDeltas) async throws {
     try await self.compactDeltas(
       table: "department_counts",
       key: "department",
       lock: Migrator.lockKey + 1,
+      rewrite: rewrite,
       fold: """
         INSERT INTO department_counts (department, headcount, active_count, vacation_days_total)
         SELECT department, sum(headcount), sum(active_count), sum(vacation_days_total) FROM gone
@@ -40,11 +41,12 @@ extension PostgresStore {
   }
 
   /// Folds the employees-per-name deltas into one row per name.
-  func compactNameCounts() async throws {
+  func compactNameCounts(_ rewrite: CountersRewrite = .afterManyDeltas) async throws {
     try await self.compactDeltas(
       table: "name_counts",
       key: "name_folded",
       lock: Migrator.lockKey + 2,
+      rewrite: rewrite,
       fold: """
         INSERT INTO name_counts (name_folded, employees, active)
         SELECT name_folded, sum(employees), sum(active) FROM gone GROUP BY name_folded
@@ -61,7 +63,13 @@ extension PostgresStore {
   /// Only the keys with more than one row are folded: a key already down to one row stays
   /// as it is, so a quiet store's maintenance rewrites nothing (rewriting every name each
   /// cycle left the table bloated and never all-visible, which name searches scan).
-  private func compactDeltas(table: String, key: String, lock: Int64, fold: String) async throws {
+  private func compactDeltas(
+    table: String,
+    key: String,
+    lock: Int64,
+    rewrite: CountersRewrite,
+    fold: String
+  ) async throws {
     let folded = try await self.transaction { transaction -> Int64 in
       guard
         try await transaction.row(
@@ -82,18 +90,22 @@ extension PostgresStore {
       )
       return try row?[0].decode(Int64.self) ?? 0
     }
-    if folded > 10_000 { try await self.rewrite(table) }
+    if rewrite == .always || folded > 10_000 {
+      try await self.rewrite(table, lockWait: rewrite.lockWait)
+    }
   }
 
   /// Rewrites a counters table after a fold of many rows, compact (`VACUUM FULL`): a plain
   /// VACUUM leaves the table and its indexes as large as the deltas made them, and reads scan
   /// them whole (docs/performance.md, "Reads as a client sees them"). The rewrite's lock keeps
   /// the table's writers and readers out while it runs (a table of one row per key: moments),
-  /// so it waits at most `rewriteLockWaitMilliseconds` for that lock; a table busy for longer
+  /// and while it waits for that lock, so it waits at most `lockWait`; a table busy for longer
   /// is only vacuumed, and stays as large until a later fold of many rows rewrites it.
-  private func rewrite(_ table: String) async throws {
-    try await self.withSetting("lock_timeout", "\(Self.rewriteLockWaitMilliseconds)") {
-      connection in
+  private func rewrite(_ table: String, lockWait: Duration) async throws {
+    let milliseconds =
+      lockWait.components.seconds * 1000
+      + lockWait.components.attoseconds / 1_000_000_000_000_000
+    try await self.withSetting("lock_timeout", "\(milliseconds)") { connection in
       do {
         _ = try await connection.query(
           PostgresQuery(unsafeSQL: "VACUUM (FULL, ANALYZE) \(table)"),
@@ -112,9 +124,6 @@ extension PostgresStore {
     }
   }
 
-  /// How long a counters table's rewrite waits for its lock (`lock_timeout`).
-  static let rewriteLockWaitMilliseconds = 200
-
   private static func departmentCounts(_ row: PostgresRandomAccessRow) throws -> DepartmentCounts {
     DepartmentCounts(
       department: try row[0].decode(String.self),
@@ -122,5 +131,25 @@ extension PostgresStore {
       active: try row[2].decode(Int64.self),
       vacationDaysTotal: try row[3].decode(Int64.self)
     )
+  }
+}
+
+/// When a fold of the counters' deltas rewrites its table compact (`rewrite`), and how long
+/// the rewrite waits for its lock.
+enum CountersRewrite {
+  /// The maintenance's: after folding more than 10,000 deltas, waiting 200 ms, so the table's
+  /// writers never wait behind it longer.
+  case afterManyDeltas
+  /// At the end of a bulk load, whatever this fold found (the maintenance may have folded
+  /// part of the load's deltas already), waiting 5 s: past PostgreSQL's `deadlock_timeout`
+  /// (1 s by default), an autovacuum of the table that holds the lock is cancelled for it,
+  /// and the load's deltas call autovacuum to the table as the load ends.
+  case always
+
+  var lockWait: Duration {
+    switch self {
+    case .afterManyDeltas: .milliseconds(200)
+    case .always: .seconds(5)
+    }
   }
 }

@@ -216,12 +216,13 @@ public final class PostgresStore: StoreBackend, PictureCatalog {
   }
 
   /// PostgreSQL needs no special mode for an offline load: `body` runs as is, and the
-  /// counters' deltas it wrote are folded at once (not at the next maintenance). Then the
-  /// schema's tables are vacuumed and analyzed (`vacuumAnalyze`).
+  /// counters' deltas it wrote are folded at once (not at the next maintenance), and their
+  /// tables rewritten compact. Then the schema's tables are vacuumed and analyzed
+  /// (`vacuumAnalyze`).
   public func withBulkLoad<T>(_ body: () async throws -> T) async throws -> T {
     let value = try await body()
-    try await self.compactDepartmentCounts()
-    try await self.compactNameCounts()
+    try await self.compactDepartmentCounts(.always)
+    try await self.compactNameCounts(.always)
     try await self.vacuumAnalyze()
     return value
   }
