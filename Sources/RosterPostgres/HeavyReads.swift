@@ -130,7 +130,13 @@ extension PostgresStore {
   ///
   /// - Throws: `resourceExhausted` when too many heavy reads run and wait; `callCancelled`,
   ///   `deadlinePassed` or `budgetSpent` when stopped; else as `rows`.
-  func heavy<T: Sendable>(_ body: @Sendable (HeavyRead) async throws -> T) async throws -> T {
+  ///
+  /// `planner` settings (`enable_sort`: `off`) hold for the read's transaction, set with its
+  /// timeout, in the same statement.
+  func heavy<T: Sendable>(
+    planner: [(String, String)] = [],
+    _ body: @Sendable (HeavyRead) async throws -> T
+  ) async throws -> T {
     let control = CallControl.current
     try CallControl.check(control)
     do {
@@ -145,7 +151,7 @@ extension PostgresStore {
             // A connection that stopped answering, where `pg_cancel_backend` cannot reach, is
             // closed soon after the cancellation (`LeftBehind`).
             try await LeftBehind.closingWhenStuck(connection) {
-              try await self.heavy(on: connection, control: control, body)
+              try await self.heavy(on: connection, control: control, planner: planner, body)
             }
           }
         }
@@ -164,6 +170,7 @@ extension PostgresStore {
   private func heavy<T: Sendable>(
     on connection: PostgresConnection,
     control: CallControl?,
+    planner: [(String, String)],
     _ body: @Sendable (HeavyRead) async throws -> T
   ) async throws -> T {
     let read = HeavyRead(connection: connection, logger: self.logger)
@@ -178,11 +185,12 @@ extension PostgresStore {
     // connection's event loop as soon as BEGIN is done, without a hop through this task
     // (each hop waits for a thread on a busy machine). Its outcome is checked after.
     let begun = connection.query("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+    let settings = planner.map { ", set_config('\($0.0)', '\($0.1)', true)" }.joined()
     do {
       let setUp = try await read.row(
         """
         SELECT pg_backend_pid(), set_config('statement_timeout', \(String(timeout)), true),
-          set_config('application_name', \(tag), true)
+          set_config('application_name', \(tag), true)\(unescaped: settings)
         """
       )
       _ = try await begun.get()

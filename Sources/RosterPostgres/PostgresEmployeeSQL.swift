@@ -138,6 +138,15 @@ enum PostgresEmployeeSQL {
     return builder.query
   }
 
+  /// The planner settings a name search in `order` runs with. In name order, each step of
+  /// the walk of the names (`namePage`) must take the next matching name down their index:
+  /// PostgreSQL expects few names to match a pattern, and without these it reads every name
+  /// after the last one and sorts the matches for each step instead (a bitmap scan and a
+  /// top-1 sort: 0.35 ms a step for 'ller' at 3,000 names, where the index takes microseconds).
+  static func planner(_ order: EmployeeOrder) -> [(String, String)] {
+    order == .name ? [("enable_bitmapscan", "off"), ("enable_sort", "off")] : []
+  }
+
   /// The test of which distinct names (`name_counts`) contain `text`, binding its pattern: the
   /// one statement of it for a name page and a count, as SQLite's `matchingNames`.
   static func namesMatching(_ text: String, into builder: inout SQLBuilder) -> String {

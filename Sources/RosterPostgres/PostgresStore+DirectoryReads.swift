@@ -90,7 +90,10 @@ extension PostgresStore {
     // A name search's cost grows with its matches: a heavy read.
     let rows =
       filter.nameContains == nil
-      ? try await self.rows(query) : try await self.heavy { try await $0.rows(query) }
+      ? try await self.rows(query)
+      : try await self.heavy(planner: PostgresEmployeeSQL.planner(order)) {
+        try await $0.rows(query)
+      }
     for row in rows {
       guard pages.takes() else { break }
       let (employee, keyIndex) = try PostgresEmployeeSQL.decode(row, fields)
