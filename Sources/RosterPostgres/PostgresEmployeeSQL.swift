@@ -142,7 +142,7 @@ enum PostgresEmployeeSQL {
   /// the walk of the names (`namePage`) must take the next matching name down their index:
   /// PostgreSQL expects few names to match a pattern, and without these it reads every name
   /// after the last one and sorts the matches for each step instead (a bitmap scan and a
-  /// top-1 sort: 0.35 ms a step for 'ller' at 3,000 names, where the index takes microseconds).
+  /// top-1 sort, many times the index's cost: docs/performance.md).
   static func planner(_ order: EmployeeOrder) -> [(String, String)] {
     order == .name ? [("enable_bitmapscan", "off"), ("enable_sort", "off")] : []
   }
@@ -161,8 +161,8 @@ enum PostgresEmployeeSQL {
   /// The names are walked one at a time down their index (a recursive query: each step the
   /// first matching name after the one before), so the walk stops with the page. As
   /// `SELECT DISTINCT … ORDER BY`, PostgreSQL read and sorted every matching name first once
-  /// the table was compact (2,360 names for 'a': 1 ms a page, the sort most of it), and read
-  /// the whole index while it was not. There is no outer ORDER BY: the names come in order,
+  /// the table was compact (most of a page's time for one common letter), and read the whole
+  /// index while it was not. There is no outer ORDER BY: the names come in order,
   /// and the nested loop hands each name's employees over in id order (the inner ORDER BY),
   /// so rows come in (name, id) order and the LIMIT stops the loop once the page is full; a
   /// sort on top would read every matching name's employees first.

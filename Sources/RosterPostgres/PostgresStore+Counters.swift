@@ -90,7 +90,7 @@ extension PostgresStore {
       )
       return try row?[0].decode(Int64.self) ?? 0
     }
-    if rewrite == .always || folded > 10_000 {
+    if rewrite == .always || folded > CountersRewrite.manyDeltas {
       try await self.rewrite(table, lockWait: rewrite.lockWait)
     }
   }
@@ -137,14 +137,17 @@ extension PostgresStore {
 /// When a fold of the counters' deltas rewrites its table compact (`rewrite`), and how long
 /// the rewrite waits for its lock.
 enum CountersRewrite {
-  /// The maintenance's: after folding more than 10,000 deltas, waiting 200 ms, so the table's
-  /// writers never wait behind it longer.
+  /// The maintenance's: after folding many deltas (`manyDeltas`), waiting briefly, so the
+  /// table's writers never wait behind it longer.
   case afterManyDeltas
   /// At the end of a bulk load, whatever this fold found (the maintenance may have folded
   /// part of the load's deltas already), waiting 5 s: past PostgreSQL's `deadlock_timeout`
   /// (1 s by default), an autovacuum of the table that holds the lock is cancelled for it,
   /// and the load's deltas call autovacuum to the table as the load ends.
   case always
+
+  /// More deltas than this in one fold leave the table worth rewriting.
+  static let manyDeltas: Int64 = 10_000
 
   var lockWait: Duration {
     switch self {
