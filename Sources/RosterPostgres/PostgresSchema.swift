@@ -167,7 +167,7 @@ enum PostgresSchema {
     -- Department counters as signed deltas, one row per change, summed on read: no write
     -- updates a shared row, so concurrent writes on several replicas never wait for each
     -- other (or deadlock) over a department. Maintenance folds them into one row per
-    -- department (compactDepartmentCounts).
+    -- department (compactCounters).
     CREATE TABLE department_counts (
       id                  BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
       department          TEXT COLLATE "C" NOT NULL,

@@ -24,38 +24,14 @@ extension PostgresStore {
     return try Self.departmentCounts(row)
   }
 
-  /// Folds the department counters' deltas into one row per department.
-  func compactDepartmentCounts(_ rewrite: CountersRewrite = .afterManyDeltas) async throws {
-    try await self.compactDeltas(
-      table: "department_counts",
-      key: "department",
-      lock: Migrator.lockKey + 1,
-      rewrite: rewrite,
-      fold: """
-        INSERT INTO department_counts (department, headcount, active_count, vacation_days_total)
-        SELECT department, sum(headcount), sum(active_count), sum(vacation_days_total) FROM gone
-        GROUP BY department
-        HAVING sum(headcount) <> 0 OR sum(active_count) <> 0 OR sum(vacation_days_total) <> 0
-        """
-    )
+  /// Folds every counters table's deltas (`DeltaCounters.all`) into one row per key.
+  func compactCounters(_ rewrite: CountersRewrite = .afterManyDeltas) async throws {
+    for counters in DeltaCounters.all {
+      try await self.compactDeltas(counters, rewrite: rewrite)
+    }
   }
 
-  /// Folds the employees-per-name deltas into one row per name.
-  func compactNameCounts(_ rewrite: CountersRewrite = .afterManyDeltas) async throws {
-    try await self.compactDeltas(
-      table: "name_counts",
-      key: "name_folded",
-      lock: Migrator.lockKey + 2,
-      rewrite: rewrite,
-      fold: """
-        INSERT INTO name_counts (name_folded, employees, active)
-        SELECT name_folded, sum(employees), sum(active) FROM gone GROUP BY name_folded
-        HAVING sum(employees) <> 0
-        """
-    )
-  }
-
-  /// Replaces the delta rows of `table` by what `fold` makes of them (`gone`), under an
+  /// Replaces the delta rows of a counters table by what its `fold` makes of them (`gone`), under an
   /// advisory lock of the schema's (as `Migrator`'s) so that one replica at a time does it;
   /// deltas written meanwhile stay as they are. After folding many rows (a bulk load leaves
   /// one per employee), the table is rewritten compact (`rewrite`): reads scan it.
@@ -63,17 +39,12 @@ extension PostgresStore {
   /// Only the keys with more than one row are folded: a key already down to one row stays
   /// as it is, so a quiet store's maintenance rewrites nothing (rewriting every name each
   /// cycle left the table bloated and never all-visible, which name searches scan).
-  private func compactDeltas(
-    table: String,
-    key: String,
-    lock: Int64,
-    rewrite: CountersRewrite,
-    fold: String
-  ) async throws {
+  private func compactDeltas(_ counters: DeltaCounters, rewrite: CountersRewrite) async throws {
+    let (table, key) = (counters.table, counters.key)
     let folded = try await self.transaction { transaction -> Int64 in
       guard
         try await transaction.row(
-          "SELECT pg_try_advisory_xact_lock(hashtextextended(current_schema(), \(lock)))"
+          "SELECT pg_try_advisory_xact_lock(hashtextextended(current_schema(), \(counters.lock)))"
         )?[0].decode(Bool.self)
           == true
       else { return 0 }
@@ -84,7 +55,7 @@ extension PostgresStore {
             WITH gone AS (
               DELETE FROM \(table) WHERE \(key) IN (SELECT \(key) FROM \(table) GROUP BY 1 HAVING count(*) > 1)
               RETURNING *
-            ), kept AS (\(fold) RETURNING 1) SELECT count(*) FROM gone
+            ), kept AS (\(counters.fold) RETURNING 1) SELECT count(*) FROM gone
             """
         )
       )
@@ -102,10 +73,8 @@ extension PostgresStore {
   /// and while it waits for that lock, so it waits at most `lockWait`; a table busy for longer
   /// is only vacuumed, and stays as large until a later fold of many rows rewrites it.
   private func rewrite(_ table: String, lockWait: Duration) async throws {
-    let milliseconds =
-      lockWait.components.seconds * 1000
-      + lockWait.components.attoseconds / 1_000_000_000_000_000
-    try await self.withSetting("lock_timeout", "\(milliseconds)") { connection in
+    try await self.withSetting("lock_timeout", "\(Int(lockWait / .milliseconds(1)))") {
+      connection in
       do {
         _ = try await connection.query(
           PostgresQuery(unsafeSQL: "VACUUM (FULL, ANALYZE) \(table)"),
@@ -155,4 +124,41 @@ enum CountersRewrite {
     case .always: .seconds(5)
     }
   }
+}
+
+/// A table of counters kept as signed delta rows by triggers, and how its deltas fold.
+struct DeltaCounters {
+  let table: String
+  let key: String
+  /// The advisory lock (with the schema) that one replica at a time folds under.
+  let lock: Int64
+  /// The rows that replace the deltas, from the deleted ones (`gone`).
+  let fold: String
+
+  /// Employees, active employees and vacation days per department.
+  static let departments = DeltaCounters(
+    table: "department_counts",
+    key: "department",
+    lock: Migrator.lockKey + 1,
+    fold: """
+      INSERT INTO department_counts (department, headcount, active_count, vacation_days_total)
+      SELECT department, sum(headcount), sum(active_count), sum(vacation_days_total) FROM gone
+      GROUP BY department
+      HAVING sum(headcount) <> 0 OR sum(active_count) <> 0 OR sum(vacation_days_total) <> 0
+      """
+  )
+
+  /// Employees and active employees per folded name.
+  static let names = DeltaCounters(
+    table: "name_counts",
+    key: "name_folded",
+    lock: Migrator.lockKey + 2,
+    fold: """
+      INSERT INTO name_counts (name_folded, employees, active)
+      SELECT name_folded, sum(employees), sum(active) FROM gone GROUP BY name_folded
+      HAVING sum(employees) <> 0
+      """
+  )
+
+  static let all = [departments, names]
 }

@@ -11,8 +11,7 @@ extension PostgresStore {
       do {
         try await self.pruneChangeLog()
         try await self.sweepPictures()
-        try await self.compactDepartmentCounts()
-        try await self.compactNameCounts()
+        try await self.compactCounters()
       } catch {
         // Stopped: the store is closing (a cancelled read answers `callCancelled`).
         if Task.isCancelled || error is CancellationError { return }

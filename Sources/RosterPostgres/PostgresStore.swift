@@ -221,8 +221,7 @@ public final class PostgresStore: StoreBackend, PictureCatalog {
   /// (`vacuumAnalyze`).
   public func withBulkLoad<T>(_ body: () async throws -> T) async throws -> T {
     let value = try await body()
-    try await self.compactDepartmentCounts(.always)
-    try await self.compactNameCounts(.always)
+    try await self.compactCounters(.always)
     try await self.vacuumAnalyze()
     return value
   }

@@ -18,15 +18,13 @@ struct CounterFoldTests {
         makeEmployee(name: names[$0 % names.count], department: ["Sales", "Design"][$0 % 2])
       }
       _ = try await store.importEmployees(made, chunkRows: 10)
-      try await store.compactNameCounts()
-      try await store.compactDepartmentCounts()
+      try await store.compactCounters()
       let names1 = try await Self.places(store, "name_counts", "name_folded")
       let departments1 = try await Self.places(store, "department_counts", "department")
       #expect(names1.count == 4 && departments1.count == 2, "\(names1) \(departments1)")
 
       // Nothing changed: nothing is rewritten.
-      try await store.compactNameCounts()
-      try await store.compactDepartmentCounts()
+      try await store.compactCounters()
       #expect(try await Self.places(store, "name_counts", "name_folded") == names1)
       #expect(try await Self.places(store, "department_counts", "department") == departments1)
 
@@ -39,8 +37,7 @@ struct CounterFoldTests {
         changes: changes,
         context: WriteContext()
       )
-      try await store.compactNameCounts()
-      try await store.compactDepartmentCounts()
+      try await store.compactCounters()
       let names2 = try await Self.places(store, "name_counts", "name_folded")
       #expect(Set(names2.keys) == Set(names1.keys))
       #expect(
@@ -96,7 +93,7 @@ struct CounterFoldTests {
       let reader = try await PostgresTesting.connect(store.configuration)
       _ = try await reader.query("BEGIN", logger: PostgresTesting.logger)
       _ = try await reader.query("SELECT count(*) FROM name_counts", logger: PostgresTesting.logger)
-      try await store.compactNameCounts()
+      try await store.compactCounters()
       _ = try await reader.query("COMMIT", logger: PostgresTesting.logger)
       try await reader.close()
       let busy = try await Self.files(store, ["name_counts"])
