@@ -44,6 +44,8 @@ let package = Package(
     .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift.git", exact: "0.2.0"),
     .package(url: "https://github.com/apple/swift-crypto.git", exact: "4.5.2"),
     .package(url: "https://github.com/vapor/postgres-nio.git", exact: "1.33.2"),
+    .package(url: "https://github.com/vapor/jwt-kit.git", exact: "5.8.0"),
+    .package(url: "https://github.com/swift-server/async-http-client.git", exact: "1.37.0"),
     .package(url: "https://github.com/adam-fowler/compress-nio.git", exact: "1.5.0"),
     .package(url: "https://github.com/apple/swift-distributed-tracing.git", exact: "1.7.3"),
     // Tests only: property checks of the hand-written codecs against their libraries.
@@ -161,6 +163,16 @@ let package = Package(
       ],
       swiftSettings: strict
     ),
+    // Signed-in callers: the JSON Web Tokens of an OpenID Connect provider checked against its
+    // published keys, without a suspension, so the call path can check them. Never fetches.
+    .target(
+      name: "RosterIdentity",
+      dependencies: [
+        .product(name: "JWTKit", package: "jwt-kit"),
+        .product(name: "Crypto", package: "swift-crypto"),
+      ],
+      swiftSettings: strict
+    ),
     // One gRPC service per file, with proto <-> domain mapping, over the store protocols
     // only. Never sees SQL or a backend.
     .target(
@@ -169,6 +181,7 @@ let package = Package(
         "RosterProto",
         "RosterDomain",
         "RosterStore",
+        "RosterIdentity",
         .product(name: "Tracing", package: "swift-distributed-tracing"),
         .product(name: "Crypto", package: "swift-crypto"),
         .product(name: "GRPCCore", package: "grpc-swift-2"),
@@ -241,10 +254,12 @@ let package = Package(
         "RosterSQLite",
         "RosterPostgres",
         "RosterSeed",
+        "RosterIdentity",
         .product(name: "GRPCCore", package: "grpc-swift-2"),
         .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
         .product(name: "Logging", package: "swift-log"),
         .product(name: "Prometheus", package: "swift-prometheus"),
+        .product(name: "AsyncHTTPClient", package: "async-http-client"),
         .product(name: "NIOCore", package: "swift-nio"),
         .product(name: "NIOPosix", package: "swift-nio"),
         .product(name: "NIOHTTP1", package: "swift-nio"),
@@ -393,6 +408,8 @@ let package = Package(
         "RosterServices",
         "RosterServer",
         "RosterProtocols",
+        "RosterIdentity",
+        .product(name: "JWTKit", package: "jwt-kit"),
         "RosterProto",
         "TestSupport",
         .product(name: "GRPCCore", package: "grpc-swift-2"),

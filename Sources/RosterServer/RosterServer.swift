@@ -34,12 +34,16 @@ public struct RosterServer: Service {
   /// Loads the demo directory into a new database that needs the store running first
   /// (PostgreSQL); run before the server takes calls.
   private let seed: (@Sendable () async throws -> Void)?
+  /// Work that runs for the server's life beside it (the sign-in keys' refresher): started
+  /// first and stopped last, so no call finds it gone.
+  private let background: [any Service]
   private let shutdownGrace: Duration
   private let logger: Logger
 
   init(
     store: any StoreBackend,
     seed: (@Sendable () async throws -> Void)?,
+    background: [any Service] = [],
     health: HealthService,
     server: GRPCServing,
     serverExecutor: EventLoopGroupExecutor,
@@ -50,6 +54,7 @@ public struct RosterServer: Service {
     self.shutdownGrace = shutdownGrace
     self.store = store
     self.seed = seed
+    self.background = background
     self.health = health
     self.server = server
     self.logger = logger
@@ -80,7 +85,7 @@ public struct RosterServer: Service {
     )
     let group = ServiceGroup(
       configuration: ServiceGroupConfiguration(
-        services: [
+        services: self.background.map { .init(service: $0) } + [
           .init(service: self.store),
           .init(service: serving),
         ],
@@ -134,7 +139,8 @@ public struct RosterServer: Service {
 /// The services every Roster server registers, in one place for the real server and tests.
 ///
 /// The interceptors are one `CallChain`, outermost first: the span when `tracing`, the request
-/// log (so it also records refused calls), the metrics, authentication when `tokens` is set, the
+/// log (so it also records refused calls), the metrics, authentication when `tokens` or
+/// `signIn` is set, the
 /// per-client stream cap, the call control (cancellation and deadlines reach the store; the
 /// default deadline), then the author. `pacing` keeps streaming handlers from running ahead of the transport: the
 /// HTTP/2 server passes its event loops, the in-process transport needs none.
@@ -142,6 +148,7 @@ public func buildServices(
   store: any StoreBackend,
   pacing: any ResponsePacing = UnpacedResponses(),
   tokens: TokenTable? = nil,
+  signIn: SignIn? = nil,
   logRequests: Bool = false,
   defaultDeadline: Duration? = nil,
   maxStreamsPerClient: Int? = nil,
@@ -156,6 +163,7 @@ public func buildServices(
     store: store,
     pacing: pacing,
     tokens: tokens,
+    signIn: signIn,
     logRequests: logRequests,
     defaultDeadline: defaultDeadline,
     maxStreamsPerClient: maxStreamsPerClient,
@@ -172,6 +180,7 @@ func buildServiceSet(
   store: any StoreBackend,
   pacing: any ResponsePacing,
   tokens: TokenTable?,
+  signIn: SignIn?,
   logRequests: Bool,
   defaultDeadline: Duration?,
   maxStreamsPerClient: Int?,
@@ -206,7 +215,9 @@ func buildServiceSet(
   if tracing { interceptors.append(TracingInterceptor()) }
   if logRequests { interceptors.append(RequestLogInterceptor(logger: logger)) }
   interceptors.append(RequestMetricsInterceptor())
-  if let tokens { interceptors.append(AuthInterceptor(tokens: tokens)) }
+  if tokens != nil || signIn != nil {
+    interceptors.append(AuthInterceptor(tokens: tokens, signIn: signIn))
+  }
   if let maxStreamsPerClient {
     interceptors.append(StreamLimitInterceptor(maximumPerClient: maxStreamsPerClient))
   }
@@ -234,6 +245,7 @@ public func buildServer(
     store: store,
     pacing: EventLoopPacing(group: eventLoops),
     tokens: config.tokens,
+    signIn: config.signIn,
     logRequests: config.logRequests,
     defaultDeadline: config.limits.defaultDeadline,
     maxStreamsPerClient: config.limits.maxStreamsPerClient,
@@ -252,6 +264,7 @@ public func buildServer(
   return RosterServer(
     store: store,
     seed: seed,
+    background: config.signIn.map { [OIDCKeyRefresher(verifier: $0.verifier, logger: logger)] } ?? [],
     health: health,
     server: server,
     serverExecutor: loopExecutor,

@@ -14,6 +14,9 @@ public struct ServerConfig: Sendable {
   /// The API tokens and their roles; nil serves every call unauthenticated, which
   /// `roster serve` allows only on loopback or with `--insecure`.
   public var tokens: TokenTable? = nil
+  /// Sign-in with the company's OpenID Connect provider, beside or instead of `tokens`; the
+  /// server keeps the provider's keys current (`OIDCKeyRefresher`).
+  public var signIn: SignIn? = nil
   /// TLS for the listening socket; nil serves plaintext.
   public var tls: TLSFiles? = nil
   /// Transport and call limits.

@@ -169,19 +169,22 @@ public struct TokenTable: Sendable {
   }
 }
 
-/// Checks the bearer token of every call against the role its method needs.
+/// Checks the bearer token of every call against the role its method needs: a static token
+/// of the tokens file, or a JSON Web Token of the company's identity provider (`SignIn`).
 ///
-/// No `authorization` metadata, or a token the table does not hold → `UNAUTHENTICATED`; a
-/// token whose role is too low → `PERMISSION_DENIED`. Health and reflection are open. The
-/// token never appears in a status message or a log.
+/// No `authorization` metadata, or a token neither knows → `UNAUTHENTICATED` (for a provider's
+/// token, with the reason: expired, wrong audience); a role too low → `PERMISSION_DENIED`.
+/// Health and reflection are open. The token never appears in a status message or a log.
 public struct AuthInterceptor: CallInterceptor {
   /// The metadata key, as HTTP's.
   public static let metadataKey = "authorization"
-  private let tokens: TokenTable
+  private let tokens: TokenTable?
+  private let signIn: SignIn?
 
-  /// Checks calls against `tokens`.
-  public init(tokens: TokenTable) {
+  /// Checks calls against `tokens` and, when set, the provider's tokens through `signIn`.
+  public init(tokens: TokenTable?, signIn: SignIn? = nil) {
     self.tokens = tokens
+    self.signIn = signIn
   }
 
   public func begin(_ call: inout CallScope) throws {
@@ -205,16 +208,23 @@ public struct AuthInterceptor: CallInterceptor {
       )
     }
     let token = header.dropFirst(7).trimmingCharacters(in: .whitespaces)
-    guard let (role, principal) = self.tokens.holder(of: token) else {
+    let role: Role?
+    let principal: String
+    if let signIn = self.signIn, SignIn.isSignedToken(token[...]) {
+      (role, principal) = try signIn.holder(of: token[...])
+    } else if let (held, holder) = self.tokens?.holder(of: token) {
+      (role, principal) = (held, holder)
+    } else {
       throw RPCError(
         code: .unauthenticated,
         message: "the bearer token is not known to this server"
       )
     }
-    guard role >= needed else {
+    guard let role, role >= needed else {
       throw RPCError(
         code: .permissionDenied,
-        message: "\(method) needs the \(needed) role; this token has the \(role) role"
+        message: "\(method) needs the \(needed) role; this token has "
+          + (role.map { "the \($0) role" } ?? "no role")
       )
     }
     return principal

@@ -205,6 +205,12 @@ package final class RosterHTTP2Transport: ServerTransport {
     try sync.addHandler(detector)
   }
 
+  /// The largest header block a client may send (decoded; HPACK's reckoning): past it, the
+  /// connection ends with an error, the HPACK state being the connection's. Above the
+  /// identity provider's token bound, so that an oversized bearer token is refused as a call
+  /// (`UNAUTHENTICATED`) rather than as the connection of every call beside it.
+  static let maxHeaderListSize = 128 * 1024
+
   /// How long a new connection may send nothing before it is closed, its HTTP version untold.
   static let versionTimeout = TimeAmount.seconds(30)
 
@@ -217,7 +223,7 @@ package final class RosterHTTP2Transport: ServerTransport {
     var settings: HTTP2Settings = [
       HTTP2Setting(parameter: .maxFrameSize, value: 1 << 14),
       HTTP2Setting(parameter: .initialWindowSize, value: 65535),
-      HTTP2Setting(parameter: .maxHeaderListSize, value: HPACKDecoder.defaultMaxHeaderListSize),
+      HTTP2Setting(parameter: .maxHeaderListSize, value: Self.maxHeaderListSize),
     ]
     settings.append(
       HTTP2Setting(parameter: .maxConcurrentStreams, value: self.config.maxConcurrentStreams)

@@ -22,6 +22,7 @@ extension Serve {
     config.logRequests = self.logRequests
     config.cors = self.corsOrigin.isEmpty ? nil : CORSPolicy(origins: self.corsOrigin)
     config.console = self.console
+    config.signIn = try self.signIn.signIn()
     if let certificate = self.tlsCert, let key = self.tlsKey {
       config.tls = TLSFiles(
         certificatePath: certificate,

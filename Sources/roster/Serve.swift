@@ -36,6 +36,9 @@ struct Serve: AsyncParsableCommand {
   )
   var tokens: String? = ProcessInfo.processInfo.environment["ROSTER_TOKENS"]
 
+  @OptionGroup(title: "Sign-in with an OpenID Connect provider")
+  var signIn: SignInOptions
+
   @Flag(
     help:
       "Serve a non-loopback address without a tokens file: anyone who can reach it may do anything."
@@ -248,9 +251,11 @@ struct Serve: AsyncParsableCommand {
   }
 
   func validate() throws {
-    if self.tokens == nil && !self.insecure && !Self.isLoopback(self.host) {
+    if self.tokens == nil && self.signIn.issuer == nil && !self.insecure
+      && !Self.isLoopback(self.host)
+    {
       throw ValidationError(
-        "refusing to serve \(self.host) without --tokens FILE (make tokens with `roster token --role ROLE`); "
+        "refusing to serve \(self.host) without --tokens FILE (make tokens with `roster token --role ROLE`) or --oidc-issuer; "
           + "pass --insecure to serve it to anyone who can reach it"
       )
     }
@@ -341,6 +346,15 @@ struct Serve: AsyncParsableCommand {
       logger.logLevel = level
     }
     var config = try self.serverConfig()
+    if let signIn = config.signIn {
+      logger.info(
+        "sign-in on",
+        metadata: [
+          "issuer": "\(signIn.verifier.settings.issuer)",
+          "audience": "\(signIn.verifier.settings.audience)",
+        ]
+      )
+    }
     if let path = self.tokens {
       do {
         config.tokens = try TokenTable(contentsOfFile: path)
@@ -348,7 +362,7 @@ struct Serve: AsyncParsableCommand {
         throw ValidationError("--tokens \(path): \(error)")
       }
       logger.info("authentication on", metadata: ["tokens": "\(config.tokens?.count ?? 0)"])
-    } else if !Self.isLoopback(self.host) {
+    } else if config.signIn == nil, !Self.isLoopback(self.host) {
       let warning =
         "WARNING: --insecure: serving \(self.host) with no authentication; anyone who can reach it can read, change and delete everything"
       FileHandle.standardError.write(
