@@ -31,8 +31,12 @@ public struct Change: Sendable, Hashable {
   public var kind: Kind
   /// The changed field paths (Employee field names); empty for inserts and deletes.
   public var fields: [String]
-  /// Who made the change, as the request said; empty when unknown.
+  /// Who made the change: the caller's authenticated principal (`WriteContext.author`); empty
+  /// when unknown.
   public var author: String
+  /// Whom the author acted for, as the request said (`x-roster-author`), when the author's role
+  /// allows it; empty otherwise.
+  public var onBehalfOf: String
   /// When it was committed, in milliseconds since 1970.
   public var timeMillis: Int64
 
@@ -44,6 +48,7 @@ public struct Change: Sendable, Hashable {
     kind: Kind,
     fields: [String],
     author: String,
+    onBehalfOf: String = "",
     timeMillis: Int64
   ) {
     self.sequence = sequence
@@ -52,6 +57,7 @@ public struct Change: Sendable, Hashable {
     self.kind = kind
     self.fields = fields
     self.author = author
+    self.onBehalfOf = onBehalfOf
     self.timeMillis = timeMillis
   }
 }
@@ -60,9 +66,12 @@ public struct Change: Sendable, Hashable {
 public struct WriteContext: Sendable, Hashable {
   /// The author recorded with every change the write makes; empty when unknown.
   public var author: String
+  /// Whom the author acts for, recorded beside it; empty when the author acts for themselves.
+  public var onBehalfOf: String
 
-  /// Creates a context for a write by `author`.
-  public init(author: String = "") {
+  /// Creates a context for a write by `author`, on behalf of `onBehalfOf`.
+  public init(author: String = "", onBehalfOf: String = "") {
     self.author = author
+    self.onBehalfOf = onBehalfOf
   }
 }

@@ -29,7 +29,8 @@ extension TokenVerifier {
       Claims(
         issuer: issuer,
         subject: subject,
-        email: payload["email"] as? String,
+        // An address the provider says it has not verified is no one's own.
+        email: payload["email_verified"] as? Bool == false ? nil : payload["email"] as? String,
         roles: Self.values(at: self.settings.rolesClaim, in: payload),
         expires: expires
       )

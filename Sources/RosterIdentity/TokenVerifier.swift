@@ -50,7 +50,8 @@ public final class TokenVerifier: Sendable {
   public struct Claims: Sendable, Equatable {
     public var issuer: String
     public var subject: String
-    /// The `email` claim, when the token carries one.
+    /// The `email` claim, when the token carries one the provider has not marked unverified
+    /// (`email_verified: false`).
     public var email: String?
     /// The values of `Settings.rolesClaim`.
     public var roles: [String]

@@ -36,6 +36,11 @@ enum PostgresSchema {
       statements: [#"CREATE INDEX employees_by_email ON employees (lower(email COLLATE "C"), id)"#]
     ),
     Migration(version: 7, name: "active employees per folded name", statements: Self.activeNames),
+    Migration(
+      version: 8,
+      name: "whom a change's author acted for",
+      statements: ["ALTER TABLE change_log ADD COLUMN on_behalf_of TEXT NOT NULL DEFAULT ''"]
+    ),
   ]
 
   static let directory = [

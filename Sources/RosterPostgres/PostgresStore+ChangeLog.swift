@@ -37,10 +37,11 @@ struct ChangeLogAppend: RowStatement {
       UPDATE change_log_state SET last_seq = last_seq + $1 WHERE id = 1
       RETURNING last_seq - $1 AS base
     ), logged AS (
-      INSERT INTO change_log (seq, entity, guid, kind, fields, author, time)
-      SELECT counter.base + c.ord, c.entity, c.guid, c.kind, c.fields, c.author, c.time
-      FROM counter, unnest($2::int4[], $3::text[], $4::int4[], $5::text[], $6::text[], $7::int8[])
-        WITH ORDINALITY AS c(entity, guid, kind, fields, author, time, ord)
+      INSERT INTO change_log (seq, entity, guid, kind, fields, author, time, on_behalf_of)
+      SELECT counter.base + c.ord, c.entity, c.guid, c.kind, c.fields, c.author, c.time, c.behalf
+      FROM counter, unnest(
+        $2::int4[], $3::text[], $4::int4[], $5::text[], $6::text[], $7::int8[], $9::text[]
+      ) WITH ORDINALITY AS c(entity, guid, kind, fields, author, time, behalf, ord)
     )
     SELECT base + $1, pg_notify($8, (base + $1)::text) FROM counter
     """
@@ -48,7 +49,7 @@ struct ChangeLogAppend: RowStatement {
   var channel: String
 
   func makeBindings() throws -> PostgresBindings {
-    var bindings = PostgresBindings(capacity: 8)
+    var bindings = PostgresBindings(capacity: 9)
     bindings.append(Int64(self.changes.count))
     bindings.append(self.changes.map { Int32($0.entity.rawValue) })
     bindings.append(self.changes.map(\.guid))
@@ -57,6 +58,7 @@ struct ChangeLogAppend: RowStatement {
     bindings.append(self.changes.map(\.author))
     bindings.append(self.changes.map(\.timeMillis))
     bindings.append(self.channel)
+    bindings.append(self.changes.map(\.onBehalfOf))
     return bindings
   }
 }
@@ -79,7 +81,8 @@ extension PostgresStore {
     // One statement, one snapshot: the state and the rows agree.
     let rows = try await self.rows(
       """
-      SELECT s.pruned_through, s.last_seq, c.seq, c.entity, c.guid, c.kind, c.fields, c.author, c.time
+      SELECT s.pruned_through, s.last_seq, c.seq, c.entity, c.guid, c.kind, c.fields, c.author, c.time,
+        c.on_behalf_of
       FROM change_log_state s
       LEFT JOIN LATERAL (
         SELECT * FROM change_log WHERE seq > \(sequence) ORDER BY seq LIMIT \(limit)
@@ -109,6 +112,7 @@ extension PostgresStore {
         kind: Change.Kind(rawValue: Int(try row[5].decode(Int16.self))) ?? .updated,
         fields: fields.isEmpty ? [] : fields.split(separator: ",").map(String.init),
         author: try row[7].decode(String.self),
+        onBehalfOf: try row[9].decode(String.self),
         timeMillis: try row[8].decode(Int64.self)
       )
     }

@@ -76,6 +76,7 @@ final class WriteTransaction: @unchecked Sendable {
         kind: kind,
         fields: fields,
         author: context.author,
+        onBehalfOf: context.onBehalfOf,
         timeMillis: timeMillis
       )
     )

@@ -108,10 +108,11 @@ enum AnalyticsSQL {
     ORDER BY j.key
     """
 
-  /// Logs the inserts of `insertSales`: entity, kind, fields, author, time, then the array.
+  /// Logs the inserts of `insertSales`: entity, kind, fields, author, time, the array, then
+  /// on whose behalf.
   static let logSales = """
-    INSERT INTO change_log (entity, guid, kind, fields, author, time)
-    SELECT ?1, e.guid, ?2, ?3, ?4, ?5 FROM json_each(?6) j
+    INSERT INTO change_log (entity, guid, kind, fields, author, time, on_behalf_of)
+    SELECT ?1, e.guid, ?2, ?3, ?4, ?5, ?7 FROM json_each(?6) j
     JOIN employees e ON e.guid = j.value ->> 0
     ORDER BY j.key
     """

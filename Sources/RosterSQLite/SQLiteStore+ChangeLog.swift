@@ -23,13 +23,13 @@ extension SQLiteStore {
   ) throws {
     let statement = try db.cachedStatement(
       sql: """
-        INSERT INTO change_log (entity, guid, kind, fields, author, time)
-        VALUES (?, ?, ?, ?, ?, ?)
+        INSERT INTO change_log (entity, guid, kind, fields, author, on_behalf_of, time)
+        VALUES (?, ?, ?, ?, ?, ?, ?)
         """
     )
     try statement.execute(arguments: [
       entity.rawValue, guid, kind.rawValue, fields.joined(separator: ","), context.author,
-      timeMillis,
+      context.onBehalfOf, timeMillis,
     ])
   }
 
@@ -62,7 +62,7 @@ extension SQLiteStore {
       }
       let statement = try db.cachedStatement(
         sql: """
-          SELECT seq, entity, guid, kind, fields, author, time FROM change_log
+          SELECT seq, entity, guid, kind, fields, author, time, on_behalf_of FROM change_log
           WHERE seq > ? ORDER BY seq LIMIT ?
           """
       )
@@ -75,6 +75,7 @@ extension SQLiteStore {
           kind: Change.Kind(rawValue: row[3]) ?? .updated,
           fields: fields.isEmpty ? [] : fields.split(separator: ",").map(String.init),
           author: row[5],
+          onBehalfOf: row[7],
           timeMillis: row[6]
         )
       }

@@ -44,6 +44,11 @@ extension SQLiteStore {
     migrator.registerMigration("v11: active employees per name") { db in
       try db.execute(sql: Self.activeNamesSchema)
     }
+    migrator.registerMigration("v12: whom a change's author acted for") { db in
+      try db.execute(
+        sql: "ALTER TABLE change_log ADD COLUMN on_behalf_of TEXT NOT NULL DEFAULT ''"
+      )
+    }
     return migrator
   }
 

@@ -86,7 +86,7 @@ extension SQLiteStore {
       sql: AnalyticsSQL.logSales,
       arguments: [
         Change.Entity.sale.rawValue, Change.Kind.inserted.rawValue, "amount,date", context.author,
-        Self.nowMillis(), json,
+        Self.nowMillis(), json, context.onBehalfOf,
       ]
     )
     var summary = ImportSummary()

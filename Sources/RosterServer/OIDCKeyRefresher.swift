@@ -93,7 +93,9 @@ struct OIDCKeyRefresher: Service {
     }
     let loopback = host == "localhost" || host == "::1" || host.hasPrefix("127.")
     guard parts.scheme == "https" || (parts.scheme == "http" && loopback) else {
-      throw FetchError(message: "\(url): the provider must be reached over https (http only on loopback)")
+      throw FetchError(
+        message: "\(url): the provider must be reached over https (http only on loopback)"
+      )
     }
   }
 

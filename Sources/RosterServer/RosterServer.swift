@@ -264,7 +264,8 @@ public func buildServer(
   return RosterServer(
     store: store,
     seed: seed,
-    background: config.signIn.map { [OIDCKeyRefresher(verifier: $0.verifier, logger: logger)] } ?? [],
+    background: config.signIn.map { [OIDCKeyRefresher(verifier: $0.verifier, logger: logger)] }
+      ?? [],
     health: health,
     server: server,
     serverExecutor: loopExecutor,

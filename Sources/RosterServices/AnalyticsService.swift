@@ -52,11 +52,17 @@ extension AnalyticsService: Roster_V1_Analytics.SimpleServiceProtocol {
     }
     return try await withStatusMapping("DepartmentSummary", logger: self.logger) {
       let counts = try await self.store.departmentCounts(request.department)
+      // Vacation days are personal: a department of one would tell one person's.
+      let personal =
+        Caller.personalLimit == nil
+        || !PersonalFields.names.contains(EmployeeField.vacationDays.rawValue)
       return .with {
         $0.total = counts.headcount
         $0.active = counts.active
-        $0.vacationDaysTotal = counts.vacationDaysTotal
-        $0.vacationDaysAvg = counts.vacationDaysAverage
+        if personal {
+          $0.vacationDaysTotal = counts.vacationDaysTotal
+          $0.vacationDaysAvg = counts.vacationDaysAverage
+        }
       }
     }
   }
@@ -137,6 +143,16 @@ extension AnalyticsService: Roster_V1_Analytics.SimpleServiceProtocol {
     context: ServerContext
   ) async throws -> Roster_V1_AggregateResponse {
     let function = try AnalyticsRequests.function(request.function)
+    // Every function but COUNT aggregates vacation days: a filter can narrow it to one person.
+    if function != .count, Caller.personalLimit != nil,
+      PersonalFields.names.contains(EmployeeField.vacationDays.rawValue)
+    {
+      throw RPCError(
+        code: .permissionDenied,
+        message: "function: \(function.rawValue.uppercased()) aggregates vacation_days, a personal "
+          + "field, which needs the hr or admin role; COUNT needs none"
+      )
+    }
     let grouping = try AnalyticsRequests.grouping(request.groupBy)
     if ![.none, .department, .active].contains(grouping) {
       throw RPCError(

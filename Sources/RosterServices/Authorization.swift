@@ -5,10 +5,14 @@ internal import RosterDomain
 internal import RosterProto
 internal import RosterStore
 
-/// What a token may do. Each role includes the ones before it.
+/// What a token may do. Each role includes the ones before it, but for personal fields, which
+/// only `hr` and `admin` see (`seesPersonalFields`).
 public enum Role: Int, Sendable, Comparable, CaseIterable, CustomStringConvertible {
   /// Reads: gets, lists, streams, pictures, analytics, the change feed.
   case reader
+  /// A reader who also sees everyone's personal fields (those the `.proto` marks
+  /// `roster.v1.personal`).
+  case hr
   /// Single writes, uploads and imports.
   case writer
   /// Bulk changes and deletes: `BatchUpdateEmployees`, `DeleteEmployees`, `DeleteSales`,
@@ -23,12 +27,16 @@ public enum Role: Int, Sendable, Comparable, CaseIterable, CustomStringConvertib
   public var description: String {
     switch self {
     case .reader: "reader"
+    case .hr: "hr"
     case .writer: "writer"
     case .admin: "admin"
     }
   }
 
   public static func < (lhs: Role, rhs: Role) -> Bool { lhs.rawValue < rhs.rawValue }
+
+  /// Whether this role sees every employee's personal fields.
+  public var seesPersonalFields: Bool { self == .hr || self == .admin }
 
   /// Services anyone may call: probes and discovery. Every other method needs the role its
   /// `roster.v1.policy` in the `.proto` declares (`MethodFacts`), or `admin` when it declares
@@ -86,7 +94,7 @@ public struct TokenTable: Sendable {
       else {
         throw FormatError(
           message:
-            "line \(number + 1): expected ROLE SHA256-HEX [LABEL], with ROLE reader, writer or admin"
+            "line \(number + 1): expected ROLE SHA256-HEX [LABEL], with ROLE reader, hr, writer or admin"
         )
       }
       entries.append(
@@ -113,10 +121,10 @@ public struct TokenTable: Sendable {
     self.holder(of: token)?.role
   }
 
-  /// The role of `token` and who holds it (`Principal`: the first 8 bytes of its entry's
-  /// SHA-256, in hex, which says nothing of the token), or nil if the table does not hold it.
-  /// Constant time per entry, as `role(of:)`.
-  public func holder(of token: String) -> (role: Role, principal: String)? {
+  /// The role of `token`, who holds it (`Principal`: the first 8 bytes of its entry's
+  /// SHA-256, in hex, which says nothing of the token) and its label, or nil if the table does
+  /// not hold it. Constant time per entry, as `role(of:)`.
+  public func holder(of token: String) -> (role: Role, principal: String, label: String)? {
     let digest = Self.digest(token)
     var found: Entry? = nil
     for entry in self.entries {
@@ -125,7 +133,7 @@ public struct TokenTable: Sendable {
       if difference == 0 { found = entry }
     }
     guard let found else { return nil }
-    return (found.role, found.principal)
+    return (found.role, found.principal, found.label)
   }
 
   /// A new random token (256 bits, URL-safe base64) and its tokens-file line.
@@ -188,14 +196,16 @@ public struct AuthInterceptor: CallInterceptor {
   }
 
   public func begin(_ call: inout CallScope) throws {
-    if let principal = try self.principal(of: call) {
+    if let (principal, author, caller) = try self.holder(of: call) {
       call.principal = principal
+      call.authenticatedAuthor = author
+      call.caller = caller
     }
   }
 
-  /// The principal of a call's token, checked against the role its method needs; nil for the
-  /// open methods, which need none.
-  private func principal(of call: CallScope) throws -> String? {
+  /// The principal, the author and the caller of a call's token, checked against the role its
+  /// method needs; nil for the open methods, which need none.
+  private func holder(of call: CallScope) throws -> (String, String, Caller)? {
     guard let needed = call.method.required else { return nil }
     let method = call.context.descriptor.method
     let metadata = call.metadata
@@ -210,15 +220,24 @@ public struct AuthInterceptor: CallInterceptor {
     let token = header.dropFirst(7).trimmingCharacters(in: .whitespaces)
     let role: Role?
     let principal: String
+    let author: String
+    var email: String? = nil
+    // A service's static token may say whom it acts for; a person signed in, only as an admin.
+    var service = false
     if let signIn = self.signIn, SignIn.isSignedToken(token[...]) {
-      (role, principal) = try signIn.holder(of: token[...])
-    } else if let (held, holder) = self.tokens?.holder(of: token) {
-      (role, principal) = (held, holder)
+      (role, principal, author, email) = try signIn.holder(of: token[...])
+    } else if let (held, holder, label) = self.tokens?.holder(of: token) {
+      (role, principal, service) = (held, holder, true)
+      author = "token:" + (label.isEmpty ? holder : label)
     } else {
       throw RPCError(
         code: .unauthenticated,
         message: "the bearer token is not known to this server"
       )
+    }
+    if call.method.selfService, email != nil, role.map({ $0 < needed }) ?? true {
+      // The handler checks that the call changes only the caller's own record.
+      return (principal, author, Caller(role: role, email: email, ownRecordOnly: true))
     }
     guard let role, role >= needed else {
       throw RPCError(
@@ -227,7 +246,8 @@ public struct AuthInterceptor: CallInterceptor {
           + (role.map { "the \($0) role" } ?? "no role")
       )
     }
-    return principal
+    let caller = Caller(role: role, email: email, mayActOnBehalf: service || role == .admin)
+    return (principal, author, caller)
   }
 }
 

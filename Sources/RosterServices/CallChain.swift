@@ -41,8 +41,15 @@ public struct CallScope: Sendable {
   public let arrived: ContinuousClock.Instant
   /// The caller's authenticated principal (`Principal.current`).
   public internal(set) var principal: String?
+  /// What the caller may see (`Caller.current`).
+  public internal(set) var caller: Caller?
   /// The request's author (`RequestAuthor.current`).
   var author = ""
+  /// Whom the author acts for (`RequestAuthor.onBehalfOf`).
+  var onBehalfOf = ""
+  /// The author the caller's token names, once `AuthInterceptor` has checked it: the static
+  /// token's label, or the sign-in token's issuer and subject.
+  var authenticatedAuthor: String?
   /// The call's span and its context (`ServiceContext.current`) when it is traced.
   var span: (any Span)?
   var serviceContext: ServiceContext?
@@ -71,10 +78,15 @@ public struct CallScope: Sendable {
   func bound<R>(_ body: () throws -> R) rethrows -> R {
     try Self.binding(CallControl.$current, self.control) {
       try Self.binding(Principal.$current, self.principal) {
-        try Self.binding(ServiceContext.$current, self.serviceContext) {
-          // Most calls name no author, which is the value already bound.
-          if self.author.isEmpty, RequestAuthor.current.isEmpty { return try body() }
-          return try RequestAuthor.$current.withValue(self.author, operation: body)
+        try Self.binding(Caller.$current, self.caller) {
+          try Self.binding(ServiceContext.$current, self.serviceContext) {
+            // Most calls name no author, which is the value already bound.
+            if self.author.isEmpty, RequestAuthor.current.isEmpty { return try body() }
+            return try RequestAuthor.$current.withValue(self.author) {
+              if self.onBehalfOf.isEmpty, RequestAuthor.onBehalfOf.isEmpty { return try body() }
+              return try RequestAuthor.$onBehalfOf.withValue(self.onBehalfOf, operation: body)
+            }
+          }
         }
       }
     }
@@ -84,9 +96,14 @@ public struct CallScope: Sendable {
   /// the cancellation that reaches it.
   func boundAsync<R>(_ body: () async throws -> R) async throws -> R {
     try await Self.binding(Principal.$current, self.principal) {
-      try await Self.binding(ServiceContext.$current, self.serviceContext) {
-        if self.author.isEmpty, RequestAuthor.current.isEmpty { return try await body() }
-        return try await RequestAuthor.$current.withValue(self.author, operation: body)
+      try await Self.binding(Caller.$current, self.caller) {
+        try await Self.binding(ServiceContext.$current, self.serviceContext) {
+          if self.author.isEmpty, RequestAuthor.current.isEmpty { return try await body() }
+          return try await RequestAuthor.$current.withValue(self.author) {
+            if self.onBehalfOf.isEmpty, RequestAuthor.onBehalfOf.isEmpty { return try await body() }
+            return try await RequestAuthor.$onBehalfOf.withValue(self.onBehalfOf, operation: body)
+          }
+        }
       }
     }
   }

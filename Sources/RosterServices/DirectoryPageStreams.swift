@@ -130,7 +130,7 @@ extension DirectoryService {
     if let format = written {
       func read(_ writer: some EmployeeRowWriter) async throws -> [WrittenEmployeePage] {
         try await self.store.writtenEmployeePages(
-          fields: mask.fields,
+          fields: mask.readFields,
           filter: listing.filter,
           order: listing.order,
           after: cursor,
@@ -157,7 +157,7 @@ extension DirectoryService {
       )
     }
     let pages = try await self.store.employeePages(
-      fields: mask.fields,
+      fields: mask.readFields,
       filter: listing.filter,
       order: listing.order,
       after: cursor,

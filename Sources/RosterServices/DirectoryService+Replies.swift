@@ -13,12 +13,11 @@ extension DirectoryService {
     context: ServerContext
   ) async throws -> EmployeeReply {
     let guid = try DirectoryRequests.guid(request.guid)
-    let mask = try EmployeeReadMask(request.hasReadMask ? request.readMask : nil)
+    let mask = try EmployeeReadMask(request.hasReadMask ? request.readMask : nil, ownRecord: true)
     return try await withStatusMapping("GetEmployee", logger: self.logger) {
-      EmployeeReply(
-        employee: try await self.store.employee(guid: guid, fields: mask.fields),
-        mask: mask
-      )
+      let employee = try await self.store.employee(guid: guid, fields: mask.readFields)
+      try mask.permit([employee])
+      return EmployeeReply(employee: employee, mask: mask)
     }
   }
 
@@ -34,9 +33,11 @@ extension DirectoryService {
     store: any PointCalls
   ) throws -> EmployeeReply {
     let guid = try DirectoryRequests.guid(request.guid)
-    let mask = try EmployeeReadMask(request.hasReadMask ? request.readMask : nil)
+    let mask = try EmployeeReadMask(request.hasReadMask ? request.readMask : nil, ownRecord: true)
     return try withStatusMappingNow("GetEmployee", logger: self.logger) {
-      EmployeeReply(employee: try store.employeeNow(guid: guid, fields: mask.fields), mask: mask)
+      let employee = try store.employeeNow(guid: guid, fields: mask.readFields)
+      try mask.permit([employee])
+      return EmployeeReply(employee: employee, mask: mask)
     }
   }
 

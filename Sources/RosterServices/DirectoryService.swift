@@ -73,12 +73,11 @@ extension DirectoryService: Roster_V1_Directory.SimpleServiceProtocol {
     context: ServerContext
   ) async throws -> Roster_V1_Employee {
     let email = try DirectoryRequests.email(request.email)
-    let mask = try EmployeeReadMask(request.hasReadMask ? request.readMask : nil)
+    let mask = try EmployeeReadMask(request.hasReadMask ? request.readMask : nil, ownRecord: true)
     return try await withStatusMapping("LookupEmployee", logger: self.logger) {
-      Roster_V1_Employee(
-        try await self.store.employee(email: email, fields: mask.fields),
-        mask: mask
-      )
+      let employee = try await self.store.employee(email: email, fields: mask.readFields)
+      try mask.permit([employee])
+      return Roster_V1_Employee(employee, mask: mask)
     }
   }
 
@@ -101,9 +100,10 @@ extension DirectoryService: Roster_V1_Directory.SimpleServiceProtocol {
       )
     }
     let guids = try request.guids.map { try DirectoryRequests.guid($0, field: "guids") }
-    let mask = try EmployeeReadMask(request.hasReadMask ? request.readMask : nil)
+    let mask = try EmployeeReadMask(request.hasReadMask ? request.readMask : nil, ownRecord: true)
     return try await withStatusMapping("BatchGetEmployees", logger: self.logger) {
-      let employees = try await self.store.employees(guids: guids, fields: mask.fields)
+      let employees = try await self.store.employees(guids: guids, fields: mask.readFields)
+      try mask.permit(employees)
       return .with { $0.employees = employees.map { Roster_V1_Employee($0, mask: mask) } }
     }
   }
@@ -152,7 +152,8 @@ extension DirectoryService: Roster_V1_Directory.SimpleServiceProtocol {
   ///
   /// Statuses: `INVALID_ARGUMENT` for a bad guid, an unknown or immutable path, or a bad
   /// value; `NOT_FOUND` for an unknown guid; `RESOURCE_EXHAUSTED` when the writer is
-  /// overloaded.
+  /// overloaded; `PERMISSION_DENIED`, to a caller let in for their own record only, for
+  /// another's record or a field that is not `self_editable`.
   public func updateEmployee(
     request: Roster_V1_UpdateEmployeeRequest,
     context: ServerContext
@@ -162,7 +163,21 @@ extension DirectoryService: Roster_V1_Directory.SimpleServiceProtocol {
       request.employee,
       mask: request.hasUpdateMask ? request.updateMask : nil
     )
+    if Caller.current?.ownRecordOnly == true,
+      let field = changes.fields.first(where: { !PersonalFields.selfEditable.contains($0.rawValue) }
+      )
+    {
+      throw RPCError(
+        code: .permissionDenied,
+        message: "update_mask: '\(field.rawValue)' needs the writer role; on your own record you "
+          + "may change " + PersonalFields.selfEditable.sorted().joined(separator: ", ")
+      )
+    }
     return try await withStatusMapping("UpdateEmployee", logger: self.logger) {
+      if Caller.current?.ownRecordOnly == true {
+        let target = try await self.store.employee(guid: guid, fields: .email)
+        try Caller.requireOwnRecord(target, field: "employee.guid")
+      }
       let updated = try await self.store.updateEmployee(
         guid: guid,
         changes: changes,

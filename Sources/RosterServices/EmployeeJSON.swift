@@ -95,7 +95,7 @@ enum EmployeeJSON {
     _ mask: EmployeeReadMask,
     to out: inout Writer
   ) {
-    let fields = mask.fields
+    let fields = mask.fields(for: employee)
     var first = true
     func key(_ quoted: StaticString) {
       if !first { out.byte(UInt8(ascii: ",")) }

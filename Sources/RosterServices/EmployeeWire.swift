@@ -107,7 +107,7 @@ enum EmployeeWire {
 
   /// What `Roster_V1_Employee(employee, mask:)` sets, field by field, in field-number order.
   static func size(_ employee: some EmployeeWireSource, _ mask: EmployeeReadMask) -> Int {
-    let fields = mask.fields
+    let fields = mask.fields(for: employee)
     var size = 0
     func text(_ field: EmployeeWireText) -> Int {
       Self.stringSize(count: employee.withText(field) { $0.count })
@@ -146,7 +146,7 @@ enum EmployeeWire {
     _ mask: EmployeeReadMask,
     to writer: inout Writer
   ) {
-    let fields = mask.fields
+    let fields = mask.fields(for: employee)
     func text(_ number: UInt8, _ field: EmployeeWireText) {
       employee.withText(field) { writer.string(number, $0) }
     }

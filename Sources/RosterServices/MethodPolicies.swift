@@ -30,6 +30,8 @@ public struct MethodPolicies: Sendable {
     public var lane: Lane?
     /// Whether each client's open calls count against the per-client cap.
     public var perClientStream: Bool
+    /// Whether a signed-in caller without the role may call it on their own record.
+    public var selfService: Bool = false
   }
 
   /// Every method of every service in the descriptors.
@@ -76,7 +78,8 @@ public struct MethodPolicies: Sendable {
             readOnly: method.options.idempotencyLevel == .noSideEffects,
             role: Self.role(declared.role),
             lane: Self.lane(declared.lane),
-            perClientStream: declared.perClientStream
+            perClientStream: declared.perClientStream,
+            selfService: declared.selfService
           )
           let type: MethodDescriptor.RPCType =
             switch (method.clientStreaming, method.serverStreaming) {
@@ -142,6 +145,8 @@ public struct MethodFacts: Sendable {
   public let streams: Bool
   /// Whether each client's open calls count against the per-client cap.
   public let perClientStream: Bool
+  /// Whether a signed-in caller without the role may call it on their own record.
+  public var selfService = false
 
   /// The facts of `method`.
   public static func of(_ method: MethodDescriptor) -> MethodFacts {
@@ -165,7 +170,8 @@ public struct MethodFacts: Sendable {
         index: index,
         required: Self.required(method, declared: policy.role),
         streams: policy.streams,
-        perClientStream: policy.perClientStream
+        perClientStream: policy.perClientStream,
+        selfService: policy.selfService
       )
     }
     return facts

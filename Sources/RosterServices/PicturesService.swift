@@ -10,7 +10,7 @@ public import RosterStore
 /// Pictures never travel with employee rows. Uploads and downloads stream in constant memory:
 /// bytes go to and come from the store a chunk at a time.
 public struct PicturesService: Sendable {
-  private let store: any PictureStore
+  private let store: any PictureStore & DirectoryStore
   private let logger: Logger
   private let pacing: any ResponsePacing
   /// The most bytes in one `GetPicture` message.
@@ -25,7 +25,7 @@ public struct PicturesService: Sendable {
   /// Creates the service over a shared store. `pacing` keeps `GetPicture` from reading ahead
   /// of the transport; the real server passes its event loops (`EventLoopPacing`).
   public init(
-    store: any PictureStore,
+    store: any PictureStore & DirectoryStore,
     pacing: any ResponsePacing = UnpacedResponses(),
     logger: Logger = Logger(label: "roster.pictures")
   ) {
@@ -41,7 +41,8 @@ extension PicturesService: Roster_V1_Pictures.SimpleServiceProtocol {
   /// Statuses: `INVALID_ARGUMENT` for a missing or repeated header, a bad guid, bytes that
   /// are not a decodable JPEG or PNG, or a `content_type` or `total_size` that does not match;
   /// `NOT_FOUND` for an unknown employee; `RESOURCE_EXHAUSTED` the moment the picture crosses
-  /// the size limit. A failed or cancelled upload leaves no file and no row.
+  /// the size limit; `PERMISSION_DENIED` for another's picture from a caller let in for their
+  /// own record only. A failed or cancelled upload leaves no file and no row.
   public func putPicture(
     request: RPCAsyncSequence<Roster_V1_PutPictureRequest, any Error>,
     context: ServerContext
@@ -58,8 +59,13 @@ extension PicturesService: Roster_V1_Pictures.SimpleServiceProtocol {
           if header.totalSize < 0 {
             throw RPCError(code: .invalidArgument, message: "total_size must not be negative")
           }
+          let guid = try DirectoryRequests.guid(header.guid)
+          if Caller.current?.ownRecordOnly == true {
+            let owner = try await self.store.employee(guid: guid, fields: .email)
+            try Caller.requireOwnRecord(owner, field: "header.guid")
+          }
           upload = try await self.store.beginPictureUpload(
-            guid: try DirectoryRequests.guid(header.guid),
+            guid: guid,
             contentType: header.contentType,
             totalSize: header.totalSize
           )

@@ -3,9 +3,11 @@ internal import GRPCCore
 public import Logging
 internal import Synchronization
 
-/// Logs one structured line per RPC when it ends: method, status, duration, peer, and the
-/// author from `x-roster-author` if one is set. Streaming calls are logged when their last
-/// message is written, so the duration is the whole call's.
+/// Logs one structured line per RPC when it ends: method, status, duration, peer, and who made
+/// it: the authenticated principal (`rpc.principal`, with `rpc.on_behalf_of` when it acted for
+/// someone), or on a server without tokens the author from `x-roster-author` if one is set.
+/// Streaming calls are logged when their last message is written, so the duration is the
+/// whole call's.
 ///
 /// OK calls log at `okLevel` (default `.info`), failed ones at `.notice` or, for `INTERNAL`,
 /// `UNKNOWN` and `DATA_LOSS`, `.error`. The `authorization` metadata is never logged.
@@ -22,19 +24,23 @@ public struct RequestLogInterceptor: CallInterceptor {
   public func begin(_ call: inout CallScope) {}
 
   public func end(_ call: CallScope, error: inout (any Error)?) {
-    self.log(
-      error.map(Self.code(of:)),
-      started: call.arrived,
-      author: call.metadata.firstString(AuthorInterceptor.metadataKey),
-      context: call.context
-    )
+    var who: Logger.Metadata = [:]
+    if let principal = call.authenticatedAuthor {
+      who["rpc.principal"] = "\(principal)"
+      if !call.onBehalfOf.isEmpty { who["rpc.on_behalf_of"] = "\(call.onBehalfOf)" }
+    } else if let author = call.metadata.firstString(AuthorInterceptor.metadataKey),
+      !author.isEmpty
+    {
+      who["rpc.author"] = "\(author.prefix(AuthorInterceptor.maximumLength))"
+    }
+    self.log(error.map(Self.code(of:)), started: call.arrived, who: who, context: call.context)
   }
 
   /// The line of one call that ended with `code` (nil: OK).
   private func log(
     _ code: RPCError.Code?,
     started: ContinuousClock.Instant,
-    author: String?,
+    who: Logger.Metadata,
     context: ServerContext
   ) {
     let elapsed = ContinuousClock.now - started
@@ -45,9 +51,7 @@ public struct RequestLogInterceptor: CallInterceptor {
         "\(elapsed.components.seconds * 1_000_000 + elapsed.components.attoseconds / 1_000_000_000_000)",
       "rpc.peer": "\(context.remotePeer)",
     ]
-    if let author, !author.isEmpty {
-      metadata["rpc.author"] = "\(author.prefix(AuthorInterceptor.maximumLength))"
-    }
+    metadata.merge(who) { first, _ in first }
     let level: Logger.Level =
       switch code {
       case nil: self.okLevel

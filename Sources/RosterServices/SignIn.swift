@@ -41,12 +41,16 @@ public struct SignIn: Sendable {
     token.utf8.lazy.filter { $0 == UInt8(ascii: ".") }.count == 2
   }
 
-  /// The role and principal of a provider's token, or the error the caller gets.
-  func holder(of token: Substring) throws -> (role: Role?, principal: String) {
+  /// The role, principal, author (the issuer and the subject, as the change log records them)
+  /// and e-mail of a provider's token, or the error the caller gets.
+  func holder(
+    of token: Substring
+  ) throws -> (role: Role?, principal: String, author: String, email: String?) {
     switch self.verifier.verify(token) {
     case .success(let claims):
       let named = claims.roles.compactMap { self.roles[$0] ?? Role(name: $0) }
-      return (named.max() ?? self.defaultRole, "oidc:\(claims.subject)")
+      let author = "\(claims.issuer)#\(claims.subject)"
+      return (named.max() ?? self.defaultRole, "oidc:\(claims.subject)", author, claims.email)
     case .failure(let refusal) where refusal.keysMissing:
       throw RPCError(code: .unavailable, message: "sign-in is not ready: \(refusal.reason)")
     case .failure(let refusal):

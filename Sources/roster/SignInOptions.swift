@@ -36,7 +36,8 @@ struct SignInOptions: ParsableArguments {
 
   @Option(
     name: .customLong("oidc-default-role"),
-    help: "The role of a signed-in caller whose claim gives none: reader, writer, admin or none."
+    help:
+      "The role of a signed-in caller whose claim gives none: reader, hr, writer, admin or none."
   )
   var defaultRole: String = SignIn.defaultRoleName
 
@@ -72,13 +73,15 @@ struct SignInOptions: ParsableArguments {
       guard let equals = mapping.lastIndex(of: "="),
         let role = Role(name: String(mapping[mapping.index(after: equals)...]))
       else {
-        throw ValidationError("--oidc-role \(mapping): expected VALUE=ROLE, ROLE reader, writer or admin")
+        throw ValidationError(
+          "--oidc-role \(mapping): expected VALUE=ROLE, ROLE reader, hr, writer or admin"
+        )
       }
       roles[String(mapping[..<equals])] = role
     }
     let defaultRole = Role(name: self.defaultRole)
     guard defaultRole != nil || self.defaultRole == "none" else {
-      throw ValidationError("--oidc-default-role must be reader, writer, admin or none")
+      throw ValidationError("--oidc-default-role must be reader, hr, writer, admin or none")
     }
     var settings = TokenVerifier.Settings(issuer: issuer, audience: audience)
     settings.rolesClaim = self.rolesClaim

@@ -13,10 +13,10 @@ struct Token: ParsableCommand {
   )
 
   @Option(
-    help: "reader, writer or admin.",
+    help: "reader, hr, writer or admin.",
     transform: { name in
       guard let role = Role(name: name) else {
-        throw ValidationError("--role must be reader, writer or admin")
+        throw ValidationError("--role must be reader, hr, writer or admin")
       }
       return role
     }

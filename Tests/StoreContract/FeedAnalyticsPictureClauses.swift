@@ -12,7 +12,7 @@ extension StoreContract {
     _ = try await store.updateEmployee(
       guid: made[0].guid,
       changes: changes,
-      context: WriteContext(author: "ada")
+      context: WriteContext(author: "token:hr-feed", onBehalfOf: "ada")
     )
     try await store.deleteEmployee(guid: made[1].guid, context: Self.writer)
     let log = try await store.changes(after: start, limit: StoreLimits.maximumChangePage)
@@ -23,9 +23,11 @@ extension StoreContract {
     try Self.require(store.latestChange == start + 6, "latestChange is the newest token")
     try Self.require(log.prefix(4).allSatisfy { $0.kind == .inserted }, "creates are inserts")
     try Self.require(
-      log[4].kind == .updated && log[4].fields == ["active"] && log[4].author == "ada",
-      "an update names its fields and author: \(log[4])"
+      log[4].kind == .updated && log[4].fields == ["active"] && log[4].author == "token:hr-feed"
+        && log[4].onBehalfOf == "ada",
+      "an update names its fields, its author and whom they acted for: \(log[4])"
     )
+    try Self.require(log[5].onBehalfOf.isEmpty, "a write for no one else: \(log[5])")
     try Self.require(log[5].kind == .deleted && log[5].guid == made[1].guid, "a delete: \(log[5])")
     let tail = try await store.changes(after: start + 4, limit: 1)
     try Self.require(

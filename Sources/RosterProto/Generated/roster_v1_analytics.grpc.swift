@@ -259,7 +259,8 @@ extension Roster_V1_Analytics {
         /// > groups per call.
         /// > Codes: INVALID_ARGUMENT for an unset or unknown function, a group_by other than NONE,
         /// > DEPARTMENT or ACTIVE, a negative page_size, or a bad page_token or one made for another
-        /// > request.
+        /// > request; PERMISSION_DENIED for a function other than COUNT from a caller who may not see
+        /// > vacation_days, a personal field.
         ///
         /// - Parameters:
         ///   - request: A streaming request of `Roster_V1_AggregateEmployeesRequest` messages.
@@ -441,7 +442,8 @@ extension Roster_V1_Analytics {
         /// > groups per call.
         /// > Codes: INVALID_ARGUMENT for an unset or unknown function, a group_by other than NONE,
         /// > DEPARTMENT or ACTIVE, a negative page_size, or a bad page_token or one made for another
-        /// > request.
+        /// > request; PERMISSION_DENIED for a function other than COUNT from a caller who may not see
+        /// > vacation_days, a personal field.
         ///
         /// - Parameters:
         ///   - request: A request containing a single `Roster_V1_AggregateEmployeesRequest` message.
@@ -621,7 +623,8 @@ extension Roster_V1_Analytics {
         /// > groups per call.
         /// > Codes: INVALID_ARGUMENT for an unset or unknown function, a group_by other than NONE,
         /// > DEPARTMENT or ACTIVE, a negative page_size, or a bad page_token or one made for another
-        /// > request.
+        /// > request; PERMISSION_DENIED for a function other than COUNT from a caller who may not see
+        /// > vacation_days, a personal field.
         ///
         /// - Parameters:
         ///   - request: A `Roster_V1_AggregateEmployeesRequest` message.
@@ -1120,7 +1123,8 @@ extension Roster_V1_Analytics {
         /// > groups per call.
         /// > Codes: INVALID_ARGUMENT for an unset or unknown function, a group_by other than NONE,
         /// > DEPARTMENT or ACTIVE, a negative page_size, or a bad page_token or one made for another
-        /// > request.
+        /// > request; PERMISSION_DENIED for a function other than COUNT from a caller who may not see
+        /// > vacation_days, a personal field.
         ///
         /// - Parameters:
         ///   - request: A request containing a single `Roster_V1_AggregateEmployeesRequest` message.
@@ -1394,7 +1398,8 @@ extension Roster_V1_Analytics {
         /// > groups per call.
         /// > Codes: INVALID_ARGUMENT for an unset or unknown function, a group_by other than NONE,
         /// > DEPARTMENT or ACTIVE, a negative page_size, or a bad page_token or one made for another
-        /// > request.
+        /// > request; PERMISSION_DENIED for a function other than COUNT from a caller who may not see
+        /// > vacation_days, a personal field.
         ///
         /// - Parameters:
         ///   - request: A request containing a single `Roster_V1_AggregateEmployeesRequest` message.
@@ -1668,7 +1673,8 @@ extension Roster_V1_Analytics.ClientProtocol {
     /// > groups per call.
     /// > Codes: INVALID_ARGUMENT for an unset or unknown function, a group_by other than NONE,
     /// > DEPARTMENT or ACTIVE, a negative page_size, or a bad page_token or one made for another
-    /// > request.
+    /// > request; PERMISSION_DENIED for a function other than COUNT from a caller who may not see
+    /// > vacation_days, a personal field.
     ///
     /// - Parameters:
     ///   - request: A request containing a single `Roster_V1_AggregateEmployeesRequest` message.
@@ -1937,7 +1943,8 @@ extension Roster_V1_Analytics.ClientProtocol {
     /// > groups per call.
     /// > Codes: INVALID_ARGUMENT for an unset or unknown function, a group_by other than NONE,
     /// > DEPARTMENT or ACTIVE, a negative page_size, or a bad page_token or one made for another
-    /// > request.
+    /// > request; PERMISSION_DENIED for a function other than COUNT from a caller who may not see
+    /// > vacation_days, a personal field.
     ///
     /// - Parameters:
     ///   - message: request message to send.

@@ -235,10 +235,11 @@ public nonisolated struct Roster_V1_DepartmentSummaryResponse: Sendable {
   /// Active employees in the department.
   public var active: Int64 = 0
 
-  /// Sum of vacation_days over the department.
+  /// Sum of vacation_days over the department; 0 for a caller who may not see vacation_days,
+  /// a personal field (hr and admin may).
   public var vacationDaysTotal: Int64 = 0
 
-  /// Mean vacation_days over the department.
+  /// Mean vacation_days over the department; 0 for such a caller too.
   public var vacationDaysAvg: Double = 0
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()

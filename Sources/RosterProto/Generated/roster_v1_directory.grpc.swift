@@ -393,9 +393,11 @@ extension Roster_V1_Directory {
         ///
         /// > Source IDL Documentation:
         /// >
-        /// > Changes the fields named in update_mask.
+        /// > Changes the fields named in update_mask. A signed-in employee without the writer role may
+        /// > change the self_editable fields of their own record.
         /// > Codes: INVALID_ARGUMENT for a bad guid, an unknown or immutable update_mask path, or a
-        /// > bad value; NOT_FOUND for an unknown guid.
+        /// > bad value; NOT_FOUND for an unknown guid; PERMISSION_DENIED, to such an employee, for
+        /// > another's record or a field that is not self_editable.
         ///
         /// - Parameters:
         ///   - request: A streaming request of `Roster_V1_UpdateEmployeeRequest` messages.
@@ -681,9 +683,11 @@ extension Roster_V1_Directory {
         ///
         /// > Source IDL Documentation:
         /// >
-        /// > Changes the fields named in update_mask.
+        /// > Changes the fields named in update_mask. A signed-in employee without the writer role may
+        /// > change the self_editable fields of their own record.
         /// > Codes: INVALID_ARGUMENT for a bad guid, an unknown or immutable update_mask path, or a
-        /// > bad value; NOT_FOUND for an unknown guid.
+        /// > bad value; NOT_FOUND for an unknown guid; PERMISSION_DENIED, to such an employee, for
+        /// > another's record or a field that is not self_editable.
         ///
         /// - Parameters:
         ///   - request: A request containing a single `Roster_V1_UpdateEmployeeRequest` message.
@@ -968,9 +972,11 @@ extension Roster_V1_Directory {
         ///
         /// > Source IDL Documentation:
         /// >
-        /// > Changes the fields named in update_mask.
+        /// > Changes the fields named in update_mask. A signed-in employee without the writer role may
+        /// > change the self_editable fields of their own record.
         /// > Codes: INVALID_ARGUMENT for a bad guid, an unknown or immutable update_mask path, or a
-        /// > bad value; NOT_FOUND for an unknown guid.
+        /// > bad value; NOT_FOUND for an unknown guid; PERMISSION_DENIED, to such an employee, for
+        /// > another's record or a field that is not self_editable.
         ///
         /// - Parameters:
         ///   - request: A `Roster_V1_UpdateEmployeeRequest` message.
@@ -1772,9 +1778,11 @@ extension Roster_V1_Directory {
         ///
         /// > Source IDL Documentation:
         /// >
-        /// > Changes the fields named in update_mask.
+        /// > Changes the fields named in update_mask. A signed-in employee without the writer role may
+        /// > change the self_editable fields of their own record.
         /// > Codes: INVALID_ARGUMENT for a bad guid, an unknown or immutable update_mask path, or a
-        /// > bad value; NOT_FOUND for an unknown guid.
+        /// > bad value; NOT_FOUND for an unknown guid; PERMISSION_DENIED, to such an employee, for
+        /// > another's record or a field that is not self_editable.
         ///
         /// - Parameters:
         ///   - request: A request containing a single `Roster_V1_UpdateEmployeeRequest` message.
@@ -2208,9 +2216,11 @@ extension Roster_V1_Directory {
         ///
         /// > Source IDL Documentation:
         /// >
-        /// > Changes the fields named in update_mask.
+        /// > Changes the fields named in update_mask. A signed-in employee without the writer role may
+        /// > change the self_editable fields of their own record.
         /// > Codes: INVALID_ARGUMENT for a bad guid, an unknown or immutable update_mask path, or a
-        /// > bad value; NOT_FOUND for an unknown guid.
+        /// > bad value; NOT_FOUND for an unknown guid; PERMISSION_DENIED, to such an employee, for
+        /// > another's record or a field that is not self_editable.
         ///
         /// - Parameters:
         ///   - request: A request containing a single `Roster_V1_UpdateEmployeeRequest` message.
@@ -2643,9 +2653,11 @@ extension Roster_V1_Directory.ClientProtocol {
     ///
     /// > Source IDL Documentation:
     /// >
-    /// > Changes the fields named in update_mask.
+    /// > Changes the fields named in update_mask. A signed-in employee without the writer role may
+    /// > change the self_editable fields of their own record.
     /// > Codes: INVALID_ARGUMENT for a bad guid, an unknown or immutable update_mask path, or a
-    /// > bad value; NOT_FOUND for an unknown guid.
+    /// > bad value; NOT_FOUND for an unknown guid; PERMISSION_DENIED, to such an employee, for
+    /// > another's record or a field that is not self_editable.
     ///
     /// - Parameters:
     ///   - request: A request containing a single `Roster_V1_UpdateEmployeeRequest` message.
@@ -3075,9 +3087,11 @@ extension Roster_V1_Directory.ClientProtocol {
     ///
     /// > Source IDL Documentation:
     /// >
-    /// > Changes the fields named in update_mask.
+    /// > Changes the fields named in update_mask. A signed-in employee without the writer role may
+    /// > change the self_editable fields of their own record.
     /// > Codes: INVALID_ARGUMENT for a bad guid, an unknown or immutable update_mask path, or a
-    /// > bad value; NOT_FOUND for an unknown guid.
+    /// > bad value; NOT_FOUND for an unknown guid; PERMISSION_DENIED, to such an employee, for
+    /// > another's record or a field that is not self_editable.
     ///
     /// - Parameters:
     ///   - message: request message to send.

@@ -595,7 +595,9 @@ public nonisolated struct Roster_V1_ChangeEvent: Sendable {
   /// The changed field paths (Employee field names), for updates.
   public var fields: [String] = []
 
-  /// Who made the change, from the x-roster-author request metadata; empty if unknown.
+  /// Who made the change: the caller's authenticated principal ("token:LABEL" for a static
+  /// token, "ISSUER#SUBJECT" for a sign-in token), or, on a server without tokens, the
+  /// x-roster-author request metadata; empty if unknown.
   public var author: String = String()
 
   /// When the change was committed.
@@ -611,6 +613,10 @@ public nonisolated struct Roster_V1_ChangeEvent: Sendable {
   /// True for a heartbeat, which is not a change: only token is set (the position the stream
   /// has reached, to resume from). See WatchChangesRequest.heartbeat_interval.
   public var heartbeat: Bool = false
+
+  /// Whom the author acted for: the x-roster-author metadata of a caller whose role allows it
+  /// (a service's static token, or an admin); empty when the author acted for themselves.
+  public var onBehalfOf: String = String()
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
@@ -1441,7 +1447,7 @@ nonisolated extension Roster_V1_WatchChangesRequest: SwiftProtobuf.Message, Swif
 
 nonisolated extension Roster_V1_ChangeEvent: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".ChangeEvent"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}token\0\u{1}entity\0\u{1}guid\0\u{1}kind\0\u{1}fields\0\u{1}author\0\u{3}update_time\0\u{1}heartbeat\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}token\0\u{1}entity\0\u{1}guid\0\u{1}kind\0\u{1}fields\0\u{1}author\0\u{3}update_time\0\u{1}heartbeat\0\u{3}on_behalf_of\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -1457,6 +1463,7 @@ nonisolated extension Roster_V1_ChangeEvent: SwiftProtobuf.Message, SwiftProtobu
       case 6: try { try decoder.decodeSingularStringField(value: &self.author) }()
       case 7: try { try decoder.decodeSingularMessageField(value: &self._updateTime) }()
       case 8: try { try decoder.decodeSingularBoolField(value: &self.heartbeat) }()
+      case 9: try { try decoder.decodeSingularStringField(value: &self.onBehalfOf) }()
       default: break
       }
     }
@@ -1491,6 +1498,9 @@ nonisolated extension Roster_V1_ChangeEvent: SwiftProtobuf.Message, SwiftProtobu
     if self.heartbeat != false {
       try visitor.visitSingularBoolField(value: self.heartbeat, fieldNumber: 8)
     }
+    if !self.onBehalfOf.isEmpty {
+      try visitor.visitSingularStringField(value: self.onBehalfOf, fieldNumber: 9)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -1503,6 +1513,7 @@ nonisolated extension Roster_V1_ChangeEvent: SwiftProtobuf.Message, SwiftProtobu
     if lhs.author != rhs.author {return false}
     if lhs._updateTime != rhs._updateTime {return false}
     if lhs.heartbeat != rhs.heartbeat {return false}
+    if lhs.onBehalfOf != rhs.onBehalfOf {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

@@ -143,6 +143,11 @@ public nonisolated struct Roster_V1_MethodPolicy: Sendable {
   /// --max-streams-per-client (with every other method so marked).
   public var perClientStream: Bool = false
 
+  /// Whether a signed-in caller without the role may call it on their own record (the
+  /// employee whose e-mail their sign-in token carries), changing only the fields marked
+  /// self_editable.
+  public var selfService: Bool = false
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
@@ -156,6 +161,48 @@ public nonisolated struct Roster_V1_MethodPolicy: Sendable {
 // extension fields. The names are based on the extension field name from the proto
 // declaration. To avoid naming collisions, the names are prefixed with the name of
 // the scope where the extend directive occurs.
+
+nonisolated extension SwiftProtobuf.Google_Protobuf_FieldOptions {
+
+  /// A field holding a person's personal data, declared next to the field:
+  ///
+  ///   optional string phone = 5 [(roster.v1.personal) = true];
+  ///
+  /// A caller sees it only with the hr or admin role, or on their own record (their sign-in
+  /// token's e-mail matched to the employee's). Every other caller gets the message without
+  /// it, on every protocol and every read; a read mask naming it is PERMISSION_DENIED.
+  public var Roster_V1_personal: Bool {
+    get {return getExtensionValue(ext: Roster_V1_Extensions_personal) ?? false}
+    set {setExtensionValue(ext: Roster_V1_Extensions_personal, value: newValue)}
+  }
+  /// Returns true if extension `Roster_V1_Extensions_personal`
+  /// has been explicitly set.
+  public var hasRoster_V1_personal: Bool {
+    return hasExtensionValue(ext: Roster_V1_Extensions_personal)
+  }
+  /// Clears the value of extension `Roster_V1_Extensions_personal`.
+  /// Subsequent reads from it will return its default value.
+  public mutating func clearRoster_V1_personal() {
+    clearExtensionValue(ext: Roster_V1_Extensions_personal)
+  }
+
+  /// A field an employee may change on their own record without the writer role (a method
+  /// whose policy says self_service).
+  public var Roster_V1_selfEditable: Bool {
+    get {return getExtensionValue(ext: Roster_V1_Extensions_self_editable) ?? false}
+    set {setExtensionValue(ext: Roster_V1_Extensions_self_editable, value: newValue)}
+  }
+  /// Returns true if extension `Roster_V1_Extensions_self_editable`
+  /// has been explicitly set.
+  public var hasRoster_V1_selfEditable: Bool {
+    return hasExtensionValue(ext: Roster_V1_Extensions_self_editable)
+  }
+  /// Clears the value of extension `Roster_V1_Extensions_self_editable`.
+  /// Subsequent reads from it will return its default value.
+  public mutating func clearRoster_V1_selfEditable() {
+    clearExtensionValue(ext: Roster_V1_Extensions_self_editable)
+  }
+}
 
 nonisolated extension SwiftProtobuf.Google_Protobuf_MethodOptions {
 
@@ -184,7 +231,9 @@ nonisolated extension SwiftProtobuf.Google_Protobuf_MethodOptions {
 /// in parsing, or it can be combined with other `SwiftProtobuf.SimpleExtensionMap`s to create
 /// a larger `SwiftProtobuf.SimpleExtensionMap`.
 public nonisolated let Roster_V1_Options_Extensions: SwiftProtobuf.SimpleExtensionMap = [
-  Roster_V1_Extensions_policy
+  Roster_V1_Extensions_policy,
+  Roster_V1_Extensions_personal,
+  Roster_V1_Extensions_self_editable
 ]
 
 // Extension Objects - The only reason these might be needed is when manually
@@ -195,6 +244,25 @@ public nonisolated let Roster_V1_Options_Extensions: SwiftProtobuf.SimpleExtensi
 public nonisolated let Roster_V1_Extensions_policy = SwiftProtobuf.MessageExtension<SwiftProtobuf.OptionalMessageExtensionField<Roster_V1_MethodPolicy>, SwiftProtobuf.Google_Protobuf_MethodOptions>(
   _protobuf_fieldNumber: 50100,
   fieldName: "roster.v1.policy"
+)
+
+/// A field holding a person's personal data, declared next to the field:
+///
+///   optional string phone = 5 [(roster.v1.personal) = true];
+///
+/// A caller sees it only with the hr or admin role, or on their own record (their sign-in
+/// token's e-mail matched to the employee's). Every other caller gets the message without
+/// it, on every protocol and every read; a read mask naming it is PERMISSION_DENIED.
+public nonisolated let Roster_V1_Extensions_personal = SwiftProtobuf.MessageExtension<SwiftProtobuf.OptionalExtensionField<SwiftProtobuf.ProtobufBool>, SwiftProtobuf.Google_Protobuf_FieldOptions>(
+  _protobuf_fieldNumber: 50101,
+  fieldName: "roster.v1.personal"
+)
+
+/// A field an employee may change on their own record without the writer role (a method
+/// whose policy says self_service).
+public nonisolated let Roster_V1_Extensions_self_editable = SwiftProtobuf.MessageExtension<SwiftProtobuf.OptionalExtensionField<SwiftProtobuf.ProtobufBool>, SwiftProtobuf.Google_Protobuf_FieldOptions>(
+  _protobuf_fieldNumber: 50102,
+  fieldName: "roster.v1.self_editable"
 )
 
 // MARK: - Code below here is support for the SwiftProtobuf runtime.
@@ -211,7 +279,7 @@ nonisolated extension Roster_V1_Lane: SwiftProtobuf._ProtoNameProviding {
 
 nonisolated extension Roster_V1_MethodPolicy: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".MethodPolicy"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}role\0\u{1}lane\0\u{3}per_client_stream\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}role\0\u{1}lane\0\u{3}per_client_stream\0\u{3}self_service\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -222,6 +290,7 @@ nonisolated extension Roster_V1_MethodPolicy: SwiftProtobuf.Message, SwiftProtob
       case 1: try { try decoder.decodeSingularEnumField(value: &self.role) }()
       case 2: try { try decoder.decodeSingularEnumField(value: &self.lane) }()
       case 3: try { try decoder.decodeSingularBoolField(value: &self.perClientStream) }()
+      case 4: try { try decoder.decodeSingularBoolField(value: &self.selfService) }()
       default: break
       }
     }
@@ -237,6 +306,9 @@ nonisolated extension Roster_V1_MethodPolicy: SwiftProtobuf.Message, SwiftProtob
     if self.perClientStream != false {
       try visitor.visitSingularBoolField(value: self.perClientStream, fieldNumber: 3)
     }
+    if self.selfService != false {
+      try visitor.visitSingularBoolField(value: self.selfService, fieldNumber: 4)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -244,6 +316,7 @@ nonisolated extension Roster_V1_MethodPolicy: SwiftProtobuf.Message, SwiftProtob
     if lhs.role != rhs.role {return false}
     if lhs.lane != rhs.lane {return false}
     if lhs.perClientStream != rhs.perClientStream {return false}
+    if lhs.selfService != rhs.selfService {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

@@ -120,7 +120,9 @@ extension Roster_V1_Pictures {
         /// > Codes: INVALID_ARGUMENT for a missing or repeated header, a bad guid, bytes that are not
         /// > a decodable JPEG or PNG, or a content_type or total_size that does not match them;
         /// > NOT_FOUND for an unknown employee; RESOURCE_EXHAUSTED the moment the picture crosses the
-        /// > size limit. A failed or cancelled upload leaves no file and no row.
+        /// > size limit; PERMISSION_DENIED to a signed-in employee without the writer role for
+        /// > another's picture (their own they may change). A failed or cancelled upload leaves no file
+        /// > and no row.
         ///
         /// - Parameters:
         ///   - request: A streaming request of `Roster_V1_PutPictureRequest` messages.
@@ -219,7 +221,9 @@ extension Roster_V1_Pictures {
         /// > Codes: INVALID_ARGUMENT for a missing or repeated header, a bad guid, bytes that are not
         /// > a decodable JPEG or PNG, or a content_type or total_size that does not match them;
         /// > NOT_FOUND for an unknown employee; RESOURCE_EXHAUSTED the moment the picture crosses the
-        /// > size limit. A failed or cancelled upload leaves no file and no row.
+        /// > size limit; PERMISSION_DENIED to a signed-in employee without the writer role for
+        /// > another's picture (their own they may change). A failed or cancelled upload leaves no file
+        /// > and no row.
         ///
         /// - Parameters:
         ///   - request: A streaming request of `Roster_V1_PutPictureRequest` messages.
@@ -316,7 +320,9 @@ extension Roster_V1_Pictures {
         /// > Codes: INVALID_ARGUMENT for a missing or repeated header, a bad guid, bytes that are not
         /// > a decodable JPEG or PNG, or a content_type or total_size that does not match them;
         /// > NOT_FOUND for an unknown employee; RESOURCE_EXHAUSTED the moment the picture crosses the
-        /// > size limit. A failed or cancelled upload leaves no file and no row.
+        /// > size limit; PERMISSION_DENIED to a signed-in employee without the writer role for
+        /// > another's picture (their own they may change). A failed or cancelled upload leaves no file
+        /// > and no row.
         ///
         /// - Parameters:
         ///   - request: A stream of `Roster_V1_PutPictureRequest` messages.
@@ -577,7 +583,9 @@ extension Roster_V1_Pictures {
         /// > Codes: INVALID_ARGUMENT for a missing or repeated header, a bad guid, bytes that are not
         /// > a decodable JPEG or PNG, or a content_type or total_size that does not match them;
         /// > NOT_FOUND for an unknown employee; RESOURCE_EXHAUSTED the moment the picture crosses the
-        /// > size limit. A failed or cancelled upload leaves no file and no row.
+        /// > size limit; PERMISSION_DENIED to a signed-in employee without the writer role for
+        /// > another's picture (their own they may change). A failed or cancelled upload leaves no file
+        /// > and no row.
         ///
         /// - Parameters:
         ///   - request: A streaming request producing `Roster_V1_PutPictureRequest` messages.
@@ -704,7 +712,9 @@ extension Roster_V1_Pictures {
         /// > Codes: INVALID_ARGUMENT for a missing or repeated header, a bad guid, bytes that are not
         /// > a decodable JPEG or PNG, or a content_type or total_size that does not match them;
         /// > NOT_FOUND for an unknown employee; RESOURCE_EXHAUSTED the moment the picture crosses the
-        /// > size limit. A failed or cancelled upload leaves no file and no row.
+        /// > size limit; PERMISSION_DENIED to a signed-in employee without the writer role for
+        /// > another's picture (their own they may change). A failed or cancelled upload leaves no file
+        /// > and no row.
         ///
         /// - Parameters:
         ///   - request: A streaming request producing `Roster_V1_PutPictureRequest` messages.
@@ -853,7 +863,9 @@ extension Roster_V1_Pictures.ClientProtocol {
     /// > Codes: INVALID_ARGUMENT for a missing or repeated header, a bad guid, bytes that are not
     /// > a decodable JPEG or PNG, or a content_type or total_size that does not match them;
     /// > NOT_FOUND for an unknown employee; RESOURCE_EXHAUSTED the moment the picture crosses the
-    /// > size limit. A failed or cancelled upload leaves no file and no row.
+    /// > size limit; PERMISSION_DENIED to a signed-in employee without the writer role for
+    /// > another's picture (their own they may change). A failed or cancelled upload leaves no file
+    /// > and no row.
     ///
     /// - Parameters:
     ///   - request: A streaming request producing `Roster_V1_PutPictureRequest` messages.
@@ -981,7 +993,9 @@ extension Roster_V1_Pictures.ClientProtocol {
     /// > Codes: INVALID_ARGUMENT for a missing or repeated header, a bad guid, bytes that are not
     /// > a decodable JPEG or PNG, or a content_type or total_size that does not match them;
     /// > NOT_FOUND for an unknown employee; RESOURCE_EXHAUSTED the moment the picture crosses the
-    /// > size limit. A failed or cancelled upload leaves no file and no row.
+    /// > size limit; PERMISSION_DENIED to a signed-in employee without the writer role for
+    /// > another's picture (their own they may change). A failed or cancelled upload leaves no file
+    /// > and no row.
     ///
     /// - Parameters:
     ///   - metadata: Additional metadata to send, defaults to empty.

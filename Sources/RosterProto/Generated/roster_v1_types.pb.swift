@@ -174,7 +174,8 @@ public nonisolated struct Roster_V1_Employee: Sendable {
   /// Clears the value of `email`. Subsequent reads from it will return its default value.
   public mutating func clearEmail() {self._email = nil}
 
-  /// Work phone number as written by the directory, at most 50 characters.
+  /// Phone number as written by the directory, at most 50 characters. Personal; its owner may
+  /// change it.
   public var phone: String {
     get {_phone ?? String()}
     set {_phone = newValue}
@@ -184,7 +185,7 @@ public nonisolated struct Roster_V1_Employee: Sendable {
   /// Clears the value of `phone`. Subsequent reads from it will return its default value.
   public mutating func clearPhone() {self._phone = nil}
 
-  /// Postal address, at most 500 characters.
+  /// Home address, at most 500 characters. Personal; its owner may change it.
   public var address: String {
     get {_address ?? String()}
     set {_address = newValue}
@@ -224,7 +225,7 @@ public nonisolated struct Roster_V1_Employee: Sendable {
   /// Clears the value of `startDate`. Subsequent reads from it will return its default value.
   public mutating func clearStartDate() {self._startDate = nil}
 
-  /// Vacation days left, zero or more.
+  /// Vacation days left, zero or more. Personal.
   public var vacationDays: Int32 {
     get {_vacationDays ?? 0}
     set {_vacationDays = newValue}

@@ -20,9 +20,11 @@
   }
 
   function headers(contentType) {
-    // Changes made here are recorded as the console's (the change feed's author).
-    const result = { 'content-type': contentType, 'x-roster-author': 'web console' };
+    const result = { 'content-type': contentType };
+    // With a token, the server records its holder as the author of a change; without one
+    // (a server that takes no tokens), the console names itself.
     if (token) result.authorization = 'Bearer ' + token;
+    else result['x-roster-author'] = 'web console';
     return result;
   }
 
@@ -381,8 +383,9 @@
     try {
       const summary = await authorized(() => unary('roster.v1.Analytics/DepartmentSummary', { department }));
       $('department-summary').textContent =
-        `${department}: ${summary.total || 0} employees, ${summary.active || 0} active, ` +
-        `${Number(summary.vacationDaysAvg || 0).toFixed(1)} vacation days on average.`;
+        `${department}: ${summary.total || 0} employees, ${summary.active || 0} active` +
+        // Vacation days are personal: absent for a caller who may not see them.
+        ('vacationDaysAvg' in summary ? `, ${Number(summary.vacationDaysAvg).toFixed(1)} vacation days on average.` : '.');
     } catch (error) {
       failed('Department summary', error);
     }
@@ -483,7 +486,8 @@
     const fields = event.fields?.length ? ` (${event.fields.join(', ')})` : '';
     const button = document.createElement('button');
     button.type = 'button';
-    button.textContent = `${when} ${entity} ${kind}${fields} by ${event.author || 'unknown'}`;
+    button.textContent = `${when} ${entity} ${kind}${fields} by ${event.author || 'unknown'}` +
+      (event.onBehalfOf ? ` for ${event.onBehalfOf}` : '');
     button.title = event.guid;
     if (kind !== 'deleted') button.addEventListener('click', () => openEmployee(event.guid));
     item.append(button);

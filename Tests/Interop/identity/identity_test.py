@@ -172,6 +172,49 @@ class SignInTest(unittest.TestCase):
             with self.subTest(name):
                 self.assert_refused(token, reason)
 
+    def test_the_change_log_records_the_principal(self):
+        from roster.v1 import types_pb2
+        reader = [("authorization", f"Bearer {STATIC['reader']}")]
+        watch = STUB.WatchChanges(directory_pb2.WatchChangesRequest(heartbeat_interval={"seconds": 1}),
+                                  metadata=reader, timeout=30)
+        start = next(iter(watch)).token  # the first heartbeat: the feed's position now
+        watch.cancel()
+        writer = token_for(KEYS["ES256"], sub="writer-audit", roles=["roster-writers"])
+        admin = token_for(KEYS["EdDSA"], sub="admin-audit", roles=["roster-admins"])
+        employee = types_pb2.Employee(name="Audit Ann", department="Audit", start_date="2020-02-02")
+        created = STUB.CreateEmployee(directory_pb2.CreateEmployeeRequest(employee=employee),
+                                      metadata=[("authorization", f"Bearer {writer}")], timeout=10)
+        # A person signed in below admin cannot record a change in another's name.
+        try:
+            STUB.CreateEmployee(directory_pb2.CreateEmployeeRequest(employee=employee), timeout=10,
+                                metadata=[("authorization", f"Bearer {writer}"), ("x-roster-author", "Grace Hopper")])
+            self.fail("a signed-in writer acted on behalf of someone")
+        except grpc.RpcError as error:
+            self.assertEqual(error.code(), grpc.StatusCode.PERMISSION_DENIED)
+            self.assertIn("x-roster-author", error.details())
+        # An admin may; the name is recorded beside the admin's principal.
+        update = directory_pb2.UpdateEmployeeRequest(employee=types_pb2.Employee(guid=created.guid, about="audited"),
+                                                     update_mask={"paths": ["about"]})
+        STUB.UpdateEmployee(update, timeout=10,
+                            metadata=[("authorization", f"Bearer {admin}"), ("x-roster-author", "Grace Hopper")])
+        events = []
+        for event in STUB.WatchChanges(directory_pb2.WatchChangesRequest(after_token=start), metadata=reader, timeout=30):
+            if event.guid == created.guid:
+                events.append(event)
+            if len(events) == 2:
+                break
+        self.assertEqual([(e.kind, e.author, e.on_behalf_of) for e in events], [
+            (types_pb2.CHANGE_KIND_INSERTED, f"{PROVIDER.issuer}#writer-audit", ""),
+            (types_pb2.CHANGE_KIND_UPDATED, f"{PROVIDER.issuer}#admin-audit", "Grace Hopper"),
+        ])
+        # Only one employee was made: the refused call changed nothing.
+        count = STUB.CountEmployees(directory_pb2.CountEmployeesRequest(name_contains="Audit Ann"),
+                                    metadata=reader, timeout=10)
+        self.assertEqual(count.count, 1)
+        log = open(os.path.join(WORK, "server.log")).read()
+        self.assertIn(f"rpc.principal={PROVIDER.issuer}#admin-audit", log)
+        self.assertIn("rpc.on_behalf_of=Grace Hopper", log)
+
     def test_the_connect_protocol_checks_the_same_tokens(self):
         base = f"http://{TARGET}/roster.v1.Directory/CountEmployees"
 

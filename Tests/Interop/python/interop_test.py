@@ -96,7 +96,8 @@ def tearDownModule():
         raise AssertionError("a token reached the server log")
     if code != 0:
         raise AssertionError(f"server exited {code} on SIGTERM:\n{log[-2000:]}")
-    if "rpc.method=roster.v1.Directory/CreateEmployee" not in log or "rpc.author=interop" not in log:
+    # The writer's static token is a service's: it may say whom it acts for.
+    if "rpc.method=roster.v1.Directory/CreateEmployee" not in log or "rpc.on_behalf_of=interop" not in log:
         raise AssertionError("the server logged no line for an RPC: " + log[-2000:])
     shutil.rmtree(WORK)
 
@@ -238,8 +239,11 @@ class Interop(unittest.TestCase):
         updated = self.directory.UpdateEmployee(directory_pb2.UpdateEmployeeRequest(
             employee=types_pb2.Employee(guid=created.guid, vacation_days=9),
             update_mask=field_mask_pb2.FieldMask(paths=["vacation_days"])), metadata=auth("writer"))
-        self.assertEqual(updated.vacation_days, 9)
+        # Vacation days are personal: the writer's answer leaves them out; an admin reads them.
+        self.assertFalse(updated.HasField("vacation_days"))
         self.assertEqual(updated.name, "Interop Ada")
+        self.assertEqual(self.directory.GetEmployee(directory_pb2.GetEmployeeRequest(guid=created.guid),
+                                                    metadata=auth("admin")).vacation_days, 9)
 
         def upserts():
             yield directory_pb2.UpsertEmployeesRequest(employees=[
@@ -264,7 +268,10 @@ class Interop(unittest.TestCase):
             if event.guid == created.guid and event.kind == types_pb2.CHANGE_KIND_INSERTED:
                 break
         feed.cancel()
-        self.assertEqual(events[-1].author, "interop")
+        # The author is the writer's token (no label: its hash's first bytes); the name it sent
+        # is whom it acted for.
+        self.assertRegex(events[-1].author, r"^token:[0-9a-f]{16}$")
+        self.assertEqual(events[-1].on_behalf_of, "interop")
 
         self.directory.DeleteEmployee(directory_pb2.DeleteEmployeeRequest(guid=created.guid), metadata=auth("writer"))
         self.assertStatus(grpc.StatusCode.NOT_FOUND, created.guid, self.directory.GetEmployee,
@@ -339,8 +346,12 @@ class Interop(unittest.TestCase):
         self.assertEqual(keys, sorted(keys))
         vacation = self.analytics.AggregateEmployees(analytics_pb2.AggregateEmployeesRequest(
             function=analytics_pb2.AGGREGATE_FUNCTION_SUM, group_by=analytics_pb2.GROUP_BY_DEPARTMENT),
-            metadata=auth("reader"))
-        self.assertEqual(vacation.groups[0].value, summary.vacation_days_total)
+            metadata=auth("admin"))
+        # Vacation days are personal: the admin sees the department's sum, a reader does not.
+        entitled = self.analytics.DepartmentSummary(analytics_pb2.DepartmentSummaryRequest(department=names[0]),
+                                                    metadata=auth("admin"))
+        self.assertEqual(vacation.groups[0].value, entitled.vacation_days_total)
+        self.assertEqual(summary.vacation_days_total, 0)
 
         def batches():
             yield analytics_pb2.ImportSalesRequest(sales=[
