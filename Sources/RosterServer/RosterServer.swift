@@ -152,6 +152,7 @@ public func buildServices(
   logRequests: Bool = false,
   defaultDeadline: Duration? = nil,
   maxStreamsPerClient: Int? = nil,
+  callerRates: (CallerRate?, [Role: CallerRate]) = (nil, [:]),
   tracing: Bool = false,
   logger: Logger = Logger(label: "roster")
 ) throws -> (
@@ -167,6 +168,7 @@ public func buildServices(
     logRequests: logRequests,
     defaultDeadline: defaultDeadline,
     maxStreamsPerClient: maxStreamsPerClient,
+    callerRates: callerRates,
     tracing: tracing,
     logger: logger
   )
@@ -184,6 +186,7 @@ func buildServiceSet(
   logRequests: Bool,
   defaultDeadline: Duration?,
   maxStreamsPerClient: Int?,
+  callerRates: (CallerRate?, [Role: CallerRate]),
   tracing: Bool,
   logger: Logger
 ) throws -> (
@@ -218,6 +221,9 @@ func buildServiceSet(
   if tokens != nil || signIn != nil {
     interceptors.append(AuthInterceptor(tokens: tokens, signIn: signIn))
   }
+  if callerRates.0 != nil || !callerRates.1.isEmpty {
+    interceptors.append(CallerRateInterceptor(rate: callerRates.0, byRole: callerRates.1))
+  }
   if let maxStreamsPerClient {
     interceptors.append(StreamLimitInterceptor(maximumPerClient: maxStreamsPerClient))
   }
@@ -249,6 +255,7 @@ public func buildServer(
     logRequests: config.logRequests,
     defaultDeadline: config.limits.defaultDeadline,
     maxStreamsPerClient: config.limits.maxStreamsPerClient,
+    callerRates: (config.limits.callerRate, config.limits.callerRates),
     tracing: config.tracing,
     logger: logger
   )

@@ -91,6 +91,10 @@ public struct Limits: Sendable {
   public var defaultDeadline: Duration? = .seconds(60)
   /// Open `StreamEmployees` and `WatchChanges` streams allowed per client address.
   public var maxStreamsPerClient = 32
+  /// The calls per second each caller may make (`CallerRateInterceptor`); nil for no limit.
+  public var callerRate: CallerRate? = nil
+  /// The calls per second each caller of a role may make, in place of `callerRate`.
+  public var callerRates: [Role: CallerRate] = [:]
 
   public init() {}
 }

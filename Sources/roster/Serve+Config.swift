@@ -6,6 +6,7 @@ import RosterPostgres
 import RosterProtocols
 import RosterSQLite
 import RosterServer
+import RosterServices
 import RosterStore
 import ServiceLifecycle
 import Tracing
@@ -39,6 +40,7 @@ extension Serve {
     config.limits.defaultDeadline =
       self.defaultDeadlineMs == 0 ? nil : .milliseconds(self.defaultDeadlineMs)
     config.limits.maxStreamsPerClient = self.maxStreamsPerClient
+    (config.limits.callerRate, config.limits.callerRates) = try self.callerRates()
     config.shutdownGrace = .seconds(self.shutdownGraceS)
     config.port = self.port
     config.seedEmployees = self.seedEmployees
@@ -107,5 +109,26 @@ extension Serve {
     } catch {
       throw ValidationError("--otlp-endpoint \(endpoint): \(error)")
     }
+  }
+
+  /// The per-caller rates the flags describe: every caller's (nil for none), and by role.
+  func callerRates() throws -> (CallerRate?, [Role: CallerRate]) {
+    var byRole: [Role: CallerRate] = [:]
+    for entry in self.callerRateFor {
+      guard let equals = entry.firstIndex(of: "="),
+        let role = Role(name: String(entry[..<equals])),
+        let rate = Int(entry[entry.index(after: equals)...]), rate > 0
+      else {
+        throw ValidationError(
+          "--caller-rate-for \(entry): expected ROLE=RATE, ROLE reader, hr, writer or admin, RATE above 0"
+        )
+      }
+      byRole[role] = CallerRate(perSecond: Double(rate))
+    }
+    let burst = self.callerBurst > 0 ? Double(self.callerBurst) : nil
+    let rate =
+      self.callerRate > 0 ? CallerRate(perSecond: Double(self.callerRate), burst: burst) : nil
+    // A role's rate without an every-caller rate limits that role alone.
+    return (rate, byRole)
   }
 }

@@ -86,6 +86,18 @@ struct Serve: AsyncParsableCommand {
 
   @Option(
     help:
+      "Calls per second each caller may make (per token holder with tokens, else per peer address); 0 for no limit."
+  )
+  var callerRate: Int = Int(Self.defaults.limits.callerRate?.perSecond ?? 0)
+
+  @Option(help: "Calls a caller may make at once after a quiet spell; 0 for --caller-rate's.")
+  var callerBurst: Int = 0
+
+  @Option(help: "ROLE=RATE: the calls per second each caller of ROLE may make (repeat it).")
+  var callerRateFor: [String] = []
+
+  @Option(
+    help:
       "A browser origin (https://HOST[:PORT]) whose pages may call the Connect protocol (CORS); repeat for more, or '*' for any (never with credentials). None by default."
   )
   var corsOrigin: [String] = []
@@ -324,89 +336,12 @@ struct Serve: AsyncParsableCommand {
         "--max-query-seconds, --memory-budget-mb and --median-rows-per-page must not be negative"
       )
     }
+    guard self.callerRate >= 0, self.callerBurst >= 0 else {
+      throw ValidationError("--caller-rate and --caller-burst must not be negative")
+    }
+    _ = try self.callerRates()
     guard self.changeLogMaxAgeHours >= 1, self.changeLogMaxRows >= 1 else {
       throw ValidationError("--change-log-max-age-hours and --change-log-max-rows must be positive")
-    }
-  }
-
-  func run() async throws {
-    // Before anything uses NIO's shared event loops.
-    ServerThreads.useEventLoops(self.eventLoops ?? ServerThreads.availableCPUs)
-    let tracing = try self.tracingBackend()
-    // With tracing on, each log line written inside a call carries its trace and span ids.
-    LoggingSystem.bootstrap(
-      { StreamLogHandler.standardError(label: $0, metadataProvider: $1) },
-      metadataProvider: tracing.map { _ in OTel.makeLoggingMetadataProvider() }
-    )
-    var logger = Logger(label: "roster")
-    // `debug` or `trace` for a closer look (the PostgreSQL pool's own events among them).
-    if let level = ProcessInfo.processInfo.environment["ROSTER_LOG_LEVEL"].flatMap(
-      Logger.Level.init(rawValue:)
-    ) {
-      logger.logLevel = level
-    }
-    var config = try self.serverConfig()
-    if let signIn = config.signIn {
-      logger.info(
-        "sign-in on",
-        metadata: [
-          "issuer": "\(signIn.verifier.settings.issuer)",
-          "audience": "\(signIn.verifier.settings.audience)",
-        ]
-      )
-    }
-    if let path = self.tokens {
-      do {
-        config.tokens = try TokenTable(contentsOfFile: path)
-      } catch {
-        throw ValidationError("--tokens \(path): \(error)")
-      }
-      logger.info("authentication on", metadata: ["tokens": "\(config.tokens?.count ?? 0)"])
-    } else if config.signIn == nil, !Self.isLoopback(self.host) {
-      let warning =
-        "WARNING: --insecure: serving \(self.host) with no authentication; anyone who can reach it can read, change and delete everything"
-      FileHandle.standardError.write(
-        Data(
-          ("\n" + String(repeating: "!", count: 80) + "\n" + warning + "\n"
-            + String(repeating: "!", count: 80) + "\n\n").utf8
-        )
-      )
-    }
-
-    var services: [any Service] = []
-    if let tracing {
-      InstrumentationSystem.bootstrap(tracing.tracer)
-      StoreTracing.switchOn()
-      config.tracing = true
-      // First in the group, so it stops last and exports the spans of the last calls.
-      services.append(tracing.service)
-      logger.info("tracing on", metadata: ["otlp": "\(tracing.endpoint)"])
-    }
-    if let metricsPort = self.metricsPort {
-      // Bootstrapped before the store and services exist, so their metrics report here.
-      let registry = PrometheusCollectorRegistry()
-      MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: registry))
-      services.append(
-        MetricsEndpoint(host: self.host, port: metricsPort, registry: registry) { port in
-          FileHandle.standardOutput.write(
-            Data("metrics on http://\(self.host):\(port)/metrics\n".utf8)
-          )
-        }
-      )
-    }
-    let app = try await buildServer(config: config, logger: logger)
-    services.append(app)
-    let group = ServiceGroup(
-      services: services,
-      gracefulShutdownSignals: [.sigterm, .sigint],
-      logger: logger
-    )
-    try await withThrowingDiscardingTaskGroup { tasks in
-      tasks.addTask { try await group.run() }
-      let address = try await app.listeningAddress
-      // Unbuffered, so scripts and tests that read the port see it at once.
-      FileHandle.standardOutput.write(Data("listening on \(address)\n".utf8))
-      logger.info("released startup pages", metadata: StartupPages.release())
     }
   }
 }

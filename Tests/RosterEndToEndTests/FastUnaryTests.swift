@@ -238,7 +238,9 @@ final class FastUnaryTests {
     #expect(counted.trailer("grpc-status") == "0", "\(counted)")
   }
 
-  @Test("a write on the fast path lands once, with the author its metadata names")
+  @Test(
+    "a write on the fast path lands once, by its token's holder, on behalf of whom its metadata names"
+  )
   func writesCarryTheirAuthor() async throws {
     let create = grpcFramed(
       try Roster_V1_CreateEmployeeRequest.with {
@@ -264,13 +266,17 @@ final class FastUnaryTests {
     #expect((try await Self.fastPathCounts(self.fast)).fast == before.fast + 1)
     let created = try Roster_V1_Employee(serializedBytes: Array(reply.body.dropFirst(5)))
     let queue = try DatabaseQueue(path: self.directory + "/fast.sqlite")
-    let authors = try await queue.read { db in
-      try String.fetchAll(
+    let logged = try await queue.read { db in
+      try Row.fetchAll(
         db,
-        sql: "SELECT author FROM change_log WHERE guid = ?",
+        sql: "SELECT author, on_behalf_of FROM change_log WHERE guid = ?",
         arguments: [created.guid]
-      )
+      ).map { "\($0[0] as String) for \($0[1] as String)" }
     }
-    #expect(authors == ["fast path test"])
+    // The writer's token is a service's (no label: its hash's first bytes).
+    #expect(
+      logged.count == 1 && logged[0].hasPrefix("token:")
+        && logged[0].hasSuffix(" for fast path test")
+    )
   }
 }
