@@ -35,7 +35,8 @@ func makeServing(
   fastMethods: [UnaryFastPath.Method],
   streamingMethods: [StreamingMethod],
   eventLoops: MultiThreadedEventLoopGroup,
-  loopExecutor: EventLoopGroupExecutor
+  loopExecutor: EventLoopGroupExecutor,
+  readPauses: ConnectionReadPauses? = nil
 ) throws -> GRPCServing {
   let limits = config.limits
   // The unary methods' table serves plain gRPC calls at the connection, and the Connect
@@ -76,7 +77,8 @@ func makeServing(
         keepaliveTimeout: TimeAmount(limits.keepaliveTimeout),
         allowKeepaliveWithoutCalls: false,
         minPingIntervalWithoutCalls: .minutes(5)
-      )
+      ),
+      readPauses: readPauses
     ),
     group: eventLoops,
     connectionHandlers: { @Sendable _ in
@@ -126,3 +128,5 @@ func sslContext(_ files: TLSFiles) throws -> NIOSSLContext {
   }
   return try NIOSSLContext(configuration: configuration)
 }
+
+extension ConnectionReadPauses: CallerPausing {}

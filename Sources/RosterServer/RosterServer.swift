@@ -9,6 +9,7 @@ internal import RosterSQLite
 internal import RosterSeed
 public import RosterServices
 public import RosterStore
+internal import RosterTransport
 public import ServiceLifecycle
 
 /// The Roster application: the store, the services and the gRPC server, wired once.
@@ -153,6 +154,7 @@ public func buildServices(
   defaultDeadline: Duration? = nil,
   maxStreamsPerClient: Int? = nil,
   callerRates: (CallerRate?, [Role: CallerRate]) = (nil, [:]),
+  pausing: (any CallerPausing)? = nil,
   tracing: Bool = false,
   logger: Logger = Logger(label: "roster")
 ) throws -> (
@@ -169,6 +171,7 @@ public func buildServices(
     defaultDeadline: defaultDeadline,
     maxStreamsPerClient: maxStreamsPerClient,
     callerRates: callerRates,
+    pausing: pausing,
     tracing: tracing,
     logger: logger
   )
@@ -187,6 +190,7 @@ func buildServiceSet(
   defaultDeadline: Duration?,
   maxStreamsPerClient: Int?,
   callerRates: (CallerRate?, [Role: CallerRate]),
+  pausing: (any CallerPausing)?,
   tracing: Bool,
   logger: Logger
 ) throws -> (
@@ -222,7 +226,9 @@ func buildServiceSet(
     interceptors.append(AuthInterceptor(tokens: tokens, signIn: signIn))
   }
   if callerRates.0 != nil || !callerRates.1.isEmpty {
-    interceptors.append(CallerRateInterceptor(rate: callerRates.0, byRole: callerRates.1))
+    interceptors.append(
+      CallerRateInterceptor(rate: callerRates.0, byRole: callerRates.1, pausing: pausing)
+    )
   }
   if let maxStreamsPerClient {
     interceptors.append(StreamLimitInterceptor(maximumPerClient: maxStreamsPerClient))
@@ -247,6 +253,9 @@ public func buildServer(
   let (store, seed) = try await openStore(config: config, logger: logger)
   let eventLoops = MultiThreadedEventLoopGroup.singleton
   let loopExecutor = EventLoopGroupExecutor(group: eventLoops)
+  // Per-caller limits pause the reads of a flooding caller's HTTP/2 connection.
+  let limited = config.limits.callerRate != nil || !config.limits.callerRates.isEmpty
+  let readPauses = limited ? ConnectionReadPauses() : nil
   let (services, chain, health, fastMethods, streamingMethods) = try buildServiceSet(
     store: store,
     pacing: EventLoopPacing(group: eventLoops),
@@ -256,6 +265,7 @@ public func buildServer(
     defaultDeadline: config.limits.defaultDeadline,
     maxStreamsPerClient: config.limits.maxStreamsPerClient,
     callerRates: (config.limits.callerRate, config.limits.callerRates),
+    pausing: readPauses,
     tracing: config.tracing,
     logger: logger
   )
@@ -266,7 +276,8 @@ public func buildServer(
     fastMethods: fastMethods,
     streamingMethods: streamingMethods,
     eventLoops: eventLoops,
-    loopExecutor: loopExecutor
+    loopExecutor: loopExecutor,
+    readPauses: readPauses
   )
   return RosterServer(
     store: store,

@@ -217,7 +217,7 @@ public struct AuthInterceptor: CallInterceptor {
         message: "\(method) needs a bearer token in the 'authorization' metadata"
       )
     }
-    let token = header.dropFirst(7).trimmingCharacters(in: .whitespaces)
+    let token = Self.trimmed(header.dropFirst(7))
     let role: Role?
     let principal: String
     let author: String
@@ -225,7 +225,8 @@ public struct AuthInterceptor: CallInterceptor {
     // A service's static token may say whom it acts for; a person signed in, only as an admin.
     var service = false
     if let signIn = self.signIn, SignIn.isSignedToken(token[...]) {
-      (role, principal, author, email) = try signIn.holder(of: token[...])
+      (role, principal, email) = try signIn.holder(of: token[...])
+      author = principal
     } else if let (held, holder, label) = self.tokens?.holder(of: token) {
       (role, principal, service) = (held, holder, true)
       author = "token:" + (label.isEmpty ? holder : label)
@@ -248,6 +249,18 @@ public struct AuthInterceptor: CallInterceptor {
     }
     let caller = Caller(role: role, email: email, mayActOnBehalf: service || role == .admin)
     return (principal, author, caller)
+  }
+}
+
+extension AuthInterceptor {
+  /// `text` without the spaces and tabs around it.
+  static func trimmed(_ text: Substring) -> String {
+    let blank: (UInt8) -> Bool = { $0 == UInt8(ascii: " ") || $0 == UInt8(ascii: "\t") }
+    let utf8 = text.utf8
+    guard let first = utf8.firstIndex(where: { !blank($0) }),
+      let last = utf8.lastIndex(where: { !blank($0) })
+    else { return "" }
+    return String(Substring(utf8[first ... last]))
   }
 }
 

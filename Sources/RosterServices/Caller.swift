@@ -11,7 +11,8 @@ internal import RosterDomain
 public struct Caller: Sendable, Equatable {
   /// The caller's role; nil for a signed-in caller whose token gives none.
   public var role: Role?
-  /// The caller's e-mail address, lower-cased, from a sign-in token that vouches for it.
+  /// The caller's e-mail address, lower-cased (as `TokenVerifier.Claims` gives it), from a
+  /// sign-in token that vouches for it.
   public var email: String?
   /// Whether the call was let in only for the caller's own record: its method is
   /// `self_service` and the caller's role is below the one it needs.
@@ -29,7 +30,7 @@ public struct Caller: Sendable, Equatable {
     mayActOnBehalf: Bool = false
   ) {
     self.role = role
-    self.email = email?.lowercased()
+    self.email = email
     self.ownRecordOnly = ownRecordOnly
     self.mayActOnBehalf = mayActOnBehalf
   }

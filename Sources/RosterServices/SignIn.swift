@@ -41,16 +41,19 @@ public struct SignIn: Sendable {
     token.utf8.lazy.filter { $0 == UInt8(ascii: ".") }.count == 2
   }
 
-  /// The role, principal, author (the issuer and the subject, as the change log records them)
-  /// and e-mail of a provider's token, or the error the caller gets.
-  func holder(
-    of token: Substring
-  ) throws -> (role: Role?, principal: String, author: String, email: String?) {
+  /// The role, name (the issuer and the subject: the principal per-caller limits count by,
+  /// and the author the change log records) and e-mail of a provider's token, or the error the
+  /// caller gets.
+  func holder(of token: Substring) throws -> (role: Role?, name: String, email: String?) {
     switch self.verifier.verify(token) {
     case .success(let claims):
-      let named = claims.roles.compactMap { self.roles[$0] ?? Role(name: $0) }
-      let author = "\(claims.issuer)#\(claims.subject)"
-      return (named.max() ?? self.defaultRole, "oidc:\(claims.subject)", author, claims.email)
+      var role: Role? = nil
+      for value in claims.roles {
+        if let named = self.roles[value] ?? Role(name: value), role.map({ named > $0 }) ?? true {
+          role = named
+        }
+      }
+      return (role ?? self.defaultRole, claims.name, claims.email)
     case .failure(let refusal) where refusal.keysMissing:
       throw RPCError(code: .unavailable, message: "sign-in is not ready: \(refusal.reason)")
     case .failure(let refusal):

@@ -38,6 +38,9 @@ package final class RosterHTTP2Transport: ServerTransport {
     package var maxRequestBytes: Int
     package var maxConcurrentStreams: Int
     package var connection: ConnectionLimits
+    /// Where each HTTP/2 connection is registered so that its reads can be paused (per-caller
+    /// limits); nil for none.
+    package var readPauses: ConnectionReadPauses?
 
     package init(
       host: String,
@@ -45,7 +48,8 @@ package final class RosterHTTP2Transport: ServerTransport {
       tls: NIOSSLContext?,
       maxRequestBytes: Int,
       maxConcurrentStreams: Int,
-      connection: ConnectionLimits
+      connection: ConnectionLimits,
+      readPauses: ConnectionReadPauses? = nil
     ) {
       self.host = host
       self.port = port
@@ -53,6 +57,7 @@ package final class RosterHTTP2Transport: ServerTransport {
       self.maxRequestBytes = maxRequestBytes
       self.maxConcurrentStreams = maxConcurrentStreams
       self.connection = connection
+      self.readPauses = readPauses
     }
   }
 
@@ -245,6 +250,7 @@ package final class RosterHTTP2Transport: ServerTransport {
     }
     let maxRequestBytes = self.config.maxRequestBytes
     let remotePeer = describePeer(channel.remoteAddress)
+    try self.config.readPauses?.attach(to: channel, peer: remotePeer)
     let localPeer = describePeer(channel.localAddress)
     let multiplexer = HTTP2StreamMultiplexer(
       mode: .server,

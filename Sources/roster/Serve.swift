@@ -90,7 +90,10 @@ struct Serve: AsyncParsableCommand {
   )
   var callerRate: Int = Int(Self.defaults.limits.callerRate?.perSecond ?? 0)
 
-  @Option(help: "Calls a caller may make at once after a quiet spell; 0 for --caller-rate's.")
+  @Option(
+    help:
+      "Calls a caller may make at once after a quiet spell; 0 for a tenth of --caller-rate (at least 10)."
+  )
   var callerBurst: Int = 0
 
   @Option(help: "ROLE=RATE: the calls per second each caller of ROLE may make (repeat it).")

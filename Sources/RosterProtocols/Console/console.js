@@ -411,6 +411,40 @@
     return details;
   }
 
+  // A bar chart as inline SVG, one bar per entry ({ label, value, title }), each bar's numbers
+  // in its <title>, which browsers show on hover and screen readers read.
+  function barChart(name, bars) {
+    const svgNS = 'http://www.w3.org/2000/svg';
+    const width = 600, height = 160, gap = 2, axis = 18;
+    const svg = document.createElementNS(svgNS, 'svg');
+    svg.setAttribute('viewBox', `0 0 ${width} ${height}`);
+    svg.setAttribute('role', 'img');
+    svg.setAttribute('aria-label', name);
+    svg.classList.add('chart');
+    const top = Math.max(1, ...bars.map((bar) => bar.value));
+    const step = width / Math.max(1, bars.length);
+    bars.forEach((bar, index) => {
+      const group = document.createElementNS(svgNS, 'g');
+      const rect = document.createElementNS(svgNS, 'rect');
+      const barHeight = Math.round((bar.value / top) * (height - axis - 4));
+      rect.setAttribute('x', String(index * step + gap / 2));
+      rect.setAttribute('y', String(height - axis - barHeight));
+      rect.setAttribute('width', String(Math.max(1, step - gap)));
+      rect.setAttribute('height', String(barHeight));
+      const title = document.createElementNS(svgNS, 'title');
+      title.textContent = bar.title;
+      rect.append(title);
+      const text = document.createElementNS(svgNS, 'text');
+      text.setAttribute('x', String(index * step + step / 2));
+      text.setAttribute('y', String(height - 4));
+      text.setAttribute('text-anchor', 'middle');
+      text.textContent = bar.label;
+      group.append(rect, text);
+      svg.append(group);
+    });
+    return svg;
+  }
+
   async function loadCalendar() {
     try {
       const reply = await authorized(() => unary('roster.v1.Analytics/SalesCalendar', {}));
@@ -420,6 +454,11 @@
       // Newest first.
       for (const year of (reply.years || []).slice().reverse()) {
         years.append(disclosure(`${year.year}: ${year.count || 0} sales, ${money(year.amountCents)}`, (details) => {
+          details.append(barChart(`Sales by month, ${year.year}`, (year.months || []).map((month) => ({
+            label: MONTHS[month.month - 1].slice(0, 3),
+            value: Number(month.amountCents || 0),
+            title: `${MONTHS[month.month - 1]} ${year.year}: ${month.count || 0} sales, ${money(month.amountCents)}`,
+          }))));
           for (const month of year.months || []) {
             details.append(disclosure(
               `${MONTHS[month.month - 1]} ${year.year}: ${month.count || 0} sales, ${money(month.amountCents)}`,
@@ -438,6 +477,11 @@
     details.append(list);
     try {
       const reply = await authorized(() => unary('roster.v1.Analytics/SalesCalendar', { year, month }));
+      list.before(barChart(`Sales by day, ${MONTHS[month - 1]} ${year}`, (reply.days || []).map((day) => ({
+        label: String(day.day),
+        value: Number(day.amountCents || 0),
+        title: `${MONTHS[month - 1]} ${day.day}: ${day.count || 0} sales, ${money(day.amountCents)}`,
+      }))));
       for (const day of reply.days || []) {
         const item = document.createElement('li');
         item.textContent = `${MONTHS[month - 1]} ${day.day}: ${day.count || 0} sales, ${money(day.amountCents)}`;

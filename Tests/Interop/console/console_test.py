@@ -39,20 +39,27 @@ HANG = 60
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 import servers  # noqa: E402
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "identity"))
+import idp  # noqa: E402
+
 SERVER = None
 LOG = None
 BASE = None
 TOKENS = {}
 BROWSER = None
+PROVIDER = None
 
 
 def setUpModule():
-    global SERVER, LOG, BASE, BROWSER
+    global SERVER, LOG, BASE, BROWSER, PROVIDER
     TOKENS.update(servers.write_tokens(ROSTER, WORK, ("reader", "writer", "admin")))
+    PROVIDER = idp.Provider()
+    PROVIDER.add_key("RS256")
     LOG = open(os.path.join(WORK, "server.log"), "w")
     SERVER = subprocess.Popen(
         [ROSTER, "serve", "--port", "0", "--db", os.path.join(WORK, "console.sqlite"), "--seed-employees", "120",
-         "--seed-sales-per-employee", "4", "--tokens", os.path.join(WORK, "tokens")],
+         "--seed-sales-per-employee", "4", "--tokens", os.path.join(WORK, "tokens"),
+         "--oidc-issuer", PROVIDER.issuer, "--oidc-audience", "roster"],
         stdout=subprocess.PIPE, stderr=LOG, text=True)
     line = SERVER.stdout.readline()
     if not line.startswith("listening on "):
@@ -70,6 +77,7 @@ def setUpModule():
     except Exception:
         # tearDownModule does not run when this fails: stop the server here.
         servers.stop(SERVER, LOG)
+        PROVIDER.close()
         raise
 
 
@@ -79,6 +87,7 @@ def tearDownModule():
             BROWSER.quit()
     finally:
         servers.stop(SERVER, LOG)
+        PROVIDER.close()
         shutil.rmtree(WORK, ignore_errors=True)
 
 
@@ -169,6 +178,14 @@ class Console(unittest.TestCase):
         self.wait("the years", lambda: BROWSER.find_elements(By.CSS_SELECTOR, "#calendar-years > details > summary"))
         BROWSER.find_elements(By.CSS_SELECTOR, "#calendar-years > details > summary")[0].click()
         self.wait("the months", lambda: BROWSER.find_elements(By.CSS_SELECTOR, "#calendar-years details details"))
+        # A year reads as a chart: a bar per month, its numbers in the bar's title (on hover).
+        months = BROWSER.find_elements(By.CSS_SELECTOR, "#calendar-years > details > details")
+        bars = BROWSER.find_elements(By.CSS_SELECTOR, "#calendar-years > details > svg.chart rect")
+        self.assertEqual(len(bars), len(months))
+        titles = [bar.find_element(By.TAG_NAME, "title").get_attribute("textContent") for bar in bars]
+        self.assertEqual(titles, [month.find_element(By.TAG_NAME, "summary").text for month in months])
+        self.assertTrue(all(int(bar.get_attribute("height")) >= 0 for bar in bars))
+        self.assertTrue(any(int(bar.get_attribute("height")) > 0 for bar in bars))
         BROWSER.find_elements(By.CSS_SELECTOR, "#calendar-years details details > summary")[0].click()
         self.wait("the days", lambda: BROWSER.find_elements(By.CSS_SELECTOR, "#calendar-years details details li"))
 
@@ -206,6 +223,31 @@ class Console(unittest.TestCase):
         errors = [entry["message"] for entry in BROWSER.get_log("browser") if entry["level"] == "SEVERE"
                   and "status of 401" not in entry["message"]]
         self.assertEqual(errors, [], "the page logged errors")
+
+    def test_z_a_provider_token_shows_what_its_caller_may_see(self):
+        """Signed in with the identity provider's token (pasted, as a static one), a reader sees
+        their own phone and address on their card, and no one else's."""
+        me, other = connect("Directory/ListEmployees", {"pageSize": 2}, role="admin")["employees"]
+        token = PROVIDER.token(PROVIDER.keys[0], sub="console-reader", email=me["email"])
+        BROWSER.get(BASE + "/")
+        BROWSER.execute_script("sessionStorage.clear()")
+        BROWSER.get(BASE + "/")
+        dialog = self.by_id("token-dialog")
+        self.wait("the token prompt", lambda: dialog.get_attribute("open") is not None)
+        self.by_id("token-input").send_keys(token + Keys.ENTER)
+        for person, sees in ((me, True), (other, False)):
+            search = self.by_id("search")
+            search.clear()
+            search.send_keys(person["name"])
+            row = f"#results li button[data-guid='{person['guid']}']"
+            self.wait("the person's row", lambda: BROWSER.find_elements(By.CSS_SELECTOR, row))
+            BROWSER.find_element(By.CSS_SELECTOR, row).click()
+            self.wait("the card", lambda: self.by_id("card-name").text == person["name"])
+            terms = [term.text for term in BROWSER.find_elements(By.CSS_SELECTOR, "#card-fields dt")]
+            self.assertIn("E-mail", terms)
+            for label in ("Phone", "Address", "Vacation days"):
+                self.assertEqual(label in terms, sees, (person["name"], label, terms))
+        BROWSER.execute_script("sessionStorage.clear()")
 
     def test_files_are_cached_by_etag(self):
         with urllib.request.urlopen(BASE + "/console.js", timeout=HANG) as response:
