@@ -20,7 +20,7 @@ package final class ConnectionReadPauses: Sendable {
   /// already); a peer with no open connection is ignored.
   package func pause(peer: String, for duration: Duration) {
     guard let handle = self.byPeer.withLock({ $0[peer] }) else { return }
-    handle.pause(until: .now() + TimeAmount(duration))
+    handle.pause(for: TimeAmount(duration))
   }
 
   /// How many connections are known: for tests, which check that closed ones are forgotten.
@@ -62,9 +62,10 @@ final class ReadPauseHandler: ChannelDuplexHandler, RemovableChannelHandler {
       self.handler = handler
     }
 
-    func pause(until deadline: NIODeadline) {
+    func pause(for duration: TimeAmount) {
       let handler = self.handler
-      handler.eventLoop.execute { handler.value.pause(until: deadline) }
+      let loop = handler.eventLoop
+      loop.execute { handler.value.pause(until: loop.now + duration) }
     }
   }
 
@@ -78,7 +79,7 @@ final class ReadPauseHandler: ChannelDuplexHandler, RemovableChannelHandler {
   }
 
   func read(context: ChannelHandlerContext) {
-    guard let until = self.until, until > .now() else {
+    guard let until = self.until, until > context.eventLoop.now else {
       context.read()
       return
     }
