@@ -52,7 +52,7 @@ func makeServing(
   let connect = ConnectUnary(
     fastPath: unaryMethods,
     cors: config.cors,
-    console: config.console ? .embedded : nil
+    console: config.console ? webConsole(config.signIn) : nil
   )
   let bridge = CallBridge()
   let streams = ConnectStreams(
@@ -130,3 +130,13 @@ func sslContext(_ files: TLSFiles) throws -> NIOSSLContext {
 }
 
 extension ConnectionReadPauses: CallerPausing {}
+
+/// The web console, signing people in through the provider when `signIn` names its client.
+private func webConsole(_ signIn: SignIn?) -> WebConsole {
+  guard let signIn, let clientID = signIn.consoleClientID else { return .embedded }
+  return WebConsole.embedded.signingIn(
+    issuer: signIn.verifier.settings.issuer,
+    clientID: clientID,
+    scope: signIn.consoleScope
+  )
+}

@@ -20,6 +20,15 @@ public struct SignIn: Sendable {
   /// The role of a signed-in caller whose claim gives none: nil leaves such a caller only the
   /// open services.
   public var defaultRole: Role?
+  /// The web console's client id at the provider, when people sign in to the console there
+  /// (the authorization code flow with PKCE); nil: the console takes pasted tokens only.
+  public var consoleClientID: String?
+  /// The scopes the console asks the provider for: what makes the access token name Roster
+  /// as its audience.
+  public var consoleScope = Self.defaultConsoleScope
+
+  /// The console's scopes by default: the person's identity and e-mail (their own record).
+  public static let defaultConsoleScope = "openid email"
 
   /// The default role by default: every signed-in caller the provider issued a token for
   /// Roster may read.

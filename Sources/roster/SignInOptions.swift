@@ -42,6 +42,20 @@ struct SignInOptions: ParsableArguments {
   var defaultRole: String = SignIn.defaultRoleName
 
   @Option(
+    name: .customLong("oidc-console-client-id"),
+    help:
+      "The web console's client id at the provider: people sign in to the console there (redirect URI: the console's URL)."
+  )
+  var consoleClientID: String?
+
+  @Option(
+    name: .customLong("oidc-console-scope"),
+    help:
+      "The scopes the console asks the provider for, which make its access token name --oidc-audience."
+  )
+  var consoleScope: String = SignIn.defaultConsoleScope
+
+  @Option(
     name: .customLong("oidc-refresh-seconds"),
     help: "Fetch the provider's keys again after this many seconds."
   )
@@ -54,7 +68,9 @@ struct SignInOptions: ParsableArguments {
   /// The sign-in these flags describe; nil without `--oidc-issuer`.
   func signIn() throws -> SignIn? {
     guard let issuer = self.issuer else {
-      if self.audience != nil { throw ValidationError("--oidc-audience needs --oidc-issuer") }
+      if self.audience != nil || self.consoleClientID != nil {
+        throw ValidationError("--oidc-audience and --oidc-console-client-id need --oidc-issuer")
+      }
       return nil
     }
     guard let audience = self.audience, !audience.isEmpty else {
@@ -86,10 +102,13 @@ struct SignInOptions: ParsableArguments {
     var settings = TokenVerifier.Settings(issuer: issuer, audience: audience)
     settings.rolesClaim = self.rolesClaim
     settings.refreshInterval = .seconds(self.refreshSeconds)
-    return SignIn(
+    var signIn = SignIn(
       verifier: TokenVerifier(settings: settings),
       roles: roles,
       defaultRole: defaultRole
     )
+    signIn.consoleClientID = self.consoleClientID
+    signIn.consoleScope = self.consoleScope
+    return signIn
   }
 }

@@ -123,6 +123,60 @@
     return tokenPrompt;
   }
 
+  // --- Sign-in with the company's provider (OpenID Connect, authorization code with PKCE) -----
+
+  /** What the server says of sign-in through the provider: `{}` when it offers none. */
+  const consoleConfig = () => fetch('/console-config.json').then((reply) => reply.json());
+
+  /** The provider's settings: the server's, and the provider's discovery document. */
+  async function providerSettings() {
+    const settings = await consoleConfig();
+    const discovery = await fetch(settings.issuer.replace(/\/$/, '') + '/.well-known/openid-configuration');
+    if (!discovery.ok) throw new Error(`the provider's discovery answered ${discovery.status}`);
+    return { ...settings, ...(await discovery.json()) };
+  }
+
+  const base64url = (bytes) => btoa(String.fromCharCode(...new Uint8Array(bytes)))
+    .replace(/\+/g, '-').replace(/\//g, '_').replace(/=+$/, '');
+
+  /** Leaves for the provider's sign-in page; it sends the browser back here with a code. */
+  async function startProviderSignIn() {
+    const settings = await providerSettings();
+    const verifier = base64url(crypto.getRandomValues(new Uint8Array(32)));
+    const state = base64url(crypto.getRandomValues(new Uint8Array(16)));
+    const challenge = base64url(await crypto.subtle.digest('SHA-256', new TextEncoder().encode(verifier)));
+    sessionStorage.setItem('roster-sign-in', JSON.stringify({ verifier, state }));
+    const url = new URL(settings.authorization_endpoint);
+    url.search = new URLSearchParams({
+      response_type: 'code', client_id: settings.clientId, redirect_uri: location.origin + '/',
+      scope: settings.scope, state, code_challenge: challenge, code_challenge_method: 'S256',
+    }).toString();
+    location.assign(url.toString());
+  }
+
+  /** Back from the provider with a code: trades it for an access token, the console's token. */
+  async function finishProviderSignIn() {
+    const params = new URLSearchParams(location.search);
+    if (!params.has('code') && !params.has('error')) return;
+    const started = JSON.parse(sessionStorage.getItem('roster-sign-in') || 'null');
+    sessionStorage.removeItem('roster-sign-in');
+    history.replaceState(null, '', location.pathname);
+    if (params.has('error')) throw new Error(`the provider refused: ${params.get('error')}`);
+    if (!started || params.get('state') !== started.state) throw new Error('the sign-in was not started here');
+    const settings = await providerSettings();
+    const reply = await fetch(settings.token_endpoint, {
+      method: 'POST',
+      headers: { 'content-type': 'application/x-www-form-urlencoded' },
+      body: new URLSearchParams({
+        grant_type: 'authorization_code', code: params.get('code'), redirect_uri: location.origin + '/',
+        client_id: settings.clientId, code_verifier: started.verifier,
+      }),
+    });
+    if (!reply.ok) throw new Error(`the provider's token endpoint answered ${reply.status}`);
+    token = (await reply.json()).access_token || '';
+    sessionStorage.setItem('roster-token', token);
+  }
+
   /** Runs `call`, asking for a token and trying once more if the server wants one. */
   async function authorized(call) {
     try {
@@ -541,7 +595,17 @@
 
   // --- Wiring --------------------------------------------------------------------------------
 
-  document.addEventListener('DOMContentLoaded', () => {
+  document.addEventListener('DOMContentLoaded', async () => {
+    try {
+      await finishProviderSignIn();
+      if ((await consoleConfig()).issuer) {
+        $('provider-sign-in-row').hidden = false;
+        $('provider-sign-in').addEventListener('click', () =>
+          startProviderSignIn().catch((error) => failed('Signing in', error)));
+      }
+    } catch (error) {
+      failed('Signing in', error);
+    }
     $('search').addEventListener('input', searchSoon);
     $('department-filter').addEventListener('change', () => loadPage(true));
     $('results').addEventListener('scroll', () => {

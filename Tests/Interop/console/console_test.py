@@ -59,7 +59,8 @@ def setUpModule():
     SERVER = subprocess.Popen(
         [ROSTER, "serve", "--port", "0", "--db", os.path.join(WORK, "console.sqlite"), "--seed-employees", "120",
          "--seed-sales-per-employee", "4", "--tokens", os.path.join(WORK, "tokens"),
-         "--oidc-issuer", PROVIDER.issuer, "--oidc-audience", "roster"],
+         "--oidc-issuer", PROVIDER.issuer, "--oidc-audience", "roster",
+         "--oidc-console-client-id", "roster-console"],
         stdout=subprocess.PIPE, stderr=LOG, text=True)
     line = SERVER.stdout.readline()
     if not line.startswith("listening on "):
@@ -247,6 +248,32 @@ class Console(unittest.TestCase):
             self.assertIn("E-mail", terms)
             for label in ("Phone", "Address", "Vacation days"):
                 self.assertEqual(label in terms, sees, (person["name"], label, terms))
+        BROWSER.execute_script("sessionStorage.clear()")
+
+    def test_z_signing_in_at_the_provider(self):
+        """The token dialog offers the provider's sign-in: the browser goes to the provider and
+        back with a code, which the page trades (PKCE) for an access token it then calls with."""
+        me, other = connect("Directory/ListEmployees", {"pageSize": 2}, role="admin")["employees"]
+        PROVIDER.login = {"sub": "browser-person", "email": me["email"]}
+        BROWSER.get(BASE + "/")
+        BROWSER.execute_script("sessionStorage.clear()")
+        BROWSER.get(BASE + "/")
+        dialog = self.by_id("token-dialog")
+        self.wait("the token prompt", lambda: dialog.get_attribute("open") is not None)
+        self.wait("the provider's button", lambda: self.by_id("provider-sign-in").is_displayed())
+        self.by_id("provider-sign-in").click()
+        self.wait("the first page, signed in", lambda: len(self.rows()) >= 30)
+        self.assertEqual(BROWSER.current_url, BASE + "/", "the code left the address bar")
+        token = BROWSER.execute_script("return sessionStorage.getItem('roster-token')")
+        self.assertEqual(token.count("."), 2, "the console calls with the provider's access token")
+        search = self.by_id("search")
+        search.send_keys(me["name"])
+        row = f"#results li button[data-guid='{me['guid']}']"
+        self.wait("the person's row", lambda: BROWSER.find_elements(By.CSS_SELECTOR, row))
+        BROWSER.find_element(By.CSS_SELECTOR, row).click()
+        self.wait("the card", lambda: self.by_id("card-name").text == me["name"])
+        terms = [term.text for term in BROWSER.find_elements(By.CSS_SELECTOR, "#card-fields dt")]
+        self.assertIn("Phone", terms, "signed in as themselves, the person sees their own phone")
         BROWSER.execute_script("sessionStorage.clear()")
 
     def test_files_are_cached_by_etag(self):

@@ -1,6 +1,9 @@
 """A test OpenID Connect provider on loopback: the discovery document and a JSON Web Key Set
 served by `http.server`, and JSON Web Tokens signed with `cryptography` (RS256, ES256, EdDSA),
-among them the malformed and hostile ones a real provider never issues.
+among them the malformed and hostile ones a real provider never issues. Its authorization
+endpoint signs in `provider.login` (claims) at once, with no page, and its token endpoint
+trades the code for an access token when the PKCE verifier matches (S256), as a browser's
+sign-in needs.
 
     provider = Provider()              # serving on http://127.0.0.1:PORT
     key = provider.add_key("ES256")    # published in the key set
@@ -8,11 +11,13 @@ among them the malformed and hostile ones a real provider never issues.
     provider.drop_key(key); provider.close()
 """
 import base64
+import hashlib
 import json
 import threading
 import time
 import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qs, urlencode, urlsplit
 
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519, padding, rsa
@@ -71,24 +76,55 @@ class Provider:
 
     def __init__(self):
         self.keys, self.jwks_requests, self.lock = [], 0, threading.Lock()
+        self.login, self.codes = None, {}
         provider = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self):
-                if self.path == "/.well-known/openid-configuration":
+                path, query = urlsplit(self.path).path, parse_qs(urlsplit(self.path).query)
+                if path == "/.well-known/openid-configuration":
                     body = {"issuer": provider.issuer, "jwks_uri": provider.issuer + "/keys",
+                            "authorization_endpoint": provider.issuer + "/authorize",
+                            "token_endpoint": provider.issuer + "/token",
                             "id_token_signing_alg_values_supported": ["RS256", "ES256", "EdDSA"]}
-                elif self.path == "/keys":
+                elif path == "/keys":
                     with provider.lock:
                         provider.jwks_requests += 1
                         body = {"keys": [key.jwk for key in provider.keys]}
+                elif path == "/authorize" and provider.login is not None:
+                    code = uuid.uuid4().hex
+                    with provider.lock:
+                        provider.codes[code] = (query["code_challenge"][0], query["redirect_uri"][0])
+                    self.send_response(302)
+                    self.send_header("Location", query["redirect_uri"][0] + "?" + urlencode(
+                        {"code": code, "state": query["state"][0]}))
+                    self.end_headers()
+                    return
                 else:
                     self.send_error(404)
                     return
+                self.reply(body)
+
+            def do_POST(self):
+                form = parse_qs(self.rfile.read(int(self.headers["Content-Length"])).decode())
+                with provider.lock:
+                    challenge, redirect = provider.codes.pop(form.get("code", [""])[0], (None, None))
+                verifier = form.get("code_verifier", [""])[0].encode()
+                if urlsplit(self.path).path != "/token" or challenge is None \
+                        or b64url(hashlib.sha256(verifier).digest()) != challenge \
+                        or form.get("redirect_uri", [""])[0] != redirect:
+                    self.reply({"error": "invalid_grant"}, status=400)
+                    return
+                self.reply({"access_token": provider.token(provider.keys[0], **provider.login),
+                            "token_type": "Bearer", "expires_in": 3600})
+
+            def reply(self, body, status=200):
                 data = json.dumps(body).encode()
-                self.send_response(200)
+                self.send_response(status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
+                # A browser's page on another origin reads discovery and the token endpoint.
+                self.send_header("Access-Control-Allow-Origin", "*")
                 self.end_headers()
                 self.wfile.write(data)
 
