@@ -225,6 +225,17 @@ class Console(unittest.TestCase):
                   and "status of 401" not in entry["message"]]
         self.assertEqual(errors, [], "the page logged errors")
 
+    def card_terms(self, person):
+        """Finds `person` by name, opens their card and returns its field labels."""
+        search = self.by_id("search")
+        search.clear()
+        search.send_keys(person["name"])
+        row = f"#results li button[data-guid='{person['guid']}']"
+        self.wait("the person's row", lambda: BROWSER.find_elements(By.CSS_SELECTOR, row))
+        BROWSER.find_element(By.CSS_SELECTOR, row).click()
+        self.wait("the card", lambda: self.by_id("card-name").text == person["name"])
+        return [term.text for term in BROWSER.find_elements(By.CSS_SELECTOR, "#card-fields dt")]
+
     def test_z_a_provider_token_shows_what_its_caller_may_see(self):
         """Signed in with the identity provider's token (pasted, as a static one), a reader sees
         their own phone and address on their card, and no one else's."""
@@ -237,14 +248,7 @@ class Console(unittest.TestCase):
         self.wait("the token prompt", lambda: dialog.get_attribute("open") is not None)
         self.by_id("token-input").send_keys(token + Keys.ENTER)
         for person, sees in ((me, True), (other, False)):
-            search = self.by_id("search")
-            search.clear()
-            search.send_keys(person["name"])
-            row = f"#results li button[data-guid='{person['guid']}']"
-            self.wait("the person's row", lambda: BROWSER.find_elements(By.CSS_SELECTOR, row))
-            BROWSER.find_element(By.CSS_SELECTOR, row).click()
-            self.wait("the card", lambda: self.by_id("card-name").text == person["name"])
-            terms = [term.text for term in BROWSER.find_elements(By.CSS_SELECTOR, "#card-fields dt")]
+            terms = self.card_terms(person)
             self.assertIn("E-mail", terms)
             for label in ("Phone", "Address", "Vacation days"):
                 self.assertEqual(label in terms, sees, (person["name"], label, terms))
@@ -266,14 +270,7 @@ class Console(unittest.TestCase):
         self.assertEqual(BROWSER.current_url, BASE + "/", "the code left the address bar")
         token = BROWSER.execute_script("return sessionStorage.getItem('roster-token')")
         self.assertEqual(token.count("."), 2, "the console calls with the provider's access token")
-        search = self.by_id("search")
-        search.send_keys(me["name"])
-        row = f"#results li button[data-guid='{me['guid']}']"
-        self.wait("the person's row", lambda: BROWSER.find_elements(By.CSS_SELECTOR, row))
-        BROWSER.find_element(By.CSS_SELECTOR, row).click()
-        self.wait("the card", lambda: self.by_id("card-name").text == me["name"])
-        terms = [term.text for term in BROWSER.find_elements(By.CSS_SELECTOR, "#card-fields dt")]
-        self.assertIn("Phone", terms, "signed in as themselves, the person sees their own phone")
+        self.assertIn("Phone", self.card_terms(me), "signed in as themselves, the person sees their own phone")
         BROWSER.execute_script("sessionStorage.clear()")
 
     def test_files_are_cached_by_etag(self):
