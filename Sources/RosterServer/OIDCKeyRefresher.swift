@@ -91,8 +91,8 @@ struct OIDCKeyRefresher: Service {
     guard let parts = URLComponents(string: url), let host = parts.host else {
       throw FetchError(message: "\(url) is not a URL")
     }
-    let loopback = host == "localhost" || host == "::1" || host.hasPrefix("127.")
-    guard parts.scheme == "https" || (parts.scheme == "http" && loopback) else {
+    guard parts.scheme == "https" || (parts.scheme == "http" && ServerConfig.isLoopback(host))
+    else {
       throw FetchError(
         message: "\(url): the provider must be reached over https (http only on loopback)"
       )

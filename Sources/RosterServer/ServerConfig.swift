@@ -98,3 +98,11 @@ public struct Limits: Sendable {
 
   public init() {}
 }
+
+extension ServerConfig {
+  /// Whether `host` names this machine only: what `roster serve` may bind without tokens, and
+  /// where a provider may be reached over plain HTTP (a test provider).
+  public static func isLoopback(_ host: String) -> Bool {
+    host == "localhost" || host == "::1" || host.hasPrefix("127.")
+  }
+}

@@ -53,9 +53,7 @@ extension AnalyticsService: Roster_V1_Analytics.SimpleServiceProtocol {
     return try await withStatusMapping("DepartmentSummary", logger: self.logger) {
       let counts = try await self.store.departmentCounts(request.department)
       // Vacation days are personal: a department of one would tell one person's.
-      let personal =
-        Caller.personalLimit == nil
-        || !PersonalFields.names.contains(EmployeeField.vacationDays.rawValue)
+      let personal = !Caller.vacationDaysHidden
       return .with {
         $0.total = counts.headcount
         $0.active = counts.active
@@ -144,9 +142,7 @@ extension AnalyticsService: Roster_V1_Analytics.SimpleServiceProtocol {
   ) async throws -> Roster_V1_AggregateResponse {
     let function = try AnalyticsRequests.function(request.function)
     // Every function but COUNT aggregates vacation days: a filter can narrow it to one person.
-    if function != .count, Caller.personalLimit != nil,
-      PersonalFields.names.contains(EmployeeField.vacationDays.rawValue)
-    {
+    if function != .count, Caller.vacationDaysHidden {
       throw RPCError(
         code: .permissionDenied,
         message: "function: \(function.rawValue.uppercased()) aggregates vacation_days, a personal "

@@ -1,6 +1,7 @@
 internal import Foundation
 internal import GRPCCore
 internal import RosterDomain
+internal import RosterStore
 
 /// Who makes the current call, as far as what they may see: their role and, for a caller
 /// signed in by the identity provider, their e-mail, which makes one employee record their own.
@@ -42,12 +43,23 @@ public struct Caller: Sendable, Equatable {
     return PersonalLimit(ownEmail: caller.email)
   }
 
-  /// For a call let in only for the caller's own record: checks that `employee` (read with its
-  /// e-mail) is that record.
+  /// Whether the current caller may not see vacation days, a personal field: aggregates over
+  /// them are theirs to see only with the role that sees the field.
+  static var vacationDaysHidden: Bool {
+    Self.personalLimit != nil && PersonalFields.names.contains(EmployeeField.vacationDays.rawValue)
+  }
+
+  /// For a call let in only for the caller's own record: reads the e-mail of the employee
+  /// `guid` from `store` and checks that it is that record; nothing for any other call.
   ///
-  /// - Throws: `PERMISSION_DENIED` naming `field` when it is not.
-  static func requireOwnRecord(_ employee: Employee, field: String) throws {
+  /// - Throws: `PERMISSION_DENIED` naming `field` when it is not; the store's errors.
+  static func requireOwnRecord(
+    guid: String,
+    field: String,
+    store: any DirectoryStore
+  ) async throws {
     guard let caller = Self.current, caller.ownRecordOnly else { return }
+    let employee = try await store.employee(guid: guid, fields: .email)
     guard PersonalLimit(ownEmail: caller.email).owns(employee) else {
       throw RPCError(
         code: .permissionDenied,

@@ -174,10 +174,7 @@ extension DirectoryService: Roster_V1_Directory.SimpleServiceProtocol {
       )
     }
     return try await withStatusMapping("UpdateEmployee", logger: self.logger) {
-      if Caller.current?.ownRecordOnly == true {
-        let target = try await self.store.employee(guid: guid, fields: .email)
-        try Caller.requireOwnRecord(target, field: "employee.guid")
-      }
+      try await Caller.requireOwnRecord(guid: guid, field: "employee.guid", store: self.store)
       let updated = try await self.store.updateEmployee(
         guid: guid,
         changes: changes,

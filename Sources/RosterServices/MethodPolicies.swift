@@ -47,9 +47,16 @@ public struct MethodPolicies: Sendable {
   }
 
   /// The server's methods, from the descriptors built into it.
-  public static let server: MethodPolicies = {
+  public static let server = MethodPolicies(Self.serverDescriptors)
+
+  /// The descriptors built into the server, with Roster's options read: decoded once, for the
+  /// methods' policies here and the fields' marks (`PersonalFields`).
+  static let serverDescriptors: Google_Protobuf_FileDescriptorSet = {
     do {
-      return try MethodPolicies(fileDescriptorSet: RosterDescriptors.fileDescriptorSet)
+      return try Google_Protobuf_FileDescriptorSet(
+        serializedBytes: RosterDescriptors.fileDescriptorSet,
+        extensions: Roster_V1_Options_Extensions
+      )
     } catch {
       // The set is generated with the code (scripts/generate-protos): it decodes, or the
       // build is broken.

@@ -15,18 +15,9 @@ enum PersonalFields {
 
   /// The names of the Employee fields whose options satisfy `mark`.
   private static func marked(_ mark: (Google_Protobuf_FieldOptions) -> Bool) -> Set<String> {
-    do {
-      let set = try Google_Protobuf_FileDescriptorSet(
-        serializedBytes: RosterDescriptors.fileDescriptorSet,
-        extensions: Roster_V1_Options_Extensions
-      )
-      let employee = set.file.filter { $0.package == "roster.v1" }.flatMap(\.messageType)
-        .first { $0.name == "Employee" }
-      return Set(employee?.field.filter { mark($0.options) }.map(\.name) ?? [])
-    } catch {
-      // Generated with the code (scripts/generate-protos): it decodes, or the build is broken.
-      preconditionFailure("RosterDescriptors.fileDescriptorSet does not decode: \(error)")
-    }
+    let employee = MethodPolicies.serverDescriptors.file.filter { $0.package == "roster.v1" }
+      .flatMap(\.messageType).first { $0.name == "Employee" }
+    return Set(employee?.field.filter { mark($0.options) }.map(\.name) ?? [])
   }
 
   /// The store fields they are read from.

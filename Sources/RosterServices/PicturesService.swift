@@ -60,10 +60,7 @@ extension PicturesService: Roster_V1_Pictures.SimpleServiceProtocol {
             throw RPCError(code: .invalidArgument, message: "total_size must not be negative")
           }
           let guid = try DirectoryRequests.guid(header.guid)
-          if Caller.current?.ownRecordOnly == true {
-            let owner = try await self.store.employee(guid: guid, fields: .email)
-            try Caller.requireOwnRecord(owner, field: "header.guid")
-          }
+          try await Caller.requireOwnRecord(guid: guid, field: "header.guid", store: self.store)
           upload = try await self.store.beginPictureUpload(
             guid: guid,
             contentType: header.contentType,

@@ -261,9 +261,7 @@ struct Serve: AsyncParsableCommand {
   var changeLogMaxRows: Int = Self.defaults.store.changeLogRetention.maximumRows
 
   /// Whether `host` only accepts connections from this machine.
-  static func isLoopback(_ host: String) -> Bool {
-    host == "localhost" || host == "::1" || host.hasPrefix("127.")
-  }
+  static func isLoopback(_ host: String) -> Bool { ServerConfig.isLoopback(host) }
 
   func validate() throws {
     if self.tokens == nil && self.signIn.issuer == nil && !self.insecure
