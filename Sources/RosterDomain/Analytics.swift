@@ -206,7 +206,10 @@ extension SalesFilter {
   public func checkRange() throws {
     for (field, date) in [("from", self.fromDate), ("to", self.toDate)] {
       if let date, !EmployeeValidation.isValidDate(date) {
-        throw StoreError(.invalidArgument, "\(field) '\(date)' is not a YYYY-MM-DD date")
+        throw StoreError(
+          .invalidArgument,
+          "\(field) \(ClientText.quoted(date)) is not a YYYY-MM-DD date"
+        )
       }
     }
     if let from = self.fromDate, let to = self.toDate, from > to {

@@ -106,7 +106,10 @@ extension EmployeeValidation {
       if let value { try self.checkLength(value, field: field, limit: limit) }
     }
     if let startDate = changes.startDate, !self.isValidDate(startDate) {
-      throw StoreError(.invalidArgument, "start_date '\(startDate)' is not a YYYY-MM-DD date")
+      throw StoreError(
+        .invalidArgument,
+        "start_date \(ClientText.quoted(startDate)) is not a YYYY-MM-DD date"
+      )
     }
     if let vacationDays = changes.vacationDays, vacationDays < 0 {
       throw StoreError(.invalidArgument, "vacation_days must not be negative")

@@ -20,7 +20,9 @@ public enum EmployeeValidation {
 
   /// Throws `invalidArgument` naming `field` when `value` is longer than `limit` characters.
   public static func checkLength(_ value: String, field: String, limit: Int) throws {
-    if value.count > limit {
+    // No more characters than bytes: counting characters, which walks grapheme clusters,
+    // is only needed for a value with more bytes than the limit.
+    if value.utf8.count > limit, value.count > limit {
       throw StoreError(.invalidArgument, "\(field) is longer than \(limit) characters")
     }
   }
@@ -31,7 +33,7 @@ public enum EmployeeValidation {
   public static func requireGUID(_ text: String, field: String = "guid") throws -> String {
     if text.isEmpty { throw StoreError(.invalidArgument, "\(field) is required") }
     guard let guid = self.canonicalGUID(text) else {
-      throw StoreError(.invalidArgument, "\(field) '\(text)' is not a UUID")
+      throw StoreError(.invalidArgument, "\(field) \(ClientText.quoted(text)) is not a UUID")
     }
     return guid
   }
@@ -73,7 +75,7 @@ public enum EmployeeValidation {
   public static func validated(_ employee: Employee) throws -> Employee {
     var employee = employee
     guard let guid = self.canonicalGUID(employee.guid) else {
-      throw StoreError(.invalidArgument, "guid '\(employee.guid)' is not a UUID")
+      throw StoreError(.invalidArgument, "guid \(ClientText.quoted(employee.guid)) is not a UUID")
     }
     employee.guid = guid
     try self.validate(EmployeeChanges(setting: employee))

@@ -70,7 +70,7 @@ public struct UpsertRow: Sendable, Hashable {
   /// - Throws: `invalidArgument` naming the guid or the first bad field.
   public func checked() throws -> UpsertRow {
     guard let guid = EmployeeValidation.canonicalGUID(self.guid) else {
-      throw StoreError(.invalidArgument, "guid '\(self.guid)' is not a UUID")
+      throw StoreError(.invalidArgument, "guid \(ClientText.quoted(self.guid)) is not a UUID")
     }
     try EmployeeValidation.validate(self.changes)
     return UpsertRow(guid: guid, changes: self.changes)

@@ -14,7 +14,10 @@ public enum SaleChecks {
   public static func check(_ sale: SaleRow, latest: String) -> Result<String, StoreError> {
     guard let guid = EmployeeValidation.canonicalGUID(sale.employeeGUID) else {
       return .failure(
-        StoreError(.invalidArgument, "employee_guid '\(sale.employeeGUID)' is not a UUID")
+        StoreError(
+          .invalidArgument,
+          "employee_guid \(ClientText.quoted(sale.employeeGUID)) is not a UUID"
+        )
       )
     }
     guard (0 ... StoreLimits.largestSaleCents).contains(sale.amountCents) else {
@@ -26,7 +29,12 @@ public enum SaleChecks {
       )
     }
     guard EmployeeValidation.isValidDate(sale.date) else {
-      return .failure(StoreError(.invalidArgument, "date '\(sale.date)' is not a YYYY-MM-DD date"))
+      return .failure(
+        StoreError(
+          .invalidArgument,
+          "date \(ClientText.quoted(sale.date)) is not a YYYY-MM-DD date"
+        )
+      )
     }
     guard sale.date >= StoreLimits.earliestSaleDate, sale.date <= latest else {
       return .failure(

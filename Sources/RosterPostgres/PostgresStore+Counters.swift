@@ -20,7 +20,7 @@ extension PostgresStore {
         WHERE department = \(department)
         """
       )
-    else { throw StoreError(.notFound, "no department '\(department)'") }
+    else { throw StoreError(.notFound, "no department \(ClientText.quoted(department))") }
     return try Self.departmentCounts(row)
   }
 

@@ -3,6 +3,7 @@ package import GRPCCore
 internal import GRPCProtobuf
 internal import NIOCore
 internal import NIOHPACK
+internal import RosterDomain
 internal import RosterProto
 internal import RosterServices
 internal import RosterTransport
@@ -164,7 +165,7 @@ package struct ConnectStreams: Sendable {
       guard timeout.utf8.count <= 10, let milliseconds = Int(timeout), milliseconds >= 0 else {
         return refuse(
           .invalidArgument,
-          "malformed connect-timeout-ms '\(timeout)': a whole number of milliseconds",
+          "malformed connect-timeout-ms \(ClientText.quoted(timeout)): a whole number of milliseconds",
           status: 400
         )
       }

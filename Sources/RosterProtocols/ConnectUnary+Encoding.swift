@@ -2,6 +2,7 @@ internal import Foundation
 internal import GRPCCore
 internal import NIOCore
 internal import NIOHPACK
+internal import RosterDomain
 internal import RosterTransport
 
 // How a Connect request's message is written: compressed bodies, the encodings a client
@@ -53,7 +54,10 @@ extension ConnectUnary {
       let raw = parts.count > 1 ? String(parts[1]).replacingOccurrences(of: "+", with: " ") : ""
       guard let value = raw.removingPercentEncoding else {
         return .failure(
-          Refusal(.invalidArgument, "query parameter \(name) is not valid percent-encoding")
+          Refusal(
+            .invalidArgument,
+            "query parameter \(ClientText.quoted(name)) is not valid percent-encoding"
+          )
         )
       }
       fields[name] = value
@@ -66,7 +70,7 @@ extension ConnectUnary {
       return .failure(
         Refusal(
           .invalidArgument,
-          "query parameter encoding must be json or proto, not \(other.map { "'\($0)'" } ?? "missing")"
+          "query parameter encoding must be json or proto, not \(other.map(ClientText.quoted) ?? "missing")"
         )
       )
     }

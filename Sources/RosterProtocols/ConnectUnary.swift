@@ -2,6 +2,7 @@ internal import Foundation
 internal import GRPCCore
 internal import NIOCore
 internal import NIOHPACK
+internal import RosterDomain
 internal import RosterProto
 package import RosterServices
 internal import RosterTransport
@@ -291,7 +292,7 @@ package struct ConnectUnary: Sendable {
         return .failure(
           Refusal(
             .unimplemented,
-            "content-type '\(contentType)' is not served: use application/json or application/proto (Connect), or application/grpc",
+            "content-type \(ClientText.quoted(contentType)) is not served: use application/json or application/proto (Connect), or application/grpc",
             status: 415
           )
         )
@@ -355,7 +356,7 @@ package struct ConnectUnary: Sendable {
         return .failure(
           Refusal(
             .invalidArgument,
-            "malformed connect-timeout-ms '\(timeout)': a whole number of milliseconds"
+            "malformed connect-timeout-ms \(ClientText.quoted(timeout)): a whole number of milliseconds"
           )
         )
       }

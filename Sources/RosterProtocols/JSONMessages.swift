@@ -2,6 +2,7 @@ internal import Foundation
 internal import GRPCCore
 internal import GRPCProtobuf
 internal import NIOCore
+internal import RosterDomain
 internal import SwiftProtobuf
 
 /// Request messages in the proto3 JSON mapping (the Connect protocol's `application/json` and
@@ -38,8 +39,10 @@ enum JSONMessages {
     func refusal(field: String, _ description: String) -> GoogleRPCStatus {
       GoogleRPCStatus(
         code: .invalidArgument,
-        message: field.isEmpty ? description : "\(field): \(description)",
-        details: .badRequest(violations: [.init(field: field, description: description)])
+        message: field.isEmpty ? description : "\(ClientText.excerpt(field)): \(description)",
+        details: .badRequest(
+          violations: [.init(field: ClientText.excerpt(field), description: description)]
+        )
       )
     }
     let parsed: Any

@@ -41,7 +41,9 @@ extension SQLiteStore {
         )
       }
     }
-    guard let counts else { throw StoreError(.notFound, "no department '\(department)'") }
+    guard let counts else {
+      throw StoreError(.notFound, "no department \(ClientText.quoted(department))")
+    }
     return counts
   }
 

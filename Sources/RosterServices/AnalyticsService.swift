@@ -278,7 +278,7 @@ extension AnalyticsService: Roster_V1_Analytics.SimpleServiceProtocol {
     guard EmployeeValidation.isValidDate(request.beforeDate) else {
       throw RPCError(
         code: .invalidArgument,
-        message: "before_date '\(request.beforeDate)' is not a YYYY-MM-DD date"
+        message: "before_date \(ClientText.quoted(request.beforeDate)) is not a YYYY-MM-DD date"
       )
     }
     let limit = try DirectoryRequests.deleteLimit(request.limit)
@@ -335,7 +335,7 @@ enum AnalyticsRequests {
       if !EmployeeValidation.isValidDate(date) {
         throw RPCError(
           code: .invalidArgument,
-          message: "\(field) '\(date)' is not a YYYY-MM-DD date"
+          message: "\(field) \(ClientText.quoted(date)) is not a YYYY-MM-DD date"
         )
       }
     }

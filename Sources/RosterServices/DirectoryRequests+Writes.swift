@@ -57,7 +57,7 @@ extension DirectoryRequests {
         }
         throw RPCError(
           code: .invalidArgument,
-          message: "update_mask: unknown path '\(path)'; editable paths are "
+          message: "update_mask: unknown path \(ClientText.quoted(path)); editable paths are "
             + EmployeeField.editable.map(\.rawValue).sorted().joined(separator: ", ")
         )
       }
@@ -139,7 +139,7 @@ extension DirectoryRequests {
     guard let sequence = Int64(text), sequence >= 0 else {
       throw RPCError(
         code: .invalidArgument,
-        message: "after_token '\(text.prefix(40))' is not a token this server issued"
+        message: "after_token \(ClientText.quoted(text)) is not a token this server issued"
       )
     }
     return sequence

@@ -45,7 +45,7 @@ struct EmployeeReadMask: Equatable {
       guard let field = EmployeeField(rawValue: path) else {
         throw RPCError(
           code: .invalidArgument,
-          message: "read_mask: unknown path '\(path)'; known paths are "
+          message: "read_mask: unknown path \(ClientText.quoted(path)); known paths are "
             + EmployeeField.allCases.map(\.rawValue).sorted().joined(separator: ", ")
         )
       }

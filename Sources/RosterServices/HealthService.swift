@@ -1,4 +1,5 @@
 public import GRPCCore
+internal import RosterDomain
 public import RosterProto
 internal import Synchronization
 
@@ -52,7 +53,10 @@ extension HealthService: Grpc_Health_V1_Health.SimpleServiceProtocol {
     of request: Grpc_Health_V1_HealthCheckRequest
   ) throws -> Grpc_Health_V1_HealthCheckResponse {
     guard let status = self.state.status(of: request.service) else {
-      throw RPCError(code: .notFound, message: "service '\(request.service)' is not known")
+      throw RPCError(
+        code: .notFound,
+        message: "service \(ClientText.quoted(request.service)) is not known"
+      )
     }
     return .with { $0.status = status }
   }

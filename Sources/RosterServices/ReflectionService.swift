@@ -1,5 +1,6 @@
 public import Foundation
 public import GRPCCore
+internal import RosterDomain
 public import RosterProto
 internal import SwiftProtobuf
 
@@ -54,20 +55,20 @@ public struct ReflectionService: Sendable {
     }
     switch request.messageRequest {
     case .fileByFilename(let name):
-      files(name, "no file named '\(name)'")
+      files(name, "no file named \(ClientText.quoted(name))")
     case .fileContainingSymbol(let symbol):
-      files(self.index.fileDefining(symbol), "no symbol named '\(symbol)'")
+      files(self.index.fileDefining(symbol), "no symbol named \(ClientText.quoted(symbol))")
     case .fileContainingExtension(let extensionRequest):
       // No Roster proto declares extensions.
       files(
         nil,
-        "no extension \(extensionRequest.extensionNumber) of '\(extensionRequest.containingType)'"
+        "no extension \(extensionRequest.extensionNumber) of \(ClientText.quoted(extensionRequest.containingType))"
       )
     case .allExtensionNumbersOfType(let type):
       if self.index.isMessage(type) {
         response.allExtensionNumbersResponse = .with { $0.baseTypeName = type }
       } else {
-        files(nil, "no message type named '\(type)'")
+        files(nil, "no message type named \(ClientText.quoted(type))")
       }
     case .listServices:
       response.listServicesResponse = .with {
