@@ -1,51 +1,98 @@
 package import NIOCore
 package import NIOHTTP1
 
-/// Closes an HTTP/1.1 connection that has had no request in flight for `maxIdleTime` (`roster
-/// serve --max-idle-s`, as `ConnectionManager` closes an idle HTTP/2 one): a keep-alive
-/// connection a client forgot costs its socket only until then. (Shutting down is NIO's
-/// pipelining handler's: it closes an idle connection at once and a busy one after its
-/// response.) Sits after NIO's HTTP/1.1 server pipeline, where it sees each request's head
-/// and each response's end.
+/// The clocks of an HTTP/1.1 connection:
+/// - **Idle**: a connection with no request in flight and nothing arriving closes after
+///   `maxIdleTime` (`roster serve --max-idle-s`, as `ConnectionManager` closes an idle HTTP/2
+///   one): a keep-alive connection a client forgot costs its socket only until then.
+/// - **Request head**: once a request's first bytes arrive, its whole head (request line and
+///   headers) must arrive within `headTimeout`, or the connection closes: a client that sends
+///   its headers a byte at a time (slowloris) holds its socket that long, not until the idle
+///   time. Bytes of the next request that arrive while one is in flight start the clock when
+///   that one's response ends.
+///
+/// (Shutting down is NIO's pipelining handler's: it closes an idle connection at once and a
+/// busy one after its response.) The handler sits after NIO's HTTP/1.1 server pipeline, where
+/// it sees each request's head and end and each response's end; its `ByteWatcher` sits before
+/// the decoder, where it sees bytes arrive.
 final class HTTP1IdleHandler: ChannelDuplexHandler {
   typealias InboundIn = HTTPServerRequestPart
   typealias InboundOut = HTTPServerRequestPart
   typealias OutboundIn = HTTPServerResponsePart
   typealias OutboundOut = HTTPServerResponsePart
 
-  private let maxIdleTime: TimeAmount
-  private var inFlight = 0
-  private var timer: Scheduled<Void>?
+  /// How long a request's head may take to arrive, from its first byte.
+  static let defaultHeadTimeout = TimeAmount.seconds(10)
 
-  init(maxIdleTime: TimeAmount) {
+  private let maxIdleTime: TimeAmount?
+  private let headTimeout: TimeAmount
+  private var context: ChannelHandlerContext?
+  private var inFlight = 0
+  /// The request in flight has been read to its end.
+  private var requestRead = false
+  /// Bytes have arrived since the request in flight was read: the next one has begun.
+  private var nextBegun = false
+  private var idleTimer: Scheduled<Void>?
+  private var headTimer: Scheduled<Void>?
+
+  init(maxIdleTime: TimeAmount?, headTimeout: TimeAmount = HTTP1IdleHandler.defaultHeadTimeout) {
     self.maxIdleTime = maxIdleTime
+    self.headTimeout = headTimeout
+  }
+
+  /// The handler that goes before the HTTP/1.1 decoder.
+  func byteWatcher() -> ByteWatcher {
+    ByteWatcher(owner: self)
+  }
+
+  /// Tells the connection's clocks that bytes arrived; passes them on as they are.
+  final class ByteWatcher: ChannelInboundHandler {
+    typealias InboundIn = ByteBuffer
+    typealias InboundOut = ByteBuffer
+
+    private let owner: HTTP1IdleHandler
+
+    fileprivate init(owner: HTTP1IdleHandler) {
+      self.owner = owner
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+      self.owner.bytesArrived()
+      context.fireChannelRead(data)
+    }
   }
 
   func handlerAdded(context: ChannelHandlerContext) {
-    if context.channel.isActive { self.schedule(context: context) }
+    self.context = context
+    if context.channel.isActive { self.scheduleIdle() }
   }
 
   func channelActive(context: ChannelHandlerContext) {
-    self.schedule(context: context)
+    self.scheduleIdle()
     context.fireChannelActive()
   }
 
   func handlerRemoved(context: ChannelHandlerContext) {
-    self.timer?.cancel()
-    self.timer = nil
+    self.cancelTimers()
+    self.context = nil
   }
 
   func channelInactive(context: ChannelHandlerContext) {
-    self.timer?.cancel()
-    self.timer = nil
+    self.cancelTimers()
     context.fireChannelInactive()
   }
 
   func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-    if case .head = self.unwrapInboundIn(data) {
+    switch self.unwrapInboundIn(data) {
+    case .head:
       self.inFlight += 1
-      self.timer?.cancel()
-      self.timer = nil
+      self.requestRead = false
+      self.nextBegun = false
+      self.cancelTimers()
+    case .end:
+      self.requestRead = true
+    case .body:
+      ()
     }
     context.fireChannelRead(data)
   }
@@ -53,16 +100,42 @@ final class HTTP1IdleHandler: ChannelDuplexHandler {
   func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
     if case .end = self.unwrapOutboundIn(data) {
       self.inFlight = max(0, self.inFlight - 1)
-      if self.inFlight == 0 { self.schedule(context: context) }
+      if self.inFlight == 0 {
+        self.scheduleIdle()
+        if self.nextBegun { self.scheduleHead() }
+      }
     }
     context.write(data, promise: promise)
   }
 
-  private func schedule(context: ChannelHandlerContext) {
-    self.timer?.cancel()
-    let channel = context.channel
-    self.timer = context.eventLoop.scheduleTask(in: self.maxIdleTime) {
-      channel.close(promise: nil)
+  fileprivate func bytesArrived() {
+    if self.inFlight == 0 {
+      self.scheduleHead()
+    } else if self.requestRead {
+      self.nextBegun = true
     }
+  }
+
+  private func scheduleIdle() {
+    self.idleTimer?.cancel()
+    self.idleTimer = self.maxIdleTime.flatMap { self.closing(after: $0) }
+  }
+
+  /// Starts the head's clock unless it runs already.
+  private func scheduleHead() {
+    guard self.headTimer == nil else { return }
+    self.headTimer = self.closing(after: self.headTimeout)
+  }
+
+  private func closing(after time: TimeAmount) -> Scheduled<Void>? {
+    guard let channel = self.context?.channel else { return nil }
+    return channel.eventLoop.scheduleTask(in: time) { channel.close(promise: nil) }
+  }
+
+  private func cancelTimers() {
+    self.idleTimer?.cancel()
+    self.idleTimer = nil
+    self.headTimer?.cancel()
+    self.headTimer = nil
   }
 }

@@ -197,13 +197,14 @@ package final class RosterHTTP2Transport: ServerTransport {
         )
       case .http1:
         let sync = channel.pipeline.syncOperations
+        let clocks = HTTP1IdleHandler(maxIdleTime: self.config.connection.maxIdleTime)
+        // Before the decoder, which the server pipeline adds after it.
+        try sync.addHandler(clocks.byteWatcher())
         try sync.configureHTTPServerPipeline(
           withPipeliningAssistance: true,
           withErrorHandling: true
         )
-        if let maxIdle = self.config.connection.maxIdleTime {
-          try sync.addHandler(HTTP1IdleHandler(maxIdleTime: maxIdle))
-        }
+        try sync.addHandler(clocks)
         try sync.addHandlers(try http1Handlers(channel))
       }
     }
