@@ -12,15 +12,19 @@ struct GRPCServing: Sendable {
   let beginGracefulShutdown: @Sendable () -> Void
   /// `HOST:PORT`, once listening.
   let listeningAddress: @Sendable () async throws -> String
+  /// The server has stopped: `listeningAddress` fails if it never listened.
+  let stopped: @Sendable () -> Void
 
   /// A server on `transport`, its address read by `address`.
   init<Transport: ServerTransport>(
     _ server: GRPCServer<Transport>,
-    address: @escaping @Sendable () async throws -> String
+    address: @escaping @Sendable () async throws -> String,
+    stopped: @escaping @Sendable () -> Void
   ) {
     self.serve = { try await server.serve() }
     self.beginGracefulShutdown = { server.beginGracefulShutdown() }
     self.listeningAddress = address
+    self.stopped = stopped
   }
 }
 
@@ -102,11 +106,15 @@ func makeServing(
   for method in streamingMethods { method.register(on: &router) }
   router.registerInterceptors(pipeline: serverInterceptors.map { .apply($0, to: .all) })
   let server = GRPCServer(transport: ServerTransports(transport, bridge), router: router)
-  return GRPCServing(server) {
-    let address = try await transport.listeningAddress
-    guard let ip = address.ipAddress, let port = address.port else { return "\(address)" }
-    return address.protocol == .inet6 ? "[\(ip)]:\(port)" : "\(ip):\(port)"
-  }
+  return GRPCServing(
+    server,
+    address: {
+      let address = try await transport.listeningAddress
+      guard let ip = address.ipAddress, let port = address.port else { return "\(address)" }
+      return address.protocol == .inet6 ? "[\(ip)]:\(port)" : "\(ip):\(port)"
+    },
+    stopped: { transport.notListening() }
+  )
 }
 
 /// The TLS context for `files`: ALPN offers `grpc-exp`, `h2` and `http/1.1` (the Connect

@@ -93,6 +93,9 @@ public struct RosterServer: Service {
         logger: self.logger
       )
     )
+    // A SIGTERM while the server starts stops it before it listens: whoever waits for its
+    // address is told so rather than left waiting.
+    defer { self.server.stopped() }
     try await group.run()
     self.logger.info("stopped")
   }
@@ -112,7 +115,13 @@ public struct RosterServer: Service {
       try await withGracefulShutdownHandler {
         try await withThrowingTaskGroup(of: Void.self) { serving in
           serving.addTask {
-            try await withTaskExecutorPreference(self.executor) { try await self.server.serve() }
+            do {
+              try await withTaskExecutorPreference(self.executor) { try await self.server.serve() }
+            } catch let error as RuntimeError
+              where error.code == .serverIsStopped && Task.isShuttingDownGracefully
+            {
+              // Shut down before it began to serve (a SIGTERM while the seed ran): a clean stop.
+            }
           }
           serving.addTask {
             // Only once shutdown has begun: bound how long in-flight calls may take.

@@ -104,6 +104,13 @@ package final class RosterHTTP2Transport: ServerTransport {
     get async throws { try await self.address.futureResult.get() }
   }
 
+  /// Fails `listeningAddress` for whoever waits for it, unless the transport has listened:
+  /// for a server that stopped before it began (a SIGTERM while it started), which would
+  /// otherwise leave them waiting for good.
+  package func notListening() {
+    self.address.fail(ChannelError.ioOnClosedChannel)
+  }
+
   package func configure(context: GRPCServerContext) {
     let byPath = Dictionary(
       context.methods.map { ("/" + $0.fullyQualifiedMethod, $0) },

@@ -89,7 +89,9 @@ extension Serve {
     )
     try await withThrowingDiscardingTaskGroup { tasks in
       tasks.addTask { try await group.run() }
-      let address = try await app.listeningAddress
+      // No address when the server stopped before it listened (a SIGTERM while it started, or
+      // a failure, which the group's run reports).
+      guard let address = try? await app.listeningAddress else { return }
       // Unbuffered, so scripts and tests that read the port see it at once.
       FileHandle.standardOutput.write(Data("listening on \(address)\n".utf8))
       logger.info("released startup pages", metadata: StartupPages.release())

@@ -421,6 +421,32 @@ class Interop(unittest.TestCase):
 
     # Documented error statuses, each naming its field, none leaking SQL.
 
+    def test_sigterm_while_starting(self):
+        """A SIGTERM that comes while the server seeds its demo data, before it listens, stops it
+        cleanly (it once waited for good for the address it would never have: on PostgreSQL,
+        where the seed runs after the services start)."""
+        work = tempfile.mkdtemp(prefix="roster-early-sigterm-", dir=WORK)
+        with open(os.path.join(work, "server.log"), "w") as log:
+            server = subprocess.Popen(
+                [ROSTER, "serve", "--port", "0", "--db", os.path.join(work, "early.sqlite"), "--seed-employees",
+                 "5000", "--no-seed-pictures", "--metrics-port", "0"]
+                + [arg.replace("interop_", "early_") for arg in BACKEND],
+                stdout=subprocess.PIPE, stderr=log, text=True)
+            # The metrics endpoint is up as soon as the server's services start, before the seed.
+            line = server.stdout.readline()
+            self.assertTrue(line.startswith("metrics on "), line)
+            server.send_signal(signal.SIGTERM)
+            try:
+                code = server.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                server.kill()
+                server.wait()
+                self.fail("the server did not stop within 30 s of a SIGTERM while it started")
+            finally:
+                server.stdout.close()
+        with open(os.path.join(work, "server.log")) as log:
+            self.assertEqual(code, 0, log.read()[-2000:])
+
     def test_errors(self):
         reader, writer = auth("reader"), auth("writer")
         code = grpc.StatusCode
