@@ -74,7 +74,13 @@ struct SeedParser {
       case "about": record.employee.about = try self.readString()
       case "startDate": record.employee.startDate = try self.readString()
       case "active": record.employee.active = try self.readBool()
-      case "vacationDays": record.employee.vacationDays = Int(try self.readNumber())
+      case "vacationDays":
+        // Exactly: a fraction, or a number past Int's range (which `Int(_:)` traps on), is no
+        // count of days.
+        guard let days = Int(exactly: try self.readNumber()) else {
+          throw self.error("vacationDays must be a whole number")
+        }
+        record.employee.vacationDays = days
       case "picture": record.picture = try self.readOptionalString()
       default: try self.skipValue()
       }

@@ -99,6 +99,10 @@ struct SeedFileOracleTests {
     arguments: [
       #"[{"guid":"a","name":"x"#, #"[{"guid":"a"},"#, #"[{"guid" "a"}]"#, #"{"guid":"a"}"#,
       #"[{"name":"\u12"}]"#, #"[{"vacationDays":1e}]"#, "",
+      // Not a whole number of days: past Int's range (found by the fuzzer: it trapped), a
+      // fraction, an infinity.
+      #"[{"vacationDays":77777777777777777777777777}]"#, #"[{"vacationDays":1.5}]"#,
+      #"[{"vacationDays":1e999}]"#,
     ]
   )
   func refusesBrokenFiles(text: String) throws {
