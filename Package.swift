@@ -335,6 +335,29 @@ let package = Package(
       path: "Benchmarks/Measure",
       swiftSettings: strict
     ),
+    // The fuzz targets of the hand-written parsers (`scripts/fuzz`): libFuzzer's when built
+    // with `--sanitize=fuzzer`, a replayer of the corpus otherwise.
+    .executableTarget(
+      name: "roster-fuzz",
+      dependencies: [
+        "RosterDomain",
+        "RosterProto",
+        "RosterTransport",
+        "RosterProtocols",
+        "RosterServices",
+        "RosterSeed",
+        .product(name: "GRPCCore", package: "grpc-swift-2"),
+        .product(name: "GRPCProtobuf", package: "grpc-swift-protobuf"),
+        .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+        .product(name: "NIOCore", package: "swift-nio"),
+        .product(name: "NIOEmbedded", package: "swift-nio"),
+        .product(name: "NIOHPACK", package: "swift-nio-http2"),
+        .product(name: "NIOHTTP2", package: "swift-nio-http2"),
+      ],
+      path: "Tests/Fuzz",
+      exclude: ["corpus", "make-corpus.py"],
+      swiftSettings: strict
+    ),
     // Helpers shared by the test targets.
     .target(
       name: "TestSupport",
