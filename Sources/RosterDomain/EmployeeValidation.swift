@@ -20,9 +20,13 @@ public enum EmployeeValidation {
 
   /// Throws `invalidArgument` naming `field` when `value` is longer than `limit` characters.
   public static func checkLength(_ value: String, field: String, limit: Int) throws {
-    // No more characters than bytes: counting characters, which walks grapheme clusters,
-    // is only needed for a value with more bytes than the limit.
-    if value.utf8.count > limit, value.count > limit {
+    // No more characters than bytes: characters, which take a walk over grapheme clusters,
+    // are counted only for a value with more bytes than the limit, and only as far as the
+    // limit (not the megabytes a request may bring).
+    if value.utf8.count > limit,
+      let end = value.index(value.startIndex, offsetBy: limit, limitedBy: value.endIndex),
+      end != value.endIndex
+    {
       throw StoreError(.invalidArgument, "\(field) is longer than \(limit) characters")
     }
   }

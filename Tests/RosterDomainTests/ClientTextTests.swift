@@ -23,4 +23,22 @@ struct ClientTextTests {
     }
     #expect((error?.message.utf8.count ?? .max) < 200, "\(error?.message.prefix(100) ?? "")")
   }
+
+  @Test("a length check counts characters, not bytes, and refuses past the limit")
+  func lengthChecks() throws {
+    try EmployeeValidation.checkLength("abc", field: "name", limit: 10)
+    try EmployeeValidation.checkLength(String(repeating: "é", count: 10), field: "name", limit: 10)
+    try EmployeeValidation.checkLength(String(repeating: "👩‍👩‍👧", count: 10), field: "name", limit: 10)
+    #expect(throws: StoreError.self) {
+      try EmployeeValidation.checkLength(String(repeating: "é", count: 11), field: "name", limit: 10)
+    }
+    let error = #expect(throws: StoreError.self) {
+      try EmployeeValidation.checkLength(
+        String(repeating: "x", count: 4_000_000),
+        field: "name",
+        limit: 200
+      )
+    }
+    #expect(error?.message == "name is longer than 200 characters")
+  }
 }
