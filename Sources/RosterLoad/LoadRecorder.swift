@@ -6,6 +6,10 @@ public struct Tally: Sendable {
   /// Latency in microseconds of every measured request, failed ones included: a request that
   /// timed out was slow, and leaving it out would flatter the tail.
   public var histogram: Histogram<UInt64>
+  /// The same, of the requests that succeeded only: what admitted calls cost under overload.
+  public var succeeded: Histogram<UInt64>
+  /// The same, of the requests that failed only: how soon a refusal came.
+  public var failed: Histogram<UInt64>
   /// Measured requests.
   public var requests = 0
   /// Measured requests that failed, by gRPC status code.
@@ -14,22 +18,33 @@ public struct Tally: Sendable {
   public var items = 0
 
   init() {
-    self.histogram = Histogram<UInt64>(numberOfSignificantValueDigits: .three)
-    self.histogram.autoResize = true
+    self.histogram = Self.histogram()
+    self.succeeded = Self.histogram()
+    self.failed = Self.histogram()
+  }
+
+  private static func histogram() -> Histogram<UInt64> {
+    var histogram = Histogram<UInt64>(numberOfSignificantValueDigits: .three)
+    histogram.autoResize = true
+    return histogram
   }
 
   mutating func record(microseconds: UInt64, status: Int?, items: Int) {
     _ = self.histogram.record(Swift.max(1, microseconds))
     self.requests += 1
     if let status {
+      _ = self.failed.record(Swift.max(1, microseconds))
       self.errors[status, default: 0] += 1
     } else {
+      _ = self.succeeded.record(Swift.max(1, microseconds))
       self.items += items
     }
   }
 
   mutating func add(_ other: Tally) {
     self.histogram.add(other.histogram)
+    self.succeeded.add(other.succeeded)
+    self.failed.add(other.failed)
     self.requests += other.requests
     self.items += other.items
     self.errors.merge(other.errors, uniquingKeysWith: +)

@@ -37,6 +37,9 @@ public struct ScenarioReport: Codable, Sendable {
   /// Rows (reads), bytes (pictures) or writes carried by the successful requests.
   public var items: Int
   public var latencyMicroseconds: LatencySummary
+  /// The latency of the requests that succeeded, and of those that failed.
+  public var succeededLatencyMicroseconds: LatencySummary
+  public var failedLatencyMicroseconds: LatencySummary
   /// Failed requests by canonical status name, such as `UNAVAILABLE`.
   public var errorsByStatus: [String: Int]
 }
@@ -171,6 +174,8 @@ extension LoadReport {
         qps: seconds > 0 ? Double(tally.requests) / seconds : 0,
         items: tally.items,
         latencyMicroseconds: LatencySummary(tally.histogram),
+        succeededLatencyMicroseconds: LatencySummary(tally.succeeded),
+        failedLatencyMicroseconds: LatencySummary(tally.failed),
         errorsByStatus: Dictionary(
           uniqueKeysWithValues: tally.errors.map { (statusName($0.key), $0.value) }
         )
