@@ -30,7 +30,11 @@ struct ClientTextTests {
     try EmployeeValidation.checkLength(String(repeating: "é", count: 10), field: "name", limit: 10)
     try EmployeeValidation.checkLength(String(repeating: "👩‍👩‍👧", count: 10), field: "name", limit: 10)
     #expect(throws: StoreError.self) {
-      try EmployeeValidation.checkLength(String(repeating: "é", count: 11), field: "name", limit: 10)
+      try EmployeeValidation.checkLength(
+        String(repeating: "é", count: 11),
+        field: "name",
+        limit: 10
+      )
     }
     let error = #expect(throws: StoreError.self) {
       try EmployeeValidation.checkLength(
