@@ -112,15 +112,19 @@ public struct RosterServer: Service {
 
     func run() async throws {
       try await self.seed?()
+      // A SIGTERM while the seed ran: nothing to serve, and nothing to stop.
+      if Task.isShuttingDownGracefully { return }
       try await withGracefulShutdownHandler {
         try await withThrowingTaskGroup(of: Void.self) { serving in
           serving.addTask {
             do {
               try await withTaskExecutorPreference(self.executor) { try await self.server.serve() }
             } catch let error as RuntimeError
-              where error.code == .serverIsStopped && Task.isShuttingDownGracefully
+              where (error.code == .serverIsStopped || error.code == .transportError)
+              && Task.isShuttingDownGracefully
             {
-              // Shut down before it began to serve (a SIGTERM while the seed ran): a clean stop.
+              // Shut down as it began to serve (a SIGTERM just after the seed): stopped before
+              // it started, or its listener closed while it bound. A clean stop either way.
             }
           }
           serving.addTask {
