@@ -9,12 +9,7 @@ enum ImportTargets {
   /// fails either way); every batch moves on; what parses, written out again, reads back
   /// the same.
   static func seed(_ bytes: UnsafeBufferPointer<UInt8>) {
-    var input = FuzzInput(bytes)
-    let batch = 1 + input.choice(4)
-    let file = Array(input.rest())
-    let whole = file.withUnsafeBufferPointer { Self.seedRecords($0, batch: 1_000) }
-    let batched = file.withUnsafeBufferPointer { Self.seedRecords($0, batch: batch) }
-    require(whole == batched, "batches of \(batch) read \(String(describing: batched))")
+    let whole = Self.sameInBatches(bytes, read: Self.seedRecords)
     guard let records = whole, !records.isEmpty else { return }
     let path = FileManager.default.temporaryDirectory
       .appendingPathComponent("roster-fuzz-seed-\(getpid()).json").path
@@ -26,6 +21,21 @@ enum ImportTargets {
     } catch {
       require(false, "records it read could not be written and read again: \(error)")
     }
+  }
+
+  /// The file after the input's first byte, read whole and in batches of 1-4 (that byte
+  /// says): the two must agree. What was read whole.
+  private static func sameInBatches<Read: Equatable>(
+    _ bytes: UnsafeBufferPointer<UInt8>,
+    read: (UnsafeBufferPointer<UInt8>, Int) -> Read
+  ) -> Read {
+    var input = FuzzInput(bytes)
+    let batch = 1 + input.choice(4)
+    let file = Array(input.rest())
+    let whole = file.withUnsafeBufferPointer { read($0, 1_000) }
+    let batched = file.withUnsafeBufferPointer { read($0, batch) }
+    require(whole == batched, "batches of \(batch): \(batched) against \(whole)")
+    return whole
   }
 
   /// The rows of `bytes` read `batch` at a time; nil when the file is refused.
@@ -46,13 +56,7 @@ enum ImportTargets {
   /// A sales CSV. What must hold: the same rows whatever the batch size (or a refusal either
   /// way, on the same line); every amount read writes back to text that reads the same.
   static func salesCSV(_ bytes: UnsafeBufferPointer<UInt8>) {
-    var input = FuzzInput(bytes)
-    let batch = 1 + input.choice(4)
-    let file = Array(input.rest())
-    let whole = file.withUnsafeBufferPointer { Self.sales($0, batch: 1_000) }
-    let batched = file.withUnsafeBufferPointer { Self.sales($0, batch: batch) }
-    require(whole == batched, "batches of \(batch): \(batched) against \(whole)")
-    guard case .success(let rows) = whole else { return }
+    guard case .success(let rows) = Self.sameInBatches(bytes, read: Self.sales) else { return }
     for row in rows {
       let text = SalesFile.amountText(cents: row.amountCents)
       require(
