@@ -306,44 +306,31 @@ public func buildServer(
 }
 
 /// Opens the store: the SQLite file, or PostgreSQL when `config.postgres` is set. When the
-/// database is new, the demo directory (`config.seedEmployees` employees, their pictures and
-/// sales) is loaded through the same path as `roster import`: into SQLite here, before
-/// serving; into PostgreSQL by the returned `seed`, which needs the store running and which
-/// `RosterServer` runs before it serves.
+/// database is new, the returned `seed` loads the demo directory (`config.seedEmployees`
+/// employees, their pictures and sales) through the same path as `roster import`.
+/// `RosterServer` runs it as its first service work, before it listens, so a SIGTERM during
+/// the seed stops the server cleanly on either backend.
 public func openStore(
   config: ServerConfig,
   logger: Logger
 ) async throws -> (store: any StoreBackend, seed: (@Sendable () async throws -> Void)?) {
-  guard let postgres = config.postgres else {
-    let isNew = !FileManager.default.fileExists(atPath: config.store.path)
-    let store = try SQLiteStore(configuration: config.store, logger: logger)
-    if isNew && config.seedEmployees > 0 {
-      try await seed(
-        store,
-        config: config,
-        scratch: config.store.path + "-seed-pictures",
-        logger: logger
-      )
-    }
-    return (store, nil)
+  let store: any StoreBackend
+  let isNew: Bool
+  let scratch: String
+  if let postgres = config.postgres {
+    let opened = try await PostgresStore.open(postgres, logger: logger)
+    logger.info(
+      "serving PostgreSQL",
+      metadata: ["url": "\(postgres.url)", "schema": "\(postgres.schema)"]
+    )
+    (store, isNew, scratch) = (opened, opened.createdSchema, postgres.scratchDirectory + "/seed")
+  } else {
+    isNew = !FileManager.default.fileExists(atPath: config.store.path)
+    store = try SQLiteStore(configuration: config.store, logger: logger)
+    scratch = config.store.path + "-seed-pictures"
   }
-  let store = try await PostgresStore.open(postgres, logger: logger)
-  logger.info(
-    "serving PostgreSQL",
-    metadata: ["url": "\(postgres.url)", "schema": "\(postgres.schema)"]
-  )
-  guard store.createdSchema && config.seedEmployees > 0 else { return (store, nil) }
-  return (
-    store,
-    {
-      try await seed(
-        store,
-        config: config,
-        scratch: postgres.scratchDirectory + "/seed",
-        logger: logger
-      )
-    }
-  )
+  guard isNew && config.seedEmployees > 0 else { return (store, nil) }
+  return (store, { try await seed(store, config: config, scratch: scratch, logger: logger) })
 }
 
 private func seed(

@@ -423,8 +423,8 @@ class Interop(unittest.TestCase):
 
     def test_sigterm_while_starting(self):
         """A SIGTERM that comes while the server seeds its demo data, before it listens, stops it
-        cleanly (it once waited for good for the address it would never have: on PostgreSQL,
-        where the seed runs after the services start)."""
+        cleanly, on either backend (it once waited for good, on PostgreSQL, for the address it would
+        never have; and SQLite seeded before the services started, where a SIGTERM killed it)."""
         work = tempfile.mkdtemp(prefix="roster-early-sigterm-", dir=WORK)
         with open(os.path.join(work, "server.log"), "w") as log:
             server = subprocess.Popen(
