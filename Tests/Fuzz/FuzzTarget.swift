@@ -16,6 +16,7 @@ struct FuzzTarget: Sendable {
     FuzzTarget(name: "tokens", run: TokenTargets.tokens),
     FuzzTarget(name: "seed", run: ImportTargets.seed),
     FuzzTarget(name: "sales-csv", run: ImportTargets.salesCSV),
+    FuzzTarget(name: "put-picture", run: PictureTargets.putPicture),
   ]
 
   /// The target `ROSTER_FUZZ_TARGET` names, for libFuzzer's runs.

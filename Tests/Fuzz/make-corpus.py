@@ -91,3 +91,21 @@ put("seed", "escapes", b"\x02" + b'[{"guid":"a","name":"\\u00e9\\n\\"x\\"\\\\"}]
 
 put("sales-csv", "rows", b"\x01employee_guid,amount,date\n5f0e6a3c-0000-4000-8000-000000000001,12.50,2026-01-31\r\nx,-0.05,2025-12-01\n\nx,7,2024-02-29\n")
 put("sales-csv", "bad", b"\x00x,1.234,2026-01-01\n")
+
+# put-picture: a first byte (0: the client leaves at the end), then messages, each a kind
+# (0: a header from choices, 1: a header of any text, 2-3: a piece of the real JPEG, 4: all of
+# it, 5: any bytes) and its fields, then a byte (0: sent empty instead).
+HEADER, WHOLE, PIECE, ANY = 0, 4, 2, 5
+put("put-picture", "whole", bytes([1, HEADER, 0, 1, 1, 1, WHOLE, 1]))
+put("put-picture", "pieces", bytes([1, HEADER, 0, 0, 0, 1]) + b"".join(bytes([PIECE, i * 8, 7, 1]) for i in range(12)) + bytes([PIECE, 96, 255, 1]))
+put("put-picture", "unknown-employee", bytes([1, HEADER, 1, 1, 1, 1, WHOLE, 1]))
+put("put-picture", "png-declared", bytes([1, HEADER, 0, 2, 0, 1, WHOLE, 1]))
+put("put-picture", "wrong-size", bytes([1, HEADER, 0, 1, 3, 200, 3, 1, WHOLE, 1]))
+put("put-picture", "twice", bytes([1, HEADER, 0, 1, 1, 1, HEADER, 0, 1, 1, 1, WHOLE, 1]))
+put("put-picture", "chunk-first", bytes([1, WHOLE, 1, HEADER, 0, 1, 1, 1]))
+put("put-picture", "too-large", bytes([1, HEADER, 0, 0, 0, 1]) + (bytes([ANY, 255]) + b"\xee" * 256 + b"\x01") * 12)
+put("put-picture", "to-a-file", bytes([1, HEADER, 0, 0, 0, 1, WHOLE, 1, WHOLE, 1]))
+put("put-picture", "empty-message", bytes([1, HEADER, 0, 1, 1, 1, WHOLE, 0]))
+put("put-picture", "client-leaves", bytes([0, HEADER, 0, 1, 1, 1, WHOLE, 1]))
+put("put-picture", "any-bytes", bytes([1, HEADER, 0, 1, 0, 1, ANY, 100]) + b"\xff\xd8\xff\xe0" + b"\x00" * 97 + b"\x01")
+put("put-picture", "text-header", bytes([1, 1]) + b"fa220000-0000-4000-8000-000000000001\x00image/jpeg\x00\x00\x00\x01" + bytes([WHOLE, 1]))
