@@ -1,6 +1,7 @@
 /// A synchronous sequence handed out in arrays of `size`, as an async sequence: the shape
 /// the store's bulk writes take, for callers that generate or read rows rather than stream
-/// them.
+/// them. Once its task is cancelled (the server's shutdown during a seed), the next batch
+/// throws `CancellationError`, so a bulk write stops between batches.
 public struct AsyncBatches<Base: Sequence & Sendable>: AsyncSequence, Sendable {
   public typealias Element = [Base.Element]
   let base: Base
@@ -21,7 +22,8 @@ public struct AsyncBatches<Base: Sequence & Sendable>: AsyncSequence, Sendable {
     var base: Base.Iterator
     let size: Int
 
-    public mutating func next() async -> [Base.Element]? {
+    public mutating func next() async throws -> [Base.Element]? {
+      try Task.checkCancellation()
       var batch: [Base.Element] = []
       batch.reserveCapacity(self.size)
       while batch.count < self.size, let element = self.base.next() { batch.append(element) }

@@ -111,7 +111,13 @@ public struct RosterServer: Service {
     let logger: Logger
 
     func run() async throws {
-      try await self.seed?()
+      do {
+        try await cancelWhenGracefulShutdown { try await self.seed?() }
+      } catch is CancellationError where Task.isShuttingDownGracefully {
+        self.logger.warning(
+          "stopped while seeding the demo directory: the database holds part of it; start on a new one for all of it"
+        )
+      }
       // A SIGTERM while the seed ran: nothing to serve, and nothing to stop.
       if Task.isShuttingDownGracefully { return }
       try await withGracefulShutdownHandler {

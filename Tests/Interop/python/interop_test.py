@@ -429,7 +429,7 @@ class Interop(unittest.TestCase):
         with open(os.path.join(work, "server.log"), "w") as log:
             server = subprocess.Popen(
                 [ROSTER, "serve", "--port", "0", "--db", os.path.join(work, "early.sqlite"), "--seed-employees",
-                 "5000", "--no-seed-pictures", "--metrics-port", "0"]
+                 "20000", "--no-seed-pictures", "--metrics-port", "0"]
                 + [arg.replace("interop_", "early_") for arg in BACKEND],
                 stdout=subprocess.PIPE, stderr=log, text=True)
             # The metrics endpoint is up as soon as the server's services start, before the seed.
