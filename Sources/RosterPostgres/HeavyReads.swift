@@ -147,7 +147,7 @@ extension PostgresStore {
           StoreTracing.record("postgres.heavy_lane.wait", context: traced, from: queued)
         }
         return try await StoreTracing.withSpan("postgres.heavy_read") {
-          try await self.client.withConnection { connection in
+          try await self.pool.withConnection { connection in
             // A connection that stopped answering, where `pg_cancel_backend` cannot reach, is
             // closed soon after the cancellation (`LeftBehind`).
             try await LeftBehind.closingWhenStuck(connection) {
@@ -197,11 +197,10 @@ extension PostgresStore {
       guard let pid = try setUp?[0].decode(Int32.self) else {
         throw StoreError(.unavailable, "the database did not answer; try again")
       }
-      let cancel: @Sendable () -> Void = { [client = self.client, logger = self.logger] in
+      let cancel: @Sendable () -> Void = { [pool = self.pool] in
         Task {
-          _ = try? await client.query(
-            "SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE pid = \(pid) AND application_name = \(tag)",
-            logger: logger
+          try? await pool.query(
+            "SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE pid = \(pid) AND application_name = \(tag)"
           )
         }
       }

@@ -19,65 +19,30 @@ struct Migrator {
   /// a schema's migrations lock a key derived from it and the schema's name.
   static let lockKey: Int64 = 0x526F_7374_6572
 
-  /// Migrates, and returns the newest change's sequence number and whether the schema was
-  /// created here.
-  func migrate() async throws -> (latest: Int64, created: Bool) {
-    let connection = try await self.connect()
+  /// Migrates, and returns the newest change's sequence number, whether the schema was
+  /// created here, and the host it was migrated on (the one the pool starts on).
+  func migrate() async throws -> (
+    latest: Int64, created: Bool, endpoint: PostgresURL.Endpoint
+  ) {
+    let (connection, endpoint) = try await HostFinder(
+      configuration: self.configuration,
+      logger: self.logger
+    ).connect(attempts: 20)
     do {
-      let latest = try await self.migrate(on: connection)
+      let (latest, created) = try await self.migrate(on: connection)
       try? await connection.close()
-      return latest
+      return (latest, created, endpoint)
     } catch {
       try? await connection.close()
       throw PostgresStore.mapped(error)
     }
   }
 
-  /// Connects (a connection of its own, outside the pool), retrying for about ten seconds
-  /// while the server is starting or unreachable.
+  /// Connects to the host the address's `target_session_attrs` names (a connection of its
+  /// own, outside the pool), retrying for about ten seconds while no host suits or answers.
   func connect() async throws -> PostgresConnection {
-    var connection = PostgresConnection.Configuration(
-      host: self.configuration.url.host,
-      port: self.configuration.url.port,
-      username: self.configuration.url.username,
-      password: self.configuration.url.password,
-      database: self.configuration.url.database,
-      tls: try self.configuration.url.connectionTLS()
-    )
-    connection.options.additionalStartupParameters = PostgresStore.sessionParameters(
-      self.configuration
-    )
-    var attempt = 0
-    while true {
-      attempt += 1
-      do {
-        return try await PostgresConnection.connect(
-          configuration: connection,
-          id: 0,
-          logger: self.logger
-        )
-      } catch {
-        // Stopped (the listener's reconnection when the store closes): nothing to report.
-        if Task.isCancelled { throw CancellationError() }
-        // A TLS failure does not pass with time: say so at once.
-        if let failure = self.configuration.url.tlsFailure(error) {
-          self.logger.error(
-            "cannot connect to PostgreSQL",
-            metadata: ["url": "\(self.configuration.url)", "error": "\(String(reflecting: error))"]
-          )
-          throw failure
-        }
-        let mapped = PostgresStore.mapped(error)
-        guard attempt < 20, (mapped as? StoreError)?.code == .unavailable else {
-          self.logger.error(
-            "cannot connect to PostgreSQL",
-            metadata: ["url": "\(self.configuration.url)", "error": "\(String(reflecting: error))"]
-          )
-          throw mapped
-        }
-        try await Task.sleep(for: .milliseconds(500))
-      }
-    }
+    try await HostFinder(configuration: self.configuration, logger: self.logger)
+      .connect(attempts: 20).connection
   }
 
   private func migrate(

@@ -10,7 +10,7 @@ public struct PostgresConfiguration: Sendable {
   /// with a schema each.
   public var schema: String = "roster"
   /// Connections to the server; reads and the writer share them. The pool keeps one open
-  /// and opens the others as calls need them (`PostgresStore.clientConfiguration`).
+  /// and opens the others as calls need them (`HostPool.clientConfiguration`).
   public var maximumConnections: Int = Self.defaultMaximumConnections
   /// How often every pooled connection runs a trivial statement while the store runs
   /// (`PostgresStore.keepAlive`), so an idle connection keeps its place in firewalls and
@@ -64,101 +64,5 @@ public struct PostgresConfiguration: Sendable {
   /// A configuration for the server at `url`.
   public init(url: PostgresURL) {
     self.url = url
-  }
-}
-
-/// A parsed `postgres://` address.
-public struct PostgresURL: Sendable, Hashable, CustomStringConvertible {
-  public var host: String
-  public var port: Int
-  public var username: String
-  public var password: String?
-  public var database: String
-  /// TLS to the server, as libpq's `sslmode`: default `prefer`.
-  public var sslMode: SSLMode = .prefer
-  /// The CA certificates (PEM) that `verify-ca` and `verify-full` trust, as libpq's
-  /// `sslrootcert`; `system` for the system's store. Without it, libpq's default file
-  /// (`~/.postgresql/root.crt`).
-  public var sslRootCert: String?
-
-  /// libpq's `sslmode` values.
-  public enum SSLMode: String, Sendable, Hashable, CaseIterable {
-    /// Plaintext only.
-    case disable
-    /// TLS if the server offers it; plaintext otherwise (as `prefer`: postgres-nio has no
-    /// plaintext-first attempt).
-    case allow
-    /// TLS if the server offers it, plaintext otherwise; no certificate check.
-    case prefer
-    /// TLS or no connection; the certificate is checked against `sslrootcert` only when one is
-    /// given (libpq: "require" with a root certificate behaves as "verify-ca").
-    case require
-    /// TLS, and the server's certificate must chain to `sslrootcert`.
-    case verifyCA = "verify-ca"
-    /// As `verify-ca`, and the certificate must name the host.
-    case verifyFull = "verify-full"
-  }
-
-  /// Parses `postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE[?sslmode=MODE&sslrootcert=FILE]`
-  /// (or `postgresql://`); other parameters are refused, so a typo is not silently ignored.
-  ///
-  /// - Throws: `invalidArgument` naming what is missing or wrong.
-  public init(_ text: String) throws {
-    guard let components = URLComponents(string: text),
-      ["postgres", "postgresql"].contains(components.scheme ?? "")
-    else {
-      throw StoreError(
-        .invalidArgument,
-        "--postgres '\(Self.redacted(text))' is not a postgres:// URL"
-      )
-    }
-    guard let host = components.host, !host.isEmpty else {
-      throw StoreError(.invalidArgument, "--postgres names no host")
-    }
-    guard let user = components.user, !user.isEmpty else {
-      throw StoreError(.invalidArgument, "--postgres names no user")
-    }
-    let database = String(components.path.drop(while: { $0 == "/" }))
-    self.host = host
-    self.port = components.port ?? 5432
-    self.username = user.removingPercentEncoding ?? user
-    self.password = components.password.map { $0.removingPercentEncoding ?? $0 }
-    self.database = database.isEmpty ? self.username : database
-    for item in components.queryItems ?? [] {
-      switch item.name {
-      case "sslmode":
-        guard let mode = SSLMode(rawValue: item.value ?? "") else {
-          let modes = SSLMode.allCases.map(\.rawValue).joined(separator: ", ")
-          throw StoreError(
-            .invalidArgument,
-            "--postgres sslmode '\(item.value ?? "")' is not one of \(modes)"
-          )
-        }
-        self.sslMode = mode
-      case "sslrootcert":
-        guard let file = item.value, !file.isEmpty else {
-          throw StoreError(.invalidArgument, "--postgres sslrootcert names no file")
-        }
-        self.sslRootCert = file
-      default:
-        throw StoreError(
-          .invalidArgument,
-          "--postgres parameter '\(item.name)' is not supported (sslmode and sslrootcert are)"
-        )
-      }
-    }
-  }
-
-  /// The address without its password, for logs.
-  public var description: String {
-    "postgres://\(self.username)@\(self.host):\(self.port)/\(self.database)"
-  }
-
-  public static func redacted(_ text: String) -> String {
-    guard var components = URLComponents(string: text), components.password != nil else {
-      return text
-    }
-    components.password = "***"
-    return components.string ?? text
   }
 }

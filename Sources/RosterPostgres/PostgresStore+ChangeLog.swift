@@ -157,6 +157,8 @@ extension PostgresStore {
             try? await connection.close()
           } catch {
             if Task.isCancelled { return }
+            // The primary may be gone: calls fail at once until a host suits again.
+            if Self.losesHost(error) { self.pool.suspect(because: error) }
             self.logger.warning(
               "change listener lost its connection; reconnecting",
               metadata: ["error": "\(String(reflecting: error))"]

@@ -20,7 +20,7 @@ extension PostgresStore {
   func read<T: Sendable>(_ body: (PostgresConnection) async throws -> T) async throws -> T {
     do {
       return try await StoreTracing.withSpan("postgres.query") {
-        try await self.client.withConnection { connection in
+        try await self.pool.withConnection { connection in
           try await LeftBehind.closingWhenStuck(connection) { try await body(connection) }
         }
       }
@@ -55,7 +55,7 @@ extension PostgresStore {
       attempt += 1
       do {
         let (value, last) = try await StoreTracing.withSpan("postgres.transaction") {
-          try await self.client.withConnection { connection in
+          try await self.pool.withConnection { connection in
             try await LeftBehind.closingWhenStuck(connection) {
               let transaction = WriteTransaction(connection: connection, logger: self.logger)
               try await transaction.execute("BEGIN")
@@ -149,6 +149,9 @@ extension PostgresStore {
         return StoreError(.unavailable, "the write met a concurrent one; try again")
       case "57P01", "57P02", "57P03", "08000", "08003", "08006":
         return Self.unreachable
+      case "25006":
+        // A write on a server that takes none: a standby, or a primary since demoted.
+        return StoreError(.unavailable, "the database does not take writes here; try again")
       default: return error
       }
     }
@@ -157,6 +160,21 @@ extension PostgresStore {
       .poolClosed:
       return Self.unreachable
     default: return error
+    }
+  }
+
+  /// Whether `error` says the server is gone, or no longer the one to use: the connection
+  /// failed or the server closed it, it is shutting down or starting, or it refused a write
+  /// as a standby (`HostPool` then finds the host again). Not a connection this process
+  /// closed (a statement left behind, the pool's own shutdown).
+  static func losesHost(_ error: any Error) -> Bool {
+    guard let error = error as? PSQLError else { return false }
+    if let state = error.serverInfo?[.sqlState] {
+      return ["57P01", "57P02", "57P03", "08000", "08003", "08006", "25006"].contains(state)
+    }
+    switch error.code {
+    case .connectionError, .serverClosedConnection, .uncleanShutdown: return true
+    default: return false
     }
   }
 

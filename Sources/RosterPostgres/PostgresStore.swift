@@ -22,7 +22,8 @@ internal import Synchronization
 /// ```
 public final class PostgresStore: StoreBackend, PictureCatalog {
   public let configuration: PostgresConfiguration
-  let client: PostgresClient
+  /// The connection pool, on the host the address names (`HostPool`).
+  let pool: HostPool
   let logger: Logger
   let feed: ChangeFeed
   let writes: WriteQueue
@@ -37,7 +38,7 @@ public final class PostgresStore: StoreBackend, PictureCatalog {
 
   private init(
     configuration: PostgresConfiguration,
-    client: PostgresClient,
+    pool: HostPool,
     latest: Int64,
     createdSchema: Bool,
     pictures: PictureStorage,
@@ -45,7 +46,7 @@ public final class PostgresStore: StoreBackend, PictureCatalog {
   ) {
     self.createdSchema = createdSchema
     self.configuration = configuration
-    self.client = client
+    self.pool = pool
     self.logger = logger
     self.feed = ChangeFeed(latest: latest)
     self.pictures = pictures
@@ -74,12 +75,11 @@ public final class PostgresStore: StoreBackend, PictureCatalog {
         "schema '\(configuration.schema)' must be lower-case letters, digits and _"
       )
     }
-    let (latest, created) = try await Migrator(configuration: configuration, logger: logger)
-      .migrate()
-    let client = PostgresClient(
-      configuration: try Self.clientConfiguration(configuration),
-      backgroundLogger: logger
-    )
+    let (latest, created, endpoint) = try await Migrator(
+      configuration: configuration,
+      logger: logger
+    ).migrate()
+    let pool = try HostPool(configuration: configuration, endpoint: endpoint, logger: logger)
     // Uploads in progress, in a directory of this store's own: the sweep removes files no
     // upload of *this* store owns, and replicas on one host must not sweep each other's.
     let scratch = configuration.scratchDirectory + "/" + UUID().uuidString.lowercased()
@@ -91,41 +91,12 @@ public final class PostgresStore: StoreBackend, PictureCatalog {
     )
     return PostgresStore(
       configuration: configuration,
-      client: client,
+      pool: pool,
       latest: latest,
       createdSchema: created,
       pictures: pictures,
       logger: logger
     )
-  }
-
-  /// The pool's configuration: up to `maximumConnections`, one kept open, and the keep-alive
-  /// the store's own (`keepAlive`).
-  static func clientConfiguration(
-    _ configuration: PostgresConfiguration
-  ) throws -> PostgresClient.Configuration {
-    var options = PostgresClient.Configuration.Options()
-    options.maximumConnections = configuration.maximumConnections
-    // A minimum of one connection: postgres-nio's pool (1.33) keeps only one of the
-    // connections it failed to open while PostgreSQL refused them, and opens one more each
-    // time a connection comes back to waiting statements; a lease that then needs a new
-    // connection while the pool holds fewer than its minimum stops the process (a
-    // precondition; `PoolTests.refusedThenBack`). With one, the connections above it get
-    // the pool's idle timer. The keep-alive is the store's own (`keepAlive`): postgres-nio's
-    // starts a timer each time a connection comes back.
-    options.minimumConnections = 1
-    options.keepAliveBehavior = nil
-    options.additionalStartupParameters = Self.sessionParameters(configuration)
-    var clientConfiguration = PostgresClient.Configuration(
-      host: configuration.url.host,
-      port: configuration.url.port,
-      username: configuration.url.username,
-      password: configuration.url.password,
-      database: configuration.url.database,
-      tls: try configuration.url.clientTLS()
-    )
-    clientConfiguration.options = options
-    return clientConfiguration
   }
 
   /// What every connection sets when it starts: the schema first on the search path, and the
@@ -165,7 +136,7 @@ public final class PostgresStore: StoreBackend, PictureCatalog {
     // mid-batch too (measured in `silent_test.py`: the batch failed with
     // `clientClosedConnection` the moment shutdown began), where the writer must first get
     // `WriteQueue.drainLimit` to commit what it holds. `stop(pool, ...)` below ends it.
-    let pool = Task.detached { await self.client.run() }
+    let pool = Task.detached { await self.pool.run() }
     // The change listener and the maintenance run in a task of their own too, for the same
     // reason: measured in `silent_test.py`, with PostgreSQL silent a poll of the change log
     // waiting for a pooled connection did not end when cancelled, and the store never closed.
@@ -257,7 +228,7 @@ public final class PostgresStore: StoreBackend, PictureCatalog {
     _ body: (PostgresConnection) async throws -> Void
   ) async throws {
     do {
-      try await self.client.withConnection { connection in
+      try await self.pool.withConnection { connection in
         _ = try await connection.query(
           PostgresQuery(unsafeSQL: "SET \(name) = \(value)"),
           logger: self.logger

@@ -139,7 +139,7 @@ struct Serve: AsyncParsableCommand {
 
   @Option(
     help:
-      "Serve this PostgreSQL database instead of the SQLite file, for several replicas over one database: postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE (env ROSTER_POSTGRES_URL)."
+      "Serve this PostgreSQL database instead of the SQLite file, for several replicas over one database: postgres://USER[:PASSWORD]@HOST[:PORT][,HOST[:PORT]...]/DATABASE[?target_session_attrs=read-write] (env ROSTER_POSTGRES_URL)."
   )
   var postgres: String? = ProcessInfo.processInfo.environment["ROSTER_POSTGRES_URL"]
 

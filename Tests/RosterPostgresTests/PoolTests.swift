@@ -97,7 +97,7 @@ struct PoolTests {
   /// then held, the next lease that needed a new connection stopped the process (a
   /// precondition in its connection group; `restart_test.py` in CI, replica on 16
   /// connections). The pool, configured as the store configures it
-  /// (`PostgresStore.clientConfiguration`), now gets through.
+  /// (`HostPool.clientConfiguration`), now gets through.
   @Test(
     "the store's pool, after PostgreSQL cut every connection and refused new ones while statements waited, opens connections for more"
   )
@@ -110,7 +110,10 @@ struct PoolTests {
     configuration.url.username = role
     configuration.maximumConnections = 4
     let client = PostgresClient(
-      configuration: try PostgresStore.clientConfiguration(configuration),
+      configuration: try HostPool.clientConfiguration(
+        configuration,
+        endpoint: configuration.url.hosts[0]
+      ),
       backgroundLogger: PostgresTesting.logger
     )
     let pool = Task { await client.run() }

@@ -1,0 +1,201 @@
+internal import Logging
+internal import PostgresNIO
+internal import RosterDomain
+internal import Synchronization
+
+/// The connection pool, on the host the address's `target_session_attrs` names, moved to
+/// another host when that one is lost.
+///
+/// A call that loses its connection to the server (or finds it a standby, demoted) makes the
+/// pool suspect its host: until a host that suits answers again, every call fails at once
+/// with `unavailable` instead of waiting for a connection to a server that is gone (postgres-nio's
+/// pool would queue it until its circuit breaker trips). `run` looks for the host, as
+/// `HostFinder` does, every half second; a different host gets a new pool, and the old one is
+/// shut down, failing what still waited on it.
+final class HostPool: Sendable {
+  private let configuration: PostgresConfiguration
+  private let logger: Logger
+  private let state: Mutex<State>
+
+  private struct State {
+    var client: PostgresClient
+    var endpoint: PostgresURL.Endpoint
+    /// `client.run()`, once `run` started it.
+    var running: Task<Void, Never>?
+    /// Since when the host is suspected (no calls until it or another is found); nil while
+    /// the pool serves.
+    var suspectedSince: ContinuousClock.Instant?
+    /// `run`, waiting for a suspicion.
+    var waiting: CheckedContinuation<Void, Never>?
+  }
+
+  init(
+    configuration: PostgresConfiguration,
+    endpoint: PostgresURL.Endpoint,
+    logger: Logger
+  ) throws {
+    self.configuration = configuration
+    self.logger = logger
+    let client = PostgresClient(
+      configuration: try Self.clientConfiguration(configuration, endpoint: endpoint),
+      backgroundLogger: logger
+    )
+    self.state = Mutex(State(client: client, endpoint: endpoint))
+  }
+
+  /// The host the pool is on now.
+  var endpoint: PostgresURL.Endpoint { self.state.withLock { $0.endpoint } }
+
+  /// Runs `body` on a pooled connection of the current host.
+  ///
+  /// - Throws: `unavailable` at once while the host is suspected.
+  func withConnection<T: Sendable>(
+    _ body: (PostgresConnection) async throws -> T
+  ) async throws -> T {
+    let client = try self.state.withLock { state in
+      if state.suspectedSince != nil { throw Self.lookingForHost }
+      return state.client
+    }
+    do {
+      return try await client.withConnection(body)
+    } catch {
+      if !Task.isCancelled, PostgresStore.losesHost(error) { self.suspect(because: error) }
+      throw error
+    }
+  }
+
+  /// Runs one statement on the current host, for work that must not wait for a call's
+  /// connection (a cancel of a statement it runs).
+  func query(_ query: PostgresQuery) async throws {
+    let client = self.state.withLock { $0.client }
+    _ = try await client.query(query, logger: self.logger)
+  }
+
+  static let lookingForHost = StoreError(
+    .unavailable,
+    "the database host was lost and another is being found; try again"
+  )
+
+  /// The current host is lost, or no longer suits (a call found it gone or a standby):
+  /// calls fail at once until `run` finds one that suits.
+  func suspect(because error: any Error) {
+    let (lost, waiting) = self.state.withLock { state in
+      guard state.suspectedSince == nil else {
+        return (nil as PostgresURL.Endpoint?, nil as CheckedContinuation<Void, Never>?)
+      }
+      state.suspectedSince = .now
+      defer { state.waiting = nil }
+      return (state.endpoint, state.waiting)
+    }
+    guard let lost else { return }
+    self.logger.warning(
+      "lost the PostgreSQL host; finding the one to use",
+      metadata: ["host": "\(lost)", "error": "\(String(reflecting: error))"]
+    )
+    waiting?.resume()
+  }
+
+  /// Runs the pool, and finds the host again each time it is suspected, until cancelled;
+  /// then shuts the pool down.
+  func run() async {
+    self.state.withLock { state in
+      let client = state.client
+      state.running = Task { await client.run() }
+    }
+    while !Task.isCancelled {
+      await self.suspicion()
+      guard !Task.isCancelled else { break }
+      await self.findHost()
+    }
+    let running = self.state.withLock { state in
+      defer { state.running = nil }
+      return state.running
+    }
+    running?.cancel()
+    await running?.value
+  }
+
+  /// Returns once the host is suspected (or the task is cancelled).
+  private func suspicion() async {
+    await withTaskCancellationHandler {
+      await withCheckedContinuation { continuation in
+        let now = self.state.withLock { state in
+          if state.suspectedSince != nil || Task.isCancelled { return true }
+          state.waiting = continuation
+          return false
+        }
+        if now { continuation.resume() }
+      }
+    } onCancel: {
+      self.state.withLock { state in
+        defer { state.waiting = nil }
+        return state.waiting
+      }?.resume()
+    }
+  }
+
+  /// Looks for the host that suits, every half second, until one answers; moves the pool
+  /// there if it is another, and lets calls through again.
+  private func findHost() async {
+    let finder = HostFinder(configuration: self.configuration, logger: self.logger)
+    while !Task.isCancelled {
+      guard let (connection, endpoint) = try? await finder.connect(attempts: 1) else {
+        try? await Task.sleep(for: .milliseconds(500))
+        continue
+      }
+      try? await connection.close()
+      // The address's TLS settings were read when the store opened: this does not fail.
+      guard
+        let configuration = try? Self.clientConfiguration(self.configuration, endpoint: endpoint)
+      else { continue }
+      let client = PostgresClient(configuration: configuration, backgroundLogger: self.logger)
+      let (retired, since) = self.state.withLock { state in
+        let since = state.suspectedSince ?? .now
+        state.suspectedSince = nil
+        guard endpoint != state.endpoint else { return (nil as Task<Void, Never>?, since) }
+        let retired = state.running
+        (state.client, state.endpoint) = (client, endpoint)
+        state.running = Task { await client.run() }
+        return (retired, since)
+      }
+      self.logger.info(
+        retired == nil ? "the PostgreSQL host answers again" : "moved to another PostgreSQL host",
+        metadata: ["host": "\(endpoint)", "after": "\(ContinuousClock.now - since)"]
+      )
+      // The lost host's pool fails what still waits on it (`poolClosed`: unavailable).
+      retired?.cancel()
+      return
+    }
+  }
+
+  /// A pool's configuration: up to `maximumConnections` on `endpoint`, one kept open, and the
+  /// keep-alive the store's own (`PostgresStore.keepAlive`).
+  static func clientConfiguration(
+    _ configuration: PostgresConfiguration,
+    endpoint: PostgresURL.Endpoint
+  ) throws -> PostgresClient.Configuration {
+    var options = PostgresClient.Configuration.Options()
+    options.maximumConnections = configuration.maximumConnections
+    // A minimum of one connection: postgres-nio's pool (1.33) keeps only one of the
+    // connections it failed to open while PostgreSQL refused them, and opens one more each
+    // time a connection comes back to waiting statements; a lease that then needs a new
+    // connection while the pool holds fewer than its minimum stops the process (a
+    // precondition; `PoolTests.refusedThenBack`). With one, the connections above it get
+    // the pool's idle timer. The keep-alive is the store's own (`keepAlive`): postgres-nio's
+    // starts a timer each time a connection comes back.
+    options.minimumConnections = 1
+    options.keepAliveBehavior = nil
+    options.additionalStartupParameters = PostgresStore.sessionParameters(configuration)
+    let url = configuration.url.at(endpoint)
+    var clientConfiguration = PostgresClient.Configuration(
+      host: url.host,
+      port: url.port,
+      username: url.username,
+      password: url.password,
+      database: url.database,
+      tls: try url.clientTLS()
+    )
+    clientConfiguration.options = options
+    return clientConfiguration
+  }
+}

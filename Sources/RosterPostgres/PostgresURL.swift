@@ -1,0 +1,200 @@
+public import Foundation
+public import RosterDomain
+
+/// A parsed `postgres://` address: one host, or several as libpq takes them, with the kind of
+/// server to use among them (`target_session_attrs`).
+public struct PostgresURL: Sendable, Hashable, CustomStringConvertible {
+  /// The host this address connects to: the first of `hosts`, or the one `at(_:)` chose.
+  public var host: String
+  public var port: Int
+  /// Every host the address names, in order (libpq tries them in this order too).
+  public var hosts: [Endpoint]
+  public var username: String
+  public var password: String?
+  public var database: String
+  /// Which of `hosts` to use: any that answers, or only the primary (`read-write`).
+  public var targetSessionAttributes: TargetSessionAttributes = .any
+  /// TLS to the server, as libpq's `sslmode`: default `prefer`.
+  public var sslMode: SSLMode = .prefer
+  /// The CA certificates (PEM) that `verify-ca` and `verify-full` trust, as libpq's
+  /// `sslrootcert`; `system` for the system's store. Without it, libpq's default file
+  /// (`~/.postgresql/root.crt`).
+  public var sslRootCert: String?
+
+  /// One `HOST[:PORT]` of the address.
+  public struct Endpoint: Sendable, Hashable, CustomStringConvertible {
+    public var host: String
+    public var port: Int
+
+    public init(host: String, port: Int) {
+      self.host = host
+      self.port = port
+    }
+
+    public var description: String {
+      self.host.contains(":") ? "[\(self.host)]:\(self.port)" : "\(self.host):\(self.port)"
+    }
+  }
+
+  /// libpq's `target_session_attrs` values Roster takes.
+  public enum TargetSessionAttributes: String, Sendable, Hashable, CaseIterable {
+    /// The first host that accepts a connection.
+    case any
+    /// The first host that takes writes: a primary, not a hot standby or a server set to
+    /// read-only transactions.
+    case readWrite = "read-write"
+    /// The first host not in recovery (libpq's `primary`).
+    case primary
+  }
+
+  /// libpq's `sslmode` values.
+  public enum SSLMode: String, Sendable, Hashable, CaseIterable {
+    /// Plaintext only.
+    case disable
+    /// TLS if the server offers it; plaintext otherwise (as `prefer`: postgres-nio has no
+    /// plaintext-first attempt).
+    case allow
+    /// TLS if the server offers it, plaintext otherwise; no certificate check.
+    case prefer
+    /// TLS or no connection; the certificate is checked against `sslrootcert` only when one is
+    /// given (libpq: "require" with a root certificate behaves as "verify-ca").
+    case require
+    /// TLS, and the server's certificate must chain to `sslrootcert`.
+    case verifyCA = "verify-ca"
+    /// As `verify-ca`, and the certificate must name the host.
+    case verifyFull = "verify-full"
+  }
+
+  /// Parses `postgres://USER[:PASSWORD]@HOST[:PORT][,HOST[:PORT]...]/DATABASE[?PARAMETERS]`
+  /// (or `postgresql://`), where the parameters are `sslmode`, `sslrootcert` and
+  /// `target_session_attrs`; others are refused, so a typo is not silently ignored.
+  ///
+  /// - Throws: `invalidArgument` naming what is missing or wrong.
+  public init(_ text: String) throws {
+    // URLComponents takes one host: the list is read here, and the address parsed with its
+    // first host in its place.
+    let (single, hostList) = Self.splittingHosts(text)
+    let notURL = StoreError(
+      .invalidArgument,
+      "--postgres '\(Self.redacted(text))' is not a postgres:// URL"
+    )
+    guard text.hasPrefix("postgres://") || text.hasPrefix("postgresql://") else { throw notURL }
+    self.hosts = try hostList.map(Self.endpoint)
+    guard let components = URLComponents(string: single) else { throw notURL }
+    guard let user = components.user, !user.isEmpty else {
+      throw StoreError(.invalidArgument, "--postgres names no user")
+    }
+    guard let first = self.hosts.first else {
+      throw StoreError(.invalidArgument, "--postgres names no host")
+    }
+    (self.host, self.port) = (first.host, first.port)
+    let database = String(components.path.drop(while: { $0 == "/" }))
+    self.username = user.removingPercentEncoding ?? user
+    self.password = components.password.map { $0.removingPercentEncoding ?? $0 }
+    self.database = database.isEmpty ? self.username : database
+    for item in components.queryItems ?? [] {
+      try self.read(item)
+    }
+  }
+
+  private mutating func read(_ item: URLQueryItem) throws {
+    func choice<Choice: RawRepresentable & CaseIterable>(_: Choice.Type) throws -> Choice
+    where Choice.RawValue == String {
+      guard let value = Choice(rawValue: item.value ?? "") else {
+        let values = Choice.allCases.map(\.rawValue).joined(separator: ", ")
+        throw StoreError(
+          .invalidArgument,
+          "--postgres \(item.name) '\(item.value ?? "")' is not one of \(values)"
+        )
+      }
+      return value
+    }
+    switch item.name {
+    case "sslmode":
+      self.sslMode = try choice(SSLMode.self)
+    case "target_session_attrs":
+      self.targetSessionAttributes = try choice(TargetSessionAttributes.self)
+    case "sslrootcert":
+      guard let file = item.value, !file.isEmpty else {
+        throw StoreError(.invalidArgument, "--postgres sslrootcert names no file")
+      }
+      self.sslRootCert = file
+    default:
+      throw StoreError(
+        .invalidArgument,
+        "--postgres parameter '\(item.name)' is not supported (sslmode, sslrootcert and target_session_attrs are)"
+      )
+    }
+  }
+
+  /// The same address at `endpoint`, one of `hosts`.
+  public func at(_ endpoint: Endpoint) -> PostgresURL {
+    var url = self
+    (url.host, url.port) = (endpoint.host, endpoint.port)
+    return url
+  }
+
+  /// The address without its password, for logs.
+  public var description: String {
+    let hosts =
+      self.hosts.count > 1
+      ? self.hosts.map(\.description).joined(separator: ",")
+      : Endpoint(host: self.host, port: self.port).description
+    return "postgres://\(self.username)@\(hosts)/\(self.database)"
+  }
+
+  public static func redacted(_ text: String) -> String {
+    let (single, hosts) = Self.splittingHosts(text)
+    guard var components = URLComponents(string: single), components.password != nil else {
+      return text
+    }
+    components.password = "***"
+    guard let redacted = components.string, let first = hosts.first else { return text }
+    // The first host back in the list's place.
+    return redacted.replacingOccurrences(of: "@" + first, with: "@" + hosts.joined(separator: ","))
+  }
+
+  /// `text` with only the first of its hosts, and the hosts as written (`HOST[:PORT]` each).
+  private static func splittingHosts(_ text: String) -> (single: String, hosts: [String]) {
+    guard let schemeEnd = text.range(of: "://") else { return (text, []) }
+    let rest = text[schemeEnd.upperBound...]
+    let authorityEnd =
+      rest.firstIndex(where: { $0 == "/" || $0 == "?" || $0 == "#" }) ?? rest.endIndex
+    let authority = rest[..<authorityEnd]
+    let hostsStart =
+      authority.lastIndex(of: "@").map { authority.index(after: $0) } ?? authority.startIndex
+    let hosts = authority[hostsStart...].split(separator: ",", omittingEmptySubsequences: false)
+      .map(String.init)
+    guard hosts.count > 1 else { return (text, hosts) }
+    return (String(text[..<hostsStart]) + hosts[0] + String(rest[authorityEnd...]), hosts)
+  }
+
+  /// `HOST[:PORT]` or `[IPV6][:PORT]`, port 5432 unless given.
+  private static func endpoint(_ text: String) throws -> Endpoint {
+    let bad = StoreError(
+      .invalidArgument,
+      "--postgres host \(ClientText.quoted(text)) is not HOST[:PORT]"
+    )
+    var host = Substring(text)
+    var port = 5432
+    if host.hasPrefix("[") {
+      guard let close = host.firstIndex(of: "]") else { throw bad }
+      let after = host[host.index(after: close)...]
+      host = host[host.index(after: host.startIndex) ..< close]
+      if !after.isEmpty {
+        guard after.hasPrefix(":"), let number = Int(after.dropFirst()) else { throw bad }
+        port = number
+      }
+    } else if let colon = host.lastIndex(of: ":") {
+      guard let number = Int(host[host.index(after: colon)...]) else { throw bad }
+      (host, port) = (host[..<colon], number)
+    }
+    guard !host.isEmpty, (1 ... 65535).contains(port) else {
+      throw StoreError(
+        .invalidArgument,
+        host.isEmpty ? "--postgres names no host" : "--postgres port \(port) is not 1-65535"
+      )
+    }
+    return Endpoint(host: String(host), port: port)
+  }
+}
