@@ -35,13 +35,16 @@ public struct DirectoryCopy: Sendable {
   public var pictureConcurrency: Int
   /// Told each step as it starts and ends.
   public var progress: @Sendable (String) -> Void
+  /// Where the employees' and sales' steps show how far they have got (`ProgressMeter`).
+  public var meters: ProgressMeter.Output
 
   public init(
     context: WriteContext,
     employeePage: Int = 500,
     salesPage: Int = 5_000,
     pictureConcurrency: Int = 4,
-    progress: @escaping @Sendable (String) -> Void = { _ in }
+    progress: @escaping @Sendable (String) -> Void = { _ in },
+    meters: ProgressMeter.Output = .silent
   ) {
     precondition(employeePage > 0 && employeePage <= StoreLimits.maximumPageSize && salesPage > 0)
     self.context = context
@@ -49,6 +52,7 @@ public struct DirectoryCopy: Sendable {
     self.salesPage = salesPage
     self.pictureConcurrency = max(1, pictureConcurrency)
     self.progress = progress
+    self.meters = meters
   }
 
   /// What a copy did.
@@ -103,10 +107,19 @@ public struct DirectoryCopy: Sendable {
     }
 
     self.progress("employees: skipping the \(haveEmployees) the target has")
-    let rows = Self.employeeRows(source, skip: Int(haveEmployees), pageSize: self.employeePage)
+    let employeeMeter = ProgressMeter(
+      "employees",
+      total: try await source.countEmployees(filter: EmployeeFilter()) - haveEmployees,
+      output: self.meters
+    )
+    let rows = MeteredBatches(
+      Self.employeeRows(source, skip: Int(haveEmployees), pageSize: self.employeePage),
+      meter: employeeMeter
+    )
     let summary = try await target.withBulkLoad {
       try await target.upsertEmployees(rows, context: self.context, chunkRows: nil)
     }
+    employeeMeter.finish()
     try Self.requireWhole(summary, of: "employees")
     report.employeesSkipped = Int(haveEmployees)
     report.employeesCopied = summary.imported
@@ -123,11 +136,20 @@ public struct DirectoryCopy: Sendable {
     )
 
     self.progress("sales: skipping the \(haveSales) the target has")
-    let sales = Self.saleRows(source, skip: Int(haveSales), pageSize: self.salesPage)
+    let salesMeter = ProgressMeter(
+      "sales",
+      total: try await Int64(Self.salesCount(source)) - Int64(haveSales),
+      output: self.meters
+    )
+    let sales = MeteredBatches(
+      Self.saleRows(source, skip: Int(haveSales), pageSize: self.salesPage),
+      meter: salesMeter
+    )
     // A bulk load of its own, as `DirectoryLoader`'s sales.
     let imported = try await target.withBulkLoad {
       try await target.importSales(sales, context: self.context, chunkRows: nil)
     }
+    salesMeter.finish()
     try Self.requireWhole(imported, of: "sales")
     report.salesSkipped = Int(haveSales)
     report.salesCopied = imported.inserted

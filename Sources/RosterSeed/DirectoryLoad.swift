@@ -19,6 +19,14 @@ public protocol DirectorySource: Sendable {
 
   /// The sales, in batches; nil for none.
   func sales() throws -> Sales?
+
+  /// How many employees `employees()` gives, when known without reading them (for the time
+  /// left on the progress meter).
+  var employeeCount: Int64? { get }
+}
+
+extension DirectorySource {
+  public var employeeCount: Int64? { nil }
 }
 
 /// What a load did, step by step.
@@ -52,12 +60,19 @@ public struct DirectoryLoader: Sendable {
   public var employeeChunkRows: Int?
   /// Pictures thumbnailed at once.
   public var pictureConcurrency: Int
+  /// Where each step shows how far it has got (`ProgressMeter`).
+  public var progress: ProgressMeter.Output
 
-  public init(context: WriteContext, employeeChunkRows: Int? = 20_000, pictureConcurrency: Int = 2)
-  {
+  public init(
+    context: WriteContext,
+    employeeChunkRows: Int? = 20_000,
+    pictureConcurrency: Int = 2,
+    progress: ProgressMeter.Output = .silent
+  ) {
     self.context = context
     self.employeeChunkRows = employeeChunkRows
     self.pictureConcurrency = pictureConcurrency
+    self.progress = progress
   }
 
   /// Loads `source` into `store`.
@@ -68,7 +83,12 @@ public struct DirectoryLoader: Sendable {
     var report = LoadReport()
     let clock = ContinuousClock()
     var started = clock.now
-    let employees = try source.employees()
+    let employeeMeter = ProgressMeter(
+      "employees",
+      total: source.employeeCount,
+      output: self.progress
+    )
+    let employees = MeteredBatches(try source.employees(), meter: employeeMeter)
     report.employees = try await store.withBulkLoad {
       try await store.upsertEmployees(
         employees,
@@ -76,24 +96,36 @@ public struct DirectoryLoader: Sendable {
         chunkRows: self.employeeChunkRows
       )
     }
+    employeeMeter.finish()
     report.employeesTime = clock.now - started
     started = clock.now
     (report.picturesStored, report.picturesRefused) = try await source.withPictures { files in
       if files.isEmpty { return (0, []) }
-      return try await store.importPictures(
+      // The uploads report only at the end: one line, with the rate.
+      let meter = ProgressMeter("pictures", total: Int64(files.count), output: self.progress)
+      defer { meter.finish() }
+      let (stored, refused) = try await store.importPictures(
         files,
         concurrency: self.pictureConcurrency,
         context: self.context
       )
+      meter.advance(by: stored + refused.count)
+      return (stored, refused)
     }
     report.picturesTime = clock.now - started
     if let sales = try source.sales() {
       started = clock.now
+      let meter = ProgressMeter("sales", output: self.progress)
       // A bulk load of its own, after the employees': on PostgreSQL its end vacuums and
       // analyzes the sales too, which the first reads' plans and index-only scans need.
       report.sales = try await store.withBulkLoad {
-        try await store.importSales(sales, context: self.context, chunkRows: nil)
+        try await store.importSales(
+          MeteredBatches(sales, meter: meter),
+          context: self.context,
+          chunkRows: nil
+        )
       }
+      meter.finish()
       report.salesTime = clock.now - started
     }
     return report
@@ -171,6 +203,8 @@ public struct DemoSource: DirectorySource {
   public func employees() -> AsyncBatches<DemoRows> {
     AsyncBatches(DemoRows(demo: self.demo), size: 1_000)
   }
+
+  public var employeeCount: Int64? { Int64(self.demo.count) }
 
   public func withPictures<T>(
     _ body: ([(guid: String, path: String)]) async throws -> T

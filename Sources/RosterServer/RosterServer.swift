@@ -354,7 +354,8 @@ private func seed(
   )
   let loader = DirectoryLoader(
     context: WriteContext(author: "seed"),
-    pictureConcurrency: config.store.pictures.thumbnailConcurrency
+    pictureConcurrency: config.store.pictures.thumbnailConcurrency,
+    progress: .lines(every: .seconds(10)) { logger.info("seeding: \($0)") }
   )
   let report = try await loader.load(source, into: store)
   logger.info(

@@ -73,7 +73,8 @@ struct Copy: AsyncParsableCommand {
       context: WriteContext(author: self.author),
       pictureConcurrency: self.pictureConcurrency,
       // Each step as it happens, unbuffered, for whoever watches a long copy through a pipe.
-      progress: { FileHandle.standardOutput.write(Data("\($0)\n".utf8)) }
+      progress: { FileHandle.standardOutput.write(Data("\($0)\n".utf8)) },
+      meters: .standardError
     )
     try await self.withStore(try Endpoint(self.from), pictures: self.fromPicturesDir, reading: true)
     { source in

@@ -75,7 +75,8 @@ struct Import: AsyncParsableCommand {
     let loader = DirectoryLoader(
       context: WriteContext(author: self.author),
       employeeChunkRows: self.chunkRows,
-      pictureConcurrency: pictureConcurrency
+      pictureConcurrency: pictureConcurrency,
+      progress: .standardError
     )
     let report = try await loader.load(source, into: store)
     let summary = report.employees

@@ -40,7 +40,19 @@ struct Seed: ParsableCommand {
   func run() throws {
     let started = ContinuousClock.now
     let data = DemoData(count: self.employees, seed: self.seed, pictures: self.pictures)
-    try SeedFile.write(data, to: self.out)
+    let employeeMeter = ProgressMeter(
+      "employees",
+      total: Int64(self.employees),
+      output: .standardError
+    )
+    try SeedFile.write(
+      data.lazy.map {
+        employeeMeter.advance(by: 1)
+        return $0
+      },
+      to: self.out
+    )
+    employeeMeter.finish()
     print("wrote \(self.employees) employees to \(self.out) in \(ContinuousClock.now - started)")
     if self.pictures {
       let directory = self.picturesDir ?? SeedFile.picturesDirectory(beside: self.out)
@@ -50,10 +62,15 @@ struct Seed: ParsableCommand {
     if self.salesPerEmployee > 0 {
       let salesStarted = ContinuousClock.now
       let path = self.salesOut ?? SalesFile.path(beside: self.out)
+      let salesMeter = ProgressMeter("sales", output: .standardError)
       let written = try SalesFile.write(
-        DemoSales(employees: data, perEmployee: self.salesPerEmployee),
+        DemoSales(employees: data, perEmployee: self.salesPerEmployee).lazy.map {
+          salesMeter.advance(by: 1)
+          return $0
+        },
         to: path
       )
+      salesMeter.finish()
       print("wrote \(written) sales to \(path) in \(ContinuousClock.now - salesStarted)")
     }
   }
