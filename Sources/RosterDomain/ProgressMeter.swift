@@ -71,13 +71,14 @@ public final class ProgressMeter: Sendable {
     }
   }
 
-  /// Shows the last line: everything done, the time it took, the mean rate.
+  /// Shows the last line: everything done, the time it took, the mean rate. Nothing for a
+  /// step that had nothing to do.
   public func finish() {
     let done: Int64? = self.state.withLock { state in
       defer { state.finished = true }
       return state.finished ? nil : state.done
     }
-    guard let done else { return }
+    guard let done, done > 0 || self.total != 0 else { return }
     let line = self.line(done, now: .now, finished: true)
     self.output.write(self.output.redraws ? "\r" + line + "\u{1B}[K\n" : line + "\n")
   }

@@ -1,6 +1,6 @@
 internal import Foundation
 internal import GRDB
-internal import RosterDomain
+public import RosterDomain
 internal import RosterPictures
 
 extension SQLiteMaintenance {
@@ -70,8 +70,14 @@ extension SQLiteMaintenance {
   /// `foreign_key_check`, every counter and rollup against a recount from the rows, every
   /// picture an employee names against its row, and every picture file against its size and
   /// its SHA-256 (the file's name). Reads only, from one snapshot; runs beside a server.
-  public static func check(database: String, picturesDirectory: String? = nil) throws -> CheckReport
-  {
+  ///
+  /// `progress` shows the recounts (with the integrity check and the foreign keys, one step
+  /// each) and the picture files hashed as they go (`ProgressMeter`).
+  public static func check(
+    database: String,
+    picturesDirectory: String? = nil,
+    progress: ProgressMeter.Output = .silent
+  ) throws -> CheckReport {
     guard FileManager.default.fileExists(atPath: database) else {
       throw Failure("no database at \(database)")
     }
@@ -80,8 +86,11 @@ extension SQLiteMaintenance {
     let queue = try DatabaseQueue(path: database, configuration: configuration)
     defer { try? queue.close() }
     var report = CheckReport()
+    let steps = ProgressMeter("checks", total: Int64(2 + Self.recounts.count), output: progress)
     let files: [(etag: String, size: Int64)] = try queue.read { db in
+      defer { steps.finish() }
       let integrity = try String.fetchAll(db, sql: "PRAGMA integrity_check")
+      steps.advance(by: 1)
       if integrity != ["ok"] {
         report.problems += integrity.prefix(20).map { "integrity_check: \($0)" }
       }
@@ -91,10 +100,12 @@ extension SQLiteMaintenance {
           "foreign_key_check: \(foreignKeys.count) rows refer to rows that are gone"
         )
       }
+      steps.advance(by: 1)
       let tables = Set(
         try String.fetchAll(db, sql: "SELECT name FROM sqlite_master WHERE type = 'table'")
       )
       for (table, kept, recount) in Self.recounts {
+        defer { steps.advance(by: 1) }
         guard tables.contains(String(table.prefix { $0 != "." })) else { continue }
         let extra =
           try Int.fetchOne(db, sql: "SELECT count(*) FROM (\(kept) EXCEPT \(recount))") ?? 0
@@ -124,7 +135,10 @@ extension SQLiteMaintenance {
     }
     let directory = picturesDirectory ?? StoreConfiguration(path: database).picturesDirectory
     let pictureFiles = try PictureFiles(directory: directory)
+    let hashed = ProgressMeter("pictures hashed", total: Int64(files.count), output: progress)
+    defer { hashed.finish() }
     for (etag, size) in files {
+      defer { hashed.advance(by: 1) }
       guard PictureFiles.isEtag(etag) else {
         report.problems.append("pictures: a row's etag '\(etag)' is not a SHA-256")
         continue
@@ -146,7 +160,8 @@ extension SQLiteMaintenance {
     from backup: String,
     database: String,
     picturesDirectory: String? = nil,
-    force: Bool = false
+    force: Bool = false,
+    progress: ProgressMeter.Output = .silent
   ) throws -> CheckReport {
     let manager = FileManager.default
     let copy = "\(backup)/\(Self.databaseName)"
@@ -157,7 +172,7 @@ extension SQLiteMaintenance {
     if Self.isOpen(database) {
       throw Failure("a process has \(database) open (a server?): stop it before restoring")
     }
-    let report = try Self.check(database: copy, picturesDirectory: pictures)
+    let report = try Self.check(database: copy, picturesDirectory: pictures, progress: progress)
     if !report.isHealthy && !force {
       throw Failure(
         "the backup fails its check (restore anyway with --force):\n"

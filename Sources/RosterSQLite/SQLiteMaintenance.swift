@@ -1,5 +1,6 @@
 internal import Foundation
 internal import GRDB
+public import RosterDomain
 internal import RosterPictures
 
 /// Backups, restores and checks of a SQLite deployment: the database file and its picture
@@ -52,7 +53,8 @@ public enum SQLiteMaintenance {
   public static func backup(
     database: String,
     picturesDirectory: String? = nil,
-    into directory: String
+    into directory: String,
+    progress: ProgressMeter.Output = .silent
   ) throws -> BackupReport {
     let manager = FileManager.default
     guard manager.fileExists(atPath: database) else { throw Failure("no database at \(database)") }
@@ -69,9 +71,13 @@ public enum SQLiteMaintenance {
       for suffix in ["", "-wal", "-shm"] { unlink(copy + suffix) }
       // Every file there now, before the snapshot: whatever the snapshot references that is
       // older than it is among them.
-      for etag in source?.inventory().etags ?? [] where access(target.path(etag: etag), F_OK) != 0 {
+      let files = source?.inventory().etags ?? []
+      let taken = ProgressMeter("pictures linked", total: Int64(files.count), output: progress)
+      for etag in files where access(target.path(etag: etag), F_OK) != 0 {
         try Self.take(etag, from: source!, into: target)
+        taken.advance(by: 1)
       }
+      taken.finish()
       try Self.snapshot(database, into: copy)
       let referenced = try Self.fileEtags(copy)
       let missing = try referenced.contains { etag in

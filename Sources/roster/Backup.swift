@@ -28,7 +28,8 @@ struct Backup: ParsableCommand {
     let report = try SQLiteMaintenance.backup(
       database: self.database.db,
       picturesDirectory: self.database.picturesDir,
-      into: self.out
+      into: self.out,
+      progress: .standardError
     )
     let elapsed = ContinuousClock.now - started
     print(
@@ -60,7 +61,8 @@ struct Restore: ParsableCommand {
       from: self.backup,
       database: self.database.db,
       picturesDirectory: self.database.picturesDir,
-      force: self.force
+      force: self.force,
+      progress: .standardError
     )
     print(
       "restored \(self.backup) into \(self.database.db): \(report.pictureFiles) picture files; "
@@ -82,7 +84,8 @@ struct Check: ParsableCommand {
   func run() throws {
     let report = try SQLiteMaintenance.check(
       database: self.database.db,
-      picturesDirectory: self.database.picturesDir
+      picturesDirectory: self.database.picturesDir,
+      progress: .standardError
     )
     for problem in report.problems { print("problem: \(problem)") }
     print(
