@@ -60,6 +60,11 @@ final class HostPool: Sendable {
       return try await client.withConnection(body)
     } catch {
       if !Task.isCancelled, PostgresStore.losesHost(error) { self.suspect(because: error) }
+      // The pool it waited on was shut down for another host's: postgres-nio's pool error
+      // (`poolShutdown`) says so, which the client hears as for a lost connection.
+      if !(error is PSQLError), self.state.withLock({ $0.client !== client }) {
+        throw PostgresStore.unreachable
+      }
       throw error
     }
   }
