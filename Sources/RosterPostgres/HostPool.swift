@@ -1,3 +1,4 @@
+internal import CoreMetrics
 internal import Logging
 internal import PostgresNIO
 internal import RosterDomain
@@ -43,8 +44,11 @@ final class HostPool: Sendable {
     self.state = Mutex(State(client: client, endpoint: endpoint))
   }
 
-  /// The host the pool is on now.
-  var endpoint: PostgresURL.Endpoint { self.state.withLock { $0.endpoint } }
+  /// Hosts suspected lost, moves to another host, and whether one is being found now
+  /// (1) or the pool serves (0), on `/metrics`.
+  static let lost = Counter(label: "roster_postgres_hosts_lost_total")
+  static let moves = Counter(label: "roster_postgres_host_moves_total")
+  static let finding = Gauge(label: "roster_postgres_finding_host")
 
   /// Runs `body` on a pooled connection of the current host.
   ///
@@ -93,6 +97,8 @@ final class HostPool: Sendable {
       return (state.endpoint, state.waiting)
     }
     guard let lost else { return }
+    Self.lost.increment()
+    Self.finding.record(1)
     self.logger.warning(
       "lost the PostgreSQL host; finding the one to use",
       metadata: ["host": "\(lost)", "error": "\(String(reflecting: error))"]
@@ -163,6 +169,8 @@ final class HostPool: Sendable {
         state.running = Task { await client.run() }
         return (retired, since)
       }
+      Self.finding.record(0)
+      if retired != nil { Self.moves.increment() }
       self.logger.info(
         retired == nil ? "the PostgreSQL host answers again" : "moved to another PostgreSQL host",
         metadata: ["host": "\(endpoint)", "after": "\(ContinuousClock.now - since)"]

@@ -21,6 +21,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.request
 
 import grpc
 
@@ -44,7 +45,7 @@ def start_replica(port, schema):
     log = open(os.path.join(WORK, f"replica-{port}.log"), "w")
     process = subprocess.Popen(
         [ROSTER, "serve", "--port", str(port), "--postgres", URL, "--postgres-schema", schema,
-         "--seed-employees", "0", "--no-log-requests"],
+         "--seed-employees", "0", "--no-log-requests", "--metrics-port", "0"],
         stdout=subprocess.PIPE, stderr=log, text=True)
     processes.append(process)
     return process
@@ -94,9 +95,13 @@ def main():
     schema = "failover_" + str(os.getpid())
     ports = [servers.free_port(), servers.free_port()]
     replicas = [start_replica(port, schema) for port in ports]
+    metrics = []
     for replica in replicas:
-        if not replica.stdout.readline().startswith("listening on "):
+        # "metrics on URL" and "listening on ADDRESS", in either order.
+        lines = [replica.stdout.readline(), replica.stdout.readline()]
+        if not any(line.startswith("listening on ") for line in lines):
             raise SystemExit("a replica did not start; see " + WORK)
+        metrics += [line.split()[2] for line in lines if line.startswith("metrics on ")]
     start_sequence = int((psql(STANDBY, f"SELECT last_seq FROM {schema}.change_log_state") or ["0"])[0])
     followers = [Follower(port) for port in ports]
     for follower in followers:
@@ -168,6 +173,13 @@ def main():
     for follower in followers:
         follower.close()
     stored = set(psql(STANDBY, f"SELECT guid FROM {schema}.employees"))
+    # Each replica counted the host it lost and the move to the promoted standby.
+    scraped = []
+    for url in metrics:
+        text = urllib.request.urlopen(url, timeout=10).read().decode()
+        samples = dict(line.rsplit(" ", 1) for line in text.splitlines() if line and not line.startswith("#"))
+        scraped.append({name: float(samples.get(name, "0")) for name in (
+            "roster_postgres_hosts_lost_total", "roster_postgres_host_moves_total", "roster_postgres_finding_host")})
     missing = [guid for _, _, guid in acked if guid not in stored]
     first = min((at for at, _, _ in acked if at > promoted[0]), default=None)
     resumed = first - promoted[0] if first is not None else None
@@ -183,6 +195,12 @@ def main():
     problems = []
     if before < 20:
         problems.append(f"too little load: {before} writes before the kill")
+    for number, sample in enumerate(scraped):
+        if sample["roster_postgres_hosts_lost_total"] < 1 or sample["roster_postgres_host_moves_total"] != 1 \
+                or sample["roster_postgres_finding_host"] != 0:
+            problems.append(f"replica {number}'s metrics do not show one move to the new primary: {sample}")
+    if len(scraped) != 2:
+        problems.append(f"metrics scraped from {len(scraped)} replicas, not 2")
     if resumed is None:
         problems.append("no write was acknowledged after the promotion")
     if missing:
