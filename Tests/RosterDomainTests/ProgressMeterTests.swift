@@ -67,3 +67,27 @@ struct ProgressMeterTests {
     #expect(written.lines.withLock { $0.last?.hasPrefix("rows  2,500  ") } == true)
   }
 }
+
+/// `AsyncBatches` stops a bulk load between batches once its task is cancelled (a SIGTERM
+/// during the server's seed).
+@Suite("Async batches")
+struct AsyncBatchesTests {
+  @Test("a cancelled task's next batch throws CancellationError; batches before it come whole")
+  func stopsWhenCancelled() async {
+    let taken = await Task {
+      var batches = 0
+      do {
+        for try await batch in AsyncBatches(Array(0 ..< 10_000), size: 100) {
+          #expect(batch.count == 100)
+          batches += 1
+          if batches == 3 { withUnsafeCurrentTask { $0?.cancel() } }
+        }
+        return (batches, false)
+      } catch {
+        return (batches, error is CancellationError)
+      }
+    }.value
+    #expect(taken.0 == 3)
+    #expect(taken.1)
+  }
+}
