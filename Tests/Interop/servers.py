@@ -87,3 +87,17 @@ def stop(server, *files):
             f.close()
     if code != 0:
         raise AssertionError(f"server exited {code} on SIGTERM")
+
+
+def stop_all(processes):
+    """SIGTERM to each of `processes` still running, then waits up to 10 s for each and kills
+    what is left (nginx's master, on TERM, takes its workers with it; on KILL they would stay)."""
+    for process in processes:
+        if process.poll() is None:
+            process.terminate()
+    for process in processes:
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()

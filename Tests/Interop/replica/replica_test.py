@@ -77,19 +77,6 @@ def start_nginx(port, upstreams):
     raise SystemExit("nginx did not start")
 
 
-def cleanup():
-    # TERM first: nginx's master then takes its workers with it (on KILL they would be left).
-    for process in processes:
-        if process.poll() is None:
-            process.terminate()
-    for process in processes:
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-
-
 def main():
     schema = "replicas_" + str(os.getpid())
     ports = [servers.free_port(), servers.free_port()]
@@ -203,4 +190,4 @@ if __name__ == "__main__":
     try:
         sys.exit(main())
     finally:
-        cleanup()
+        servers.stop_all(processes)
