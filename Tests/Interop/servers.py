@@ -2,9 +2,11 @@
 and a stop that fails the suite when the server does not exit cleanly on SIGTERM (it is
 killed then, so that no test leaves it behind)."""
 import os
+import shutil
 import signal
 import socket
 import subprocess
+import sys
 
 
 def free_port():
@@ -101,3 +103,23 @@ def stop_all(processes):
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+
+
+def verdict(problems, work):
+    """A test script's exit status: 0 with no problems (its scratch directory `work` removed),
+    else 1, the problems printed and `work` kept for its logs."""
+    if problems:
+        print("\n".join(problems), file=sys.stderr)
+        print(f"logs in {work}", file=sys.stderr)
+        return 1
+    shutil.rmtree(work)
+    return 0
+
+
+def run_script(main, processes):
+    """Exits with `main()`'s status, stopping `processes` on every path (a SIGTERM too)."""
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    try:
+        sys.exit(main())
+    finally:
+        stop_all(processes)

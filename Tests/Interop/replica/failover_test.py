@@ -14,8 +14,6 @@ Usage: ROSTER_POSTGRES_STANDBY=sync scripts/postgres run -- \
          python3 Tests/Interop/replica/failover_test.py ROSTER_BINARY
 """
 import os
-import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -216,17 +214,8 @@ def main():
                 f"{len(seen - set(log))} not in the log, in order: {follower.seen == sorted(follower.seen)}")
         if follower.errors:
             problems.append(f"follower {number} failed: {follower.errors[:3]}")
-    if problems:
-        print("\n".join(problems), file=sys.stderr)
-        print(f"logs in {WORK}", file=sys.stderr)
-        return 1
-    shutil.rmtree(WORK)
-    return 0
+    return servers.verdict(problems, WORK)
 
 
 if __name__ == "__main__":
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    try:
-        sys.exit(main())
-    finally:
-        servers.stop_all(processes)
+    servers.run_script(main, processes)

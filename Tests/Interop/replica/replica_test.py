@@ -10,7 +10,6 @@ surviving replica sees every acknowledged write, in strictly increasing tokens.
 Usage: scripts/postgres run -- python3 Tests/Interop/replica/replica_test.py ROSTER_BINARY
 """
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -177,17 +176,8 @@ def main():
         problems.append("the watcher's tokens are not strictly increasing")
     if watch_errors:
         problems.append(f"the watcher failed: {watch_errors}")
-    if problems:
-        print("\n".join(problems), file=sys.stderr)
-        print(f"logs in {WORK}", file=sys.stderr)
-        return 1
-    shutil.rmtree(WORK)
-    return 0
+    return servers.verdict(problems, WORK)
 
 
 if __name__ == "__main__":
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    try:
-        sys.exit(main())
-    finally:
-        servers.stop_all(processes)
+    servers.run_script(main, processes)
