@@ -143,30 +143,31 @@ public struct PostgresURL: Sendable, Hashable, CustomStringConvertible {
     return "postgres://\(self.username)@\(hosts)/\(self.database)"
   }
 
+  /// `text` with its password, if it has one, as `***`.
   public static func redacted(_ text: String) -> String {
-    let (single, hosts) = Self.splittingHosts(text)
-    guard var components = URLComponents(string: single), components.password != nil else {
-      return text
-    }
-    components.password = "***"
-    guard let redacted = components.string, let first = hosts.first else { return text }
-    // The first host back in the list's place.
-    return redacted.replacingOccurrences(of: "@" + first, with: "@" + hosts.joined(separator: ","))
+    guard let authority = Self.authority(text), let at = text[authority].lastIndex(of: "@"),
+      let colon = text[authority.lowerBound ..< at].firstIndex(of: ":")
+    else { return text }
+    return String(text[...colon]) + "***" + String(text[at...])
+  }
+
+  /// Where `USER[:PASSWORD]@HOSTS` is in `text`: after `://`, up to the path, query or fragment.
+  private static func authority(_ text: String) -> Range<String.Index>? {
+    guard let schemeEnd = text.range(of: "://") else { return nil }
+    let rest = text[schemeEnd.upperBound...]
+    let end = rest.firstIndex(where: { $0 == "/" || $0 == "?" || $0 == "#" }) ?? rest.endIndex
+    return rest.startIndex ..< end
   }
 
   /// `text` with only the first of its hosts, and the hosts as written (`HOST[:PORT]` each).
   private static func splittingHosts(_ text: String) -> (single: String, hosts: [String]) {
-    guard let schemeEnd = text.range(of: "://") else { return (text, []) }
-    let rest = text[schemeEnd.upperBound...]
-    let authorityEnd =
-      rest.firstIndex(where: { $0 == "/" || $0 == "?" || $0 == "#" }) ?? rest.endIndex
-    let authority = rest[..<authorityEnd]
+    guard let authority = Self.authority(text) else { return (text, []) }
     let hostsStart =
-      authority.lastIndex(of: "@").map { authority.index(after: $0) } ?? authority.startIndex
-    let hosts = authority[hostsStart...].split(separator: ",", omittingEmptySubsequences: false)
-      .map(String.init)
+      text[authority].lastIndex(of: "@").map { text.index(after: $0) } ?? authority.lowerBound
+    let hosts = text[hostsStart ..< authority.upperBound]
+      .split(separator: ",", omittingEmptySubsequences: false).map(String.init)
     guard hosts.count > 1 else { return (text, hosts) }
-    return (String(text[..<hostsStart]) + hosts[0] + String(rest[authorityEnd...]), hosts)
+    return (String(text[..<hostsStart]) + hosts[0] + String(text[authority.upperBound...]), hosts)
   }
 
   /// `HOST[:PORT]` or `[IPV6][:PORT]`, port 5432 unless given.

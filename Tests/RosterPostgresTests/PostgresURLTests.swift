@@ -28,6 +28,11 @@ struct PostgresURLTests {
       PostgresURL.redacted("postgres://app:secret@db-a:5433,db-b/roster")
         == "postgres://app:***@db-a:5433,db-b/roster"
     )
+    #expect(
+      PostgresURL.redacted("postgres://app:p%40ss@db-a/roster?sslmode=require")
+        == "postgres://app:***@db-a/roster?sslmode=require"
+    )
+    #expect(PostgresURL.redacted("postgres://app@db-a/roster") == "postgres://app@db-a/roster")
   }
 
   @Test("one host reads as before: any server, port 5432 unless given")
