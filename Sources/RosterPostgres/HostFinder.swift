@@ -36,16 +36,11 @@ struct HostFinder {
         } catch {
           // Stopped (the listener's reconnection when the store closes): nothing to report.
           if Task.isCancelled { throw CancellationError() }
-          // A TLS failure does not pass with time: say so at once.
-          if let failure = url.at(endpoint).tlsFailure(error) {
-            self.logger.error(
-              "cannot connect to PostgreSQL",
-              metadata: ["url": "\(url.at(endpoint))", "error": "\(String(reflecting: error))"]
-            )
-            throw failure
-          }
-          let mapped = PostgresStore.mapped(error)
-          guard (mapped as? StoreError)?.code == .unavailable else {
+          // A TLS failure, or any but an unreachable server, does not pass with time: say so
+          // at once.
+          let tlsFailure = url.at(endpoint).tlsFailure(error)
+          let mapped = tlsFailure ?? PostgresStore.mapped(error)
+          guard tlsFailure == nil, (mapped as? StoreError)?.code == .unavailable else {
             self.logger.error(
               "cannot connect to PostgreSQL",
               metadata: ["url": "\(url.at(endpoint))", "error": "\(String(reflecting: error))"]
