@@ -21,14 +21,51 @@ public final class CallControl: Sendable {
 
   /// When the call's work must stop; nil for no deadline.
   public let deadline: ContinuousClock.Instant?
+  /// Whether the call's reads may be served by a hot standby: its method changes nothing and
+  /// does not follow the primary's commit order.
+  public let standbyReads: Bool
+  /// The change (its sequence number in the change feed) the call's reads must see: a standby
+  /// that has not replayed it does not serve them. Nil: whatever a standby holds.
+  public let mustSee: Int64?
+  /// The newest change the call's writes are in the feed by (0: none yet).
+  private let written = Atomic<Int64>(0)
   private let cancelled = Atomic<Bool>(false)
   /// What to run when the call is cancelled: the lane jobs it has queued or running.
   private let hooks = Mutex<[Int: @Sendable () -> Void]>([:])
   private let nextHook = Atomic<Int>(0)
 
-  /// Creates a control that ends work at `deadline`.
-  public init(deadline: ContinuousClock.Instant?) {
+  /// Creates a control that ends work at `deadline`; its reads may come from a standby when
+  /// `standbyReads`, one that has replayed `mustSee` when that is set.
+  public init(
+    deadline: ContinuousClock.Instant?,
+    standbyReads: Bool = false,
+    mustSee: Int64? = nil
+  ) {
     self.deadline = deadline
+    self.standbyReads = standbyReads
+    self.mustSee = mustSee
+  }
+
+  /// Records that the call's writes have committed, and are in the change feed by `sequence`
+  /// (a store passes its feed's newest number once the write's transaction has committed).
+  public func wrote(through sequence: Int64) {
+    var known = self.written.load(ordering: .relaxed)
+    while sequence > known {
+      let (exchanged, original) = self.written.compareExchange(
+        expected: known,
+        desired: sequence,
+        ordering: .relaxed
+      )
+      if exchanged { return }
+      known = original
+    }
+  }
+
+  /// The change token of the call's writes: a read that names it sees them, wherever it is
+  /// served. Nil when the call wrote nothing.
+  public var changeToken: Int64? {
+    let sequence = self.written.load(ordering: .relaxed)
+    return sequence > 0 ? sequence : nil
   }
 
   /// Whether the call was cancelled.

@@ -147,11 +147,19 @@ extension PostgresStore {
           StoreTracing.record("postgres.heavy_lane.wait", context: traced, from: queued)
         }
         return try await StoreTracing.withSpan("postgres.heavy_read") {
-          try await self.pool.withConnection { connection in
-            // A connection that stopped answering, where `pg_cancel_backend` cannot reach, is
-            // closed soon after the cancellation (`LeftBehind`).
-            try await LeftBehind.closingWhenStuck(connection) {
-              try await self.heavy(on: connection, control: control, planner: planner, body)
+          try await self.reading { pool in
+            try await pool.withConnection { connection in
+              // A connection that stopped answering, where `pg_cancel_backend` cannot reach, is
+              // closed soon after the cancellation (`LeftBehind`).
+              try await LeftBehind.closingWhenStuck(connection) {
+                try await self.heavy(
+                  on: connection,
+                  of: pool,
+                  control: control,
+                  planner: planner,
+                  body
+                )
+              }
             }
           }
         }
@@ -169,6 +177,7 @@ extension PostgresStore {
 
   private func heavy<T: Sendable>(
     on connection: PostgresConnection,
+    of pool: HostPool,
     control: CallControl?,
     planner: [(String, String)],
     _ body: @Sendable (HeavyRead) async throws -> T
@@ -197,7 +206,7 @@ extension PostgresStore {
       guard let pid = try setUp?[0].decode(Int32.self) else {
         throw StoreError(.unavailable, "the database did not answer; try again")
       }
-      let cancel: @Sendable () -> Void = { [pool = self.pool] in
+      let cancel: @Sendable () -> Void = {
         Task {
           try? await pool.query(
             "SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE pid = \(pid) AND application_name = \(tag)"

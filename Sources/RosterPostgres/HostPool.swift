@@ -17,6 +17,7 @@ final class HostPool: Sendable {
   private let configuration: PostgresConfiguration
   private let logger: Logger
   private let state: Mutex<State>
+  private let metrics: Metrics
 
   private struct State {
     var client: PostgresClient
@@ -30,25 +31,59 @@ final class HostPool: Sendable {
     var waiting: CheckedContinuation<Void, Never>?
   }
 
+  /// - Parameters:
+  ///   - endpoint: the host to use first.
+  ///   - found: whether `endpoint` is known to answer (the migrator connected to it); when
+  ///     not, calls fail at once until `run` has reached a host.
   init(
     configuration: PostgresConfiguration,
     endpoint: PostgresURL.Endpoint,
+    found: Bool = true,
+    metrics: Metrics = .primary,
     logger: Logger
   ) throws {
     self.configuration = configuration
     self.logger = logger
+    self.metrics = metrics
     let client = PostgresClient(
       configuration: try Self.clientConfiguration(configuration, endpoint: endpoint),
       backgroundLogger: logger
     )
-    self.state = Mutex(State(client: client, endpoint: endpoint))
+    self.state = Mutex(
+      State(client: client, endpoint: endpoint, suspectedSince: found ? nil : .now)
+    )
+    metrics.finding.record(found ? 0 : 1)
   }
 
-  /// Hosts suspected lost, moves to another host, and whether one is being found now
-  /// (1) or the pool serves (0), on `/metrics`.
-  static let lost = Counter(label: "roster_postgres_hosts_lost_total")
-  static let moves = Counter(label: "roster_postgres_host_moves_total")
-  static let finding = Gauge(label: "roster_postgres_finding_host")
+  /// Hosts suspected lost, moves to another host, and whether one is being found now (1) or
+  /// the pool serves (0), on `/metrics`.
+  struct Metrics: Sendable {
+    let lost: Counter
+    let moves: Counter
+    let finding: Gauge
+
+    /// The primary's pool.
+    static let primary = Metrics(
+      lost: Counter(label: "roster_postgres_hosts_lost_total"),
+      moves: Counter(label: "roster_postgres_host_moves_total"),
+      finding: Gauge(label: "roster_postgres_finding_host")
+    )
+
+    /// The pool of the standby `name` (`Standbys`).
+    static func standby(_ name: String) -> Metrics {
+      let dimensions = [("standby", name)]
+      return Metrics(
+        lost: Counter(label: "roster_postgres_standby_lost_total", dimensions: dimensions),
+        moves: Counter(label: "roster_postgres_standby_moves_total", dimensions: dimensions),
+        finding: Gauge(label: "roster_postgres_standby_down", dimensions: dimensions)
+      )
+    }
+  }
+
+  /// Whether calls may run now: false while the host is suspected.
+  var serving: Bool {
+    self.state.withLock { $0.suspectedSince == nil }
+  }
 
   /// Runs `body` on a pooled connection of the current host.
   ///
@@ -97,8 +132,8 @@ final class HostPool: Sendable {
       return (state.endpoint, state.waiting)
     }
     guard let lost else { return }
-    Self.lost.increment()
-    Self.finding.record(1)
+    self.metrics.lost.increment()
+    self.metrics.finding.record(1)
     self.logger.warning(
       "lost the PostgreSQL host; finding the one to use",
       metadata: ["host": "\(lost)", "error": "\(String(reflecting: error))"]
@@ -169,8 +204,8 @@ final class HostPool: Sendable {
         state.running = Task { await client.run() }
         return (retired, since)
       }
-      Self.finding.record(0)
-      if retired != nil { Self.moves.increment() }
+      self.metrics.finding.record(0)
+      if retired != nil { self.metrics.moves.increment() }
       self.logger.info(
         retired == nil ? "the PostgreSQL host answers again" : "moved to another PostgreSQL host",
         metadata: ["host": "\(endpoint)", "after": "\(ContinuousClock.now - since)"]

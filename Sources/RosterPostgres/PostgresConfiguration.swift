@@ -61,6 +61,15 @@ public struct PostgresConfiguration: Sendable {
   /// `pointReads` unless set: `roster serve --postgres-point-reads` shows it.
   public static let defaultPointReads = 2
 
+  /// Hot standbys that serve reads (`Standbys`), each as its own address (several hosts of one
+  /// standby in one address, as for the primary). Empty: the primary serves every read.
+  public var standbys: [PostgresURL] = []
+  /// How long a read that names a change token waits for a standby to replay it before the
+  /// next standby, then the primary, serves it.
+  public var standbyReplayWait: Duration = .milliseconds(500)
+  /// How often each standby's replay position and lag are read (`/metrics`).
+  public var standbyLagInterval: Duration = .seconds(1)
+
   /// A configuration for the server at `url`.
   public init(url: PostgresURL) {
     self.url = url

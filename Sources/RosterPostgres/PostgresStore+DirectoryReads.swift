@@ -5,8 +5,9 @@ extension PostgresStore {
   /// One employee by guid, reading only `fields`.
   public func employee(guid: String, fields: EmployeeFields) async throws -> Employee {
     let notFound = StoreError(.notFound, "no employee with guid '\(guid)'")
-    // The whole employee: with the others read at the same moment (`PointReads`).
-    if fields == EmployeesByGuid.fields {
+    // The whole employee: with the others read at the same moment (`PointReads`), unless the
+    // read must see a change (its batch may be led by a read that need not).
+    if fields == EmployeesByGuid.fields, CallControl.current?.mustSee == nil {
       guard let employee = try await self.pointReads.employee(guid: guid, store: self) else {
         throw notFound
       }

@@ -20,13 +20,26 @@ extension PostgresStore {
   func read<T: Sendable>(_ body: (PostgresConnection) async throws -> T) async throws -> T {
     do {
       return try await StoreTracing.withSpan("postgres.query") {
-        try await self.pool.withConnection { connection in
-          try await LeftBehind.closingWhenStuck(connection) { try await body(connection) }
+        try await self.reading { pool in
+          try await pool.withConnection { connection in
+            try await LeftBehind.closingWhenStuck(connection) { try await body(connection) }
+          }
         }
       }
     } catch {
       throw Self.mappedOrCancelled(error)
     }
+  }
+
+  /// Runs `body` with the pool the current call's reads go to: a standby's when the call may
+  /// read there and one serves it (`Standbys.serve`), else the primary's.
+  func reading<T: Sendable>(_ body: (HostPool) async throws -> T) async throws -> T {
+    if let standbys = self.standbys, let control = CallControl.current, control.standbyReads,
+      let value = try await standbys.serve(mustSee: control.mustSee, body)
+    {
+      return value
+    }
+    return try await body(self.pool)
   }
 
   /// How long a statement may go without an answer before it is given up: the statement
@@ -75,7 +88,10 @@ extension PostgresStore {
             }
           }
         }
-        if let last { self.feed.publish(last) }
+        if let last {
+          self.feed.publish(last)
+          CallControl.current?.wrote(through: last)
+        }
         return value
       } catch {
         if attempt < 5, Self.isRetryable(error) {
@@ -118,10 +134,13 @@ extension PostgresStore {
   }
 
   /// A write through the writer, as a span that covers the wait for it, the write and the
-  /// shared commit; errors as the services should see them.
+  /// shared commit; errors as the services should see them. The call's change token is the
+  /// feed's end once the writer answered: its batch was published before that.
   private func write<T: Sendable>(_ body: () async throws -> T) async throws -> T {
     do {
-      return try await StoreTracing.withSpan("postgres.write") { try await body() }
+      let value = try await StoreTracing.withSpan("postgres.write") { try await body() }
+      CallControl.current?.wrote(through: self.feed.latest)
+      return value
     } catch {
       throw Self.mapped(error)
     }

@@ -24,6 +24,8 @@ public final class PostgresStore: StoreBackend, PictureCatalog {
   public let configuration: PostgresConfiguration
   /// The connection pool, on the host the address names (`HostPool`).
   let pool: HostPool
+  /// The hot standbys that serve reads, if any (`reading`).
+  let standbys: Standbys?
   let logger: Logger
   let feed: ChangeFeed
   let writes: WriteQueue
@@ -39,6 +41,7 @@ public final class PostgresStore: StoreBackend, PictureCatalog {
   private init(
     configuration: PostgresConfiguration,
     pool: HostPool,
+    standbys: Standbys?,
     latest: Int64,
     createdSchema: Bool,
     pictures: PictureStorage,
@@ -47,6 +50,7 @@ public final class PostgresStore: StoreBackend, PictureCatalog {
     self.createdSchema = createdSchema
     self.configuration = configuration
     self.pool = pool
+    self.standbys = standbys
     self.logger = logger
     self.feed = ChangeFeed(latest: latest)
     self.pictures = pictures
@@ -89,9 +93,14 @@ public final class PostgresStore: StoreBackend, PictureCatalog {
       cacheBytes: 0,
       logger: logger
     )
+    let standbys =
+      configuration.standbys.isEmpty
+      ? nil
+      : try Standbys(urls: configuration.standbys, configuration: configuration, logger: logger)
     return PostgresStore(
       configuration: configuration,
       pool: pool,
+      standbys: standbys,
       latest: latest,
       createdSchema: created,
       pictures: pictures,
@@ -136,7 +145,14 @@ public final class PostgresStore: StoreBackend, PictureCatalog {
     // mid-batch too (measured in `silent_test.py`: the batch failed with
     // `clientClosedConnection` the moment shutdown began), where the writer must first get
     // `WriteQueue.drainLimit` to commit what it holds. `stop(pool, ...)` below ends it.
-    let pool = Task.detached { await self.pool.run() }
+    let pool = Task.detached {
+      await withDiscardingTaskGroup { pools in
+        pools.addTask { await self.pool.run() }
+        if let standbys = self.standbys {
+          pools.addTask { await standbys.run { [feed = self.feed] in feed.latest } }
+        }
+      }
+    }
     // The change listener and the maintenance run in a task of their own too, for the same
     // reason: measured in `silent_test.py`, with PostgreSQL silent a poll of the change log
     // waiting for a pooled connection did not end when cancelled, and the store never closed.

@@ -69,23 +69,24 @@ public struct PostgresURL: Sendable, Hashable, CustomStringConvertible {
   /// (or `postgresql://`), where the parameters are `sslmode`, `sslrootcert` and
   /// `target_session_attrs`; others are refused, so a typo is not silently ignored.
   ///
-  /// - Throws: `invalidArgument` naming what is missing or wrong.
-  public init(_ text: String) throws {
+  /// - Throws: `invalidArgument` naming what is missing or wrong, and `option`, where the
+  ///   address came from.
+  public init(_ text: String, option: String = "--postgres") throws {
     // URLComponents takes one host: the list is read here, and the address parsed with its
     // first host in its place.
     let (single, hostList) = Self.splittingHosts(text)
     let notURL = StoreError(
       .invalidArgument,
-      "--postgres '\(Self.redacted(text))' is not a postgres:// URL"
+      "\(option) '\(Self.redacted(text))' is not a postgres:// URL"
     )
     guard text.hasPrefix("postgres://") || text.hasPrefix("postgresql://") else { throw notURL }
-    self.hosts = try hostList.map(Self.endpoint)
+    self.hosts = try hostList.map { try Self.endpoint($0, option: option) }
     guard let components = URLComponents(string: single) else { throw notURL }
     guard let user = components.user, !user.isEmpty else {
-      throw StoreError(.invalidArgument, "--postgres names no user")
+      throw StoreError(.invalidArgument, "\(option) names no user")
     }
     guard let first = self.hosts.first else {
-      throw StoreError(.invalidArgument, "--postgres names no host")
+      throw StoreError(.invalidArgument, "\(option) names no host")
     }
     (self.host, self.port) = (first.host, first.port)
     let database = String(components.path.drop(while: { $0 == "/" }))
@@ -93,18 +94,18 @@ public struct PostgresURL: Sendable, Hashable, CustomStringConvertible {
     self.password = components.password.map { $0.removingPercentEncoding ?? $0 }
     self.database = database.isEmpty ? self.username : database
     for item in components.queryItems ?? [] {
-      try self.read(item)
+      try self.read(item, option: option)
     }
   }
 
-  private mutating func read(_ item: URLQueryItem) throws {
+  private mutating func read(_ item: URLQueryItem, option: String) throws {
     func choice<Choice: RawRepresentable & CaseIterable>(_: Choice.Type) throws -> Choice
     where Choice.RawValue == String {
       guard let value = Choice(rawValue: item.value ?? "") else {
         let values = Choice.allCases.map(\.rawValue).joined(separator: ", ")
         throw StoreError(
           .invalidArgument,
-          "--postgres \(item.name) '\(item.value ?? "")' is not one of \(values)"
+          "\(option) \(item.name) '\(item.value ?? "")' is not one of \(values)"
         )
       }
       return value
@@ -116,13 +117,13 @@ public struct PostgresURL: Sendable, Hashable, CustomStringConvertible {
       self.targetSessionAttributes = try choice(TargetSessionAttributes.self)
     case "sslrootcert":
       guard let file = item.value, !file.isEmpty else {
-        throw StoreError(.invalidArgument, "--postgres sslrootcert names no file")
+        throw StoreError(.invalidArgument, "\(option) sslrootcert names no file")
       }
       self.sslRootCert = file
     default:
       throw StoreError(
         .invalidArgument,
-        "--postgres parameter '\(item.name)' is not supported (sslmode, sslrootcert and target_session_attrs are)"
+        "\(option) parameter '\(item.name)' is not supported (sslmode, sslrootcert and target_session_attrs are)"
       )
     }
   }
@@ -171,10 +172,10 @@ public struct PostgresURL: Sendable, Hashable, CustomStringConvertible {
   }
 
   /// `HOST[:PORT]` or `[IPV6][:PORT]`, port 5432 unless given.
-  private static func endpoint(_ text: String) throws -> Endpoint {
+  private static func endpoint(_ text: String, option: String) throws -> Endpoint {
     let bad = StoreError(
       .invalidArgument,
-      "--postgres host \(ClientText.quoted(text)) is not HOST[:PORT]"
+      "\(option) host \(ClientText.quoted(text)) is not HOST[:PORT]"
     )
     var host = Substring(text)
     var port = 5432
@@ -193,7 +194,7 @@ public struct PostgresURL: Sendable, Hashable, CustomStringConvertible {
     guard !host.isEmpty, (1 ... 65535).contains(port) else {
       throw StoreError(
         .invalidArgument,
-        host.isEmpty ? "--postgres names no host" : "--postgres port \(port) is not 1-65535"
+        host.isEmpty ? "\(option) names no host" : "\(option) port \(port) is not 1-65535"
       )
     }
     return Endpoint(host: String(host), port: port)

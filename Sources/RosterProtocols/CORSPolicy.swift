@@ -18,10 +18,11 @@ public struct CORSPolicy: Sendable, Equatable {
   static let allowedHeaders = [
     "authorization", "content-type", "connect-protocol-version", "connect-timeout-ms",
     "grpc-timeout",
-    "x-grpc-web", "x-user-agent", "x-roster-author", "if-none-match",
+    "x-grpc-web", "x-user-agent", "x-roster-author", "x-roster-change-token", "if-none-match",
   ].joined(separator: ", ")
   static let exposedHeaders = [
     "grpc-status", "grpc-message", "grpc-status-details-bin", "etag", "content-length",
+    "x-roster-change-token",
   ].joined(separator: ", ")
   /// Seconds a browser may keep a preflight's answer.
   static let maxAge = "7200"

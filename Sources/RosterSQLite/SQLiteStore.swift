@@ -263,9 +263,19 @@ public struct SQLiteStore: Sendable {
   }
 
   /// Runs `body` through the coalescing writer, inside its own savepoint of a shared
-  /// transaction, and returns after the commit. See `WriteCoalescer`.
+  /// transaction, and returns after the commit. See `WriteCoalescer`. The call's change token
+  /// is the feed's end then: the writer published its commit before answering.
   func submit<T: Sendable>(
     bulk: Bool = false,
+    _ body: @escaping @Sendable (Database) throws -> T
+  ) async throws -> T {
+    let value = try await self.coalesced(bulk: bulk, body)
+    CallControl.current?.wrote(through: self.feed.latest)
+    return value
+  }
+
+  private func coalesced<T: Sendable>(
+    bulk: Bool,
     _ body: @escaping @Sendable (Database) throws -> T
   ) async throws -> T {
     do {

@@ -217,12 +217,13 @@ public struct CallChain: ServerInterceptor, Sendable {
     return error
   }
 
-  /// One unary call in a task: the fast path's, the Connect protocol's and gRPC-Web's.
+  /// One unary call in a task: the fast path's, the Connect protocol's and gRPC-Web's. Returns
+  /// the handler's output and the reply's headers (`ChangeTokens.replyHeaders`).
   public func run<Output>(
     metadata: Metadata,
     context: ServerContext,
     _ handler: () async throws -> Output
-  ) async throws -> Output {
+  ) async throws -> (output: Output, headers: Metadata) {
     var call = CallScope(metadata: metadata, context: context, arrived: .now)
     let (begun, refusal) = self.begin(&call)
     return try await call.boundAsync {
@@ -236,7 +237,7 @@ public struct CallChain: ServerInterceptor, Sendable {
         }
       }
       if let error = self.end(call, begun: begun, error) { throw error }
-      return output!
+      return (output!, ChangeTokens.replyHeaders(call.control))
     }
   }
 
@@ -303,6 +304,8 @@ public struct CallChain: ServerInterceptor, Sendable {
     case .failure(let error):
       if let ended = signal.finish(error) { response.accepted = .failure(.ending(ended)) }
     case .success(var contents):
+      // A unary or client-streaming handler has run by now: its writes' change token.
+      contents.metadata.add(contentsOf: ChangeTokens.replyHeaders(call.control))
       let producer = contents.producer
       contents.producer = { writer in
         try await call.boundAsync {

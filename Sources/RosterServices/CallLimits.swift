@@ -29,7 +29,12 @@ public struct CallControlInterceptor: CallInterceptor {
 
   public func begin(_ call: inout CallScope) throws {
     let (limit, end) = try self.deadline(of: call)
-    call.control = CallControl(deadline: end)
+    let standbyReads = call.method.standbyReads
+    call.control = CallControl(
+      deadline: end,
+      standbyReads: standbyReads,
+      mustSee: standbyReads ? try ChangeTokens.mustSee(call.metadata) : nil
+    )
     if let limit, let end {
       call.defaultDeadline = CallScope.DefaultDeadline(end: end, limit: limit, reaper: self.reaper)
     }

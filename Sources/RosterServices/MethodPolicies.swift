@@ -32,6 +32,12 @@ public struct MethodPolicies: Sendable {
     public var perClientStream: Bool
     /// Whether a signed-in caller without the role may call it on their own record.
     public var selfService: Bool = false
+    /// Whether its reads must come from the primary even when the server has standbys.
+    public var primaryReads: Bool = false
+
+    /// Whether a call's reads may be served by a hot standby: it changes nothing, and does
+    /// not follow the primary's commit order.
+    public var standbyReads: Bool { self.readOnly && !self.primaryReads }
   }
 
   /// Every method of every service in the descriptors.
@@ -86,7 +92,8 @@ public struct MethodPolicies: Sendable {
             role: Self.role(declared.role),
             lane: Self.lane(declared.lane),
             perClientStream: declared.perClientStream,
-            selfService: declared.selfService
+            selfService: declared.selfService,
+            primaryReads: declared.primaryReads
           )
           let type: MethodDescriptor.RPCType =
             switch (method.clientStreaming, method.serverStreaming) {
@@ -154,6 +161,8 @@ public struct MethodFacts: Sendable {
   public let perClientStream: Bool
   /// Whether a signed-in caller without the role may call it on their own record.
   public var selfService = false
+  /// Whether the call's reads may be served by a hot standby (`Policy.standbyReads`).
+  public var standbyReads = false
 
   /// The facts of `method`.
   public static func of(_ method: MethodDescriptor) -> MethodFacts {
@@ -178,7 +187,8 @@ public struct MethodFacts: Sendable {
         required: Self.required(method, declared: policy.role),
         streams: policy.streams,
         perClientStream: policy.perClientStream,
-        selfService: policy.selfService
+        selfService: policy.selfService,
+        standbyReads: policy.standbyReads
       )
     }
     return facts

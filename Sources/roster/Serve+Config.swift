@@ -73,6 +73,7 @@ extension Serve {
     )
     if let url = self.postgres {
       var postgres = PostgresConfiguration(url: try PostgresURL(url))
+      postgres.standbys = try self.postgresRead.map { try PostgresURL($0, option: "--postgres-read") }
       postgres.schema = self.postgresSchema
       postgres.maximumConnections = self.postgresConnections
       postgres.pointReads = self.postgresPointReads

@@ -143,6 +143,16 @@ struct Serve: AsyncParsableCommand {
   )
   var postgres: String? = ProcessInfo.processInfo.environment["ROSTER_POSTGRES_URL"]
 
+  @Option(
+    name: .customLong("postgres-read"),
+    help:
+      "A hot standby of the --postgres database that serves reads (pages, search, counts, analytics, streams, pictures), as a postgres:// URL; repeat for several. Reads go to them in turn, to the primary when none answers (env ROSTER_POSTGRES_READ_URLS, separated by spaces)."
+  )
+  var postgresRead: [String] =
+    ProcessInfo.processInfo.environment["ROSTER_POSTGRES_READ_URLS"]?.split(separator: " ").map(
+      String.init
+    ) ?? []
+
   @Option(help: "The PostgreSQL schema holding Roster's tables (with --postgres).")
   var postgresSchema: String = "roster"
 
@@ -313,6 +323,9 @@ struct Serve: AsyncParsableCommand {
       throw ValidationError(
         "--postgres-connections must be at least 1, and --postgres-point-reads 1 to that"
       )
+    }
+    guard self.postgresRead.isEmpty || self.postgres != nil else {
+      throw ValidationError("--postgres-read needs --postgres: the standbys of that database")
     }
     guard self.maxWriteBatch >= 1 else {
       throw ValidationError("--max-write-batch must be at least 1")

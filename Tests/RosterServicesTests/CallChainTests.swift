@@ -69,7 +69,7 @@ struct CallChainTests {
   ) async -> Result<Value, any Error> {
     do {
       return .success(
-        try await CallChain([interceptor]).run(metadata: metadata, context: context, handler)
+        try await CallChain([interceptor]).run(metadata: metadata, context: context, handler).output
       )
     } catch {
       return .failure(error)

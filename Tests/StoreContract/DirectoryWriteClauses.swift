@@ -159,6 +159,60 @@ extension StoreContract {
     )
   }
 
+  /// Each kind of write, under a call's control, leaves the call the change token of its
+  /// commit (the feed's end once it returned: nothing else writes here); a read leaves none.
+  static func writesCarryTheirChangeToken(_ store: Store) async throws {
+    let made = try await Self.create(store, Array(Self.names.prefix(6)))
+    func token(_ what: String, _ write: @Sendable () async throws -> Void) async throws {
+      let control = CallControl(deadline: nil)
+      try await CallControl.$current.withValue(control) { try await write() }
+      try Self.require(
+        control.changeToken == store.latestChange && store.latestChange > 0,
+        "\(what) leaves the call its change token: \(String(describing: control.changeToken)), the feed ends at \(store.latestChange)"
+      )
+    }
+    var twelve = EmployeeChanges()
+    twelve.vacationDays = 12
+    let changes = twelve
+    try await token("a create") {
+      _ = try await store.createEmployee(Self.person("Token Person"), context: Self.writer)
+    }
+    try await token("an update") {
+      _ = try await store.updateEmployee(guid: made[0].guid, changes: changes, context: Self.writer)
+    }
+    try await token("a delete") {
+      try await store.deleteEmployee(guid: made[1].guid, context: Self.writer)
+    }
+    try await token("an upsert") {
+      _ = try await store.upsertEmployees(
+        Self.stream([[UpsertRow(guid: made[2].guid, changes: changes)]]),
+        context: Self.writer,
+        chunkRows: nil
+      )
+    }
+    var thirteen = EmployeeChanges()
+    thirteen.vacationDays = 13
+    try await token("a batch update") { [thirteen] in
+      _ = try await store.batchUpdateEmployees(
+        filter: EmployeeFilter(department: made[3].department),
+        changes: thirteen,
+        context: Self.writer
+      )
+    }
+    try await token("a batch delete") {
+      _ = try await store.deleteEmployees(
+        filter: EmployeeFilter(department: made[4].department),
+        limit: 1,
+        context: Self.writer
+      )
+    }
+    let read = CallControl(deadline: nil)
+    _ = try await CallControl.$current.withValue(read) {
+      try await store.employee(guid: made[5].guid, fields: .all)
+    }
+    try Self.require(read.changeToken == nil, "a read leaves no change token")
+  }
+
   static func stream<Element: Sendable>(_ batches: [Element]) -> AsyncStream<Element> {
     AsyncStream { continuation in
       for batch in batches { continuation.yield(batch) }

@@ -32,6 +32,7 @@ public enum StoreContract {
     case copyReadsSalesAndReferencesPictures
     case bulkRefusalsAreCountedAndBounded
     case lookupByEmail
+    case writesCarryTheirChangeToken
 
     public var description: String { self.rawValue }
   }
@@ -70,6 +71,7 @@ public enum StoreContract {
       try await Self.copyReadsSalesAndReferencesPictures(store, fixtures)
     case .bulkRefusalsAreCountedAndBounded: try await Self.bulkRefusalsAreCountedAndBounded(store)
     case .lookupByEmail: try await Self.lookupByEmail(store)
+    case .writesCarryTheirChangeToken: try await Self.writesCarryTheirChangeToken(store)
     }
   }
 }

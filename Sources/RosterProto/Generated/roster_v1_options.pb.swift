@@ -148,6 +148,13 @@ public nonisolated struct Roster_V1_MethodPolicy: Sendable {
   /// self_editable.
   public var selfService: Bool = false
 
+  /// Whether a method that changes nothing (idempotency_level = NO_SIDE_EFFECTS) must still
+  /// read from the primary when the server has hot standbys (--postgres-read): the change
+  /// feed, which follows the primary's commit order. Every other such method may be served
+  /// by a standby, whose data lag the primary's by its replication delay unless the call
+  /// names a change token it must see (the roster-change-token metadata entry).
+  public var primaryReads: Bool = false
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
@@ -279,7 +286,7 @@ nonisolated extension Roster_V1_Lane: SwiftProtobuf._ProtoNameProviding {
 
 nonisolated extension Roster_V1_MethodPolicy: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".MethodPolicy"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}role\0\u{1}lane\0\u{3}per_client_stream\0\u{3}self_service\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}role\0\u{1}lane\0\u{3}per_client_stream\0\u{3}self_service\0\u{3}primary_reads\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -291,6 +298,7 @@ nonisolated extension Roster_V1_MethodPolicy: SwiftProtobuf.Message, SwiftProtob
       case 2: try { try decoder.decodeSingularEnumField(value: &self.lane) }()
       case 3: try { try decoder.decodeSingularBoolField(value: &self.perClientStream) }()
       case 4: try { try decoder.decodeSingularBoolField(value: &self.selfService) }()
+      case 5: try { try decoder.decodeSingularBoolField(value: &self.primaryReads) }()
       default: break
       }
     }
@@ -309,6 +317,9 @@ nonisolated extension Roster_V1_MethodPolicy: SwiftProtobuf.Message, SwiftProtob
     if self.selfService != false {
       try visitor.visitSingularBoolField(value: self.selfService, fieldNumber: 4)
     }
+    if self.primaryReads != false {
+      try visitor.visitSingularBoolField(value: self.primaryReads, fieldNumber: 5)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -317,6 +328,7 @@ nonisolated extension Roster_V1_MethodPolicy: SwiftProtobuf.Message, SwiftProtob
     if lhs.lane != rhs.lane {return false}
     if lhs.perClientStream != rhs.perClientStream {return false}
     if lhs.selfService != rhs.selfService {return false}
+    if lhs.primaryReads != rhs.primaryReads {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
