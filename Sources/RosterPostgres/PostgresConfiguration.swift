@@ -67,6 +67,9 @@ public struct PostgresConfiguration: Sendable {
   /// How long a read that names a change token waits for a standby to replay it before the
   /// next standby, then the primary, serves it.
   public var standbyReplayWait: Duration = .milliseconds(500)
+  /// The furthest behind the primary a standby may be (its lag, read every
+  /// `standbyLagInterval`) and still serve reads; nil for no limit.
+  public var standbyMaximumLag: Duration? = .seconds(30)
   /// How often each standby's replay position and lag are read (`/metrics`).
   public var standbyLagInterval: Duration = .seconds(1)
 

@@ -34,8 +34,10 @@ final class Standbys: Sendable {
     let pool: HostPool
     /// The newest change this standby was last seen to have replayed.
     let replayed = Atomic<Int64>(0)
-    /// How far behind the primary it was last seen: seconds since the last transaction it
-    /// replayed (0 once it has replayed all it received), and changes.
+    /// How far behind it was last seen, in milliseconds (`lagSeconds`).
+    let lagMilliseconds = Atomic<Int64>(0)
+    /// How far behind the primary it was last seen: the age of the oldest change the primary
+    /// had that it had not replayed (0 when it had them all), and how many changes.
     let lagSeconds: Gauge
     let lagChanges: Gauge
 
@@ -53,25 +55,33 @@ final class Standbys: Sendable {
     }
 
     /// Reads the standby's replayed end of the log; nil when it cannot be reached.
-    func replayedEnd(logger: Logger) async -> (sequence: Int64, lagSeconds: Double)? {
-      try? await self.pool.withConnection { connection -> (Int64, Double)? in
+    func replayedEnd(logger: Logger) async -> Int64? {
+      try? await self.pool.withConnection { connection -> Int64? in
         let rows = try await connection.query(
-          """
-          SELECT last_seq,
-            CASE WHEN pg_last_wal_receive_lsn() IS NULL
-              OR pg_last_wal_receive_lsn() = pg_last_wal_replay_lsn() THEN 0
-            ELSE extract(epoch FROM now() - pg_last_xact_replay_timestamp())::float8 END
-          FROM change_log_state
-          """,
+          "SELECT last_seq FROM change_log_state",
           logger: logger
         )
-        for try await (sequence, lag) in rows.decode((Int64, Double?).self) {
+        for try await sequence in rows.decode(Int64.self) {
           let known = self.replayed.load(ordering: .relaxed)
           if sequence > known { self.replayed.store(sequence, ordering: .relaxed) }
-          return (sequence, max(0, lag ?? 0))
+          return sequence
         }
         return nil
       }
+    }
+
+    /// Reads the standby's replayed end and records its lag behind `primary`, the primary's
+    /// ends as this replica saw them, oldest first (those it had replayed are dropped).
+    func measure(
+      behind primary: inout [(time: ContinuousClock.Instant, sequence: Int64)],
+      logger: Logger
+    ) async {
+      guard let replayed = await self.replayedEnd(logger: logger) else { return }
+      primary.removeAll { $0.sequence <= replayed }
+      let lag = primary.first.map { ContinuousClock.now - $0.time } ?? .zero
+      self.lagSeconds.record(lag / .seconds(1))
+      self.lagMilliseconds.store(Int64(lag / .milliseconds(1)), ordering: .relaxed)
+      self.lagChanges.record(max(0, (primary.last?.sequence ?? replayed) - replayed))
     }
   }
 
@@ -96,18 +106,30 @@ final class Standbys: Sendable {
     }
   }
 
+  /// The most samples of the primary's end a standby's lag is measured against.
+  static let maximumSamples = 4096
+
   /// Runs every standby's pool, and reads each one's lag every `standbyLagInterval`, until
-  /// cancelled.
+  /// cancelled: the age of the oldest change this replica knew the primary had (its change
+  /// feed's end, sampled then) that the standby has not replayed. Every change to the data is
+  /// in the change log, so this is how stale a read from the standby may be, to within the
+  /// interval; PostgreSQL's own `pg_last_xact_replay_timestamp()` ages while the primary is
+  /// idle too.
   func run(primaryEnd: @escaping @Sendable () -> Int64) async {
     await withDiscardingTaskGroup { group in
       for standby in self.standbys {
         group.addTask { await standby.pool.run() }
         group.addTask {
+          // When the primary's end was first seen at each value the standby has not replayed
+          // yet: the lag is the oldest one's age. Kept to `maximumSamples`, the oldest kept.
+          var primary: [(time: ContinuousClock.Instant, sequence: Int64)] = []
           while !Task.isCancelled {
-            if let (sequence, seconds) = await standby.replayedEnd(logger: self.logger) {
-              standby.lagSeconds.record(seconds)
-              standby.lagChanges.record(max(0, primaryEnd() - sequence))
+            let end = primaryEnd()
+            if end > (primary.last?.sequence ?? standby.replayed.load(ordering: .relaxed)) {
+              if primary.count == Self.maximumSamples { primary.remove(at: 1) }
+              primary.append((.now, end))
             }
+            await standby.measure(behind: &primary, logger: self.logger)
             try? await Task.sleep(for: self.configuration.standbyLagInterval)
           }
         }
@@ -115,9 +137,10 @@ final class Standbys: Sendable {
     }
   }
 
-  /// Runs `body` with a standby's pool: the next in turn that serves and has replayed
-  /// `mustSee`. Nil when none could (the primary's to serve): none answers, or none replayed
-  /// the change in time. A standby lost during `body` passes it to the next.
+  /// Runs `body` with a standby's pool: the next in turn that serves, is no further behind
+  /// than `standbyMaximumLag`, and has replayed `mustSee`. Nil when none could (the primary's
+  /// to serve): none answers, or none replayed the change in time. A standby lost during
+  /// `body` passes it to the next.
   func serve<T: Sendable>(
     mustSee: Int64?,
     _ body: (HostPool) async throws -> T
@@ -125,18 +148,24 @@ final class Standbys: Sendable {
     let first = self.next.add(1, ordering: .relaxed).oldValue
     for offset in 0 ..< self.standbys.count {
       let standby = self.standbys[(first + offset) % self.standbys.count]
-      guard standby.pool.serving else { continue }
+      guard standby.pool.serving, !self.tooFarBehind(standby) else { continue }
       if let mustSee, await !self.replayed(mustSee, by: standby) { continue }
       do {
         let value = try await body(standby.pool)
         Self.served.increment()
         return value
-      } catch where Self.lost(error) && !Task.isCancelled {
+      } catch  where Self.lost(error) && !Task.isCancelled {
         continue
       }
     }
     Self.fallbacks.increment()
     return nil
+  }
+
+  /// Whether `standby` was last seen further behind than `standbyMaximumLag`.
+  private func tooFarBehind(_ standby: Standby) -> Bool {
+    guard let limit = self.configuration.standbyMaximumLag else { return false }
+    return standby.lagMilliseconds.load(ordering: .relaxed) > Int64(limit / .milliseconds(1))
   }
 
   /// Whether `standby` has replayed `sequence`, asking it again for up to
@@ -147,7 +176,7 @@ final class Standbys: Sendable {
     if let deadline = CallControl.current?.deadline { end = min(end, deadline) }
     var pause = Duration.milliseconds(1)
     while true {
-      guard let (seen, _) = await standby.replayedEnd(logger: self.logger) else { return false }
+      guard let seen = await standby.replayedEnd(logger: self.logger) else { return false }
       if seen >= sequence { return true }
       guard ContinuousClock.now + pause < end, !Task.isCancelled else { return false }
       try? await Task.sleep(for: pause)
@@ -155,10 +184,12 @@ final class Standbys: Sendable {
     }
   }
 
-  /// Whether `error` says the standby cannot serve (lost, being found, or its pool retired):
-  /// the read goes elsewhere. A statement's own failure (a timeout, a cancellation) does not.
+  /// Whether `error` says the standby cannot serve the read (lost, being found, or its pool
+  /// retired; or it cancelled the read to replay changes that conflicted with it, SQLSTATE
+  /// 40001): the read goes elsewhere. A statement's own failure (a timeout, a cancellation)
+  /// does not.
   static func lost(_ error: any Error) -> Bool {
-    if PostgresStore.losesHost(error) { return true }
+    if PostgresStore.losesHost(error) || PostgresStore.sqlState(error) == "40001" { return true }
     if let error = error as? StoreError { return error.code == .unavailable }
     return false
   }

@@ -25,7 +25,8 @@ public enum ChangeTokens {
     guard text.utf8.count <= 19, let sequence = Int64(text), sequence >= 0 else {
       throw RPCError(
         code: .invalidArgument,
-        message: "\(Self.key) metadata: \(ClientText.quoted(text)) is not a change token this server issued"
+        message:
+          "\(Self.key) metadata: \(ClientText.quoted(text)) is not a change token this server issued"
       )
     }
     return sequence

@@ -73,7 +73,11 @@ extension Serve {
     )
     if let url = self.postgres {
       var postgres = PostgresConfiguration(url: try PostgresURL(url))
-      postgres.standbys = try self.postgresRead.map { try PostgresURL($0, option: "--postgres-read") }
+      postgres.standbys = try self.postgresRead.map {
+        try PostgresURL($0, option: "--postgres-read")
+      }
+      postgres.standbyMaximumLag =
+        self.postgresReadMaxLag == 0 ? nil : .seconds(self.postgresReadMaxLag)
       postgres.schema = self.postgresSchema
       postgres.maximumConnections = self.postgresConnections
       postgres.pointReads = self.postgresPointReads

@@ -153,6 +153,12 @@ struct Serve: AsyncParsableCommand {
       String.init
     ) ?? []
 
+  @Option(
+    help:
+      "The furthest behind the primary, in seconds, a --postgres-read standby may be and still serve reads; 0 for no limit."
+  )
+  var postgresReadMaxLag: Int = 30
+
   @Option(help: "The PostgreSQL schema holding Roster's tables (with --postgres).")
   var postgresSchema: String = "roster"
 
@@ -323,6 +329,9 @@ struct Serve: AsyncParsableCommand {
       throw ValidationError(
         "--postgres-connections must be at least 1, and --postgres-point-reads 1 to that"
       )
+    }
+    guard self.postgresReadMaxLag >= 0 else {
+      throw ValidationError("--postgres-read-max-lag must not be negative")
     }
     guard self.postgresRead.isEmpty || self.postgres != nil else {
       throw ValidationError("--postgres-read needs --postgres: the standbys of that database")

@@ -236,9 +236,17 @@ class Interop(unittest.TestCase):
             name="Interop Ada", department="Research", start_date="2024-02-29", vacation_days=3)),
             metadata=auth("writer") + (("x-roster-author", "interop"),))
         self.assertTrue(created.guid)
-        updated = self.directory.UpdateEmployee(directory_pb2.UpdateEmployeeRequest(
+        updated, call = self.directory.UpdateEmployee.with_call(directory_pb2.UpdateEmployeeRequest(
             employee=types_pb2.Employee(guid=created.guid, vacation_days=9),
             update_mask=field_mask_pb2.FieldMask(paths=["vacation_days"])), metadata=auth("writer"))
+        # The reply carries the write's change token: its position in the feed.
+        token = dict(call.initial_metadata()).get("x-roster-change-token")
+        self.assertIsNotNone(token)
+        replay = self.directory.WatchChanges(directory_pb2.WatchChangesRequest(after_token=str(int(token) - 1)),
+                                             metadata=auth("reader"))
+        event = next(replay)
+        replay.cancel()
+        self.assertEqual((event.token, event.guid, event.kind), (token, created.guid, types_pb2.CHANGE_KIND_UPDATED))
         # Vacation days are personal: the writer's answer leaves them out; an admin reads them.
         self.assertFalse(updated.HasField("vacation_days"))
         self.assertEqual(updated.name, "Interop Ada")

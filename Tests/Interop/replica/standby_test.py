@@ -8,8 +8,9 @@ client-streaming replies and on the Connect protocol's); a read without it is se
 standby, as it was before the write; the same read naming the token sees the write (served
 by the primary once no standby has replayed it in time); WatchChanges stays on the primary.
 Once replay resumes, a read naming the token is served by the standby. A malformed token is
-INVALID_ARGUMENT naming the entry. `/metrics` shows each standby's lag, the dead address as
-down, and the reads each way.
+INVALID_ARGUMENT naming the entry. Once the paused standby is further behind than
+--postgres-read-max-lag, the primary serves every read. `/metrics` shows each standby's lag,
+the dead address as down, and the reads each way.
 
 Usage: ROSTER_POSTGRES_STANDBY=async|sync scripts/postgres run -- \
          python3 Tests/Interop/replica/standby_test.py ROSTER_BINARY
@@ -40,6 +41,7 @@ from roster.v1 import (analytics_pb2, analytics_pb2_grpc, directory_pb2, directo
 
 KEY = "x-roster-change-token"
 EMPLOYEES = 40
+MAX_LAG = 3
 processes = []
 
 
@@ -77,6 +79,7 @@ def main():
     process = subprocess.Popen(
         [ROSTER, "serve", "--port", str(port), "--postgres", PRIMARY, "--postgres-schema", schema,
          "--postgres-read", STANDBY, "--postgres-read", f"postgres://roster@{dead_name}/roster",
+         "--postgres-read-max-lag", str(MAX_LAG),
          "--seed-employees", str(EMPLOYEES), "--no-seed-pictures", "--no-log-requests",
          "--metrics-port", "0"],
         stdout=subprocess.PIPE, stderr=log, text=True)
@@ -183,6 +186,16 @@ def main():
         lag = metric(samples(metrics), "roster_postgres_standby_lag_changes", standby_name)
         if not lag >= 1:
             problems.append(f"the paused standby's lag in changes is {lag}")
+
+        # Further behind than --postgres-read-max-lag, the standby serves no read.
+        until("the standby's lag to pass the limit", lambda: metric(
+            samples(metrics), "roster_postgres_standby_lag_seconds", standby_name) > MAX_LAG)
+        before = samples(metrics)
+        late = directory.GetEmployee(directory_pb2.GetEmployeeRequest(guid=target.guid), timeout=10)
+        after = samples(metrics)
+        if late.name != renamed.name or metric(after, "roster_postgres_standby_fallbacks_total") \
+                - metric(before, "roster_postgres_standby_fallbacks_total") != 1:
+            problems.append(f"a standby past the lag limit served a read: {late.name!r}")
     finally:
         psql(STANDBY, "SELECT pg_wal_replay_resume()")
 
@@ -190,6 +203,8 @@ def main():
     newest = int(psql(PRIMARY, f"SELECT last_seq FROM {schema}.change_log_state")[0])
     until("the standby to replay the writes", lambda: int(psql(
         STANDBY, f"SELECT last_seq FROM {schema}.change_log_state")[0]) >= newest)
+    # Caught up as this replica sees it (past the lag limit until then).
+    until("the lag to clear", lambda: metric(samples(metrics), "roster_postgres_standby_lag_seconds", standby_name) == 0)
     before = samples(metrics)
     fresh = directory.GetEmployee(directory_pb2.GetEmployeeRequest(guid=target.guid), metadata=[(KEY, token)], timeout=10)
     after = samples(metrics)
@@ -198,7 +213,6 @@ def main():
     if metric(after, "roster_postgres_standby_reads_total") - metric(before, "roster_postgres_standby_reads_total") != 1 \
             or metric(after, "roster_postgres_standby_fallbacks_total") != metric(before, "roster_postgres_standby_fallbacks_total"):
         problems.append("after replay, the read naming the token was not the standby's")
-    until("the lag to clear", lambda: metric(samples(metrics), "roster_postgres_standby_lag_changes", standby_name) == 0)
 
     # A malformed token names the entry.
     try:
