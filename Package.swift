@@ -155,6 +155,8 @@ let package = Package(
         "RosterPictures",
         .product(name: "Tracing", package: "swift-distributed-tracing"),
         .product(name: "PostgresNIO", package: "postgres-nio"),
+        // Its errors only: a pool that cannot open a connection fails leases with them.
+        .product(name: "_ConnectionPoolModule", package: "postgres-nio"),
         .product(name: "NIOCore", package: "swift-nio"),
         .product(name: "NIOSSL", package: "swift-nio-ssl"),
         .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),

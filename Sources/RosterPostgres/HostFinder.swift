@@ -70,6 +70,15 @@ struct HostFinder {
     }
   }
 
+  /// Whether `endpoint` accepts a connection now (one of its own, closed at once).
+  func answers(_ endpoint: PostgresURL.Endpoint) async -> Bool {
+    guard let connection = try? await self.connect(to: self.configuration.url.at(endpoint)) else {
+      return false
+    }
+    try? await connection.close()
+    return true
+  }
+
   private func connect(to url: PostgresURL) async throws -> PostgresConnection {
     var connection = PostgresConnection.Configuration(
       host: url.host,

@@ -8,16 +8,25 @@ internal import Synchronization
 /// another host when that one is lost.
 ///
 /// A call that loses its connection to the server (or finds it a standby, demoted) makes the
-/// pool suspect its host: until a host that suits answers again, every call fails at once
-/// with `unavailable` instead of waiting for a connection to a server that is gone (postgres-nio's
-/// pool would queue it until its circuit breaker trips). `run` looks for the host, as
-/// `HostFinder` does, every half second; a different host gets a new pool, and the old one is
-/// shut down, failing what still waited on it.
+/// pool suspect its host: the pool is shut down, failing what waited on it, and until a host
+/// that suits answers again every call fails at once with `unavailable` instead of waiting for
+/// a connection to a server that is gone (postgres-nio's pool would queue it until its circuit
+/// breaker trips). `run` looks for the host, as `HostFinder` does, every half second; the host
+/// found, the same or another, gets a new pool.
+///
+/// A host lost while the pool's connections sat idle fails no call: postgres-nio queues the
+/// calls while it tries to connect. So `run` also watches the leases: when calls have waited
+/// for a connection `stuckAfter` with none given meanwhile, it connects to the host itself,
+/// and suspects it if that fails.
 final class HostPool: Sendable {
   private let configuration: PostgresConfiguration
   private let logger: Logger
   private let state: Mutex<State>
   private let metrics: Metrics
+  /// Leases asked for, and leases settled (a connection given, or the lease failed): the
+  /// watchdog's view of whether calls wait on a pool that gives nothing.
+  private let leasesAsked = Atomic<Int>(0)
+  private let leasesSettled = Atomic<Int>(0)
 
   private struct State {
     var client: PostgresClient
@@ -95,9 +104,16 @@ final class HostPool: Sendable {
       if state.suspectedSince != nil { throw Self.lookingForHost }
       return state.client
     }
+    self.leasesAsked.add(1, ordering: .relaxed)
+    var given = false
     do {
-      return try await client.withConnection(body)
+      return try await client.withConnection { connection in
+        given = true
+        self.leasesSettled.add(1, ordering: .relaxed)
+        return try await body(connection)
+      }
     } catch {
+      if !given { self.leasesSettled.add(1, ordering: .relaxed) }
       if !Task.isCancelled, PostgresStore.losesHost(error) { self.suspect(because: error) }
       // The pool it waited on was shut down for another host's: postgres-nio's pool error
       // (`poolShutdown`) says so, which the client hears as for a lost connection.
@@ -122,16 +138,23 @@ final class HostPool: Sendable {
 
   /// The current host is lost, or no longer suits (a call found it gone or a standby):
   /// calls fail at once until `run` finds one that suits.
+  ///
+  /// The pool is shut down at once, so the calls already waiting for one of its connections
+  /// fail too (`poolShutdown`: unavailable); `findHost` makes a new one.
   func suspect(because error: any Error) {
-    let (lost, waiting) = self.state.withLock { state in
+    let (lost, waiting, pool) = self.state.withLock { state in
       guard state.suspectedSince == nil else {
-        return (nil as PostgresURL.Endpoint?, nil as CheckedContinuation<Void, Never>?)
+        return (
+          nil as PostgresURL.Endpoint?, nil as CheckedContinuation<Void, Never>?,
+          nil as Task<Void, Never>?
+        )
       }
       state.suspectedSince = .now
-      defer { state.waiting = nil }
-      return (state.endpoint, state.waiting)
+      defer { (state.waiting, state.running) = (nil, nil) }
+      return (state.endpoint, state.waiting, state.running)
     }
     guard let lost else { return }
+    pool?.cancel()
     self.metrics.lost.increment()
     self.metrics.finding.record(1)
     self.logger.warning(
@@ -144,14 +167,23 @@ final class HostPool: Sendable {
   /// Runs the pool, and finds the host again each time it is suspected, until cancelled;
   /// then shuts the pool down.
   func run() async {
+    // A host not known to answer yet gets its pool run once found (`findHost`): a pool
+    // without a server keeps trying to connect.
     self.state.withLock { state in
+      guard state.suspectedSince == nil else { return }
       let client = state.client
       state.running = Task { await client.run() }
     }
-    while !Task.isCancelled {
-      await self.suspicion()
-      guard !Task.isCancelled else { break }
-      await self.findHost()
+    await withDiscardingTaskGroup { group in
+      group.addTask { await self.watchLeases() }
+      group.addTask {
+        while !Task.isCancelled {
+          await self.suspicion()
+          guard !Task.isCancelled else { break }
+          await self.findHost()
+        }
+      }
+      // Both end when the task is cancelled.
     }
     let running = self.state.withLock { state in
       defer { state.running = nil }
@@ -160,6 +192,45 @@ final class HostPool: Sendable {
     running?.cancel()
     await running?.value
   }
+
+  /// How long calls may wait for a connection, with none given to any, before the watchdog
+  /// checks that the host still answers.
+  static let stuckAfter: Duration = .seconds(1)
+
+  /// Every quarter of `stuckAfter`: when leases wait and none has settled for `stuckAfter`,
+  /// connects to the host (for at most `probeLimit`) and suspects it if that fails. Until
+  /// cancelled.
+  private func watchLeases() async {
+    var settled = self.leasesSettled.load(ordering: .relaxed)
+    var since = ContinuousClock.now
+    while !Task.isCancelled {
+      try? await Task.sleep(for: Self.stuckAfter / 4)
+      let now = self.leasesSettled.load(ordering: .relaxed)
+      let waiting = self.leasesAsked.load(ordering: .relaxed) > now
+      if now != settled || !waiting || !self.serving {
+        (settled, since) = (now, .now)
+        continue
+      }
+      guard ContinuousClock.now - since >= Self.stuckAfter else { continue }
+      let endpoint = self.state.withLock { $0.endpoint }
+      let finder = HostFinder(configuration: self.configuration, logger: self.logger)
+      let answers = await FirstAnswer.within(Self.probeLimit) {
+        await finder.answers(endpoint)
+      }
+      if !answers, !Task.isCancelled, self.leasesSettled.load(ordering: .relaxed) == settled {
+        self.suspect(because: Self.leasesStuck)
+      }
+      since = .now
+    }
+  }
+
+  /// How long the watchdog's own connection may take.
+  static let probeLimit: Duration = .seconds(3)
+
+  static let leasesStuck = StoreError(
+    .unavailable,
+    "calls waited for a connection and the host did not accept one of its own"
+  )
 
   /// Returns once the host is suspected (or the task is cancelled).
   private func suspicion() async {
@@ -194,24 +265,24 @@ final class HostPool: Sendable {
       guard
         let configuration = try? Self.clientConfiguration(self.configuration, endpoint: endpoint)
       else { continue }
+      // A new pool even on the same host: the old one's connection attempts back off (up to
+      // a minute after a long outage), and calls would wait for its next one.
       let client = PostgresClient(configuration: configuration, backgroundLogger: self.logger)
-      let (retired, since) = self.state.withLock { state in
+      // The suspicion shut the old pool down (`suspect`).
+      let (moved, since) = self.state.withLock { state in
         let since = state.suspectedSince ?? .now
+        let moved = endpoint != state.endpoint
         state.suspectedSince = nil
-        guard endpoint != state.endpoint else { return (nil as Task<Void, Never>?, since) }
-        let retired = state.running
         (state.client, state.endpoint) = (client, endpoint)
         state.running = Task { await client.run() }
-        return (retired, since)
+        return (moved, since)
       }
       self.metrics.finding.record(0)
-      if retired != nil { self.metrics.moves.increment() }
+      if moved { self.metrics.moves.increment() }
       self.logger.info(
-        retired == nil ? "the PostgreSQL host answers again" : "moved to another PostgreSQL host",
+        moved ? "moved to another PostgreSQL host" : "the PostgreSQL host answers again",
         metadata: ["host": "\(endpoint)", "after": "\(ContinuousClock.now - since)"]
       )
-      // The lost host's pool fails what still waits on it (`poolClosed`: unavailable).
-      retired?.cancel()
       return
     }
   }

@@ -6,6 +6,7 @@ internal import RosterPictures
 internal import RosterStore
 internal import ServiceLifecycle
 internal import Synchronization
+internal import _ConnectionPoolModule
 
 // The statements every part of the store runs through: reads, transactions, and their errors.
 extension PostgresStore {
@@ -160,6 +161,11 @@ extension PostgresStore {
   /// A failure as the services should see it: a `StoreError` for what a client can act on,
   /// else the error as is (logged, `INTERNAL`, no SQL to the client).
   static func mapped(_ error: any Error) -> any Error {
+    // The pool could not open a connection (its circuit breaker), or was shut down for another
+    // host's (`HostPool`): the database cannot be reached.
+    if let error = error as? ConnectionPoolError, error != .requestCancelled {
+      return Self.unreachable
+    }
     guard let error = error as? PSQLError else { return error }
     if let state = error.serverInfo?[.sqlState] {
       switch state {
@@ -187,6 +193,12 @@ extension PostgresStore {
   /// as a standby (`HostPool` then finds the host again). Not a connection this process
   /// closed (a statement left behind, the pool's own shutdown).
   static func losesHost(_ error: any Error) -> Bool {
+    // postgres-nio's pool failed to open a connection and fails its leases at once: measured
+    // in `standby_test.py`, a standby stopped with its connections idle gave no call a
+    // connection error, only this.
+    if let error = error as? ConnectionPoolError {
+      return error == .connectionCreationCircuitBreakerTripped
+    }
     guard let error = error as? PSQLError else { return false }
     if let state = error.serverInfo?[.sqlState] {
       return ["57P01", "57P02", "57P03", "08000", "08003", "08006", "25006"].contains(state)

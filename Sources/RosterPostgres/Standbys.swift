@@ -184,13 +184,11 @@ final class Standbys: Sendable {
     }
   }
 
-  /// Whether `error` says the standby cannot serve the read (lost, being found, or its pool
-  /// retired; or it cancelled the read to replay changes that conflicted with it, SQLSTATE
-  /// 40001): the read goes elsewhere. A statement's own failure (a timeout, a cancellation)
-  /// does not.
+  /// Whether `error` says the standby cannot serve the read, which goes elsewhere: what a
+  /// client would be told is `unavailable` (the standby lost, being found, its pool retired or
+  /// unable to connect; or a read it cancelled to replay changes that conflicted with it,
+  /// SQLSTATE 40001). A statement's own failure (a timeout, a cancellation) is the call's.
   static func lost(_ error: any Error) -> Bool {
-    if PostgresStore.losesHost(error) || PostgresStore.sqlState(error) == "40001" { return true }
-    if let error = error as? StoreError { return error.code == .unavailable }
-    return false
+    (PostgresStore.mapped(error) as? StoreError)?.code == .unavailable
   }
 }

@@ -114,4 +114,59 @@ struct HostTests {
     await running.value
     #expect(answered == 1)
   }
+
+  @Test(
+    "calls waiting on a pool whose host went while its connections sat idle end unavailable, not at their deadline"
+  )
+  func hostLostWhileIdle() async throws {
+    let admin = try PostgresTesting.configuration()
+    // A role of this test's own: cutting and refusing its logins touches no other test.
+    let role = "idle_\(admin.schema)"
+    _ = try await PostgresTesting.query(admin, "CREATE ROLE \(role) LOGIN")
+    let configuration = try Self.configuration(hosts: [nil], user: role)
+    let pool = try HostPool(
+      configuration: configuration,
+      endpoint: configuration.url.hosts[0],
+      logger: PostgresTesting.logger
+    )
+    let running = Task { await pool.run() }
+    @Sendable func selectOne() async throws -> Int {
+      try await pool.withConnection { connection in
+        try await connection.query("SELECT 1", logger: PostgresTesting.logger).collect().count
+      }
+    }
+    let first = try await selectOne()
+    // The host "goes" while the pool's one connection is idle: cut, and new logins refused.
+    // postgres-nio's pool then queues calls while it tries to connect, for up to a minute
+    // (its circuit breaker).
+    _ = try await PostgresTesting.query(admin, "ALTER ROLE \(role) NOLOGIN")
+    _ = try await PostgresTesting.query(
+      admin,
+      "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = '\(role)'"
+    )
+    for _ in 0 ..< 100 where try await PoolTests.backends(role, admin) > 0 {
+      try await Task.sleep(for: .milliseconds(50))
+    }
+    // A client's deadline, well short of the circuit breaker's minute.
+    let call = Task { try await selectOne() }
+    let deadline = Task {
+      try await Task.sleep(for: .seconds(20))
+      call.cancel()
+    }
+    let outcome = await call.result
+    deadline.cancel()
+    running.cancel()
+    await running.value
+    try await PoolTests.drop(role, admin)
+    #expect(first == 1)
+    #expect(!pool.serving, "the host is suspected")
+    switch outcome {
+    case .success: Issue.record("a call went through on a host that refuses logins")
+    case .failure(let error):
+      #expect(
+        (PostgresStore.mapped(error) as? StoreError)?.code == .unavailable,
+        "\(String(reflecting: error))"
+      )
+    }
+  }
 }

@@ -9,7 +9,8 @@ standby, as it was before the write; the same read naming the token sees the wri
 by the primary once no standby has replayed it in time); WatchChanges stays on the primary.
 Once replay resumes, a read naming the token is served by the standby. A malformed token is
 INVALID_ARGUMENT naming the entry. Once the paused standby is further behind than
---postgres-read-max-lag, the primary serves every read. `/metrics` shows each standby's lag,
+--postgres-read-max-lag, the primary serves every read; stopped, likewise, none failing; started
+again, it serves again. `/metrics` shows each standby's lag,
 the dead address as down, and the reads each way.
 
 Usage: ROSTER_POSTGRES_STANDBY=async|sync scripts/postgres run -- \
@@ -213,6 +214,33 @@ def main():
     if metric(after, "roster_postgres_standby_reads_total") - metric(before, "roster_postgres_standby_reads_total") != 1 \
             or metric(after, "roster_postgres_standby_fallbacks_total") != metric(before, "roster_postgres_standby_fallbacks_total"):
         problems.append("after replay, the read naming the token was not the standby's")
+
+    # The standby stopped: every read goes to the primary, none fails; started again, the
+    # standby serves again, found by its pool (no write meanwhile: the standby may be the
+    # primary's synchronous one).
+    subprocess.run([os.environ["ROSTER_TEST_POSTGRES_STOP_STANDBY"]], check=True)
+    before = samples(metrics)
+    failed = []
+    for _ in range(20):
+        try:
+            directory.ListEmployees(directory_pb2.ListEmployeesRequest(page_size=10), timeout=10)
+            directory.GetEmployee(directory_pb2.GetEmployeeRequest(guid=target.guid), timeout=10)
+        except grpc.RpcError as error:
+            failed.append(error.code())
+    after = samples(metrics)
+    if failed or metric(after, "roster_postgres_standby_down", standby_name) != 1 \
+            or metric(after, "roster_postgres_standby_fallbacks_total") - metric(before, "roster_postgres_standby_fallbacks_total") < 39:
+        problems.append(f"with the standby stopped: failed calls {failed}, down "
+                        f"{metric(after, 'roster_postgres_standby_down', standby_name)}, fallbacks "
+                        f"{metric(after, 'roster_postgres_standby_fallbacks_total') - metric(before, 'roster_postgres_standby_fallbacks_total')}")
+    subprocess.run([os.environ["ROSTER_TEST_POSTGRES_START_STANDBY"]], check=True)
+    until("the standby's pool to find it again", lambda: metric(
+        samples(metrics), "roster_postgres_standby_down", standby_name) == 0)
+    before = samples(metrics)
+    directory.GetEmployee(directory_pb2.GetEmployeeRequest(guid=target.guid), timeout=10)
+    after = samples(metrics)
+    if metric(after, "roster_postgres_standby_reads_total") - metric(before, "roster_postgres_standby_reads_total") != 1:
+        problems.append("the standby started again serves no read")
 
     # A malformed token names the entry.
     try:
