@@ -3,21 +3,24 @@ internal import Logging
 internal import PostgresNIO
 internal import RosterDomain
 internal import Synchronization
+internal import _ConnectionPoolModule
 
 /// The connection pool, on the host the address's `target_session_attrs` names, moved to
 /// another host when that one is lost.
 ///
 /// A call that loses its connection to the server (or finds it a standby, demoted) makes the
-/// pool suspect its host: the pool is shut down, failing what waited on it, and until a host
-/// that suits answers again every call fails at once with `unavailable` instead of waiting for
-/// a connection to a server that is gone (postgres-nio's pool would queue it until its circuit
-/// breaker trips). `run` looks for the host, as `HostFinder` does, every half second; the host
-/// found, the same or another, gets a new pool.
+/// pool suspect its host: until a host that suits answers again, every call fails at once with
+/// `unavailable` instead of waiting for a connection to a server that is gone (postgres-nio's
+/// pool would queue it until its circuit breaker trips). `run` looks for the host, as
+/// `HostFinder` does, every half second; a different host gets a new pool, and the old one is
+/// shut down, failing what still waited on it.
 ///
 /// A host lost while the pool's connections sat idle fails no call: postgres-nio queues the
 /// calls while it tries to connect. So `run` also watches the leases: when calls have waited
 /// for a connection `stuckAfter` with none given meanwhile, it connects to the host itself,
-/// and suspects it if that fails.
+/// and if that fails suspects it and shuts the pool down (what waited on it fails); so does a
+/// call that the pool could not connect for (its circuit breaker). The host found then, the
+/// same or another, gets a new pool: the old one's attempts back off, up to a minute.
 final class HostPool: Sendable {
   private let configuration: PostgresConfiguration
   private let logger: Logger
@@ -114,7 +117,12 @@ final class HostPool: Sendable {
       }
     } catch {
       if !given { self.leasesSettled.add(1, ordering: .relaxed) }
-      if !Task.isCancelled, PostgresStore.losesHost(error) { self.suspect(because: error) }
+      if !Task.isCancelled, PostgresStore.losesHost(error) {
+        self.suspect(
+          because: error,
+          closing: (error as? ConnectionPoolError) == .connectionCreationCircuitBreakerTripped
+        )
+      }
       // The pool it waited on was shut down for another host's: postgres-nio's pool error
       // (`poolShutdown`) says so, which the client hears as for a lost connection.
       if !(error is PSQLError), self.state.withLock({ $0.client !== client }) {
@@ -139,9 +147,10 @@ final class HostPool: Sendable {
   /// The current host is lost, or no longer suits (a call found it gone or a standby):
   /// calls fail at once until `run` finds one that suits.
   ///
-  /// The pool is shut down at once, so the calls already waiting for one of its connections
-  /// fail too (`poolShutdown`: unavailable); `findHost` makes a new one.
-  func suspect(because error: any Error) {
+  /// `closing`: the pool cannot connect to the host; it is shut down at once, so the calls
+  /// waiting for one of its connections fail too (`poolShutdown`: unavailable), and `findHost`
+  /// makes a new one. Otherwise (a connection lost, a write refused) the calls it serves go on.
+  func suspect(because error: any Error, closing: Bool = false) {
     let (lost, waiting, pool) = self.state.withLock { state in
       guard state.suspectedSince == nil else {
         return (
@@ -150,8 +159,10 @@ final class HostPool: Sendable {
         )
       }
       state.suspectedSince = .now
-      defer { (state.waiting, state.running) = (nil, nil) }
-      return (state.endpoint, state.waiting, state.running)
+      let pool = closing ? state.running : nil
+      if closing { state.running = nil }
+      defer { state.waiting = nil }
+      return (state.endpoint, state.waiting, pool)
     }
     guard let lost else { return }
     pool?.cancel()
@@ -218,7 +229,7 @@ final class HostPool: Sendable {
         await finder.answers(endpoint)
       }
       if !answers, !Task.isCancelled, self.leasesSettled.load(ordering: .relaxed) == settled {
-        self.suspect(because: Self.leasesStuck)
+        self.suspect(because: Self.leasesStuck, closing: true)
       }
       since = .now
     }
@@ -265,17 +276,18 @@ final class HostPool: Sendable {
       guard
         let configuration = try? Self.clientConfiguration(self.configuration, endpoint: endpoint)
       else { continue }
-      // A new pool even on the same host: the old one's connection attempts back off (up to
-      // a minute after a long outage), and calls would wait for its next one.
       let client = PostgresClient(configuration: configuration, backgroundLogger: self.logger)
-      // The suspicion shut the old pool down (`suspect`).
-      let (moved, since) = self.state.withLock { state in
+      // The same host keeps its pool, unless the suspicion shut it down (`suspect`) or it never
+      // ran; another host gets a new one, and the old one is shut down.
+      let (moved, retired, since) = self.state.withLock { state in
         let since = state.suspectedSince ?? .now
         let moved = endpoint != state.endpoint
         state.suspectedSince = nil
+        if !moved, state.running != nil { return (moved, nil as Task<Void, Never>?, since) }
+        let retired = state.running
         (state.client, state.endpoint) = (client, endpoint)
         state.running = Task { await client.run() }
-        return (moved, since)
+        return (moved, retired, since)
       }
       self.metrics.finding.record(0)
       if moved { self.metrics.moves.increment() }
@@ -283,6 +295,8 @@ final class HostPool: Sendable {
         moved ? "moved to another PostgreSQL host" : "the PostgreSQL host answers again",
         metadata: ["host": "\(endpoint)", "after": "\(ContinuousClock.now - since)"]
       )
+      // The lost host's pool fails what still waits on it (`poolShutdown`: unavailable).
+      retired?.cancel()
       return
     }
   }
