@@ -123,11 +123,8 @@ final class HostPool: Sendable {
           closing: (error as? ConnectionPoolError) == .connectionCreationCircuitBreakerTripped
         )
       }
-      // The pool it waited on was shut down for another host's: postgres-nio's pool error
-      // (`poolShutdown`) says so, which the client hears as for a lost connection.
-      if !(error is PSQLError), self.state.withLock({ $0.client !== client }) {
-        throw PostgresStore.unreachable
-      }
+      // A pool shut down meanwhile (`poolShutdown`) is `unavailable` where the store maps
+      // its errors (`PostgresStore.mapped`).
       throw error
     }
   }

@@ -30,7 +30,6 @@ final class Standbys: Sendable {
   static let fallbacks = Counter(label: "roster_postgres_standby_fallbacks_total")
 
   final class Standby: Sendable {
-    let name: String
     let pool: HostPool
     /// The newest change this standby was last seen to have replayed.
     let replayed = Atomic<Int64>(0)
@@ -42,7 +41,6 @@ final class Standbys: Sendable {
     let lagChanges: Gauge
 
     init(name: String, pool: HostPool) {
-      self.name = name
       self.pool = pool
       self.lagSeconds = Gauge(
         label: "roster_postgres_standby_lag_seconds",
