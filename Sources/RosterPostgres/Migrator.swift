@@ -30,6 +30,7 @@ struct Migrator {
     ).connect(attempts: 20)
     do {
       let (latest, created) = try await self.migrate(on: connection)
+      try await self.finishBulkLoad(on: connection)
       try? await connection.close()
       return (latest, created, endpoint)
     } catch {
@@ -126,6 +127,25 @@ struct Migrator {
         latest = value
       }
       return (latest, current == 0)
+    }
+  }
+
+  /// Finishes a bulk load that stopped before its end (`BulkLoad`), unless one is running
+  /// (its lock is held). The lock goes with the connection, which `migrate` closes.
+  private func finishBulkLoad(on connection: PostgresConnection) async throws {
+    guard
+      try await connection.rows(BulkLoad.tryLock, logger: self.logger).first?[0].decode(Bool.self)
+        == true
+    else {
+      self.logger.warning("a bulk load is running; its rebuild is left to it")
+      return
+    }
+    for lane in BulkLoad.Lane.allCases
+    where try await BulkLoad.finish(lane, on: connection, logger: self.logger) {
+      self.logger.warning(
+        "finished the rebuild of a bulk load that had stopped",
+        metadata: ["lane": "\(lane.rawValue)"]
+      )
     }
   }
 

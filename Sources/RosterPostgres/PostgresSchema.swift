@@ -41,6 +41,21 @@ enum PostgresSchema {
       name: "whom a change's author acted for",
       statements: ["ALTER TABLE change_log ADD COLUMN on_behalf_of TEXT NOT NULL DEFAULT ''"]
     ),
+    Migration(
+      version: 9,
+      name: "what a bulk load owes",
+      // BulkLoad: the statements that put back what a bulk load took away, in order, each in
+      // its lane.
+      statements: [
+        """
+        CREATE TABLE bulk_load_pending (
+          step BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+          lane TEXT NOT NULL,
+          sql  TEXT NOT NULL
+        )
+        """
+      ]
+    ),
   ]
 
   static let directory = [

@@ -4,36 +4,23 @@ public import RosterDomain
 extension PostgresStore {
   // MARK: Bulk upsert
 
-  /// Merges rows by guid as they arrive, `chunkRows` per transaction. A new guid must carry
-  /// name, department and start date; an existing one gets the fields its row sets (the
-  /// request's values win). Bad rows are reported with their index and skipped.
+  /// Merges rows by guid as they arrive, `chunkRows` per transaction, each chunk written
+  /// while the next one fills (`ChunkedWrites`). A new guid must carry name, department and
+  /// start date; an existing one gets the fields its row sets (the request's values win). Bad
+  /// rows are reported with their index and skipped.
   public func upsertEmployees<Rows: AsyncSequence & SendableMetatype>(
     _ messages: sending Rows,
     context: WriteContext,
     chunkRows: Int?
   ) async throws -> ImportSummary where Rows.Element == [UpsertRow] {
-    let chunkRows = max(1, chunkRows ?? self.configuration.bulkChunkRows)
-    var summary = ImportSummary()
-    var chunk: [(index: Int, row: UpsertRow)] = []
-    chunk.reserveCapacity(chunkRows)
-    var index = 0
-    for try await message in messages {
-      for row in message {
-        defer { index += 1 }
-        do {
-          chunk.append((index, try row.checked()))
-        } catch let error as StoreError {
-          summary.reject(index: index, reason: error.message)
-        }
-        if chunk.count == chunkRows {
-          summary.merge(try await self.upsertChunk(chunk, context: context))
-          chunk.removeAll(keepingCapacity: true)
-        }
-      }
+    try await ChunkedWrites.run(
+      messages,
+      chunkRows: chunkRows ?? self.configuration.bulkChunkRows
+    ) { row, index in
+      (index: index, row: try row.checked())
+    } write: { chunk in
+      try await self.upsertChunk(chunk, context: context)
     }
-    if !chunk.isEmpty { summary.merge(try await self.upsertChunk(chunk, context: context)) }
-    summary.rejected.sort { $0.index < $1.index }
-    return summary
   }
 
   /// Writes one chunk of validated rows in one transaction: the existing rows read (and
@@ -131,63 +118,55 @@ extension PostgresStore {
 
   // MARK: Sales writes
 
-  /// Inserts sales as they stream in, `chunkRows` (default 5,000) per transaction; bad rows
-  /// are reported with their index and skipped.
+  /// Inserts sales as they stream in, `chunkRows` (default 5,000) per transaction, each
+  /// chunk written while the next one fills (`ChunkedWrites`); bad rows are reported with
+  /// their index and skipped.
   public func importSales<Rows: AsyncSequence & SendableMetatype>(
     _ messages: sending Rows,
     context: WriteContext,
     chunkRows: Int?
   ) async throws -> ImportSummary where Rows.Element == [SaleRow] {
-    let chunkRows = max(1, chunkRows ?? 5_000)
     let latest = SaleChecks.latestSaleDate()
-    var summary = ImportSummary()
-    var chunk: [(index: Int, guid: String, cents: Int64, date: String)] = []
-    var index = 0
-    for try await message in messages {
-      for sale in message {
-        defer { index += 1 }
-        switch SaleChecks.check(sale, latest: latest) {
-        case .failure(let reason): summary.reject(index: index, reason: reason.message)
-        case .success(let guid):
-          chunk.append((index, guid, sale.amountCents, sale.date))
-          if chunk.count >= chunkRows {
-            summary.merge(try await self.insertSales(chunk, context: context))
-            chunk.removeAll(keepingCapacity: true)
-          }
-        }
-      }
+    return try await ChunkedWrites.run(messages, chunkRows: chunkRows ?? 5_000) { sale, index in
+      (
+        index: index, guid: try SaleChecks.check(sale, latest: latest).get(),
+        cents: sale.amountCents, date: sale.date
+      )
+    } write: { chunk in
+      try await self.insertSales(chunk, context: context)
     }
-    if !chunk.isEmpty { summary.merge(try await self.insertSales(chunk, context: context)) }
-    summary.rejected.sort { $0.index < $1.index }
-    return summary
   }
 
-  /// Inserts a chunk of checked sales with one set-based statement over arrays.
+  /// Inserts a chunk of checked sales with one set-based statement over arrays, which also
+  /// names the rows whose guid no employee has.
   private func insertSales(
     _ rows: [(index: Int, guid: String, cents: Int64, date: String)],
     context: WriteContext
   ) async throws -> ImportSummary {
     try await self.transaction { transaction in
-      try await transaction.execute(
-        """
-        INSERT INTO sales (employee_id, amount_cents, date)
-        SELECT e.id, u.cents, u.date
-        FROM unnest(\(rows.map(\.guid))::text[], \(rows.map(\.cents))::int8[], \(rows.map(\.date))::text[])
-          WITH ORDINALITY AS u(guid, cents, date, ord)
-        JOIN employees e ON e.guid = u.guid
-        ORDER BY u.ord
-        """
-      )
-      let known = Set(
+      let unknown = Set(
         try await transaction.rows(
-          "SELECT guid FROM employees WHERE guid = ANY(\(Array(Set(rows.map(\.guid)))))"
+          """
+          WITH given AS (
+            SELECT u.ord, u.cents, u.date, e.id
+            FROM unnest(\(rows.map(\.guid))::text[], \(rows.map(\.cents))::int8[], \(rows.map(\.date))::text[])
+              WITH ORDINALITY AS u(guid, cents, date, ord)
+            LEFT JOIN employees e ON e.guid = u.guid
+          ), inserted AS (
+            INSERT INTO sales (employee_id, amount_cents, date)
+            SELECT id, cents, date FROM given WHERE id IS NOT NULL ORDER BY ord
+          )
+          SELECT ord FROM given WHERE id IS NULL
+          """
         )
-        .map { try $0[0].decode(String.self) }
+        .map { Int(try $0[0].decode(Int64.self)) - 1 }
       )
       let now = Self.nowMillis()
       var summary = ImportSummary()
-      for row in rows {
-        if known.contains(row.guid) {
+      for (position, row) in rows.enumerated() {
+        if unknown.contains(position) {
+          summary.reject(index: row.index, reason: "no employee with guid '\(row.guid)'")
+        } else {
           transaction.record(
             .sale,
             guid: row.guid,
@@ -197,8 +176,6 @@ extension PostgresStore {
             timeMillis: now
           )
           summary.inserted += 1
-        } else {
-          summary.reject(index: row.index, reason: "no employee with guid '\(row.guid)'")
         }
       }
       return summary

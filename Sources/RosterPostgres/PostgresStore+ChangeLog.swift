@@ -182,7 +182,10 @@ extension PostgresStore {
     }
   }
 
-  /// Deletes changes beyond the retention policy, 10,000 per transaction.
+  /// Deletes changes beyond the retention policy, 10,000 per transaction. Each transaction
+  /// reads only the next 10,000 by sequence number, so its cost does not grow with the log
+  /// (asking the whole log for its newest change past the age limit read every older entry,
+  /// once per batch).
   func pruneChangeLog() async throws {
     let cutoff = Self.nowMillis() - self.configuration.changeLogMaximumAge.components.seconds * 1000
     let keep = Int64(self.configuration.changeLogMaximumRows)
@@ -192,7 +195,10 @@ extension PostgresStore {
           let row = try await transaction.row(
             """
             SELECT s.pruned_through, greatest(
-              coalesce((SELECT max(seq) FROM change_log WHERE time < \(cutoff)), 0),
+              coalesce((
+                SELECT max(seq) FROM (
+                  SELECT seq, time FROM change_log WHERE seq > s.pruned_through ORDER BY seq LIMIT 10000
+                ) next WHERE time < \(cutoff)), 0),
               s.last_seq - \(keep))
             FROM change_log_state s
             """
@@ -202,7 +208,9 @@ extension PostgresStore {
         let through = try row[1].decode(Int64.self)
         guard through > prunedThrough else { return 0 }
         let end = min(through, prunedThrough + 10_000)
-        try await transaction.execute("DELETE FROM change_log WHERE seq <= \(end)")
+        try await transaction.execute(
+          "DELETE FROM change_log WHERE seq > \(prunedThrough) AND seq <= \(end)"
+        )
         try await transaction.execute("UPDATE change_log_state SET pruned_through = \(end)")
         return Int(end - prunedThrough)
       }

@@ -202,15 +202,48 @@ public final class PostgresStore: StoreBackend, PictureCatalog {
     self.feed.close()
   }
 
-  /// PostgreSQL needs no special mode for an offline load: `body` runs as is, and the
-  /// counters' deltas it wrote are folded at once (not at the next maintenance), and their
-  /// tables rewritten compact. Then the schema's tables are vacuumed and analyzed
-  /// (`vacuumAnalyze`).
+  /// Runs `body`, an offline load, bare when the directory starts empty (`BulkLoad`): the
+  /// counters, rollups, indexes and keys derived from the rows are built once at the end,
+  /// also when `body` fails. The counters' deltas are then folded at once (not at the next
+  /// maintenance) and their tables rewritten compact, and the schema's tables are vacuumed
+  /// and analyzed (`vacuumAnalyze`).
   public func withBulkLoad<T>(_ body: () async throws -> T) async throws -> T {
-    let value = try await body()
+    var value: T? = nil
+    try await self.withSetting("statement_timeout", "0") { connection in
+      _ = try await connection.rows(BulkLoad.lock, logger: self.logger)
+      do {
+        let bare = try await BulkLoad.begin(on: connection, logger: self.logger)
+        do {
+          value = try await body()
+        } catch {
+          if bare { try await self.finishBulkLoad() }
+          throw error
+        }
+        if bare { try await self.finishBulkLoad() }
+      } catch {
+        if PostgresConnection.stillAnswering(after: error), !connection.isClosed {
+          _ = try? await connection.rows(BulkLoad.unlock, logger: self.logger)
+        }
+        throw error
+      }
+      _ = try await connection.rows(BulkLoad.unlock, logger: self.logger)
+    }
     try await self.compactCounters(.always)
     try await self.vacuumAnalyze()
-    return value
+    return value!
+  }
+
+  /// Both lanes of a bulk load's rebuild at once, each on a pooled connection of its own.
+  private func finishBulkLoad() async throws {
+    try await withThrowingDiscardingTaskGroup { lanes in
+      for lane in BulkLoad.Lane.allCases {
+        lanes.addTask {
+          try await self.withSetting("statement_timeout", "0") { connection in
+            try await BulkLoad.finish(lane, on: connection, logger: self.logger)
+          }
+        }
+      }
+    }
   }
 
   /// `VACUUM (ANALYZE)` of every table of the schema. A bulk load leaves its tables without

@@ -4,14 +4,16 @@ internal import RosterDomain
 extension SQLiteStore {
   // MARK: Bulk load
 
-  /// Runs `body`, a bulk load, with the secondary indexes and search triggers of `employees`
-  /// dropped, then builds them again in one pass, which sorts instead of inserting row by row.
+  /// Runs `body`, a bulk load, with the secondary indexes and triggers of the tables it fills
+  /// dropped (`employees`, and `sales` when it starts empty too), then counts the counters and
+  /// rollups those triggers keep and builds the indexes again, once each, in one pass that
+  /// sorts instead of inserting row by row.
   ///
-  /// Only when the table starts empty; otherwise `body` runs as is. Meant for offline loads
-  /// (`roster import`, first-start seeding), never while the server answers reads: for the
-  /// duration of `body`, filters and search have no index. The dropped DDL is journaled in
-  /// the same transaction as the drop, so if the process dies mid-load, the next open of the
-  /// store rebuilds it.
+  /// Only when `employees` starts empty; otherwise `body` runs as is. Meant for offline loads
+  /// (`roster import`, `roster copy`, first-start seeding), never while the server answers
+  /// reads: for the duration of `body`, filters and search have no index. The dropped DDL is
+  /// journaled in the same transaction as the drop, so if the process dies mid-load, the next
+  /// open of the store rebuilds it.
   ///
   /// - Throws: the error of `body`, or of the rebuild.
   public func withBulkLoad<T>(_ body: () async throws -> T) async throws -> T {
@@ -27,21 +29,21 @@ extension SQLiteStore {
     return result
   }
 
-  /// Drops the secondary indexes and triggers of an empty `employees` table, journaling
-  /// their DDL. Returns false, dropping nothing, when the table has rows.
+  /// Drops the secondary indexes and triggers of an empty `employees` table, and of `sales`
+  /// when it is empty too, journaling their DDL. Returns false, dropping nothing, when
+  /// `employees` has rows.
   func beginBulkLoad() throws -> Bool {
     try self.write { db in
-      let empty =
-        try Int.fetchOne(
-          db,
-          sql: "SELECT count(*) FROM (SELECT 1 FROM employees LIMIT 1)"
-        ) == 0
-      guard empty else { return false }
+      func isEmpty(_ table: String) throws -> Bool {
+        try Int.fetchOne(db, sql: "SELECT count(*) FROM (SELECT 1 FROM \(table) LIMIT 1)") == 0
+      }
+      guard try isEmpty("employees") else { return false }
+      let tables = try isEmpty("sales") ? "'employees', 'sales'" : "'employees'"
       let rows = try Row.fetchAll(
         db,
         sql: """
           SELECT type, name, sql FROM sqlite_master
-          WHERE tbl_name = 'employees' AND type IN ('index', 'trigger') AND sql IS NOT NULL
+          WHERE tbl_name IN (\(tables)) AND type IN ('index', 'trigger') AND sql IS NOT NULL
           """
       )
       for row in rows {
@@ -55,15 +57,14 @@ extension SQLiteStore {
     }
   }
 
-  /// Recreates whatever a bulk load dropped and rebuilds the names and counters, in one
-  /// transaction that also clears the journal. Does nothing when the journal is empty.
+  /// Counts what the dropped triggers keep, then recreates whatever a bulk load dropped, in
+  /// one transaction that also clears the journal. Does nothing when the journal is empty.
   func finishBulkLoad() throws {
     try self.write { db in
       let pending = try String.fetchAll(db, sql: "SELECT sql FROM bulk_load_pending ORDER BY rowid")
       guard !pending.isEmpty else { return }
-      for sql in pending { try db.execute(sql: sql) }
-      // The counter triggers were dropped with the rest: count once, as they would have. The
-      // names' own triggers were not, and index each new name.
+      // Counted before the indexes are back, so no index is updated row by row. The names'
+      // own triggers (on employee_names) stay and index each new name.
       try db.execute(
         sql: """
           DELETE FROM employee_names;
@@ -75,7 +76,41 @@ extension SQLiteStore {
             GROUP BY department;
           """
       )
+      let salesBare =
+        try Int.fetchOne(
+          db,
+          sql: "SELECT count(*) FROM sqlite_master WHERE type = 'trigger' AND tbl_name = 'sales'"
+        ) == 0
+      if salesBare { try Self.recountSales(db) }
+      for sql in pending { try db.execute(sql: sql) }
       try db.execute(sql: "DELETE FROM bulk_load_pending")
+    }
+  }
+
+  /// The sales' counters and rollups, counted from the rows, as the sales' triggers would
+  /// have kept them from empty: the recounts `roster check` compares with
+  /// (`SQLiteMaintenance.recounts`), and each month's version moved on by its sales.
+  static func recountSales(_ db: Database) throws {
+    try db.execute(
+      sql: """
+        UPDATE employees SET sales_count = s.count, sales_total_cents = s.total
+        FROM (SELECT employee_id, count(*) AS count, sum(amount_cents) AS total FROM sales GROUP BY 1) s
+        WHERE employees.id = s.employee_id;
+        INSERT INTO sales_monthly (month, version, count, total_cents)
+          SELECT substr(date, 1, 7), count(*), count(*), sum(amount_cents) FROM sales WHERE true GROUP BY 1
+          ON CONFLICT (month) DO UPDATE SET
+            version = version + excluded.version,
+            count = excluded.count,
+            total_cents = excluded.total_cents;
+        """
+    )
+    let rebuilt = ["sales_daily", "sales_monthly_department", "sales_daily_department", "sales_amount_buckets"]
+    for (table, kept, recount) in SQLiteMaintenance.recounts where rebuilt.contains(table) {
+      // `kept` reads the table's columns in the order `recount` yields them.
+      let columns = kept.dropFirst("SELECT ".count).prefix { $0 != "\n" }
+        .components(separatedBy: " FROM ")[0]
+      try db.execute(sql: "DELETE FROM \(table)")
+      try db.execute(sql: "INSERT INTO \(table) (\(columns)) \(recount)")
     }
   }
 }

@@ -10,8 +10,7 @@ extension SQLiteStore {
   /// A new guid is inserted, and must carry name, department and start date. An existing guid
   /// gets the fields its row sets. Bad rows are reported with their index and skipped; they
   /// never stop the good ones. Each chunk is one bulk request to the writer, and while one
-  /// chunk commits the next one fills, so memory holds at most two chunks however long the
-  /// input is.
+  /// chunk commits the next one fills (`ChunkedWrites`).
   ///
   /// The rows are read (for a gRPC stream: decoded) and checked on the store's bulk thread,
   /// below the usual priority (`BulkExecutor`).
@@ -20,48 +19,13 @@ extension SQLiteStore {
     context: WriteContext = WriteContext(),
     chunkRows: Int? = nil
   ) async throws -> ImportSummary where Rows.Element == [UpsertRow] {
-    let chunkRows = max(1, chunkRows ?? self.configuration.writer.bulkChunkRows)
+    let chunkRows = chunkRows ?? self.configuration.writer.bulkChunkRows
     return try await self.bulk.run {
-      try await self.mergeRows(messages, context: context, chunkRows: chunkRows)
-    }
-  }
-
-  private func mergeRows<Rows: AsyncSequence>(
-    _ messages: Rows,
-    context: WriteContext,
-    chunkRows: Int
-  ) async throws -> ImportSummary where Rows.Element == [UpsertRow] {
-    try await withThrowingTaskGroup(of: ImportSummary.self) { group in
-      var summary = ImportSummary()
-      var chunk: [(index: Int, row: UpsertRow)] = []
-      chunk.reserveCapacity(chunkRows)
-      var index = 0
-      var inFlight = 0
-      func send() async throws {
-        if inFlight > 0, let done = try await group.next() {
-          summary.merge(done)
-          inFlight -= 1
-        }
-        let rows = chunk
-        chunk.removeAll(keepingCapacity: true)
-        group.addTask { try await self.upsertChunk(rows, context: context) }
-        inFlight += 1
+      try await ChunkedWrites.run(messages, chunkRows: chunkRows) { row, index in
+        (index: index, row: try row.checked())
+      } write: { chunk in
+        try await self.upsertChunk(chunk, context: context)
       }
-      for try await message in messages {
-        for row in message {
-          defer { index += 1 }
-          do {
-            chunk.append((index, try row.checked()))
-          } catch let error as StoreError {
-            summary.reject(index: index, reason: error.message)
-          }
-          if chunk.count == chunkRows { try await send() }
-        }
-      }
-      if !chunk.isEmpty { try await send() }
-      for try await done in group { summary.merge(done) }
-      summary.rejected.sort { $0.index < $1.index }
-      return summary
     }
   }
 

@@ -20,47 +20,19 @@ extension SQLiteStore {
     context: WriteContext = WriteContext(),
     chunkRows: Int? = nil
   ) async throws -> ImportSummary where Rows.Element == [SaleRow] {
-    try await self.bulk.run {
-      try await self.insertSaleStream(messages, context: context, chunkRows: chunkRows ?? 5_000)
-    }
-  }
-
-  private func insertSaleStream<Rows: AsyncSequence>(
-    _ messages: Rows,
-    context: WriteContext,
-    chunkRows: Int
-  ) async throws -> ImportSummary where Rows.Element == [SaleRow] {
     let latest = SaleChecks.latestSaleDate()
-    var summary = ImportSummary()
-    var chunk: [(index: Int, guid: String, cents: Int64, date: String)] = []
-    var index = 0
-    func flush() async throws {
-      guard !chunk.isEmpty else { return }
-      let rows = chunk
-      chunk.removeAll(keepingCapacity: true)
-      summary.merge(
+    return try await self.bulk.run {
+      try await ChunkedWrites.run(messages, chunkRows: chunkRows ?? 5_000) { sale, index in
+        (
+          index: index, guid: try SaleChecks.check(sale, latest: latest).get(),
+          cents: sale.amountCents, date: sale.date
+        )
+      } write: { chunk in
         try await self.submit(bulk: true) { db in
-          try Self.insertSales(db, rows, context: context)
+          try Self.insertSales(db, chunk, context: context)
         }
-      )
-    }
-    for try await message in messages {
-      for sale in message {
-        defer { index += 1 }
-        let guid: String
-        switch SaleChecks.check(sale, latest: latest) {
-        case .failure(let reason):
-          summary.reject(index: index, reason: reason.message)
-          continue
-        case .success(let canonical): guid = canonical
-        }
-        chunk.append((index, guid, sale.amountCents, sale.date))
-        if chunk.count >= chunkRows { try await flush() }
       }
     }
-    try await flush()
-    summary.rejected.sort { $0.index < $1.index }
-    return summary
   }
 
   /// Inserts a chunk of checked sales with three set-based statements over one JSON array,

@@ -80,7 +80,8 @@ public struct DirectoryCopy: Sendable {
     .guid, .name, .department, .email, .phone, .address, .about, .active, .startDate, .vacationDays,
   ]
 
-  /// Copies `source` into `target`: employees, then pictures, then sales.
+  /// Copies `source` into `target`: employees, then pictures, then sales, in one bulk load
+  /// whose end builds what derives from the rows once (`StoreBackend.withBulkLoad`).
   ///
   /// - Parameter resume: whether `target` may already hold part of this copy. Without it, a
   ///   target with any employee or sale is refused.
@@ -89,14 +90,6 @@ public struct DirectoryCopy: Sendable {
     to target: some StoreBackend,
     resume: Bool
   ) async throws -> Report {
-    var report = Report()
-    let clock = ContinuousClock()
-    var started = clock.now
-    func took() -> String {
-      defer { started = clock.now }
-      let elapsed = (clock.now - started).components
-      return String(format: "%.1f s", Double(elapsed.seconds) + Double(elapsed.attoseconds) * 1e-18)
-    }
     let haveEmployees = try await target.countEmployees(filter: EmployeeFilter())
     let haveSales = try await Self.salesCount(target)
     if !resume && (haveEmployees > 0 || haveSales > 0) {
@@ -104,6 +97,35 @@ public struct DirectoryCopy: Sendable {
         description: "the target already holds \(haveEmployees) employees and \(haveSales) sales; "
           + "copy into an empty database, or pass --resume to go on with a copy that was interrupted"
       )
+    }
+    let clock = ContinuousClock()
+    let (report, ended) = try await target.withBulkLoad {
+      let report = try await self.steps(
+        from: source,
+        to: target,
+        haveEmployees: haveEmployees,
+        haveSales: haveSales
+      )
+      return (report, clock.now)
+    }
+    self.progress("indexes, counters and rollups: built in \(Self.seconds(clock.now - ended))")
+    return report
+  }
+
+  /// The employees after the first `haveEmployees`, the pictures the target lacks, and the
+  /// sales after the first `haveSales`.
+  private func steps(
+    from source: some StoreBackend,
+    to target: some StoreBackend,
+    haveEmployees: Int64,
+    haveSales: Int64
+  ) async throws -> Report {
+    var report = Report()
+    let clock = ContinuousClock()
+    var started = clock.now
+    func took() -> String {
+      defer { started = clock.now }
+      return Self.seconds(clock.now - started)
     }
 
     self.progress("employees: skipping the \(haveEmployees) the target has")
@@ -116,9 +138,7 @@ public struct DirectoryCopy: Sendable {
       Self.employeeRows(source, skip: Int(haveEmployees), pageSize: self.employeePage),
       meter: employeeMeter
     )
-    let summary = try await target.withBulkLoad {
-      try await target.upsertEmployees(rows, context: self.context, chunkRows: nil)
-    }
+    let summary = try await target.upsertEmployees(rows, context: self.context, chunkRows: nil)
     employeeMeter.finish()
     try Self.requireWhole(summary, of: "employees")
     report.employeesSkipped = Int(haveEmployees)
@@ -138,23 +158,25 @@ public struct DirectoryCopy: Sendable {
     self.progress("sales: skipping the \(haveSales) the target has")
     let salesMeter = ProgressMeter(
       "sales",
-      total: try await Int64(Self.salesCount(source)) - Int64(haveSales),
+      total: try await Int64(Self.salesCount(source)) - haveSales,
       output: self.meters
     )
     let sales = MeteredBatches(
       Self.saleRows(source, skip: Int(haveSales), pageSize: self.salesPage),
       meter: salesMeter
     )
-    // A bulk load of its own, as `DirectoryLoader`'s sales.
-    let imported = try await target.withBulkLoad {
-      try await target.importSales(sales, context: self.context, chunkRows: nil)
-    }
+    let imported = try await target.importSales(sales, context: self.context, chunkRows: nil)
     salesMeter.finish()
     try Self.requireWhole(imported, of: "sales")
     report.salesSkipped = Int(haveSales)
     report.salesCopied = imported.inserted
     self.progress("sales: copied \(imported.inserted) in \(took())")
     return report
+  }
+
+  static func seconds(_ duration: Duration) -> String {
+    let elapsed = duration.components
+    return String(format: "%.1f s", Double(elapsed.seconds) + Double(elapsed.attoseconds) * 1e-18)
   }
 
   /// Every employee's picture whose content hash differs in the target, `pictureConcurrency`

@@ -42,12 +42,15 @@ public struct LoadReport: Sendable {
   /// reason); nil when there were none to load.
   public var sales: ImportSummary? = nil
   public var salesTime = Duration.zero
+  /// The end of the bulk load: indexes, counters and rollups built from the rows
+  /// (`StoreBackend.withBulkLoad`).
+  public var rebuildTime = Duration.zero
 }
 
 /// The one import path, for `roster import` and for the demo data a new database starts
-/// with: the employees in one bulk load (`StoreBackend.withBulkLoad`), then their pictures
-/// through the upload pipeline, then the sales in another bulk load, each streamed in chunks
-/// that commit on their own. A refused row or picture is reported and skips only itself.
+/// with, in one bulk load (`StoreBackend.withBulkLoad`): the employees, then their pictures
+/// through the upload pipeline, then the sales, each streamed in chunks that commit on their
+/// own. A refused row or picture is reported and skips only itself.
 ///
 /// ```swift
 /// let report = try await DirectoryLoader(context: WriteContext(author: "import"))
@@ -75,8 +78,24 @@ public struct DirectoryLoader: Sendable {
     self.progress = progress
   }
 
-  /// Loads `source` into `store`.
+  /// Loads `source` into `store`, in one bulk load: its end builds what derives from the
+  /// rows once (on PostgreSQL it also vacuums and analyzes, which the first reads' plans and
+  /// index-only scans need).
   public func load(
+    _ source: some DirectorySource,
+    into store: some StoreBackend
+  ) async throws -> LoadReport {
+    let clock = ContinuousClock()
+    var (report, ended) = try await store.withBulkLoad {
+      let report = try await self.steps(source, into: store)
+      return (report, clock.now)
+    }
+    report.rebuildTime = clock.now - ended
+    return report
+  }
+
+  /// The employees, then their pictures, then the sales.
+  private func steps(
     _ source: some DirectorySource,
     into store: some StoreBackend
   ) async throws -> LoadReport {
@@ -89,13 +108,11 @@ public struct DirectoryLoader: Sendable {
       output: self.progress
     )
     let employees = MeteredBatches(try source.employees(), meter: employeeMeter)
-    report.employees = try await store.withBulkLoad {
-      try await store.upsertEmployees(
-        employees,
-        context: self.context,
-        chunkRows: self.employeeChunkRows
-      )
-    }
+    report.employees = try await store.upsertEmployees(
+      employees,
+      context: self.context,
+      chunkRows: self.employeeChunkRows
+    )
     employeeMeter.finish()
     report.employeesTime = clock.now - started
     started = clock.now
@@ -116,15 +133,11 @@ public struct DirectoryLoader: Sendable {
     if let sales = try source.sales() {
       started = clock.now
       let meter = ProgressMeter("sales", output: self.progress)
-      // A bulk load of its own, after the employees': on PostgreSQL its end vacuums and
-      // analyzes the sales too, which the first reads' plans and index-only scans need.
-      report.sales = try await store.withBulkLoad {
-        try await store.importSales(
-          MeteredBatches(sales, meter: meter),
-          context: self.context,
-          chunkRows: nil
-        )
-      }
+      report.sales = try await store.importSales(
+        MeteredBatches(sales, meter: meter),
+        context: self.context,
+        chunkRows: nil
+      )
       meter.finish()
       report.salesTime = clock.now - started
     }

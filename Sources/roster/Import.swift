@@ -107,6 +107,7 @@ struct Import: AsyncParsableCommand {
         print("  sale \(rejection.index): \(rejection.reason)")
       }
     }
+    print("built indexes, counters and rollups in \(Self.seconds(report.rebuildTime)) s")
   }
 
   private static func seconds(_ duration: Duration) -> String {
