@@ -56,3 +56,16 @@ public struct StoredPicture: Sendable, Hashable {
     self.thumbnail = thumbnail
   }
 }
+
+/// A picture file to store as an employee's picture.
+public struct PictureFile: Sendable, Hashable {
+  /// The employee's guid.
+  public var guid: String
+  /// Where the file is.
+  public var path: String
+
+  public init(guid: String, path: String) {
+    self.guid = guid
+    self.path = path
+  }
+}

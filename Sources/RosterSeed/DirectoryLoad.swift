@@ -13,9 +13,12 @@ public protocol DirectorySource: Sendable {
   /// The employees, in batches.
   func employees() throws -> Employees
 
-  /// Runs `body` with the pictures to store, as guid and file path; the files need exist
-  /// only while `body` runs.
-  func withPictures<T>(_ body: ([(guid: String, path: String)]) async throws -> T) async throws -> T
+  associatedtype Pictures: AsyncSequence & Sendable & SendableMetatype
+  where Pictures.Element == [PictureFile]
+
+  /// Runs `body` with the pictures to store, in batches, read as they are taken; the files
+  /// need exist only while `body` runs.
+  func withPictures<T>(_ body: (Pictures) async throws -> T) async throws -> T
 
   /// The sales, in batches; nil for none.
   func sales() throws -> Sales?
@@ -34,9 +37,10 @@ public struct LoadReport: Sendable {
   /// The employees merged, and the rows refused with their index and reason.
   public var employees = ImportSummary()
   public var employeesTime = Duration.zero
-  /// Pictures stored, and those refused with the guid and reason.
+  /// Pictures stored, and those refused (the first thousand listed with the guid and reason).
   public var picturesStored = 0
   public var picturesRefused: [(guid: String, reason: String)] = []
+  public var picturesRefusedCount = 0
   public var picturesTime = Duration.zero
   /// Sales inserted and refused (the first thousand refusals listed with their index and
   /// reason); nil when there were none to load.
@@ -116,19 +120,18 @@ public struct DirectoryLoader: Sendable {
     employeeMeter.finish()
     report.employeesTime = clock.now - started
     started = clock.now
-    (report.picturesStored, report.picturesRefused) = try await source.withPictures { files in
-      if files.isEmpty { return (0, []) }
-      // The uploads report only at the end: one line, with the rate.
-      let meter = ProgressMeter("pictures", total: Int64(files.count), output: self.progress)
+    let pictures = try await source.withPictures { files in
+      let meter = ProgressMeter("pictures", output: self.progress)
       defer { meter.finish() }
-      let (stored, refused) = try await store.importPictures(
-        files,
+      return try await store.importPictures(
+        MeteredBatches(files, meter: meter),
         concurrency: self.pictureConcurrency,
         context: self.context
       )
-      meter.advance(by: stored + refused.count)
-      return (stored, refused)
     }
+    report.picturesStored = pictures.stored
+    report.picturesRefused = pictures.refused
+    report.picturesRefusedCount = pictures.refusedCount
     report.picturesTime = clock.now - started
     if let sales = try source.sales() {
       started = clock.now
@@ -168,18 +171,8 @@ public struct SeedFileSource: DirectorySource {
     try SeedFile.batches(self.file)
   }
 
-  public func withPictures<T>(
-    _ body: ([(guid: String, path: String)]) async throws -> T
-  ) async throws -> T {
-    var pictures: [(guid: String, path: String)] = []
-    try SeedFile.read(self.file) { record in
-      if let name = record.picture,
-        let guid = EmployeeValidation.canonicalGUID(record.employee.guid)
-      {
-        pictures.append((guid, SeedFile.picturePath(name, in: self.picturesDirectory)))
-      }
-    }
-    return try await body(pictures)
+  public func withPictures<T>(_ body: (SeedFile.Pictures) async throws -> T) async throws -> T {
+    try await body(try SeedFile.pictures(self.file, in: self.picturesDirectory))
   }
 
   public func sales() throws -> SalesFile.Batches? {
@@ -220,15 +213,39 @@ public struct DemoSource: DirectorySource {
   public var employeeCount: Int64? { Int64(self.demo.count) }
 
   public func withPictures<T>(
-    _ body: ([(guid: String, path: String)]) async throws -> T
+    _ body: (AsyncBatches<DemoPictureFiles>) async throws -> T
   ) async throws -> T {
-    guard let scratch = self.pictureScratch, self.demo.pictures else { return try await body([]) }
+    guard let scratch = self.pictureScratch, self.demo.pictures else {
+      return try await body(AsyncBatches(DemoPictureFiles(demo: self.demo, pool: nil), size: 1_000))
+    }
     defer { if !self.keepsPictures { try? FileManager.default.removeItem(atPath: scratch) } }
     try DemoPictures.writePool(to: scratch)
-    let files = self.demo.compactMap { record in
-      record.picture.map { (guid: record.employee.guid, path: scratch + "/" + $0) }
+    return try await body(AsyncBatches(DemoPictureFiles(demo: self.demo, pool: scratch), size: 1_000))
+  }
+
+  /// The demo employees' pictures in the pool at `pool` (none when nil), in constant memory.
+  public struct DemoPictureFiles: Sequence, Sendable {
+    let demo: DemoData
+    let pool: String?
+
+    public func makeIterator() -> Iterator {
+      Iterator(base: self.demo.makeIterator(), pool: self.pool)
     }
-    return try await body(files)
+
+    public struct Iterator: IteratorProtocol {
+      var base: DemoData.Iterator
+      let pool: String?
+
+      public mutating func next() -> PictureFile? {
+        guard let pool = self.pool else { return nil }
+        while let record = self.base.next() {
+          if let name = record.picture {
+            return PictureFile(guid: record.employee.guid, path: pool + "/" + name)
+          }
+        }
+        return nil
+      }
+    }
   }
 
   public func sales() -> AsyncBatches<DemoSales>? {

@@ -120,3 +120,63 @@ extension SeedFile: BatchFormat {
     }
   }
 }
+
+extension SeedFile {
+  /// The pictures the records of the file at `path` name, with their paths in `directory`,
+  /// in batches as an async sequence: the file is memory-mapped and parsed a batch of records
+  /// at a time, so memory holds one batch whatever the file's size. Records with no picture,
+  /// or with a guid that is not a UUID (the employees' load refuses those), are passed over.
+  public static func pictures(_ path: String, in directory: String, size: Int = 1_000) throws
+    -> Pictures
+  {
+    Pictures(
+      data: try Data(contentsOf: URL(fileURLWithPath: path), options: .alwaysMapped),
+      directory: directory,
+      size: Swift.max(1, size)
+    )
+  }
+
+  /// Batches of a seed file's pictures; see `pictures(_:in:size:)`.
+  public struct Pictures: AsyncSequence, Sendable {
+    public typealias Element = [PictureFile]
+    let data: Data
+    let directory: String
+    let size: Int
+
+    public func makeAsyncIterator() -> Iterator {
+      Iterator(pictures: self)
+    }
+
+    /// Parses records until a batch holds a picture, or the file ends.
+    public struct Iterator: AsyncIteratorProtocol {
+      let pictures: Pictures
+      var position = 0
+      var atEnd = false
+
+      public mutating func next() async throws -> [PictureFile]? {
+        while !self.atEnd {
+          var position = self.position
+          var atEnd = self.atEnd
+          let (size, directory) = (self.pictures.size, self.pictures.directory)
+          let files = try self.pictures.data.withUnsafeBytes { raw -> [PictureFile]? in
+            var parser = SeedParser(bytes: raw.bindMemory(to: UInt8.self), position: position)
+            let records = try parser.readRecords(limit: size, atEnd: &atEnd)
+            position = parser.position
+            if records.isEmpty { return nil }
+            return records.compactMap { record in
+              guard let name = record.picture,
+                let guid = EmployeeValidation.canonicalGUID(record.employee.guid)
+              else { return nil }
+              return PictureFile(guid: guid, path: SeedFile.picturePath(name, in: directory))
+            }
+          }
+          self.position = position
+          self.atEnd = atEnd
+          guard let files else { return nil }
+          if !files.isEmpty { return files }
+        }
+        return nil
+      }
+    }
+  }
+}

@@ -89,9 +89,9 @@ struct Import: AsyncParsableCommand {
     for rejection in summary.rejected.prefix(20) {
       print("  record \(rejection.index): \(rejection.reason)")
     }
-    if report.picturesStored + report.picturesRefused.count > 0 {
+    if report.picturesStored + report.picturesRefusedCount > 0 {
       print(
-        "stored \(report.picturesStored) pictures in \(report.picturesTime), refused \(report.picturesRefused.count)"
+        "stored \(report.picturesStored) pictures in \(report.picturesTime), refused \(report.picturesRefusedCount)"
       )
       for (guid, reason) in report.picturesRefused.prefix(20) {
         print("  picture of \(guid): \(reason)")
