@@ -60,13 +60,15 @@ extension PictureStore {
       }
       for (file, error) in failed { summary.refuse(file.guid, error.message) }
       let refused = Dictionary(failed.map { ($0.0.path, $0.1) }, uniquingKeysWith: { a, _ in a })
+      var referring: [(guid: String, etag: String, path: String)] = []
       for (path, guids) in sharing where !guids.isEmpty {
         if let error = refused[path] {
           for guid in guids { summary.refuse(guid, error.message) }
         } else if let etag = remembered[path] {
-          try await self.refer(guids, to: etag, file: path, context: context, into: &summary)
+          referring += guids.map { (guid: $0, etag: etag, path: path) }
         }
       }
+      try await self.refer(referring, context: context, into: &summary)
     }
     return summary
   }
@@ -107,42 +109,40 @@ extension PictureStore {
     return failed
   }
 
-  /// Points `guids`' pictures at content already stored (`etag`, from the file at `path`), a
-  /// thousand to a write.
+  /// Points each employee's picture at content already stored (its `etag`, from the file at
+  /// its `path`), a thousand to a write.
   private func refer(
-    _ guids: [String],
-    to etag: String,
-    file path: String,
+    _ pictures: [(guid: String, etag: String, path: String)],
     context: WriteContext,
     into summary: inout PictureImportSummary
   ) async throws {
-    for start in stride(from: 0, to: guids.count, by: 1_000) {
-      let batch = guids[start ..< min(start + 1_000, guids.count)]
+    for start in stride(from: 0, to: pictures.count, by: 1_000) {
+      let batch = pictures[start ..< min(start + 1_000, pictures.count)]
       do {
         let attached = try await self.attachPictures(
-          batch.map { (guid: $0, etag: etag) },
+          batch.map { (guid: $0.guid, etag: $0.etag) },
           context: context
         )
         summary.stored += attached.count
         // Content deleted meanwhile: those employees' pictures go through the pipeline.
-        for guid in batch where !attached.contains(guid) {
+        for picture in batch where !attached.contains(picture.guid) {
           do {
-            try await self.putPicture(guid: guid, file: path, context: context)
+            try await self.putPicture(guid: picture.guid, file: picture.path, context: context)
             summary.stored += 1
           } catch let error as StoreError {
-            summary.refuse(guid, error.message)
+            summary.refuse(picture.guid, error.message)
           }
         }
       } catch let error as StoreError where error.code == .notFound {
         // An employee the import refused: each one on its own, so only it is refused.
-        for guid in batch {
+        for picture in batch {
           do {
             summary.stored += try await self.attachPictures(
-              [(guid: guid, etag: etag)],
+              [(guid: picture.guid, etag: picture.etag)],
               context: context
             ).count
           } catch let error as StoreError {
-            summary.refuse(guid, error.message)
+            summary.refuse(picture.guid, error.message)
           }
         }
       }

@@ -104,7 +104,9 @@ extension SQLiteStore {
             total_cents = excluded.total_cents;
         """
     )
-    let rebuilt = ["sales_daily", "sales_monthly_department", "sales_daily_department", "sales_amount_buckets"]
+    let rebuilt = [
+      "sales_daily", "sales_monthly_department", "sales_daily_department", "sales_amount_buckets",
+    ]
     for (table, kept, recount) in SQLiteMaintenance.recounts where rebuilt.contains(table) {
       // `kept` reads the table's columns in the order `recount` yields them.
       let columns = kept.dropFirst("SELECT ".count).prefix { $0 != "\n" }

@@ -15,6 +15,9 @@ public struct StoreConfiguration: Sendable {
   public var cacheSizeKiB: Int = 32 * 1024
   /// Bytes of the file mapped into memory for reads (`PRAGMA mmap_size`).
   public var mmapSize: Int = 256 * 1024 * 1024
+  /// What an offline command (`roster import`, `roster copy`) maps of its file: its pages are
+  /// read about once, and a mapping counts in the process's RSS as far as it was read.
+  public static let offlineMmapSize = 64 << 20
   /// Size the WAL is truncated back to after a checkpoint (`PRAGMA journal_size_limit`).
   public var journalSizeLimit: Int = 64 * 1024 * 1024
   /// WAL pages after which a commit checkpoints by itself (`PRAGMA wal_autocheckpoint`).

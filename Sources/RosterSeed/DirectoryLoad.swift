@@ -220,7 +220,9 @@ public struct DemoSource: DirectorySource {
     }
     defer { if !self.keepsPictures { try? FileManager.default.removeItem(atPath: scratch) } }
     try DemoPictures.writePool(to: scratch)
-    return try await body(AsyncBatches(DemoPictureFiles(demo: self.demo, pool: scratch), size: 1_000))
+    return try await body(
+      AsyncBatches(DemoPictureFiles(demo: self.demo, pool: scratch), size: 1_000)
+    )
   }
 
   /// The demo employees' pictures in the pool at `pool` (none when nil), in constant memory.

@@ -132,6 +132,7 @@ public enum SalesFile {
 
 extension SalesFile: BatchFormat {
   public static var start: (position: Int, line: Int) { (0, 0) }
+  public static func offset(_ cursor: (position: Int, line: Int)) -> Int { cursor.position }
 
   public static func parse(
     _ bytes: UnsafeBufferPointer<UInt8>,

@@ -106,6 +106,7 @@ public enum SeedFile {
 
 extension SeedFile: BatchFormat {
   public static var start: (position: Int, atEnd: Bool) { (0, false) }
+  public static func offset(_ cursor: (position: Int, atEnd: Bool)) -> Int { cursor.position }
 
   public static func parse(
     _ bytes: UnsafeBufferPointer<UInt8>,
@@ -126,7 +127,11 @@ extension SeedFile {
   /// in batches as an async sequence: the file is memory-mapped and parsed a batch of records
   /// at a time, so memory holds one batch whatever the file's size. Records with no picture,
   /// or with a guid that is not a UUID (the employees' load refuses those), are passed over.
-  public static func pictures(_ path: String, in directory: String, size: Int = 1_000) throws
+  public static func pictures(
+    _ path: String,
+    in directory: String,
+    size: Int = 1_000
+  ) throws
     -> Pictures
   {
     Pictures(
@@ -152,13 +157,16 @@ extension SeedFile {
       let pictures: Pictures
       var position = 0
       var atEnd = false
+      var released = 0
 
       public mutating func next() async throws -> [PictureFile]? {
         while !self.atEnd {
           var position = self.position
           var atEnd = self.atEnd
+          var released = self.released
           let (size, directory) = (self.pictures.size, self.pictures.directory)
           let files = try self.pictures.data.withUnsafeBytes { raw -> [PictureFile]? in
+            releaseParsed(raw, upTo: position, released: &released)
             var parser = SeedParser(bytes: raw.bindMemory(to: UInt8.self), position: position)
             let records = try parser.readRecords(limit: size, atEnd: &atEnd)
             position = parser.position
@@ -172,6 +180,7 @@ extension SeedFile {
           }
           self.position = position
           self.atEnd = atEnd
+          self.released = released
           guard let files else { return nil }
           if !files.isEmpty { return files }
         }

@@ -141,7 +141,7 @@ struct Copy: AsyncParsableCommand {
       // 64 MiB of its file.
       var configuration = StoreConfiguration(path: path)
       configuration.pictures.directory = pictures
-      configuration.mmapSize = 64 << 20
+      configuration.mmapSize = StoreConfiguration.offlineMmapSize
       if reading { configuration.cacheSizeKiB = 8 * 1024 }
       try await body(try SQLiteStore(configuration: configuration))
     case .postgres(let url):

@@ -49,7 +49,9 @@ struct Import: AsyncParsableCommand {
 
   func run() async throws {
     guard let url = self.postgres else {
-      let store = try SQLiteStore(configuration: StoreConfiguration(path: self.db))
+      var configuration = StoreConfiguration(path: self.db)
+      configuration.mmapSize = StoreConfiguration.offlineMmapSize
+      let store = try SQLiteStore(configuration: configuration)
       try await self.load(
         into: store,
         pictureConcurrency: store.configuration.pictures.thumbnailConcurrency

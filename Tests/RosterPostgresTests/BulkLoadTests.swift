@@ -15,7 +15,9 @@ struct BulkLoadTests {
   /// The demo directory: employees with several sales each, over several departments.
   static let demo = DemoData(count: 300, pictures: false)
 
-  @Test("a bulk load ends with the counters, rollups, indexes and triggers the row-by-row writes keep")
+  @Test(
+    "a bulk load ends with the counters, rollups, indexes and triggers the row-by-row writes keep"
+  )
   func bulkEqualsTriggers() async throws {
     let bare = try PostgresTesting.configuration()
     let triggered = try PostgresTesting.configuration()
@@ -50,7 +52,9 @@ struct BulkLoadTests {
     }
   }
 
-  @Test("a bulk load that stopped before its end is finished by the next start, not under a running one")
+  @Test(
+    "a bulk load that stopped before its end is finished by the next start, not under a running one"
+  )
   func stoppedLoadFinishedAtStart() async throws {
     let configuration = try PostgresTesting.configuration()
     defer { Task { try? await PostgresTesting.dropSchema(configuration) } }
@@ -75,7 +79,9 @@ struct BulkLoadTests {
     }
     #expect(try await Self.pending(configuration) > 0)
     #expect(
-      try await Self.indexes(configuration) == ["employees_guid_key", "employees_pkey", "sales_pkey"],
+      try await Self.indexes(configuration) == [
+        "employees_guid_key", "employees_pkey", "sales_pkey",
+      ],
       "only the keys the load needs are kept"
     )
     #expect(try await Self.salesCounted(configuration) == 0, "the triggers ran during the load")

@@ -12,7 +12,9 @@ import Testing
 /// keep row by row.
 @Suite("SQLite bulk loads", .timeLimit(.minutes(10)))
 struct SQLiteBulkLoadTests {
-  @Test("a bulk load ends with the counters, rollups, indexes and triggers the row-by-row writes keep")
+  @Test(
+    "a bulk load ends with the counters, rollups, indexes and triggers the row-by-row writes keep"
+  )
   func bulkEqualsTriggers() async throws {
     let directory = try makeTemporaryDirectory()
     defer { try? FileManager.default.removeItem(atPath: directory) }
@@ -21,7 +23,9 @@ struct SQLiteBulkLoadTests {
       pictureScratch: nil,
       salesPerEmployee: 5
     )
-    let loaded = try SQLiteStore(configuration: StoreConfiguration(path: directory + "/bulk.sqlite"))
+    let loaded = try SQLiteStore(
+      configuration: StoreConfiguration(path: directory + "/bulk.sqlite")
+    )
     _ = try await DirectoryLoader(context: WriteContext(author: "test")).load(source, into: loaded)
     let written = try SQLiteStore(
       configuration: StoreConfiguration(path: directory + "/rows.sqlite")
