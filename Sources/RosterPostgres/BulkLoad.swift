@@ -41,7 +41,8 @@ enum BulkLoad {
     + "'sales_monthly_department'::regclass, 'sales_monthly'::regclass, 'sales_amount_buckets'::regclass"
 
   /// The halves of the rebuild, independent but for the foreign key from `sales`, which the
-  /// sales' lane adds last (it waits for the employees' lane to commit).
+  /// sales' lane adds after its indexes and keys (it waits there for the employees' lane to
+  /// commit).
   enum Lane: String, CaseIterable, Sendable {
     /// The employees' indexes and triggers, their sales counters, the name and department
     /// counts.

@@ -216,7 +216,18 @@ public final class PostgresStore: StoreBackend, PictureCatalog {
         do {
           value = try await body()
         } catch {
-          if bare { try await self.finishBulkLoad() }
+          // The load's own error is the one to report; a rebuild that fails too leaves the
+          // journal, which the next start finishes.
+          if bare {
+            do {
+              try await self.finishBulkLoad()
+            } catch let rebuild {
+              self.logger.error(
+                "the rebuild after a failed bulk load failed too; the next start finishes it",
+                metadata: ["error": "\(String(reflecting: rebuild))"]
+              )
+            }
+          }
           throw error
         }
         if bare { try await self.finishBulkLoad() }
