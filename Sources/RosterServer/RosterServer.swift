@@ -357,7 +357,14 @@ private func seed(
     pictureConcurrency: config.store.pictures.thumbnailConcurrency,
     progress: .lines(every: .seconds(10)) { logger.info("seeding: \($0)") }
   )
-  let report = try await loader.load(source, into: store)
+  let report: LoadReport
+  do {
+    report = try await loader.load(source, into: store)
+  } catch  where Task.isCancelled {
+    // Whatever the store answered a cancelled seed with (PostgreSQL's pool answers a lease
+    // it was waiting for with an error of its own), it is the seed's cancellation.
+    throw CancellationError()
+  }
   logger.info(
     "seeded demo data",
     metadata: [
