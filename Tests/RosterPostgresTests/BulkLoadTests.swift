@@ -119,41 +119,25 @@ struct BulkLoadTests {
   /// What derives from the rows, keyed by guid rather than row id, each as sorted lines; and
   /// the schema's indexes and enabled triggers on the loaded tables.
   static func derived(_ configuration: PostgresConfiguration) async throws -> [String: [String]] {
-    let queries = [
-      "employees' sales counters":
-        "SELECT guid || ' ' || sales_count || ' ' || sales_total_cents FROM employees",
-      "daily sales": """
-      SELECT e.guid || ' ' || d.day || ' ' || d.count || ' ' || d.total_cents
-      FROM sales_daily d JOIN employees e ON e.id = d.employee_id
-      """,
-      "daily sales per department": """
-      SELECT day || department || count || ' ' || total_cents || ' ' || squares || ' ' || min_cents || ' ' || max_cents
-      FROM sales_daily_department
-      """,
-      "monthly sales per department":
-        "SELECT department || month || ' ' || count || ' ' || total_cents FROM sales_monthly_department",
-      "monthly sales": "SELECT month || ' ' || count || ' ' || total_cents FROM sales_monthly",
-      "amount buckets":
-        "SELECT period || department || bucket || ' ' || count FROM sales_amount_buckets",
-      "names": """
+    var queries = BulkLoadOracle.sharedQueries
+    queries["monthly sales"] =
+      "SELECT month || ' ' || count || ' ' || total_cents FROM sales_monthly"
+    queries["names"] = """
       SELECT name_folded || ' ' || sum(employees) || ' ' || sum(active) FROM name_counts
       GROUP BY name_folded HAVING sum(employees) > 0
-      """,
-      "departments":
-        "SELECT department || ' ' || headcount || ' ' || active_count || ' ' || vacation_days_total FROM department_stats",
-      "indexes": """
+      """
+    queries["indexes"] = """
       SELECT replace(indexdef, '\(configuration.schema).', '') FROM pg_indexes
       WHERE schemaname = '\(configuration.schema)'
-      """,
-      "constraints": """
+      """
+    queries["constraints"] = """
       SELECT conrelid::regclass || ' ' || conname || ' ' || pg_get_constraintdef(oid) FROM pg_constraint
       WHERE connamespace = '\(configuration.schema)'::regnamespace
-      """,
-      "triggers": """
+      """
+    queries["triggers"] = """
       SELECT tgrelid::regclass || ' ' || tgname || ' ' || tgenabled::text FROM pg_trigger
       WHERE NOT tgisinternal AND tgrelid IN ('employees'::regclass, 'sales'::regclass)
-      """,
-    ]
+      """
     var found: [String: [String]] = [:]
     for (what, sql) in queries {
       found[what] = try await PostgresTesting.query(configuration, sql)

@@ -48,31 +48,14 @@ struct SQLiteBulkLoadTests {
   static func derived(_ path: String) throws -> [String: [String]] {
     let queue = try DatabaseQueue(path: path)
     defer { try? queue.close() }
-    let queries = [
-      "employees' sales counters":
-        "SELECT guid || ' ' || sales_count || ' ' || sales_total_cents FROM employees",
-      "daily sales": """
-      SELECT e.guid || ' ' || d.day || ' ' || d.count || ' ' || d.total_cents
-      FROM sales_daily d JOIN employees e ON e.id = d.employee_id
-      """,
-      "daily sales per department": """
-      SELECT day || department || count || ' ' || total_cents || ' ' || squares || ' ' || min_cents || ' ' || max_cents
-      FROM sales_daily_department
-      """,
-      "monthly sales per department":
-        "SELECT department || month || ' ' || count || ' ' || total_cents FROM sales_monthly_department",
-      "monthly sales":
-        "SELECT month || ' ' || version || ' ' || count || ' ' || total_cents FROM sales_monthly",
-      "amount buckets":
-        "SELECT period || department || bucket || ' ' || count FROM sales_amount_buckets",
-      "names": "SELECT name_folded || ' ' || employees || ' ' || active FROM employee_names",
-      "departments":
-        "SELECT department || ' ' || headcount || ' ' || active_count || ' ' || vacation_days_total FROM department_stats",
-      "schema": """
+    var queries = BulkLoadOracle.sharedQueries
+    queries["monthly sales"] =
+      "SELECT month || ' ' || version || ' ' || count || ' ' || total_cents FROM sales_monthly"
+    queries["names"] = "SELECT name_folded || ' ' || employees || ' ' || active FROM employee_names"
+    queries["schema"] = """
       SELECT type || ' ' || name || ' ' || sql FROM sqlite_master
       WHERE tbl_name IN ('employees', 'sales') AND sql IS NOT NULL
-      """,
-    ]
+      """
     return try queue.read { db in
       try queries.mapValues { try String.fetchAll(db, sql: $0).sorted() }
     }
