@@ -105,8 +105,12 @@ struct LoadRunnerTests {
       configuration.model = .open(rate: 200, maxInFlight: 1_000)
       configuration.length = .duration(.seconds(2))
       let runner = LoadRunner(configuration: configuration)
-      async let result = runner.run()
-      // Freeze the server for 600 ms in the middle of the run.
+      let (scheduled, schedule) = AsyncStream<Void>.makeStream()
+      async let result = runner.run(discovered: { _ in schedule.finish() })
+      // Freeze the server for 600 ms in the middle of the schedule, which starts once the
+      // discovery is done (on a busy machine the discovery alone took longer than 700 ms, and
+      // the freeze counted from the call fell before the first request).
+      for await _ in scheduled {}
       try await Self.freeze(server, after: .milliseconds(700), for: .milliseconds(600))
       let report = try await result.report
       // About 120 of 400 requests were due while the server was frozen, so at least a quarter
