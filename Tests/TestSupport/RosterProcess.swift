@@ -116,13 +116,16 @@ public final class RosterProcess: Sendable {
     }
     try process.run()
     let deadline = ContinuousClock.now + timeout
-    while ContinuousClock.now < deadline {
+    // The line is looked for once more after the deadline or the exit: a test process whose
+    // threads were all busy may wake this task only after the deadline, long after the line came.
+    var last = false
+    while !last {
+      last = ContinuousClock.now >= deadline || !process.isRunning
       let text = buffer.text.withLock { $0 }
       if let line = text.split(separator: "\n").first(where: { $0.hasPrefix("listening on ") }) {
         return RosterProcess(process: process, address: String(line.dropFirst(13)), output: buffer)
       }
-      if !process.isRunning { break }
-      try await Task.sleep(for: .milliseconds(50))
+      if !last { try await Task.sleep(for: .milliseconds(50)) }
     }
     process.terminate()
     throw CocoaError(.executableLoad, userInfo: ["output": buffer.text.withLock { $0 }])
