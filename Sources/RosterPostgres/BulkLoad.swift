@@ -155,7 +155,7 @@ enum BulkLoad {
   /// Takes away what the rows derive, journaling it, when `employees` and `sales` are empty.
   /// Returns whether the load runs bare: also when an unfinished journal is there already.
   static func begin(on connection: PostgresConnection, logger: Logger) async throws -> Bool {
-    try await Self.transaction(on: connection, logger: logger) {
+    try await connection.transaction(logger: logger) {
       let empty =
         try await connection.rows(
           """
@@ -190,7 +190,7 @@ enum BulkLoad {
     logger: Logger
   ) async throws -> Bool {
     let started = ContinuousClock.now
-    let done = try await Self.transaction(on: connection, logger: logger) {
+    let done = try await connection.transaction(logger: logger) {
       let pending = try await connection.rows(
         "SELECT sql FROM bulk_load_pending WHERE lane = \(lane.rawValue) ORDER BY step",
         logger: logger
@@ -215,21 +215,5 @@ enum BulkLoad {
       )
     }
     return done
-  }
-
-  private static func transaction<T>(
-    on connection: PostgresConnection,
-    logger: Logger,
-    _ body: () async throws -> T
-  ) async throws -> T {
-    _ = try await connection.rows("BEGIN", logger: logger)
-    do {
-      let value = try await body()
-      _ = try await connection.rows("COMMIT", logger: logger)
-      return value
-    } catch {
-      await connection.rollBack(after: error, logger: logger)
-      throw error
-    }
   }
 }

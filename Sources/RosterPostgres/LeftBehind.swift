@@ -126,6 +126,20 @@ extension PostgresConnection {
     _ = try? await self.rows("ROLLBACK", logger: logger)
   }
 
+  /// Runs `body` in one transaction on this connection: COMMIT when it returns; when it
+  /// throws, `rollBack(after:logger:)`, and its error is rethrown.
+  func transaction<T>(logger: Logger, _ body: () async throws -> T) async throws -> T {
+    _ = try await self.rows("BEGIN", logger: logger)
+    do {
+      let value = try await body()
+      _ = try await self.rows("COMMIT", logger: logger)
+      return value
+    } catch {
+      await self.rollBack(after: error, logger: logger)
+      throw error
+    }
+  }
+
   /// Whether a connection still answers after its work failed with `error`: PostgreSQL
   /// reported the error itself, or the work's own code threw it; not when the connection
   /// failed or closed, nor when the work was cancelled, a statement perhaps still running.

@@ -156,14 +156,6 @@ struct Migrator {
     _ body: () async throws -> T
   ) async throws -> T {
     try await connection.query("SET statement_timeout = 0", logger: self.logger)
-    try await connection.query("BEGIN", logger: self.logger)
-    do {
-      let value = try await body()
-      try await connection.query("COMMIT", logger: self.logger)
-      return value
-    } catch {
-      await connection.rollBack(after: error, logger: self.logger)
-      throw error
-    }
+    return try await connection.transaction(logger: self.logger, body)
   }
 }
