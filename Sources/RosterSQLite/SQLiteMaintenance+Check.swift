@@ -15,54 +15,81 @@ extension SQLiteMaintenance {
     public var isHealthy: Bool { self.problems.isEmpty }
   }
 
+  /// A counter or rollup the triggers keep: the columns `table` holds them in (the rows
+  /// `filter` keeps, when the triggers leave zero rows in place), and the query that recounts
+  /// them from the rows, in the same order.
+  package struct Recount: Sendable {
+    /// The name the check reports: the table, or `table.column` for counters in a row.
+    package var name: String
+    package var table: String
+    package var columns: String
+    package var filter: String? = nil
+    package var recount: String
+
+    /// The kept values, read in the order `recount` yields them.
+    package var kept: String {
+      "SELECT \(self.columns) FROM \(self.table)" + (self.filter.map { " WHERE \($0)" } ?? "")
+    }
+  }
+
   /// Every counter and rollup the triggers keep, and the query that recounts it from the rows.
   /// Each pair must hold the same rows (a table's zero rows are deleted by its triggers).
-  package static let recounts: [(table: String, kept: String, recount: String)] = [
-    (
-      "department_stats",
-      "SELECT department, headcount, active_count, vacation_days_total FROM department_stats",
-      "SELECT department, count(*), sum(active), sum(vacation_days) FROM employees GROUP BY department"
+  package static let recounts: [Recount] = [
+    Recount(
+      name: "department_stats",
+      table: "department_stats",
+      columns: "department, headcount, active_count, vacation_days_total",
+      recount:
+        "SELECT department, count(*), sum(active), sum(vacation_days) FROM employees GROUP BY department"
     ),
-    (
-      "employees.sales_count",
-      "SELECT id, sales_count, sales_total_cents FROM employees WHERE sales_count != 0 OR sales_total_cents != 0",
-      "SELECT employee_id, count(*), sum(amount_cents) FROM sales GROUP BY employee_id"
+    Recount(
+      name: "employees.sales_count",
+      table: "employees",
+      columns: "id, sales_count, sales_total_cents",
+      filter: "sales_count != 0 OR sales_total_cents != 0",
+      recount: "SELECT employee_id, count(*), sum(amount_cents) FROM sales GROUP BY employee_id"
     ),
-    (
-      "sales_daily",
-      "SELECT employee_id, day, count, total_cents FROM sales_daily",
-      "SELECT employee_id, date, count(*), sum(amount_cents) FROM sales GROUP BY 1, 2"
+    Recount(
+      name: "sales_daily",
+      table: "sales_daily",
+      columns: "employee_id, day, count, total_cents",
+      recount: "SELECT employee_id, date, count(*), sum(amount_cents) FROM sales GROUP BY 1, 2"
     ),
-    (
-      "sales_monthly",
-      "SELECT month, count, total_cents FROM sales_monthly WHERE count != 0",
-      "SELECT substr(date, 1, 7), count(*), sum(amount_cents) FROM sales GROUP BY 1"
+    Recount(
+      name: "sales_monthly",
+      table: "sales_monthly",
+      columns: "month, count, total_cents",
+      filter: "count != 0",
+      recount: "SELECT substr(date, 1, 7), count(*), sum(amount_cents) FROM sales GROUP BY 1"
     ),
-    (
-      "sales_monthly_department",
-      "SELECT department, month, count, total_cents FROM sales_monthly_department",
-      """
-      SELECT e.department, substr(s.date, 1, 7), count(*), sum(s.amount_cents)
-      FROM sales s JOIN employees e ON e.id = s.employee_id GROUP BY 1, 2
-      """
+    Recount(
+      name: "sales_monthly_department",
+      table: "sales_monthly_department",
+      columns: "department, month, count, total_cents",
+      recount: """
+        SELECT e.department, substr(s.date, 1, 7), count(*), sum(s.amount_cents)
+        FROM sales s JOIN employees e ON e.id = s.employee_id GROUP BY 1, 2
+        """
     ),
-    (
-      "sales_daily_department",
-      "SELECT day, department, count, total_cents, squares, min_cents, max_cents FROM sales_daily_department",
-      """
-      SELECT s.date, e.department, count(*), sum(s.amount_cents), sum(s.amount_cents * s.amount_cents),
-             min(s.amount_cents), max(s.amount_cents)
-      FROM sales s JOIN employees e ON e.id = s.employee_id GROUP BY 1, 2
-      """
+    Recount(
+      name: "sales_daily_department",
+      table: "sales_daily_department",
+      columns: "day, department, count, total_cents, squares, min_cents, max_cents",
+      recount: """
+        SELECT s.date, e.department, count(*), sum(s.amount_cents), sum(s.amount_cents * s.amount_cents),
+               min(s.amount_cents), max(s.amount_cents)
+        FROM sales s JOIN employees e ON e.id = s.employee_id GROUP BY 1, 2
+        """
     ),
-    (
-      "sales_amount_buckets",
-      "SELECT period, department, bucket, count FROM sales_amount_buckets",
-      """
-      SELECT \(SQLiteStore.period("s.date")), e.department, \(AmountBuckets.sql("s.amount_cents")), count(*)
-      FROM sales s JOIN employees e ON e.id = s.employee_id, \(SQLiteStore.periodKinds)
-      GROUP BY 1, 2, 3
-      """
+    Recount(
+      name: "sales_amount_buckets",
+      table: "sales_amount_buckets",
+      columns: "period, department, bucket, count",
+      recount: """
+        SELECT \(SQLiteStore.period("s.date")), e.department, \(AmountBuckets.sql("s.amount_cents")), count(*)
+        FROM sales s JOIN employees e ON e.id = s.employee_id, \(SQLiteStore.periodKinds)
+        GROUP BY 1, 2, 3
+        """
     ),
   ]
 
@@ -104,17 +131,18 @@ extension SQLiteMaintenance {
       let tables = Set(
         try String.fetchAll(db, sql: "SELECT name FROM sqlite_master WHERE type = 'table'")
       )
-      for (table, kept, recount) in Self.recounts {
+      for pair in Self.recounts {
         defer { steps.advance(by: 1) }
-        guard tables.contains(String(table.prefix { $0 != "." })) else { continue }
+        guard tables.contains(pair.table) else { continue }
+        let (kept, recount) = (pair.kept, pair.recount)
         let extra =
           try Int.fetchOne(db, sql: "SELECT count(*) FROM (\(kept) EXCEPT \(recount))") ?? 0
         let missing =
           try Int.fetchOne(db, sql: "SELECT count(*) FROM (\(recount) EXCEPT \(kept))") ?? 0
-        report.recounted.append(table)
+        report.recounted.append(pair.name)
         if extra + missing > 0 {
           report.problems.append(
-            "\(table): \(max(extra, missing)) rows differ from a recount of the rows they sum"
+            "\(pair.name): \(max(extra, missing)) rows differ from a recount of the rows they sum"
           )
         }
       }

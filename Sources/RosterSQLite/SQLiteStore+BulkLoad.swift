@@ -107,12 +107,9 @@ extension SQLiteStore {
     let rebuilt = [
       "sales_daily", "sales_monthly_department", "sales_daily_department", "sales_amount_buckets",
     ]
-    for (table, kept, recount) in SQLiteMaintenance.recounts where rebuilt.contains(table) {
-      // `kept` reads the table's columns in the order `recount` yields them.
-      let columns = kept.dropFirst("SELECT ".count).prefix { $0 != "\n" }
-        .components(separatedBy: " FROM ")[0]
-      try db.execute(sql: "DELETE FROM \(table)")
-      try db.execute(sql: "INSERT INTO \(table) (\(columns)) \(recount)")
+    for pair in SQLiteMaintenance.recounts where rebuilt.contains(pair.name) {
+      try db.execute(sql: "DELETE FROM \(pair.table)")
+      try db.execute(sql: "INSERT INTO \(pair.table) (\(pair.columns)) \(pair.recount)")
     }
   }
 }

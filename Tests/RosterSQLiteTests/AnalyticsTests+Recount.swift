@@ -56,7 +56,7 @@ extension AnalyticsTests {
         "SELECT substr(date, 1, 7), count(*), sum(amount_cents) FROM sales GROUP BY 1"
       ),
       // The same recount `roster check` runs.
-      SQLiteMaintenance.recounts.first { $0.table == "sales_amount_buckets" }.map {
+      SQLiteMaintenance.recounts.first { $0.name == "sales_amount_buckets" }.map {
         ("amount buckets", $0.kept, $0.recount)
       }!,
     ]
