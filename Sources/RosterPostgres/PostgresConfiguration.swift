@@ -32,9 +32,9 @@ public struct PostgresConfiguration: Sendable {
   /// Heavy reads (counts, aggregates over raw sales, a month of days, name searches) that
   /// run at once, each on a connection; the rest of the pool stays for point reads and the
   /// writer.
-  public var heavyReads: Int = 4
+  public var heavyReads: Int = HeavyReadDefaults.width
   /// Heavy reads that may wait for a place; one more is refused with RESOURCE_EXHAUSTED.
-  public var heavyQueueLimit: Int = 16
+  public var heavyQueueLimit: Int = HeavyReadDefaults.queueLimit
   /// The sales a page of medians by year, month or day reads at most (at least one group):
   /// as on SQLite, it ends at a group boundary once its groups hold this many.
   public var medianRowsPerPage: Int64 = 500_000

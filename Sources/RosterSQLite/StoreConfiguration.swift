@@ -55,8 +55,8 @@ public struct StoreConfiguration: Sendable {
   /// nothing else wants the CPU, so cheap calls beside it keep their latency (docs/performance.md,
   /// "Robust"), and each query stops after 30 s.
   public var heavyLane = LaneConfiguration(
-    width: 2,
-    queueLimit: 16,
+    width: HeavyReadDefaults.width,
+    queueLimit: HeavyReadDefaults.queueLimit,
     niceness: 19,
     budget: .seconds(30)
   )

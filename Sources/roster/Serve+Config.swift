@@ -81,6 +81,8 @@ extension Serve {
       postgres.schema = self.postgresSchema
       postgres.maximumConnections = self.postgresConnections
       postgres.pointReads = self.postgresPointReads
+      postgres.heavyReads = self.heavyConcurrency
+      postgres.heavyQueueLimit = self.heavyQueue
       postgres.pictures = config.store.pictures
       postgres.bulkChunkRows = self.bulkChunkRows
       postgres.maximumWriteBatch = self.maxWriteBatch

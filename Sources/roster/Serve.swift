@@ -229,7 +229,7 @@ struct Serve: AsyncParsableCommand {
 
   @Option(
     help:
-      "Heavy store calls (searches, counts, aggregates, calendars) run at once, on threads of their own at a lower priority."
+      "Heavy store calls (searches, counts, aggregates, calendars) run at once: on SQLite on threads of their own at a lower priority, on PostgreSQL each on a connection of its own."
   )
   var heavyConcurrency: Int = Self.defaults.store.heavyLane.width
 

@@ -1,4 +1,5 @@
 import Foundation
+import RosterDomain
 import RosterPostgres
 import RosterSQLite
 import RosterServer
@@ -123,18 +124,25 @@ struct ConfigurationDefaultsTests {
   }
 
   @Test(
-    "--postgres-connections and --postgres-point-reads reach the PostgreSQL configuration, and a width outside 1 to the connections is refused"
+    "--postgres-connections, --postgres-point-reads and the heavy reads' flags reach the PostgreSQL configuration, and a width outside 1 to the connections is refused"
   )
   func postgresWidths() throws {
     let url = ["--postgres", "postgres://roster@db.example/roster"]
     let defaults = try #require(try Serve.parse(url).serverConfig().postgres)
     #expect(defaults.maximumConnections == PostgresConfiguration.defaultMaximumConnections)
     #expect(defaults.pointReads == PostgresConfiguration.defaultPointReads)
+    #expect(defaults.heavyReads == HeavyReadDefaults.width)
+    #expect(defaults.heavyQueueLimit == HeavyReadDefaults.queueLimit)
     let set = try #require(
-      try Serve.parse(url + ["--postgres-connections", "8", "--postgres-point-reads", "3"])
-        .serverConfig().postgres
+      try Serve.parse(
+        url + [
+          "--postgres-connections", "8", "--postgres-point-reads", "3", "--heavy-concurrency", "5",
+          "--heavy-queue", "7",
+        ]
+      ).serverConfig().postgres
     )
     #expect(set.maximumConnections == 8 && set.pointReads == 3)
+    #expect(set.heavyReads == 5 && set.heavyQueueLimit == 7)
     for refused in [
       ["--postgres-point-reads", "0"],
       ["--postgres-connections", "4", "--postgres-point-reads", "5"],
