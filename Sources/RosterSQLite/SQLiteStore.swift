@@ -216,8 +216,8 @@ public struct SQLiteStore: Sendable {
     return try statement ? self.readStatement(body) : self.read(body)
   }
 
-  /// Runs `body` with SQLite's progress handler polling `job.shouldStop`, so a long statement
-  /// stops within microseconds of its call's end.
+  /// Runs `body` with SQLite's progress handler polling `job.progress()`, so a long statement
+  /// stops within microseconds of its call's end (and a background lane's yields the CPU).
   static func interruptible<T>(_ db: Database, _ job: LaneJob, _ body: () throws -> T) throws -> T {
     if job.shouldStop, let error = job.stopError { throw error }
     let connection = db.sqliteConnection
@@ -226,7 +226,7 @@ public struct SQLiteStore: Sendable {
       Self.progressInterval,
       { context in
         guard let context else { return 0 }
-        return Unmanaged<LaneJob>.fromOpaque(context).takeUnretainedValue().shouldStop ? 1 : 0
+        return Unmanaged<LaneJob>.fromOpaque(context).takeUnretainedValue().progress() ? 1 : 0
       },
       Unmanaged.passUnretained(job).toOpaque()
     )

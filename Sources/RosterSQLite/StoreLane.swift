@@ -42,6 +42,8 @@ public struct LaneStatistics: Sendable, Hashable {
   public var rejected = 0
   /// Jobs stopped by their call's cancellation, deadline or the lane's budget.
   public var interrupted = 0
+  /// Times the lane's jobs gave up the CPU as they ran (a background lane's).
+  public var yields = 0
 }
 
 /// A set of threads the store owns, with a bounded queue, for one kind of work.
@@ -199,6 +201,7 @@ final class StoreLane: Sendable {
       self.core.withLock { state in
         state.statistics.running -= 1
         state.statistics.completed += 1
+        state.statistics.yields += job.yieldCount
         if interrupted { state.statistics.interrupted += 1 }
       }
       // Answered after the counters, so a caller that sees its answer sees them too; from a
@@ -269,7 +272,7 @@ final class StoreLane: Sendable {
 
 /// One piece of store work in a lane: its body, its caller's control, and why it stopped.
 ///
-/// `@unchecked Sendable`: `state` is behind its mutex; `runDeadline` is written by the lane
+/// `@unchecked Sendable`: `state` is behind its mutex; `runDeadline`, `nextYield` and `yieldCount` are written by the lane
 /// thread before the body runs and read only on that thread (by the progress handler).
 final class LaneJob: @unchecked Sendable {
   /// Why a job was stopped before it finished.
@@ -295,6 +298,14 @@ final class LaneJob: @unchecked Sendable {
   private let phase = Mutex<Phase>(.new)
   private let cancelled = Atomic<Bool>(false)
   private var runDeadline: ContinuousClock.Instant?
+  /// Whether the job gives up the CPU now and then as it runs: a background lane's
+  /// (`SCHED_IDLE`), whose threads otherwise kept a waking event loop or interactive read
+  /// waiting for a CPU for milliseconds on this project's machine.
+  private let yields: Bool
+  /// When the job next gives up the CPU (`progress()`); read and written on its thread only.
+  private var nextYield = ContinuousClock.now
+  /// Times it did, read once it has run.
+  private(set) var yieldCount = 0
   private var budgetEnds: ContinuousClock.Instant?
   private(set) var waited: Int64 = 0
   /// Set when the job was stopped: read after the body returns or throws.
@@ -303,6 +314,7 @@ final class LaneJob: @unchecked Sendable {
   init(control: CallControl?, lane: StoreLane?) {
     self.control = control
     self.lane = lane
+    self.yields = (lane?.configuration.niceness ?? 0) >= 19
   }
 
   fileprivate func prepare(
@@ -363,6 +375,23 @@ final class LaneJob: @unchecked Sendable {
 
   /// Whether the body should stop now. Cheap: an atomic load and, when there is a deadline,
   /// one read of the monotonic clock. Records why.
+  /// What SQLite's progress handler asks: whether to stop. A background lane's job also gives
+  /// up the CPU to whichever thread waits for it, at most every `yieldInterval`.
+  func progress() -> Bool {
+    if self.yields {
+      let now = ContinuousClock.now
+      if now >= self.nextYield {
+        sched_yield()
+        self.yieldCount += 1
+        self.nextYield = now + Self.yieldInterval
+      }
+    }
+    return self.shouldStop
+  }
+
+  /// How often a background lane's job gives up the CPU.
+  static let yieldInterval: Duration = .microseconds(50)
+
   var shouldStop: Bool {
     if self.cancelled.load(ordering: .relaxed) || self.control?.isCancelled == true {
       self.stopReason = self.control?.deadlineHasPassed == true ? .deadline : .cancelled

@@ -44,6 +44,24 @@ struct LaneTests {
     // stopped or refused without waiting; the end-to-end tests time it through the binary.
   }
 
+  @Test("the heavy lane's statements give up the CPU as they run; the interactive lane's do not")
+  func heavyYields() async throws {
+    try await withTemporaryStore { store async throws in
+      // Two million steps: tens of milliseconds or more, and a progress check every 1,000.
+      let count = """
+        WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 2000000) SELECT count(*) FROM c
+        """
+      for lane in [SQLiteStore.ReadKind.heavy, .interactive] {
+        let counted = try await store.read(lane, statement: true) { db in
+          try Int.fetchOne(db, sql: count) ?? 0
+        }
+        #expect(counted == 2_000_000)
+      }
+      #expect(store.laneStatistics.heavy.yields > 0)
+      #expect(store.laneStatistics.interactive.yields == 0)
+    }
+  }
+
   @Test("a passed deadline interrupts the running statement")
   func deadline() async throws {
     try await withTemporaryStore { store async throws in
