@@ -13,7 +13,8 @@ public struct LaneConfiguration: Sendable, Hashable {
   public var queueLimit: Int
   /// The lane's threads' nice value (Linux): 0 for interactive work, higher so heavy work
   /// yields the CPU to whatever else wants it, the server's QoS; 19 also puts the threads in
-  /// the SCHED_IDLE class, preempted at once by any ordinary thread that wakes.
+  /// the SCHED_IDLE class, and has their jobs give up the CPU every 50 µs as they run (a
+  /// thread that woke beside them could wait milliseconds for a CPU: `LaneJob.progress`).
   public var niceness: Int32
   /// The longest one job may run before it is interrupted, whatever its caller's deadline;
   /// nil for no bound.
