@@ -273,8 +273,9 @@ final class StoreLane: Sendable {
 
 /// One piece of store work in a lane: its body, its caller's control, and why it stopped.
 ///
-/// `@unchecked Sendable`: `state` is behind its mutex; `runDeadline`, `nextYield` and `yieldCount` are written by the lane
-/// thread before the body runs and read only on that thread (by the progress handler).
+/// `@unchecked Sendable`: `state` is behind its mutex; `runDeadline`, `nextYield` and
+/// `yieldCount` are written by the lane thread and read only on that thread (by the progress
+/// handler), `yieldCount` also after the body has run.
 final class LaneJob: @unchecked Sendable {
   /// Why a job was stopped before it finished.
   enum StopReason: Sendable {
@@ -300,8 +301,8 @@ final class LaneJob: @unchecked Sendable {
   private let cancelled = Atomic<Bool>(false)
   private var runDeadline: ContinuousClock.Instant?
   /// Whether the job gives up the CPU now and then as it runs: a background lane's
-  /// (`SCHED_IDLE`), whose threads otherwise kept a waking event loop or interactive read
-  /// waiting for a CPU for milliseconds on this project's machine.
+  /// (`SCHED_IDLE`), whose threads otherwise could keep a waking event loop or interactive
+  /// read waiting milliseconds for a CPU (docs/performance.md, "Robust under load").
   private let yields: Bool
   /// When the job next gives up the CPU (`progress()`); read and written on its thread only.
   private var nextYield = ContinuousClock.now
@@ -374,8 +375,6 @@ final class LaneJob: @unchecked Sendable {
     return work(self)
   }
 
-  /// Whether the body should stop now. Cheap: an atomic load and, when there is a deadline,
-  /// one read of the monotonic clock. Records why.
   /// What SQLite's progress handler asks: whether to stop. A background lane's job also gives
   /// up the CPU to whichever thread waits for it, at most every `yieldInterval`.
   func progress() -> Bool {
@@ -393,6 +392,8 @@ final class LaneJob: @unchecked Sendable {
   /// How often a background lane's job gives up the CPU.
   static let yieldInterval: Duration = .microseconds(50)
 
+  /// Whether the body should stop now. Cheap: an atomic load and, when there is a deadline,
+  /// one read of the monotonic clock. Records why.
   var shouldStop: Bool {
     if self.cancelled.load(ordering: .relaxed) || self.control?.isCancelled == true {
       self.stopReason = self.control?.deadlineHasPassed == true ? .deadline : .cancelled
