@@ -47,7 +47,7 @@ final class LaneJob: @unchecked Sendable {
   init(control: CallControl?, lane: StoreLane?) {
     self.control = control
     self.lane = lane
-    self.yields = (lane?.configuration.niceness ?? 0) >= 19
+    self.yields = lane?.configuration.isBackground ?? false
   }
 
   func prepare(

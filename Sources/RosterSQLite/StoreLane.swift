@@ -16,6 +16,9 @@ public struct LaneConfiguration: Sendable, Hashable {
   /// the SCHED_IDLE class, and has their jobs give up the CPU every `LaneJob.yieldInterval`
   /// as they run (a thread that woke beside them could wait for a CPU: `LaneJob.progress`).
   public var niceness: Int32
+  /// Whether the threads run in the background class (SCHED_IDLE): at niceness 19, as
+  /// `roster_thread_setup` puts them.
+  var isBackground: Bool { self.niceness >= 19 }
   /// The longest one job may run before it is interrupted, whatever its caller's deadline;
   /// nil for no bound.
   public var budget: Duration?
