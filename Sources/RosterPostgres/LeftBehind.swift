@@ -143,8 +143,18 @@ extension PostgresConnection {
   /// Whether a connection still answers after its work failed with `error`: PostgreSQL
   /// reported the error itself, or the work's own code threw it; not when the connection
   /// failed or closed, nor when the work was cancelled, a statement perhaps still running.
+  ///
+  /// Nor after a FATAL or PANIC error, which ends the session: the server closes the
+  /// connection right after it. A ROLLBACK sent in between waited for good (a primary whose
+  /// postmaster was killed answered a write transaction's statement with FATAL 57P01: the
+  /// writer waited out its timeout in `failover_test.py`, and the writes behind it their
+  /// deadlines).
   static func stillAnswering(after error: any Error) -> Bool {
-    if let error = error as? PSQLError { return error.code == .server }
+    if let error = error as? PSQLError {
+      guard error.code == .server else { return false }
+      let severity = error.serverInfo?[.severity] ?? error.serverInfo?[.localizedSeverity]
+      return severity != "FATAL" && severity != "PANIC"
+    }
     if error is CancellationError { return false }
     return true
   }

@@ -7,7 +7,8 @@ import Testing
 
 /// The store's own keep-alive (`PostgresStore.keepAlive`) reaches every pooled connection while
 /// nothing else runs, and a connection that dies is replaced and reached in turn; the pool
-/// gets through PostgreSQL refusing connections for a while.
+/// gets through PostgreSQL refusing connections for a while; a session the server ended is
+/// told from one that goes on.
 @Suite("PostgreSQL connection pool", .timeLimit(.minutes(5)), .enabled(if: PostgresTesting.enabled))
 struct PoolTests {
   /// The backends whose last statement was the keep-alive.
@@ -157,5 +158,39 @@ struct PoolTests {
     _ = await pool.value
     try await Self.drop(role, admin)
     #expect(answered == [8, 100, 16])
+  }
+
+  @Test(
+    "a connection whose session the server ended with FATAL is not sent a ROLLBACK; a plain error's is"
+  )
+  func fatalEndsTheSession() async throws {
+    let admin = try PostgresTesting.configuration()
+    let connection = try await PostgresTesting.connect(admin)
+    @Sendable func pid() async throws -> Int32 {
+      try await connection.query("SELECT pg_backend_pid()", logger: PostgresTesting.logger)
+        .collect().first?.decode(Int32.self) ?? 0
+    }
+    let backend = try await pid()
+    // An ERROR: the session goes on.
+    let plain = await #expect(throws: PSQLError.self) {
+      try await connection.query("SELECT 1 / 0", logger: PostgresTesting.logger).collect()
+    }
+    #expect(PostgresConnection.stillAnswering(after: try #require(plain)))
+    #expect(try await pid() == backend)
+    // FATAL 57P01, as a server whose postmaster was killed sends: the session ends.
+    let sleeping = Task {
+      try await connection.query("SELECT pg_sleep(60)", logger: PostgresTesting.logger)
+        .collect()
+    }
+    let active = "SELECT count(*) FROM pg_stat_activity WHERE pid = \(backend) AND state = 'active'"
+    for _ in 0 ..< 400
+    where try await PostgresTesting.query(admin, active).first?.decode(Int64.self) == 0 {
+      try await Task.sleep(for: .milliseconds(25))
+    }
+    _ = try await PostgresTesting.query(admin, "SELECT pg_terminate_backend(\(backend))")
+    let fatal = try #require(await #expect(throws: PSQLError.self) { try await sleeping.value })
+    #expect(PostgresStore.sqlState(fatal) == "57P01", "\(String(reflecting: fatal))")
+    #expect(!PostgresConnection.stillAnswering(after: fatal))
+    try? await connection.close()
   }
 }
