@@ -139,6 +139,11 @@ extension PostgresStore {
 
   /// Inserts a chunk of checked sales with one set-based statement over arrays, which also
   /// names the rows whose guid no employee has.
+  ///
+  /// Each sale finds its employee through the guid index, in a subquery of its own: as a
+  /// join, PostgreSQL weighed the chunk's thousands of guids against the table and chose a
+  /// hash join over a scan of every employee, for every chunk (docs/performance.md, "Moving
+  /// a directory between backends").
   private func insertSales(
     _ rows: [(index: Int, guid: String, cents: Int64, date: String)],
     context: WriteContext
@@ -148,10 +153,9 @@ extension PostgresStore {
         try await transaction.rows(
           """
           WITH given AS (
-            SELECT u.ord, u.cents, u.date, e.id
+            SELECT u.ord, u.cents, u.date, (SELECT e.id FROM employees e WHERE e.guid = u.guid) AS id
             FROM unnest(\(rows.map(\.guid))::text[], \(rows.map(\.cents))::int8[], \(rows.map(\.date))::text[])
               WITH ORDINALITY AS u(guid, cents, date, ord)
-            LEFT JOIN employees e ON e.guid = u.guid
           ), inserted AS (
             INSERT INTO sales (employee_id, amount_cents, date)
             SELECT id, cents, date FROM given WHERE id IS NOT NULL ORDER BY ord
