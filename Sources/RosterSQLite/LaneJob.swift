@@ -4,9 +4,9 @@ internal import Synchronization
 
 /// One piece of store work in a lane: its body, its caller's control, and why it stopped.
 ///
-/// `@unchecked Sendable`: `state` is behind its mutex; `runDeadline`, `nextYield` and
-/// `yieldCount` are written by the lane thread and read only on that thread (by the progress
-/// handler), `yieldCount` also after the body has run.
+/// `@unchecked Sendable`: `phase` is behind its mutex and `cancelled` atomic; every `var` is
+/// written by the lane thread as the job begins and runs, and read on that thread (by the
+/// progress handler) or once the body has run.
 final class LaneJob: @unchecked Sendable {
   /// Why a job was stopped before it finished.
   enum StopReason: Sendable {
