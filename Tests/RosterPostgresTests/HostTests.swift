@@ -8,7 +8,7 @@ import Testing
 
 /// Several hosts in one address: the host that suits is found in order (`HostFinder`), and a
 /// suspected host makes calls fail at once until it or another is found (`HostPool`).
-@Suite("PostgreSQL hosts", .timeLimit(.minutes(3)), .enabled(if: PostgresTesting.enabled))
+@Suite("PostgreSQL hosts", .timeLimit(.minutes(10)), .enabled(if: PostgresTesting.enabled))
 struct HostTests {
   /// A loopback port nothing listens on.
   static func closedPort() throws -> Int {

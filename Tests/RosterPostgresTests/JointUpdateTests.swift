@@ -11,7 +11,7 @@ import Testing
 /// its own change in the log, and two updates of one employee both land.
 @Suite(
   "PostgreSQL updates and creates written together",
-  .timeLimit(.minutes(5)),
+  .timeLimit(.minutes(10)),
   .enabled(if: PostgresTesting.enabled)
 )
 struct JointUpdateTests {

@@ -7,7 +7,7 @@ import Testing
 
 /// `PointReads`: concurrent `GetEmployee` reads share statements, and each still gets its own
 /// answer, found or not, cancelled or not.
-@Suite("PostgreSQL point reads", .timeLimit(.minutes(5)), .enabled(if: PostgresTesting.enabled))
+@Suite("PostgreSQL point reads", .timeLimit(.minutes(10)), .enabled(if: PostgresTesting.enabled))
 struct PointReadTests {
   @Test(
     "300 concurrent reads of 200 employees and 100 unknown guids: each its own answer, from fewer statements"

@@ -9,7 +9,7 @@ import Testing
 /// TLS to PostgreSQL, as libpq's `sslmode` and `sslrootcert` ask for it, against the
 /// throwaway cluster `scripts/postgres` starts with a certificate signed by a CA of its own
 /// (`ROSTER_TEST_POSTGRES_CA`).
-@Suite("PostgreSQL TLS", .enabled(if: PostgresTesting.enabled), .timeLimit(.minutes(3)))
+@Suite("PostgreSQL TLS", .enabled(if: PostgresTesting.enabled), .timeLimit(.minutes(10)))
 struct PostgresTLSTests {
   static var caFile: String {
     get throws {

@@ -11,7 +11,7 @@ import Testing
 /// The time limit only catches a hang: the heavy lane's threads run at nice 19, and on a
 /// machine busy with every other suite they took over 60 s for 23 trivial reads (a CI run,
 /// 2026-11-27).
-@Suite("Store lanes", .timeLimit(.minutes(5)))
+@Suite("Store lanes", .timeLimit(.minutes(10)))
 struct LaneTests {
   /// A statement that runs for minutes: counts a recursive sequence of 500 million. Bounded, so
   /// a broken interrupt fails the suite (by its time limit) without running forever.

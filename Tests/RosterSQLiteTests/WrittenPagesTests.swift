@@ -9,7 +9,7 @@ import Testing
 
 /// Pages written from SQLite's bytes (`writtenEmployeePages`) carry only valid UTF-8, as
 /// protobuf's strings must: SQLite keeps whatever bytes a text was given.
-@Suite("Pages written from SQLite's bytes", .timeLimit(.minutes(2)))
+@Suite("Pages written from SQLite's bytes", .timeLimit(.minutes(10)))
 struct WrittenPagesTests {
   /// Records each row's `about` as the writer was given it.
   struct AboutWriter: EmployeeRowWriter {

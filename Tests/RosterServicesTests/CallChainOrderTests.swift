@@ -6,7 +6,7 @@ import Testing
 
 /// `CallChain`'s order: begins outermost first, ends innermost first and only for the
 /// interceptors that began, each seeing the error the inner ones passed on.
-@Suite("Call chain order", .timeLimit(.minutes(1)))
+@Suite("Call chain order", .timeLimit(.minutes(10)))
 struct CallChainOrderTests {
   @Test("ends run innermost first, for the interceptors that began, with the error each passes on")
   func order() async throws {

@@ -13,7 +13,7 @@ import Testing
 /// entries: `run` (a unary call in a task, which the unary fast path, Connect and gRPC-Web run),
 /// `runNow` (a call that never waits, which the fast path runs without a task) and `intercept`
 /// (which `GRPCServer` runs, for streams).
-@Suite("Call chain", .timeLimit(.minutes(5)))
+@Suite("Call chain", .timeLimit(.minutes(10)))
 struct CallChainTests {
   static let getEmployee = Roster_V1_Directory.Method.GetEmployee.descriptor
 

@@ -12,7 +12,7 @@ import Testing
 /// the bytes SwiftProtobuf writes for the same message, and `EmployeeJSON` writes strict JSON of
 /// the value SwiftProtobuf writes, which SwiftProtobuf's reader reads as that message. A disagreement is reported with its seed and
 /// shrunk to the fewest, shortest employees and the smallest mask that still disagree.
-@Suite("Employee codecs against swift-protobuf, property checks", .timeLimit(.minutes(2)))
+@Suite("Employee codecs against swift-protobuf, property checks", .timeLimit(.minutes(10)))
 struct EmployeeCodecPropertyTests {
   /// Plain letters first (what text shrinks to), then what each format escapes or encodes
   /// specially: multibyte UTF-8, JSON's quote, backslash and control characters, a character

@@ -11,7 +11,7 @@ import Testing
 /// employees: SwiftProtobuf must read each as the message it would have written, for every
 /// mask, with every kind of character in the text (random pages: `EmployeeCodecPropertyTests`),
 /// also when written row by row as the store reads them.
-@Suite("Employees and pages written straight to JSON", .timeLimit(.minutes(2)))
+@Suite("Employees and pages written straight to JSON", .timeLimit(.minutes(10)))
 struct EmployeeJSONTests {
   /// An employee from `EmployeeWireTests`' generator, with JSON's special characters, control
   /// characters and characters outside the Basic Multilingual Plane in its text, and a time

@@ -9,7 +9,7 @@ import Testing
 /// `EmployeeWire` writes a page's protobuf bytes straight from the store's employees: they must
 /// be the bytes SwiftProtobuf writes for the same page built as messages, for every mask (random
 /// pages: `EmployeeCodecPropertyTests`), also when written row by row as the store reads them.
-@Suite("Employees and pages written straight to protobuf", .timeLimit(.minutes(2)))
+@Suite("Employees and pages written straight to protobuf", .timeLimit(.minutes(10)))
 struct EmployeeWireTests {
   @Test("pages written row by row as the store reads them: the same bytes as SwiftProtobuf")
   func writtenRows() throws {

@@ -6,7 +6,7 @@ import Testing
 
 /// LookupEmployee over gRPC, on every backend: the store's lookup is the store contract's
 /// (`StoreContract.lookupByEmail`); these are the request's checks and the reply's mask.
-@Suite("LookupEmployee", .timeLimit(.minutes(5)))
+@Suite("LookupEmployee", .timeLimit(.minutes(10)))
 struct LookupEmployeeTests {
   static let grace: Employee = {
     var employee = makeEmployee(name: "Grace Hopper", department: "Engineering", active: true)

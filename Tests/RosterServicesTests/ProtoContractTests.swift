@@ -5,7 +5,7 @@ import Testing
 
 /// What the protos promise beyond their messages, read from the descriptor set the server
 /// serves through reflection (made from `Protos/` by scripts/generate-protos).
-@Suite("The protos' contract", .timeLimit(.minutes(1)))
+@Suite("The protos' contract", .timeLimit(.minutes(10)))
 struct ProtoContractTests {
   /// Reads are the methods a reader may call, and the ones a Connect client may call with GET:
   /// the two declarations of a method (its role, its `idempotency_level`) agree.

@@ -10,7 +10,7 @@ import Testing
 /// behind it, as the transport builds them, fed the client's raw bytes: each ends in GOAWAY
 /// with its error code, then the connection closes; a stream error resets its stream and
 /// leaves the connection open.
-@Suite("Connection errors", .timeLimit(.minutes(1)))
+@Suite("Connection errors", .timeLimit(.minutes(10)))
 struct ConnectionErrorTests {
   /// A server connection as `RosterHTTP2Transport` makes one, already past the client's
   /// preface and SETTINGS.

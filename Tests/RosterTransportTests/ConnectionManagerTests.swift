@@ -8,7 +8,7 @@ import Testing
 
 /// `ConnectionManager` on an `EmbeddedChannel`, its timers driven by the embedded loop's clock:
 /// idle and age, GOAWAY and the close after it, keepalive, ping policing, and floods.
-@Suite("Connection management", .timeLimit(.minutes(1)))
+@Suite("Connection management", .timeLimit(.minutes(10)))
 struct ConnectionManagerTests {
   static let limits = ConnectionManager.Limits(
     maxIdleTime: .seconds(60),

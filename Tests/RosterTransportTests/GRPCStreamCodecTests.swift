@@ -10,7 +10,7 @@ import Testing
 
 /// `GRPCStreamCodec` on an `EmbeddedChannel`: messages gathered across DATA frames, compressed
 /// messages inflated within the size limit, and the statuses for messages it cannot read.
-@Suite("gRPC stream codec", .timeLimit(.minutes(1)))
+@Suite("gRPC stream codec", .timeLimit(.minutes(10)))
 struct GRPCStreamCodecTests {
   static let limit = 64 * 1024
 

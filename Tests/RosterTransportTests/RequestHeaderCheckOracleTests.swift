@@ -13,7 +13,7 @@ import Testing
 /// verdicts must agree, for request blocks and for trailers. The random blocks are a property
 /// check (swift-property-based): a disagreement is reported with its seed, shrunk to the fewest
 /// edits of a well-formed block that still disagree.
-@Suite("Request header checks against swift-nio-http2", .timeLimit(.minutes(2)))
+@Suite("Request header checks against swift-nio-http2", .timeLimit(.minutes(10)))
 struct RequestHeaderCheckOracleTests {
   /// Names a client might send, well-formed or not, pseudo-headers among them.
   static let names = [
