@@ -190,36 +190,55 @@ extension PostgresStore {
       budget: self.configuration.statementTimeout,
       deadline: control?.deadline
     )
-    // BEGIN is queued on the connection and not awaited: the statement after it goes from the
-    // connection's event loop as soon as BEGIN is done, without a hop through this task
-    // (each hop waits for a thread on a busy machine). Its outcome is checked after.
+    // BEGIN and the set-up (the backend's pid, the timeout, the planner settings) are queued on
+    // the connection and not awaited: the read's own statement goes from the connection's event
+    // loop as soon as they are done, without a hop through this task for each (each hop waits
+    // for a thread on a busy machine). Their outcomes are checked after it; a failure of either
+    // is the read's error (the read's statement then failed, or ran outside its transaction).
+    try connection.checkOpen()
     let begun = connection.query("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
     let settings = planner.map { ", set_config('\($0.0)', '\($0.1)', true)" }.joined()
-    do {
-      let setUp = try await read.row(
-        """
-        SELECT pg_backend_pid(), set_config('statement_timeout', \(String(timeout)), true),
-          set_config('application_name', \(tag), true)\(unescaped: settings)
-        """
-      )
-      _ = try await begun.get()
-      guard let pid = try setUp?[0].decode(Int32.self) else {
+    let setUp: EventLoopFuture<PostgresQueryResult> = connection.query(
+      """
+      SELECT pg_backend_pid(), set_config('statement_timeout', \(String(timeout)), true),
+        set_config('application_name', \(tag), true)\(unescaped: settings)
+      """,
+      logger: self.logger
+    )
+    let pid = setUp.flatMapThrowing { result -> Int32 in
+      guard let row = result.rows.first else {
         throw StoreError(.unavailable, "the database did not answer; try again")
       }
+      return try row.makeRandomAccess()[0].decode(Int32.self)
+    }
+    do {
+      // A cancel that comes before the set-up's answer is sent once the pid is known.
       let cancel: @Sendable () -> Void = {
-        Task {
-          try? await pool.query(
-            "SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE pid = \(pid) AND application_name = \(tag)"
-          )
+        pid.whenSuccess { pid in
+          Task {
+            try? await pool.query(
+              "SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE pid = \(pid) AND application_name = \(tag)"
+            )
+          }
         }
       }
       let hook = control?.addCancellationHook(cancel)
       defer { control?.removeCancellationHook(hook) }
-      let value = try await withTaskCancellationHandler {
-        try await body(read)
-      } onCancel: {
-        cancel()
+      let value: T
+      do {
+        value = try await withTaskCancellationHandler {
+          try await body(read)
+        } onCancel: {
+          cancel()
+        }
+      } catch {
+        // The read's statement failed because BEGIN or the set-up did: theirs is the cause.
+        _ = try await begun.get()
+        _ = try await pid.get()
+        throw error
       }
+      _ = try await begun.get()
+      _ = try await pid.get()
       // Nor is COMMIT awaited: the reply needs nothing from it (the transaction only read),
       // and the connection's next statement, whoever leases it, is queued behind it. A COMMIT
       // that fails leaves nothing to undo: the connection's failure is its next user's.

@@ -61,6 +61,24 @@ struct HeavyReadTests {
     }
   }
 
+  @Test("a heavy read whose set-up fails ends with the set-up's error, and gives its place back")
+  func failedSetUp() async throws {
+    let configuration = try PostgresTesting.configuration()
+    try await PostgresTesting.withStore(configuration) { store in
+      // The read's own statement is sent before the set-up's answer is in, so it runs in a
+      // transaction the set-up aborted and fails too (25P02): the set-up's error is the cause.
+      let error = try await #require(throws: PSQLError.self) {
+        try await store.heavy(planner: [("enable_no_such_plan", "off")]) {
+          try await $0.rows("SELECT 1")
+        }
+      }
+      #expect(PostgresStore.sqlState(error) == "42704", "\(String(reflecting: error))")
+      #expect(store.heavyReads.load == (0, 0))
+      let rows = try await store.heavy { try await $0.rows("SELECT 2") }
+      #expect(try rows.first?[0].decode(Int.self) == 2)
+    }
+  }
+
   @Test("a cancelled call stops its statement at the server")
   func cancellation() async throws {
     let configuration = try PostgresTesting.configuration()
