@@ -9,7 +9,11 @@ import Testing
 /// nothing else runs, and a connection that dies is replaced and reached in turn; the pool
 /// gets through PostgreSQL refusing connections for a while; a session the server ended is
 /// told from one that goes on.
-@Suite("PostgreSQL connection pool", .timeLimit(.minutes(10)), .enabled(if: PostgresTesting.enabled))
+@Suite(
+  "PostgreSQL connection pool",
+  .timeLimit(.minutes(10)),
+  .enabled(if: PostgresTesting.enabled)
+)
 struct PoolTests {
   /// The backends whose last statement was the keep-alive.
   static func pinged(_ configuration: PostgresConfiguration) async throws -> Set<Int32> {
