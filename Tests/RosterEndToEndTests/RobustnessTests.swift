@@ -136,25 +136,14 @@ struct RobustnessTests {
       }
       // The lane counts the statement it interrupted once the statement has stopped. Without
       // the interrupt it would run to its end and count nothing.
-      #expect(try await Self.eventually { try await server.metric(interrupted) == 1 })
+      #expect(try await eventually { try await server.metric(interrupted) == 1 })
 
       // A call that brings no deadline gets the server's default (0.1 s here).
       await expectStatus(.deadlineExceeded, mentioning: "default of") {
         _ = try await analytics.aggregateSales(Self.heavy)
       }
-      #expect(try await Self.eventually { try await server.metric(interrupted) == 2 })
+      #expect(try await eventually { try await server.metric(interrupted) == 2 })
     }
-  }
-
-  /// Whether `condition` holds within a minute (a bound that only catches a hang: how soon
-  /// the server stops is a speed, which scripts/bench-robust measures).
-  static func eventually(_ condition: () async throws -> Bool) async throws -> Bool {
-    let end = ContinuousClock.now + .seconds(60)
-    while ContinuousClock.now < end {
-      if try await condition() { return true }
-      try await Task.sleep(for: .milliseconds(50))
-    }
-    return false
   }
 
   @Test("past the heavy queue, a call gets RESOURCE_EXHAUSTED at once and the server stays healthy")

@@ -39,10 +39,7 @@ struct HeavyReadTests {
       try await withThrowingTaskGroup(of: Void.self) { group in
         for _ in 0 ..< 2 { group.addTask { try await Self.sleep(store, seconds: 4) } }
         // Wait until one runs and one waits.
-        for _ in 0 ..< 200 where store.heavyReads.load != (1, 1) {
-          try await Task.sleep(for: .milliseconds(10))
-        }
-        #expect(store.heavyReads.load == (1, 1))
+        #expect(try await eventually { store.heavyReads.load == (1, 1) })
         let error = await #expect(throws: StoreError.self) {
           try await Self.sleep(store, seconds: 4)
         }
@@ -89,10 +86,7 @@ struct HeavyReadTests {
           try await Self.sleep(store, seconds: 60.1)
         }
       }
-      for _ in 0 ..< 200 where try await Self.sleepers(configuration, seconds: 60.1) == 0 {
-        try await Task.sleep(for: .milliseconds(10))
-      }
-      #expect(try await Self.sleepers(configuration, seconds: 60.1) == 1)
+      #expect(try await eventually { try await Self.sleepers(configuration, seconds: 60.1) == 1 })
       let cancelled = ContinuousClock.now
       control.cancel()
       let error = try await #require(throws: StoreError.self) { try await call.value }
@@ -111,10 +105,7 @@ struct HeavyReadTests {
     let configuration = try PostgresTesting.configuration()
     try await PostgresTesting.withStore(configuration) { store in
       let task = Task { try await Self.sleep(store, seconds: 60.2) }
-      for _ in 0 ..< 200 where try await Self.sleepers(configuration, seconds: 60.2) == 0 {
-        try await Task.sleep(for: .milliseconds(10))
-      }
-      #expect(try await Self.sleepers(configuration, seconds: 60.2) == 1)
+      #expect(try await eventually { try await Self.sleepers(configuration, seconds: 60.2) == 1 })
       let cancelled = ContinuousClock.now
       task.cancel()
       let error = try await #require(throws: StoreError.self) { try await task.value }

@@ -144,9 +144,7 @@ struct HostTests {
       admin,
       "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = '\(role)'"
     )
-    for _ in 0 ..< 100 where try await PoolTests.backends(role, admin) > 0 {
-      try await Task.sleep(for: .milliseconds(50))
-    }
+    _ = try await eventually { try await PoolTests.backends(role, admin) == 0 }
     // A client's deadline, well short of the circuit breaker's minute.
     let call = Task { try await selectOne() }
     let deadline = Task {

@@ -281,10 +281,7 @@ struct PictureServiceTests {
         }
       }
       // The server notices the cancelled stream on its own schedule.
-      for _ in 0 ..< 100 where try await !Self.stored(store).isEmpty {
-        try await Task.sleep(for: .milliseconds(50))
-      }
-      #expect(try await Self.stored(store).isEmpty)
+      #expect(try await eventually { try await Self.stored(store).isEmpty })
       let employee = try await directory.getEmployee(.with { $0.guid = Self.alice.guid })
       #expect(!employee.hasPicture_p)
       #expect(store.latestChange == 2, "only the two imported employees were logged")
