@@ -17,6 +17,7 @@ behaviour, with the margins of a busy 2-core machine, not a speed.
 Usage: slow_clients_test.py ROSTER_BINARY
 """
 import os
+import shutil
 import socket
 import ssl
 import subprocess
@@ -64,6 +65,7 @@ def setUpModule():
 def tearDownModule():
     if SERVER is not None:
         servers.stop(SERVER)
+    shutil.rmtree(WORK, ignore_errors=True)
 
 
 def tls_socket():

@@ -24,6 +24,7 @@ Usage: scripts/postgres run -- python3 faults_test.py ROSTER_BINARY  (through ru
 import os
 import queue
 import random
+import shutil
 import socket
 import subprocess
 import sys
@@ -173,8 +174,10 @@ def main():
     if failures:
         print("faults: FAILED\n  " + "\n  ".join(failures), file=sys.stderr)
         print(open(os.path.join(WORK, "server.log")).read()[-3000:], file=sys.stderr)
+        print(f"logs in {WORK}", file=sys.stderr)
         sys.exit(1)
     print("faults: passed", file=sys.stderr)
+    shutil.rmtree(WORK)
 
 
 def run(roster_pid):
