@@ -224,21 +224,23 @@ extension PostgresStore {
       }
       let hook = control?.addCancellationHook(cancel)
       defer { control?.removeCancellationHook(hook) }
-      let value: T
+      let outcome: Result<T, any Error>
       do {
-        value = try await withTaskCancellationHandler {
-          try await body(read)
-        } onCancel: {
-          cancel()
-        }
+        outcome = .success(
+          try await withTaskCancellationHandler {
+            try await body(read)
+          } onCancel: {
+            cancel()
+          }
+        )
       } catch {
-        // The read's statement failed because BEGIN or the set-up did: theirs is the cause.
-        _ = try await begun.get()
-        _ = try await pid.get()
-        throw error
+        outcome = .failure(error)
       }
+      // When BEGIN or the set-up failed, the read's statement failed with them (or ran outside
+      // its transaction): theirs is the error.
       _ = try await begun.get()
       _ = try await pid.get()
+      let value = try outcome.get()
       // Nor is COMMIT awaited: the reply needs nothing from it (the transaction only read),
       // and the connection's next statement, whoever leases it, is queued behind it. A COMMIT
       // that fails leaves nothing to undo: the connection's failure is its next user's.
