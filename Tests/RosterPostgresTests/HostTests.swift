@@ -102,17 +102,15 @@ struct HostTests {
       (error as? StoreError)?.message == HostPool.lookingForHost.message
     }
     let running = Task { await pool.run() }
-    var answered = 0
-    for _ in 0 ..< 100 where answered == 0 {
-      answered =
-        (try? await pool.withConnection { connection in
-          try await connection.query("SELECT 1", logger: PostgresTesting.logger).collect().count
-        }) ?? 0
-      if answered == 0 { try await Task.sleep(for: .milliseconds(50)) }
+    let answered = try await eventually {
+      let rows = try? await pool.withConnection { connection in
+        try await connection.query("SELECT 1", logger: PostgresTesting.logger).collect().count
+      }
+      return rows == 1
     }
     running.cancel()
     await running.value
-    #expect(answered == 1)
+    #expect(answered)
   }
 
   @Test(
