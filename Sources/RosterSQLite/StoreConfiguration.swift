@@ -62,7 +62,7 @@ public struct StoreConfiguration: Sendable {
   )
   /// The most sales one page of medians reads, unless one group holds more: the page ends at
   /// a group boundary with fewer groups than asked, so a page's time stays bounded
-  /// (docs/performance.md, "Search and aggregates"). 0 means no limit: a page holds as many
+  /// (docs/performance.md, "Reads as a client sees them"). 0 means no limit: a page holds as many
   /// groups as asked.
   public var medianRowsPerPage: Int64 = 500_000
   /// The time a page of department medians from the amount buckets may take before it ends
