@@ -12,10 +12,9 @@ public struct LaneConfiguration: Sendable, Hashable {
   /// Jobs waiting for a thread; one more is refused with `resourceExhausted` at once.
   public var queueLimit: Int
   /// The wait a job may have had for a thread before the queue counts as standing: once every
-  /// job taken for `standingInterval` had waited longer, with `standingQueueMinimum` or more
-  /// left waiting, the lane sheds, refusing new jobs with `resourceExhausted` at once while
-  /// that many wait, until a job is taken that waited less (CoDel's rule, applied on
-  /// arrival). A queue that stands rather than drains means more work arrives
+  /// job taken for `standingInterval` had waited longer, the lane sheds, refusing new jobs
+  /// with `resourceExhausted` at once until a job is taken that waited less (CoDel's rule,
+  /// applied on arrival). A queue that stands rather than drains means more work arrives
   /// than the threads can do; a job admitted behind it would wait as long and answer late,
   /// while refused at once its caller can retry elsewhere (docs/performance.md, "Overload").
   /// Bursts that drain within the interval are admitted, up to `queueLimit`. Nil: the count
@@ -159,7 +158,7 @@ final class StoreLane: Sendable {
     enum Admission { case refused, queued, wake, start }
     let admission: Admission = self.core.withLock { state in
       guard state.queue.count < self.configuration.queueLimit || state.idle > state.queue.count,
-        !state.shedding || state.queue.count < Self.standingQueueMinimum
+        !state.shedding || state.queue.isEmpty
       else {
         state.statistics.rejected += 1
         return .refused
@@ -253,7 +252,7 @@ final class StoreLane: Sendable {
       }
       let job = state.queue.removeFirst()
       if let target = self.configuration.queueTarget {
-        state.took(waitedSince: job.enqueued, target: target, minimum: Self.standingQueueMinimum)
+        state.took(waitedSince: job.enqueued, target: target)
       }
       state.statistics.running += 1
       self.metrics.depth.record(state.queue.count)
@@ -278,12 +277,6 @@ final class StoreLane: Sendable {
   /// the lane sheds: CoDel's interval, long enough for a burst to drain.
   static let standingInterval: Duration = .milliseconds(100)
 
-  /// The fewest jobs waiting that count as a standing queue (CoDel's floor of one packet):
-  /// a few callers whose jobs wait because the machine is busy with other processes, not
-  /// with them, gain nothing from being refused, so the lane sheds only when at least this
-  /// many wait.
-  static let standingQueueMinimum = 32
-
   /// The queue and counters, under the condition variable the idle threads wait on.
   private struct State {
     var queue: [LaneJob] = []
@@ -292,19 +285,13 @@ final class StoreLane: Sendable {
     var statistics = LaneStatistics()
     /// Since when every job taken had waited past the target; nil after one that did not.
     var aboveTargetSince: ContinuousClock.Instant?
-    /// Whether new jobs are refused while `standingQueueMinimum` or more wait: the queue has
-    /// stood for the interval.
+    /// Whether new jobs are refused while others wait: the queue has stood for the interval.
     var shedding = false
 
-    /// Notes the wait of a job just taken from the queue, with `minimum` jobs the fewest
-    /// waiting that count as standing.
-    mutating func took(
-      waitedSince enqueued: ContinuousClock.Instant,
-      target: Duration,
-      minimum: Int
-    ) {
+    /// Notes the wait of a job just taken from the queue.
+    mutating func took(waitedSince enqueued: ContinuousClock.Instant, target: Duration) {
       let now = ContinuousClock.now
-      guard now - enqueued > target, self.queue.count >= minimum else {
+      guard now - enqueued > target else {
         self.aboveTargetSince = nil
         self.shedding = false
         return

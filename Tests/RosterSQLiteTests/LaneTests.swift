@@ -242,33 +242,27 @@ struct LaneTests {
     }
   }
 
-  /// Jobs finished.
-  final class Count: Sendable {
-    let value = Atomic(0)
-  }
-
-  /// A lane of one thread with a 50 ms queue target, `jobs` jobs that each wait for `gate`
-  /// (the first runs at once), and a way to submit one more: the error it was refused with, or
-  /// nil when admitted.
-  static func gatedLane(
-    jobs: Int,
-    gate: DispatchSemaphore,
-    done: Count
-  ) -> (lane: StoreLane, refusal: () -> StoreError?) {
+  @Test(
+    "a queue that stands sheds: new jobs are refused at once while others wait, until one is taken that waited less than the target"
+  )
+  func standingQueueSheds() async throws {
     let lane = StoreLane(
       name: "test",
       configuration: LaneConfiguration(width: 1, queueLimit: 100, queueTarget: .milliseconds(50))
     )
-    for _ in 0 ..< jobs {
+    let gate = DispatchSemaphore(value: 0)
+    let done = Atomic(0)
+    for _ in 0 ..< 6 {
       _ = lane.submit(
         { _ in
           gate.wait()
-          done.value.add(1, ordering: .relaxed)
+          done.add(1, ordering: .relaxed)
         },
         stopped: { _ in }
       )
     }
-    let refusal = { () -> StoreError? in
+    /// Submits a job that does nothing: the error it was refused with, or nil when admitted.
+    func refusal() -> StoreError? {
       let error = Mutex<StoreError?>(nil)
       _ = lane.submit(
         { _ in },
@@ -276,23 +270,12 @@ struct LaneTests {
       )
       return error.withLock { $0 }
     }
-    return (lane, refusal)
-  }
-
-  @Test(
-    "a queue that stands sheds: new jobs are refused at once while many wait, until one is taken that waited less than the target"
-  )
-  func standingQueueSheds() async throws {
-    let gate = DispatchSemaphore(value: 0)
-    let done = Count()
-    let jobs = StoreLane.standingQueueMinimum + 8
-    let (lane, refusal) = Self.gatedLane(jobs: jobs, gate: gate, done: done)
-    // Only taking a job changes whether the lane sheds, and each next one is taken when the one
-    // before is let go: the second, 60 ms on, has waited past the target, but the queue has not
-    // yet stood for the interval.
+    // The first job runs at once. Only taking a job changes whether the lane sheds, and each
+    // next one is taken when the one before is let go: the second, 60 ms on, has waited past
+    // the target, but the queue has not yet stood for the interval.
     try await Task.sleep(for: .milliseconds(60))
     gate.signal()
-    #expect(try await eventually { lane.statistics.queued == jobs - 2 })
+    #expect(try await eventually { lane.statistics.running == 1 && lane.statistics.queued == 4 })
     #expect(!lane.statistics.shedding)
     #expect(refusal() == nil)
     // The third, taken 110 ms later, has waited past it too: the queue stood for 100 ms.
@@ -301,32 +284,12 @@ struct LaneTests {
     #expect(try await eventually { lane.statistics.shedding })
     #expect(refusal()?.code == .resourceExhausted)
     #expect(lane.statistics.rejected == 1)
-    for _ in 0 ..< jobs - 2 { gate.signal() }
+    for _ in 0 ..< 4 { gate.signal() }
     #expect(try await eventually { lane.statistics.running == 0 && lane.statistics.queued == 0 })
-    #expect(done.value.load(ordering: .relaxed) == jobs)
+    #expect(done.load(ordering: .relaxed) == 6)
     // Drained, a job is admitted, and one taken without waiting past the target ends the
     // shedding.
     #expect(try await eventually { refusal() == nil && !lane.statistics.shedding })
-  }
-
-  @Test(
-    "a few jobs that wait past the target, because the machine is busy rather than the lane, are never refused"
-  )
-  func shortQueueDoesNotShed() async throws {
-    let gate = DispatchSemaphore(value: 0)
-    let done = Count()
-    let jobs = 6
-    let (lane, refusal) = Self.gatedLane(jobs: jobs, gate: gate, done: done)
-    for _ in 0 ..< 3 {
-      try await Task.sleep(for: .milliseconds(110))
-      gate.signal()
-    }
-    #expect(try await eventually { lane.statistics.queued <= jobs - 4 })
-    #expect(!lane.statistics.shedding)
-    #expect(refusal() == nil)
-    for _ in 0 ..< jobs - 3 { gate.signal() }
-    #expect(try await eventually { done.value.load(ordering: .relaxed) == jobs })
-    #expect(lane.statistics.rejected == 0)
   }
 
   @Test("a call already past its deadline runs nothing")
