@@ -38,7 +38,6 @@ public struct SQLiteStore: Sendable {
   let nameCount = NameCount()
   /// Cheap reads whose cost is bounded by a page.
   let interactive: StoreLane
-  /// Point calls, which answer by themselves (`runPointCall`), at the event loops' priority.
   let point: StoreLane
   /// Reads whose cost grows with the data.
   let heavy: StoreLane

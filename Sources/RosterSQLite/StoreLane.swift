@@ -23,9 +23,9 @@ public struct LaneConfiguration: Sendable, Hashable {
   /// The lane's threads' nice value (Linux): 0 for point calls, which answer from the lane's
   /// thread; above 0 so the lane yields the CPU to the event loops, which must read every
   /// request to answer or refuse it (5 for interactive reads, 19 for heavy ones), the server's
-  /// QoS. 19 also puts the threads in the SCHED_IDLE class, and has their jobs give up the CPU
-  /// every `LaneJob.yieldInterval` as they run (a thread that woke beside them could wait for
-  /// a CPU: `LaneJob.progress`).
+  /// QoS; 19 also puts the threads in
+  /// the SCHED_IDLE class, and has their jobs give up the CPU every `LaneJob.yieldInterval`
+  /// as they run (a thread that woke beside them could wait for a CPU: `LaneJob.progress`).
   public var niceness: Int32
   /// Whether the threads run in the background class (SCHED_IDLE): at niceness 19, as
   /// `roster_thread_setup` puts them.

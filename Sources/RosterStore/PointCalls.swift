@@ -1,11 +1,12 @@
 public import RosterDomain
 
 /// A store that runs a whole point call as one synchronous job, where its point reads run:
-/// SQLite's point lane. A transport then answers `GetEmployee` without a task of its own: the
-/// call's interceptors, handler and reply run in the job, which reads with `employeeNow`, and
-/// the reply goes back to the connection from there, saving the task, its executor hops and the
-/// interceptors' async frames (docs/performance.md, "What the fast path's parts saved"). A
-/// backend whose reads wait on a network (PostgreSQL) does not offer this.
+/// SQLite's point lane. A transport
+/// then answers `GetEmployee` without a task of its own: the call's interceptors, handler and
+/// reply run in the job, which reads with `employeeNow`, and the reply goes back to the
+/// connection from there, saving the task, its executor hops and the interceptors' async frames
+/// (docs/performance.md, "What the fast path's parts saved"). A backend whose reads wait on a
+/// network (PostgreSQL) does not offer this.
 ///
 /// ```swift
 /// let cancel = store.runPointCall({ answer(call()) }, stopped: { error in answer(.failure(error)) })

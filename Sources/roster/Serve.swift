@@ -355,7 +355,7 @@ struct Serve: AsyncParsableCommand {
       self.interactiveQueue >= 0, self.interactiveQueueTargetMs >= 0
     else {
       throw ValidationError(
-        "--heavy-concurrency and --interactive-concurrency must be at least 1; the queues and --interactive-queue-target-ms not negative"
+        "--heavy-concurrency and --interactive-concurrency must be at least 1; the queues not negative"
       )
     }
     guard (0 ... 64).contains(self.pointConnections) else {
