@@ -55,8 +55,8 @@ public struct StoreConfiguration: Sendable {
   /// The lane for cheap reads a call's task awaits: pages without a name filter, change-log
   /// pages, counters. At nice 5, a third of an event loop's weight: when both want the CPU the
   /// loop comes first, so that past the lane's capacity requests are still read and refused at
-  /// once rather than left in the sockets to age past their deadlines; its queue sheds once it
-  /// stands (`queueTarget`; the target chosen in docs/performance.md, "Overload").
+  /// once rather than left in the sockets to age past their deadlines; its queue sheds once
+  /// reads have waited over 50 ms for 100 ms (docs/performance.md, "Overload").
   public var interactiveLane = LaneConfiguration(
     width: 2,
     queueLimit: 1024,
