@@ -15,8 +15,8 @@ final class LaneJob: @unchecked Sendable {
     case budget
   }
 
-  /// Runs the body and returns how to answer the caller; nil when the body answered by itself.
-  typealias Work = @Sendable (LaneJob) -> (@Sendable () -> Void)?
+  /// Runs the body and returns how to answer the caller.
+  typealias Work = @Sendable (LaneJob) -> @Sendable () -> Void
 
   private enum Phase {
     case new
@@ -96,13 +96,14 @@ final class LaneJob: @unchecked Sendable {
     return true
   }
 
-  func runWork() -> (@Sendable () -> Void)? {
+  func runWork() -> @Sendable () -> Void {
     let work: Work? = self.phase.withLock { phase in
       guard case .running(let work) = phase else { return nil }
       phase = .done
       return work
     }
-    return work?(self)
+    guard let work else { return {} }
+    return work(self)
   }
 
   /// What SQLite's progress handler asks: whether to stop. A background lane's job also gives

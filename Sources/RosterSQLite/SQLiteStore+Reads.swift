@@ -252,15 +252,15 @@ extension SQLiteStore {
 private let SQLITE_TRANSIENT = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
 
 extension SQLiteStore: PointCalls {
-  /// Runs `call` in the point lane, so that no event loop ever waits on the disk: one job,
-  /// admitted, counted and cancelled as the lane's other jobs.
+  /// Runs `call` in the interactive lane, where point reads run, so that no event loop ever
+  /// waits on the disk: one job, admitted, counted and cancelled as the lane's other jobs.
   public func runPointCall(
     _ call: @escaping @Sendable () -> Void,
     stopped: @escaping @Sendable (StoreError) -> Void
   ) -> @Sendable () -> Void {
     // When the call is traced, its read records its wait for the lane from here.
     let queued = StoreTracing.isOn ? StoreTracing.now : nil
-    let job = self.point.submit(
+    let job = self.interactive.submit(
       { _ in
         guard let queued else { return call() }
         PointCall.$queued.withValue(queued, operation: call)

@@ -38,7 +38,6 @@ public struct SQLiteStore: Sendable {
   let nameCount = NameCount()
   /// Cheap reads whose cost is bounded by a page.
   let interactive: StoreLane
-  let point: StoreLane
   /// Reads whose cost grows with the data.
   let heavy: StoreLane
   /// Decoding and checking of bulk streams, below the usual priority.
@@ -58,7 +57,6 @@ public struct SQLiteStore: Sendable {
       logger: logger
     )
     self.interactive = StoreLane(name: "interactive", configuration: configuration.interactiveLane)
-    self.point = StoreLane(name: "point", configuration: configuration.pointLane)
     self.heavy = StoreLane(name: "heavy", configuration: configuration.heavyLane)
     self.bulk = BulkExecutor(niceness: configuration.writer.bulkNiceness)
     if let limit = configuration.memory.sqliteHeapBytes {
@@ -161,8 +159,7 @@ public struct SQLiteStore: Sendable {
 
   /// Which lane a read runs in.
   enum ReadKind {
-    /// A read of a few rows by key, or one bounded by a page, which a task awaits: the
-    /// interactive lane (a point call's read runs in the point lane: `runPointCall`).
+    /// A read of a few rows by key, or one bounded by a page: the interactive lane.
     case interactive
     /// A read whose cost grows with the data: the heavy lane.
     case heavy
@@ -242,10 +239,8 @@ public struct SQLiteStore: Sendable {
   static let progressInterval: Int32 = 1000
 
   /// The lanes' counters.
-  public var laneStatistics:
-    (point: LaneStatistics, interactive: LaneStatistics, heavy: LaneStatistics)
-  {
-    (self.point.statistics, self.interactive.statistics, self.heavy.statistics)
+  public var laneStatistics: (interactive: LaneStatistics, heavy: LaneStatistics) {
+    (self.interactive.statistics, self.heavy.statistics)
   }
 
   /// Like `read`, but without BEGIN and COMMIT around `body`: for a body that runs exactly

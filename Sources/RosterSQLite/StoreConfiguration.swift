@@ -48,21 +48,8 @@ public struct StoreConfiguration: Sendable {
   public var pruneInterval: Duration = .seconds(60)
   /// Where full pictures live, and how they are checked, thumbnailed and cached.
   public var pictures: PictureConfiguration = PictureConfiguration()
-  /// The lane for point calls, which answer by themselves (`runPointCall`: `GetEmployee`'s
-  /// read and reply), at the event loops' priority: they are the cheapest calls, and their
-  /// replies leave from the lane's thread.
-  public var pointLane = LaneConfiguration(width: 2, queueLimit: 1024)
-  /// The lane for cheap reads a call's task awaits: pages without a name filter, change-log
-  /// pages, counters. At nice 5, a third of an event loop's weight: when both want the CPU the
-  /// loop comes first, so that past the lane's capacity requests are still read and refused at
-  /// once rather than left in the sockets to age past their deadlines; its queue sheds once
-  /// reads have waited over 50 ms for 100 ms (docs/performance.md, "Overload").
-  public var interactiveLane = LaneConfiguration(
-    width: 2,
-    queueLimit: 1024,
-    queueTarget: .milliseconds(50),
-    niceness: 5
-  )
+  /// The lane for point reads and cheap reads bounded by a page.
+  public var interactiveLane = LaneConfiguration(width: 2, queueLimit: 1024)
   /// The lane for reads whose cost grows with the data: searches, counts with a name filter,
   /// grouped aggregates, calendars. In the background class (SCHED_IDLE, nice 19): it runs when
   /// nothing else wants the CPU, so cheap calls beside it keep their latency (docs/performance.md,

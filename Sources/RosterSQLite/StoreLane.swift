@@ -11,19 +11,8 @@ public struct LaneConfiguration: Sendable, Hashable {
   public var width: Int
   /// Jobs waiting for a thread; one more is refused with `resourceExhausted` at once.
   public var queueLimit: Int
-  /// The wait a job may have had for a thread before the queue counts as standing: once every
-  /// job taken for `standingInterval` had waited longer, the lane sheds, refusing new jobs
-  /// with `resourceExhausted` at once until a job is taken that waited less (CoDel's rule,
-  /// applied on arrival). A queue that stands rather than drains means more work arrives
-  /// than the threads can do; a job admitted behind it would wait as long and answer late,
-  /// while refused at once its caller can retry elsewhere (docs/performance.md, "Overload").
-  /// Bursts that drain within the interval are admitted, up to `queueLimit`. Nil: the count
-  /// alone bounds the queue.
-  public var queueTarget: Duration?
-  /// The lane's threads' nice value (Linux): 0 for point calls, which answer from the lane's
-  /// thread; above 0 so the lane yields the CPU to the event loops, which must read every
-  /// request to answer or refuse it (5 for interactive reads, 19 for heavy ones), the server's
-  /// QoS; 19 also puts the threads in
+  /// The lane's threads' nice value (Linux): 0 for interactive work, higher so heavy work
+  /// yields the CPU to whatever else wants it, the server's QoS; 19 also puts the threads in
   /// the SCHED_IDLE class, and has their jobs give up the CPU every `LaneJob.yieldInterval`
   /// as they run (a thread that woke beside them could wait for a CPU: `LaneJob.progress`).
   public var niceness: Int32
@@ -35,16 +24,9 @@ public struct LaneConfiguration: Sendable, Hashable {
   public var budget: Duration?
 
   /// Creates a lane configuration.
-  public init(
-    width: Int,
-    queueLimit: Int,
-    queueTarget: Duration? = nil,
-    niceness: Int32 = 0,
-    budget: Duration? = nil
-  ) {
+  public init(width: Int, queueLimit: Int, niceness: Int32 = 0, budget: Duration? = nil) {
     self.width = width
     self.queueLimit = queueLimit
-    self.queueTarget = queueTarget
     self.niceness = niceness
     self.budget = budget
   }
@@ -60,10 +42,8 @@ public struct LaneStatistics: Sendable, Hashable {
   public var threads = 0
   /// Jobs finished, successfully or not.
   public var completed = 0
-  /// Jobs refused because the queue was full or stood (`LaneConfiguration.queueTarget`).
+  /// Jobs refused because the queue was full.
   public var rejected = 0
-  /// Whether the lane refuses new jobs now because its queue stands.
-  public var shedding = false
   /// Jobs stopped by their call's cancellation, deadline or the lane's budget.
   public var interrupted = 0
   /// Times the lane's jobs gave up the CPU as they ran (a background lane's).
@@ -135,7 +115,7 @@ final class StoreLane: Sendable {
     job.prepare(
       work: { job in
         call(job)
-        return nil
+        return {}
       },
       fail: stopped
     )
@@ -149,7 +129,6 @@ final class StoreLane: Sendable {
       var statistics = state.statistics
       statistics.queued = state.queue.count
       statistics.threads = state.threads
-      statistics.shedding = state.shedding
       return statistics
     }
   }
@@ -157,8 +136,7 @@ final class StoreLane: Sendable {
   private func enqueue(_ job: LaneJob) {
     enum Admission { case refused, queued, wake, start }
     let admission: Admission = self.core.withLock { state in
-      guard state.queue.count < self.configuration.queueLimit || state.idle > state.queue.count,
-        !state.shedding || state.queue.isEmpty
+      guard state.queue.count < self.configuration.queueLimit || state.idle > state.queue.count
       else {
         state.statistics.rejected += 1
         return .refused
@@ -183,8 +161,8 @@ final class StoreLane: Sendable {
       job.fail(
         StoreError(
           .resourceExhausted,
-          "the server is busy with \(self.configuration.width) \(self.name) calls and more "
-            + "waiting; retry later"
+          "the server is busy with \(self.configuration.width) \(self.name) calls and "
+            + "\(self.configuration.queueLimit) waiting; retry later"
         )
       )
     }
@@ -201,7 +179,7 @@ final class StoreLane: Sendable {
   private func startThread() {
     let thread = Thread { [self] in
       _ = roster_thread_setup("roster.\(self.name)", self.configuration.niceness)
-      if !self.configuration.isBackground {
+      if self.configuration.niceness == 0 {
         // An event loop that queues a point read goes on with its turn, queueing the turn's
         // other reads, instead of giving the CPU to the thread it woke at each one: the lane
         // then takes them back to back: more calls per second at less CPU each
@@ -231,9 +209,7 @@ final class StoreLane: Sendable {
         if interrupted { state.statistics.interrupted += 1 }
       }
       // Answered after the counters, so a caller that sees its answer sees them too; from a
-      // thread at the usual priority when this one is lower. A point call has answered by
-      // itself, through its event loop.
-      guard let answer else { continue }
+      // thread at the usual priority when this one is lower.
       if let handoff = self.handoff { handoff.run(answer) } else { answer() }
     }
   }
@@ -251,9 +227,6 @@ final class StoreLane: Sendable {
         return nil
       }
       let job = state.queue.removeFirst()
-      if let target = self.configuration.queueTarget {
-        state.took(waitedSince: job.enqueued, target: target)
-      }
       state.statistics.running += 1
       self.metrics.depth.record(state.queue.count)
       return job
@@ -273,35 +246,12 @@ final class StoreLane: Sendable {
   /// How long a thread with nothing to do stays.
   static let idleTimeout: TimeInterval = 5
 
-  /// How long every job taken must have waited past `LaneConfiguration.queueTarget` before
-  /// the lane sheds: CoDel's interval, long enough for a burst to drain.
-  static let standingInterval: Duration = .milliseconds(100)
-
   /// The queue and counters, under the condition variable the idle threads wait on.
   private struct State {
     var queue: [LaneJob] = []
     var threads = 0
     var idle = 0
     var statistics = LaneStatistics()
-    /// Since when every job taken had waited past the target; nil after one that did not.
-    var aboveTargetSince: ContinuousClock.Instant?
-    /// Whether new jobs are refused while others wait: the queue has stood for the interval.
-    var shedding = false
-
-    /// Notes the wait of a job just taken from the queue.
-    mutating func took(waitedSince enqueued: ContinuousClock.Instant, target: Duration) {
-      let now = ContinuousClock.now
-      guard now - enqueued > target else {
-        self.aboveTargetSince = nil
-        self.shedding = false
-        return
-      }
-      guard let since = self.aboveTargetSince else {
-        self.aboveTargetSince = now
-        return
-      }
-      self.shedding = now - since >= StoreLane.standingInterval
-    }
   }
 
   private struct Metrics: Sendable {

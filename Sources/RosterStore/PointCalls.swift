@@ -1,7 +1,7 @@
 public import RosterDomain
 
 /// A store that runs a whole point call as one synchronous job, where its point reads run:
-/// SQLite's point lane. A transport
+/// SQLite's interactive lane (or the caller's thread, when point reads run inline). A transport
 /// then answers `GetEmployee` without a task of its own: the call's interceptors, handler and
 /// reply run in the job, which reads with `employeeNow`, and the reply goes back to the
 /// connection from there, saving the task, its executor hops and the interceptors' async frames

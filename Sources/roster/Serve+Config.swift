@@ -63,8 +63,6 @@ extension Serve {
     config.store.medianRowsPerPage = self.medianRowsPerPage
     config.store.interactiveLane.width = self.interactiveConcurrency
     config.store.interactiveLane.queueLimit = self.interactiveQueue
-    config.store.interactiveLane.queueTarget =
-      self.interactiveQueueTargetMs == 0 ? nil : .milliseconds(self.interactiveQueueTargetMs)
     config.store.pointReaderCount = self.pointConnections
     config.store.memory = MemoryBudget(
       megabytes: self.memoryBudgetMb == 0 ? nil : self.memoryBudgetMb

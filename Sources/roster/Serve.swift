@@ -246,13 +246,6 @@ struct Serve: AsyncParsableCommand {
 
   @Option(
     help:
-      "Milliseconds an interactive read may wait for a thread before its queue counts as standing; once it has stood for 100 ms, new ones are refused at once until it drains; 0 to bound the queue by --interactive-queue alone."
-  )
-  var interactiveQueueTargetMs: Int =
-    Self.defaults.store.interactiveLane.queueTarget?.wholeMilliseconds ?? 0
-
-  @Option(
-    help:
       "The longest one heavy query may run, in seconds, whatever the call's deadline; 0 for no limit."
   )
   var maxQuerySeconds: Double =
@@ -352,7 +345,7 @@ struct Serve: AsyncParsableCommand {
       )
     }
     guard self.heavyConcurrency >= 1, self.interactiveConcurrency >= 1, self.heavyQueue >= 0,
-      self.interactiveQueue >= 0, self.interactiveQueueTargetMs >= 0
+      self.interactiveQueue >= 0
     else {
       throw ValidationError(
         "--heavy-concurrency and --interactive-concurrency must be at least 1; the queues not negative"

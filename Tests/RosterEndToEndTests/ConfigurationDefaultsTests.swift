@@ -36,7 +36,7 @@ struct ConfigurationDefaultsTests {
       "maximumBatch": "\(store.writer.maximumBatch)",
       "bulkChunkRows": "\(store.writer.bulkChunkRows)",
       "bulkNiceness": "\(store.writer.bulkNiceness)", "heavyLane": "\(store.heavyLane)",
-      "interactiveLane": "\(store.interactiveLane)", "pointLane": "\(store.pointLane)",
+      "interactiveLane": "\(store.interactiveLane)",
       "medianRowsPerPage": "\(store.medianRowsPerPage)",
       "pointReaderCount": "\(store.pointReaderCount)",
       "memory": "\(store.memory)",

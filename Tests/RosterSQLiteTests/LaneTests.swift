@@ -147,12 +147,12 @@ struct LaneTests {
   }
 
   @Test(
-    "a point call runs and reads in the point lane, and is refused or cancelled as the lane's jobs are"
+    "a point call runs and reads in the interactive lane, and is refused or cancelled as the lane's jobs are"
   )
   func pointCalls() async throws {
     let configure: (inout StoreConfiguration) -> Void = {
-      $0.pointLane.width = 1
-      $0.pointLane.queueLimit = 1
+      $0.interactiveLane.width = 1
+      $0.interactiveLane.queueLimit = 1
     }
     try await withTemporaryStore(employees: 3, configure: configure) { store async throws in
       let guid = try await store.employeePages(
@@ -179,16 +179,19 @@ struct LaneTests {
         }
       }
       let (thread, read) = await pointCall(guid)
-      #expect(thread?.hasPrefix("roster.point") == true, "\(thread ?? "stopped")")
+      #expect(thread?.hasPrefix("roster.interac") == true, "\(thread ?? "stopped")")
       #expect(try !read.get().isEmpty)
       let (_, unknown) = await pointCall("00000000-0000-4000-8000-000000000001")
       #expect(throws: StoreError.self) { try unknown.get() }
 
       // The lane's one thread busy, its one queue place taken by a point call: the next is refused
       // at once; the queued one, cancelled, is stopped without running.
-      let release = DispatchSemaphore(value: 0)
-      _ = store.runPointCall({ release.wait() }, stopped: { _ in release.signal() })
-      while store.laneStatistics.point.running < 1 {
+      let running = Task {
+        try await store.read(.interactive, statement: true) { db in
+          try Int.fetchOne(db, sql: Self.endless)
+        }
+      }
+      while store.laneStatistics.interactive.running < 1 {
         try await Task.sleep(for: .milliseconds(5))
       }
       let ran = Atomic(0)
@@ -197,7 +200,7 @@ struct LaneTests {
         { ran.add(1, ordering: .relaxed) },
         stopped: { error in queuedStop.withLock { $0 = error } }
       )
-      #expect(store.laneStatistics.point.queued == 1)
+      #expect(store.laneStatistics.interactive.queued == 1)
       let refused = Mutex<StoreError?>(nil)
       _ = store.runPointCall(
         { ran.add(1, ordering: .relaxed) },
@@ -206,29 +209,23 @@ struct LaneTests {
       #expect(refused.withLock { $0?.code } == .resourceExhausted)
       cancel()
       #expect(queuedStop.withLock { $0?.code } == .cancelled)
-      #expect(store.laneStatistics.point.queued == 0)
-      release.signal()
+      #expect(store.laneStatistics.interactive.queued == 0)
+      running.cancel()
+      _ = try? await running.value
       #expect(ran.load(ordering: .relaxed) == 0)
       #expect(try await pointCall(guid).1.get() == read.get())
     }
   }
 
   @Test(
-    "heavy work runs at a lower priority than interactive work, and that lower than point calls and the callers; never on the caller's thread"
+    "heavy work runs at a lower priority than interactive work, and never on the caller's thread"
   )
   func priority() async throws {
     try await withTemporaryStore { store async throws in
       let heavy = try await store.read(.heavy) { _ in StoreLane.currentNiceness() }
       let interactive = try await store.read(.interactive) { _ in StoreLane.currentNiceness() }
-      let point = await withCheckedContinuation { continuation in
-        _ = store.runPointCall(
-          { continuation.resume(returning: StoreLane.currentNiceness()) },
-          stopped: { _ in continuation.resume(returning: -1) }
-        )
-      }
       #expect(heavy == 19)
-      #expect(interactive == 5)
-      #expect(point == 0)
+      #expect(interactive == 0)
       let name = try await store.read(.heavy) { _ in StoreLane.currentThreadName() }
       #expect(name.hasPrefix("roster.heavy"))
       // Heavy threads hand their answers to a thread at the usual priority, so no thread the
@@ -236,60 +233,8 @@ struct LaneTests {
       for _ in 0 ..< 20 {
         _ = try await store.read(.heavy) { _ in 0 }
         #expect(StoreLane.currentNiceness() == 0)
-        _ = try await store.read(.interactive) { _ in 0 }
-        #expect(StoreLane.currentNiceness() == 0)
       }
     }
-  }
-
-  @Test(
-    "a queue that stands sheds: new jobs are refused at once while others wait, until one is taken that waited less than the target"
-  )
-  func standingQueueSheds() async throws {
-    let lane = StoreLane(
-      name: "test",
-      configuration: LaneConfiguration(width: 1, queueLimit: 100, queueTarget: .milliseconds(50))
-    )
-    let gate = DispatchSemaphore(value: 0)
-    let done = Atomic(0)
-    for _ in 0 ..< 6 {
-      _ = lane.submit(
-        { _ in
-          gate.wait()
-          done.add(1, ordering: .relaxed)
-        },
-        stopped: { _ in }
-      )
-    }
-    /// Submits a job that does nothing: the error it was refused with, or nil when admitted.
-    func refusal() -> StoreError? {
-      let error = Mutex<StoreError?>(nil)
-      _ = lane.submit(
-        { _ in },
-        stopped: { failure in error.withLock { $0 = failure as? StoreError } }
-      )
-      return error.withLock { $0 }
-    }
-    // The first job runs at once. Only taking a job changes whether the lane sheds, and each
-    // next one is taken when the one before is let go: the second, 60 ms on, has waited past
-    // the target, but the queue has not yet stood for the interval.
-    try await Task.sleep(for: .milliseconds(60))
-    gate.signal()
-    #expect(try await eventually { lane.statistics.running == 1 && lane.statistics.queued == 4 })
-    #expect(!lane.statistics.shedding)
-    #expect(refusal() == nil)
-    // The third, taken 110 ms later, has waited past it too: the queue stood for 100 ms.
-    try await Task.sleep(for: .milliseconds(110))
-    gate.signal()
-    #expect(try await eventually { lane.statistics.shedding })
-    #expect(refusal()?.code == .resourceExhausted)
-    #expect(lane.statistics.rejected == 1)
-    for _ in 0 ..< 4 { gate.signal() }
-    #expect(try await eventually { lane.statistics.running == 0 && lane.statistics.queued == 0 })
-    #expect(done.load(ordering: .relaxed) == 6)
-    // Drained, a job is admitted, and one taken without waiting past the target ends the
-    // shedding.
-    #expect(try await eventually { refusal() == nil && !lane.statistics.shedding })
   }
 
   @Test("a call already past its deadline runs nothing")
