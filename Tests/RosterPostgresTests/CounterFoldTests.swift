@@ -18,13 +18,13 @@ struct CounterFoldTests {
         makeEmployee(name: names[$0 % names.count], department: ["Sales", "Design"][$0 % 2])
       }
       _ = try await store.importEmployees(made, chunkRows: 10)
-      try await store.compactCounters()
+      try await Self.foldAll(store)
       let names1 = try await Self.places(store, "name_counts", "name_folded")
       let departments1 = try await Self.places(store, "department_counts", "department")
       #expect(names1.count == 4 && departments1.count == 2, "\(names1) \(departments1)")
 
       // Nothing changed: nothing is rewritten.
-      try await store.compactCounters()
+      try await Self.foldAll(store)
       #expect(try await Self.places(store, "name_counts", "name_folded") == names1)
       #expect(try await Self.places(store, "department_counts", "department") == departments1)
 
@@ -37,7 +37,7 @@ struct CounterFoldTests {
         changes: changes,
         context: WriteContext()
       )
-      try await store.compactCounters()
+      try await Self.foldAll(store)
       let names2 = try await Self.places(store, "name_counts", "name_folded")
       #expect(Set(names2.keys) == Set(names1.keys))
       #expect(
@@ -104,6 +104,21 @@ struct CounterFoldTests {
         ]
       )
     }
+  }
+
+  /// Folds until every key has one row. The store's maintenance folds too, at its start and
+  /// then every minute, and while it holds the fold's lock a `compactCounters` folds nothing.
+  static func foldAll(_ store: PostgresStore) async throws {
+    let folded = try await eventually {
+      try await store.compactCounters()
+      return try await store.row(
+        """
+        SELECT (SELECT count(*) = count(DISTINCT name_folded) FROM name_counts)
+          AND (SELECT count(*) = count(DISTINCT department) FROM department_counts)
+        """
+      )?[0].decode(Bool.self) == true
+    }
+    #expect(folded, "a key kept more than one row")
   }
 
   /// Each table's file (`relfilenode`), which a rewrite changes.
