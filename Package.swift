@@ -7,7 +7,8 @@ let strict: [SwiftSetting] = [
   .enableUpcomingFeature("InternalImportsByDefault"),
   // An async function without an isolation of its own runs on its caller's executor rather
   // than hopping to the generic one: each hop of a call's task, which prefers its event loop,
-  // takes the task's status lock (docs/performance.md, "What the fast path's parts saved": one frame per call).
+  // takes the task's status lock (docs/performance.md, "What the fast path's parts saved",
+  // one frame per call).
   .enableUpcomingFeature("NonisolatedNonsendingByDefault"),
 ]
 

@@ -98,10 +98,9 @@ static int compare(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
-/* The nearest-rank percentile, in microseconds. */
-static long percentile(Samples *samples, double p) {
+/* The nearest-rank percentile of sorted samples, in microseconds. */
+static long percentile(const Samples *samples, double p) {
   if (samples->count == 0) return 0;
-  qsort(samples->values, samples->count, sizeof(double), compare);
   size_t rank = (size_t)(p / 100.0 * (double)samples->count + 0.999999);
   if (rank < 1) rank = 1;
   return (long)(samples->values[rank - 1] * 1e6);
@@ -153,13 +152,9 @@ static int on_header(nghttp2_session *session, const nghttp2_frame *frame, const
   return 0;
 }
 
-static int on_data(nghttp2_session *session, uint8_t flags, int32_t stream_id, const uint8_t *data, size_t length,
-                   void *user_data) {
-  (void)session, (void)flags, (void)stream_id, (void)data, (void)length, (void)user_data;
-  return 0; /* the page's bytes are not needed: its status is in the trailers */
-}
-
+/* A call ends: timed from when it was due, by its status (the page's bytes are not read). */
 static int on_close(nghttp2_session *session, int32_t stream_id, uint32_t error_code, void *user_data) {
+  (void)error_code;
   Connection *connection = user_data;
   Call *call = nghttp2_session_get_stream_user_data(session, stream_id);
   if (!call) return 0;
@@ -172,7 +167,6 @@ static int on_close(nghttp2_session *session, int32_t stream_id, uint32_t error_
     kind = latency <= deadline_s ? 0 : LATE;
   else
     kind = call->grpc_status;
-  (void)error_code;
   record(call, kind, latency);
   unlink_call(call);
   return 0;
@@ -233,7 +227,6 @@ int main(int argc, char **argv) {
   nghttp2_session_callbacks_new(&callbacks);
   nghttp2_session_callbacks_set_send_callback(callbacks, on_send);
   nghttp2_session_callbacks_set_on_header_callback(callbacks, on_header);
-  nghttp2_session_callbacks_set_on_data_chunk_recv_callback(callbacks, on_data);
   nghttp2_session_callbacks_set_on_stream_close_callback(callbacks, on_close);
   Connection pool[MAX_CONNECTIONS];
   struct pollfd polls[MAX_CONNECTIONS];
@@ -329,6 +322,9 @@ int main(int argc, char **argv) {
   }
   for (int i = 0; i < connections; i++) close(pool[i].fd);
 
+  Samples *sorted[] = {&good, &bad, &lag};
+  for (size_t i = 0; i < sizeof sorted / sizeof sorted[0]; i++)
+    qsort(sorted[i]->values, sorted[i]->count, sizeof(double), compare);
   printf("{\"requests\": %ld, \"errors\": %ld, \"issued\": %ld, \"seconds\": %.3f, \"qps\": %.1f,\n", ended, failed,
          measured_issued, seconds, (double)measured_issued / seconds);
   printf(" \"succeededLatencyMicroseconds\": {\"p50\": %ld, \"p99\": %ld, \"max\": %ld},\n", percentile(&good, 50),
