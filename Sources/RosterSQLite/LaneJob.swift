@@ -27,11 +27,6 @@ final class LaneJob: @unchecked Sendable {
 
   let control: CallControl?
   let enqueued = ContinuousClock.now
-  /// When the caller stops waiting for an answer, if it said: the call's deadline.
-  let deadline: ContinuousClock.Instant?
-  /// Jobs waiting ahead of this one when it was queued with no thread free; nil when a thread
-  /// was (`StoreLane`'s estimate of a new job's wait learns from the others).
-  var ahead: Int?
   private let lane: StoreLane?
   private let phase = Mutex<Phase>(.new)
   private let cancelled = Atomic<Bool>(false)
@@ -49,9 +44,8 @@ final class LaneJob: @unchecked Sendable {
   /// Set when the job was stopped: read after the body returns or throws.
   private(set) var stopReason: StopReason?
 
-  init(control: CallControl?, deadline: ContinuousClock.Instant? = nil, lane: StoreLane?) {
+  init(control: CallControl?, lane: StoreLane?) {
     self.control = control
-    self.deadline = deadline ?? control?.deadline
     self.lane = lane
     self.yields = lane?.configuration.isBackground ?? false
   }
