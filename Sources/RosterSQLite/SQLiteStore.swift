@@ -59,6 +59,8 @@ public struct SQLiteStore: Sendable {
     self.interactive = StoreLane(name: "interactive", configuration: configuration.interactiveLane)
     self.heavy = StoreLane(name: "heavy", configuration: configuration.heavyLane)
     self.bulk = BulkExecutor(niceness: configuration.writer.bulkNiceness)
+    // Started here, at the opener's priority, before a lower-priority thread needs it.
+    SerialThread.answers.start()
     if let limit = configuration.memory.sqliteHeapBytes {
       // Process-wide: SQLite frees cache pages to stay under it (a soft limit).
       sqlite3_soft_heap_limit64(Int64(limit))

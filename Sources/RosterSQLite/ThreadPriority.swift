@@ -42,46 +42,61 @@ enum ThreadPriority {
 }
 
 /// One thread at a chosen priority that runs closures handed to it, in order. It starts when
-/// work arrives and exits after a few idle seconds. `answers` is the one at the usual
-/// priority through which threads at a lower priority answer their callers (see
+/// work arrives and exits after a few idle seconds, unless it `stays`. `answers` is the one at
+/// the usual priority through which threads at a lower priority answer their callers (see
 /// `ThreadPriority`).
 final class SerialThread: Sendable {
   private let name: String
   private let niceness: Int32
+  private let stays: Bool
   private let core = LockedCondition(State())
 
-  init(name: String, niceness: Int32) {
+  init(name: String, niceness: Int32, stays: Bool = false) {
     self.name = name
     self.niceness = niceness
+    self.stays = stays
   }
 
   /// The process's thread at the usual priority for answering callers, shared by every lane
-  /// and the bulk executor.
-  static let answers = SerialThread(name: "roster.answers", niceness: 0)
+  /// and the bulk executor. Started by the store (`start()`) on the thread that opens it, and
+  /// never idle-ended: a thread inherits its creator's nice value and cannot raise it again, so
+  /// started by the first thread that hands it an answer (the bulk thread, at nice 10), it would
+  /// answer at that priority, and every thread it started would inherit it.
+  static let answers = SerialThread(name: "roster.answers", niceness: 0, stays: true)
+
+  /// Starts the thread now unless it runs: from the calling thread, whose priority it inherits.
+  func start() {
+    self.core.withLock { state in self.launch(&state) }
+  }
 
   /// Runs `body` soon on the thread.
   func run(_ body: @escaping @Sendable () -> Void) {
     self.core.withLock { state in
       state.queue.append(body)
-      if !state.running {
-        state.running = true
-        let thread = Thread { [core = self.core, name = self.name, niceness = self.niceness] in
-          _ = roster_thread_setup(name, niceness)
-          Self.work(core)
-        }
-        thread.start()
-      }
+      self.launch(&state)
       self.core.signal()
     }
   }
 
-  private static func work(_ core: LockedCondition<State>) {
+  private func launch(_ state: inout State) {
+    guard !state.running else { return }
+    state.running = true
+    let thread = Thread {
+      [core = self.core, name = self.name, niceness = self.niceness, stays = self.stays] in
+      _ = roster_thread_setup(name, niceness)
+      Self.work(core, stays: stays)
+    }
+    thread.start()
+  }
+
+  private static func work(_ core: LockedCondition<State>, stays: Bool) {
     while true {
       let batch: [@Sendable () -> Void]? = core.wait(
         until: Date(timeIntervalSinceNow: StoreLane.idleTimeout),
         for: { !$0.queue.isEmpty }
       ) { state, ready in
         guard ready else {
+          if stays { return [] }
           state.running = false
           return nil
         }

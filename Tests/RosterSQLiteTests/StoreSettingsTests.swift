@@ -65,6 +65,20 @@ struct StoreSettingsTests {
     }
   }
 
+  @Test("the thread that answers for lower-priority threads runs at the usual priority")
+  func answersPriority() async throws {
+    try await withTemporaryStore { store async throws in
+      // An upsert's rows are read on the bulk thread (nice 10), which hands its answer to
+      // `SerialThread.answers`: were that thread started by it, it would inherit nice 10, and so
+      // would every thread it starts.
+      _ = try await store.upsertEmployees(ThreadRecordingRows(messages: []))
+      let niceness = await withCheckedContinuation { continuation in
+        SerialThread.answers.run { continuation.resume(returning: ThreadPriority.current) }
+      }
+      #expect(niceness == 0)
+    }
+  }
+
   @Test(
     "an upsert's rows are read on the bulk thread, below the usual priority, and the caller resumes at the usual one"
   )
