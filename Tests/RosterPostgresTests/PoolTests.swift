@@ -187,8 +187,10 @@ struct PoolTests {
         .collect()
     }
     let active = "SELECT count(*) FROM pg_stat_activity WHERE pid = \(backend) AND state = 'active'"
-    for _ in 0 ..< 400
-    where try await PostgresTesting.query(admin, active).first?.decode(Int64.self) == 0 {
+    // Until it runs (a `where` clause would go on asking all 400 times: under a loaded CI run,
+    // longer than the sleep, which then ended before it was terminated).
+    for _ in 0 ..< 400 {
+      if try await PostgresTesting.query(admin, active).first?.decode(Int64.self) == 1 { break }
       try await Task.sleep(for: .milliseconds(25))
     }
     _ = try await PostgresTesting.query(admin, "SELECT pg_terminate_backend(\(backend))")
