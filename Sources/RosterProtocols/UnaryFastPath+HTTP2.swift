@@ -82,10 +82,11 @@ extension UnaryFastPath {
 
   /// Starts a call of `method`, whatever protocol brought it, the one way each method runs: in
   /// its store's point-call jobs (`Method.pointCalls`), at once on the caller's thread
-  /// (`Method.now`), or in a task of its own. A client deadline (`timeout`, the value of
-  /// `grpc-timeout`) cancels it while it can be. `finish` gets the outcome: on the caller's
-  /// thread before this returns for a call answered at once (and nil is returned), on
-  /// `eventLoop` later for a running one (returned, to cancel when the client goes).
+  /// (`Method.now`), or in a task of its own, unless its store refuses it first
+  /// (`Method.admission`). A client deadline (`timeout`, the value of `grpc-timeout`) cancels
+  /// it while it can be. `finish` gets the outcome: on the caller's thread before this returns
+  /// for a call answered at once (and nil is returned), on `eventLoop` later for a running one
+  /// (returned, to cancel when the client goes).
   func start(
     _ method: Method,
     headers: HPACKHeaders,
@@ -97,6 +98,7 @@ extension UnaryFastPath {
     executor: EventLoopGroupExecutor,
     finish: @escaping @Sendable (UnaryOutcome) -> Void
   ) -> LaunchedCall? {
+    let timeout = timeout.flatMap(CallControlInterceptor.timeout)
     if let store = method.pointCalls {
       return self.launchPointCall(
         method,
@@ -120,6 +122,13 @@ extension UnaryFastPath {
       finish(outcome)
       return nil
     }
+    if let store = method.admission, let timeout {
+      let arrived = ContinuousClock.now
+      if let refusal = store.refusal(dueBy: arrived + timeout) {
+        finish(self.refuseNow(method, refusal, headers: headers, peers: peers, arrived: arrived))
+        return nil
+      }
+    }
     return self.launch(
       method,
       headers: headers,
@@ -134,12 +143,13 @@ extension UnaryFastPath {
   }
 
   /// Starts one call in a task of its own: on `eventLoop` (through `executor`) for a point
-  /// method, on the cooperative pool otherwise. A client deadline (`timeout`, the value of
-  /// `grpc-timeout`) cancels it when it passes, as grpc-swift's executor does; `finish` gets the outcome on `eventLoop`.
+  /// method, on the cooperative pool otherwise. A client deadline (`timeout`, from
+  /// `grpc-timeout`) cancels it when it passes, as grpc-swift's executor does; `finish` gets
+  /// the outcome on `eventLoop`.
   private func launch(
     _ method: Method,
     headers: HPACKHeaders,
-    timeout: String?,
+    timeout: Duration?,
     message: ByteBuffer?,
     peers: Peers,
     format: WireFormat = .binary,
@@ -152,7 +162,7 @@ extension UnaryFastPath {
     // its arrival, read before the timer below starts (`CallArrival`).
     let callTask = CallTask(arrived: .now)
     var timer: Scheduled<Void>?
-    if let timeout = timeout.flatMap(CallControlInterceptor.timeout) {
+    if let timeout {
       timer = loop.scheduleTask(in: TimeAmount(timeout)) { cancellation.cancel() }
     }
     let metadata = Metadata(headers)
@@ -245,7 +255,7 @@ extension UnaryFastPath {
     _ method: Method,
     in store: any PointCalls,
     headers: HPACKHeaders,
-    timeout: String?,
+    timeout: Duration?,
     message: ByteBuffer?,
     peers: Peers,
     format: WireFormat,
@@ -254,11 +264,12 @@ extension UnaryFastPath {
   ) -> LaunchedCall {
     let cancellation = CallCancellation()
     let arrived = ContinuousClock.now
-    let timer = timeout.flatMap(CallControlInterceptor.timeout).map { timeout in
+    let timer = timeout.map { timeout in
       loop.scheduleTask(in: TimeAmount(timeout)) { cancellation.cancel() }
     }
     let timed = timer != nil
     let cancel = store.runPointCall(
+      deadline: timeout.map { arrived + $0 },
       { [self] in
         let outcome = self.answerNow(
           method,

@@ -53,6 +53,9 @@ package struct UnaryFastPath: Sendable {
     /// Where `now` runs: in the store's point-call jobs (`PointCalls`: a point read, which
     /// waits for the store's lane), or on the connection's event loop when nil.
     var pointCalls: (any PointCalls)?
+    /// The store that may refuse a call with a deadline before it starts (`StoreAdmission`),
+    /// for a method that runs in a task: refused then on the thread that read it.
+    var admission: (any StoreAdmission)?
 
     /// A method with protobuf messages, whose handler takes the request's message and returns
     /// the response's: the service's `SimpleServiceProtocol` method.
@@ -91,6 +94,14 @@ package struct UnaryFastPath: Sendable {
         with: UnaryFastPath.serialize
       )
       .answeringNow(handler, serialize: UnaryFastPath.serialize)
+    }
+
+    /// This method, refused before it starts when `store` says it could not start in time
+    /// (`StoreAdmission`).
+    package func admitted(by store: (any StoreAdmission)?) -> Method {
+      var method = self
+      method.admission = store
+      return method
     }
 
     /// This method, also answered without a task (`now`) by `handler`, which never waits: on

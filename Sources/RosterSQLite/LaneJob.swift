@@ -15,8 +15,8 @@ final class LaneJob: @unchecked Sendable {
     case budget
   }
 
-  /// Runs the body and returns how to answer the caller.
-  typealias Work = @Sendable (LaneJob) -> @Sendable () -> Void
+  /// Runs the body and returns how to answer the caller; nil when the body answered by itself.
+  typealias Work = @Sendable (LaneJob) -> (@Sendable () -> Void)?
 
   private enum Phase {
     case new
@@ -27,6 +27,11 @@ final class LaneJob: @unchecked Sendable {
 
   let control: CallControl?
   let enqueued = ContinuousClock.now
+  /// When the caller stops waiting for an answer, if it said: the call's deadline.
+  let deadline: ContinuousClock.Instant?
+  /// Jobs waiting ahead of this one when it was queued with no thread free; nil when a thread
+  /// was (`StoreLane`'s estimate of a new job's wait learns from the others).
+  var ahead: Int?
   private let lane: StoreLane?
   private let phase = Mutex<Phase>(.new)
   private let cancelled = Atomic<Bool>(false)
@@ -44,8 +49,9 @@ final class LaneJob: @unchecked Sendable {
   /// Set when the job was stopped: read after the body returns or throws.
   private(set) var stopReason: StopReason?
 
-  init(control: CallControl?, lane: StoreLane?) {
+  init(control: CallControl?, deadline: ContinuousClock.Instant? = nil, lane: StoreLane?) {
     self.control = control
+    self.deadline = deadline ?? control?.deadline
     self.lane = lane
     self.yields = lane?.configuration.isBackground ?? false
   }
@@ -96,14 +102,13 @@ final class LaneJob: @unchecked Sendable {
     return true
   }
 
-  func runWork() -> @Sendable () -> Void {
+  func runWork() -> (@Sendable () -> Void)? {
     let work: Work? = self.phase.withLock { phase in
       guard case .running(let work) = phase else { return nil }
       phase = .done
       return work
     }
-    guard let work else { return {} }
-    return work(self)
+    return work?(self)
   }
 
   /// What SQLite's progress handler asks: whether to stop. A background lane's job also gives

@@ -255,12 +255,14 @@ extension SQLiteStore: PointCalls {
   /// Runs `call` in the interactive lane, where point reads run, so that no event loop ever
   /// waits on the disk: one job, admitted, counted and cancelled as the lane's other jobs.
   public func runPointCall(
+    deadline: ContinuousClock.Instant?,
     _ call: @escaping @Sendable () -> Void,
     stopped: @escaping @Sendable (StoreError) -> Void
   ) -> @Sendable () -> Void {
     // When the call is traced, its read records its wait for the lane from here.
     let queued = StoreTracing.isOn ? StoreTracing.now : nil
     let job = self.interactive.submit(
+      deadline: deadline,
       { _ in
         guard let queued else { return call() }
         PointCall.$queued.withValue(queued, operation: call)
@@ -278,6 +280,15 @@ extension SQLiteStore: PointCalls {
     try self.readNow(statement: true, wait: PointCall.queued) { db in
       try Self.employee(db, guid: guid, fields: fields)
     }
+  }
+}
+
+extension SQLiteStore: StoreAdmission {
+  /// The interactive lane's refusal (`StoreLane.refusal(dueBy:)`): where a call's reads run,
+  /// and behind which, when the machine is saturated, its other work waits too (the heavy lane
+  /// runs only when nothing else wants the CPU).
+  public func refusal(dueBy deadline: ContinuousClock.Instant) -> StoreError? {
+    self.interactive.refusal(dueBy: deadline)
   }
 }
 

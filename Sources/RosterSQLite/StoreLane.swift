@@ -22,6 +22,8 @@ public struct LaneConfiguration: Sendable, Hashable {
   /// The longest one job may run before it is interrupted, whatever its caller's deadline;
   /// nil for no bound.
   public var budget: Duration?
+  /// How long the lane counts as overloaded after it refused a job for its wait.
+  var overloadInterval: Duration = .seconds(1)
 
   /// Creates a lane configuration.
   public init(width: Int, queueLimit: Int, niceness: Int32 = 0, budget: Duration? = nil) {
@@ -40,6 +42,8 @@ public struct LaneStatistics: Sendable, Hashable {
   public var queued = 0
   /// Threads the lane has now (idle ones exit after a few seconds).
   public var threads = 0
+  /// Threads waiting for a job now.
+  public var idle = 0
   /// Jobs finished, successfully or not.
   public var completed = 0
   /// Jobs refused because the queue was full.
@@ -106,16 +110,18 @@ final class StoreLane: Sendable {
 
   /// Runs `call` on one of the lane's threads, with no caller waiting for it (a point call that
   /// answers by itself: `SQLiteStore.runPointCall`); `stopped` runs instead when the queue is
-  /// full or the job is cancelled while it waits. The job, to cancel.
+  /// full, `deadline` would pass before a thread is free, or the job is cancelled while it
+  /// waits. The job, to cancel.
   func submit(
+    deadline: ContinuousClock.Instant?,
     _ call: @escaping @Sendable (LaneJob) -> Void,
     stopped: @escaping @Sendable (any Error) -> Void
   ) -> LaneJob {
-    let job = LaneJob(control: nil, lane: self)
+    let job = LaneJob(control: nil, deadline: deadline, lane: self)
     job.prepare(
       work: { job in
         call(job)
-        return {}
+        return nil
       },
       fail: stopped
     )
@@ -129,25 +135,31 @@ final class StoreLane: Sendable {
       var statistics = state.statistics
       statistics.queued = state.queue.count
       statistics.threads = state.threads
+      statistics.idle = state.idle
       return statistics
     }
   }
 
   private func enqueue(_ job: LaneJob) {
-    enum Admission { case refused, queued, wake, start }
     let admission: Admission = self.core.withLock { state in
-      guard state.queue.count < self.configuration.queueLimit || state.idle > state.queue.count
-      else {
+      guard let ahead = state.ahead(width: self.configuration.width) else {
+        return state.admit(job, lane: self)
+      }
+      guard state.queue.count < self.configuration.queueLimit else {
         state.statistics.rejected += 1
-        return .refused
+        return .full
       }
-      state.queue.append(job)
-      self.metrics.depth.record(state.queue.count)
-      if state.queue.count > state.idle && state.threads < self.configuration.width {
-        state.threads += 1
-        return .start
+      if let wait = state.refusalWait(
+        ahead: ahead,
+        deadline: job.deadline,
+        interval: self.configuration.overloadInterval,
+        atDoor: false
+      ) {
+        state.statistics.rejected += 1
+        return .late(wait)
       }
-      return state.idle > 0 ? .wake : .queued
+      job.ahead = ahead
+      return state.admit(job, lane: self)
     }
     // Woken after the lock is released: a thread woken while it is held (on a busy or pinned
     // CPU, at once) would block on the lock at its first step and switch back (futex waits in
@@ -156,16 +168,50 @@ final class StoreLane: Sendable {
     case .queued: ()
     case .wake: self.core.signal()
     case .start: self.startThread()
-    case .refused:
-      self.metrics.rejected.increment()
-      job.fail(
-        StoreError(
-          .resourceExhausted,
-          "the server is busy with \(self.configuration.width) \(self.name) calls and "
-            + "\(self.configuration.queueLimit) waiting; retry later"
-        )
+    case .full:
+      self.refuse(
+        job,
+        "the server is busy with \(self.configuration.width) \(self.name) calls and "
+          + "\(self.configuration.queueLimit) waiting; retry later"
       )
+    case .late(let wait):
+      self.refuse(job, Self.lateMessage(wait, lane: self.name))
     }
+  }
+
+  /// The refusal a job due by `deadline` would get if it were offered now for its wait
+  /// (`State.refusalWait`), counted as one; nil when it would not. For a caller that has not
+  /// made the job yet and need not, when it is refused.
+  func refusal(dueBy deadline: ContinuousClock.Instant) -> StoreError? {
+    let wait: Duration? = self.core.withLock { state in
+      guard let ahead = state.ahead(width: self.configuration.width, coming: true),
+        let wait = state.refusalWait(
+          ahead: ahead,
+          deadline: deadline,
+          interval: self.configuration.overloadInterval,
+          atDoor: true
+        )
+      else {
+        state.coming += 1
+        return nil
+      }
+      state.statistics.rejected += 1
+      return wait
+    }
+    guard let wait else { return nil }
+    self.metrics.rejected.increment()
+    return StoreError(.resourceExhausted, Self.lateMessage(wait, lane: self.name))
+  }
+
+  private static func lateMessage(_ wait: Duration, lane: String) -> String {
+    "the server is overloaded: \(lane) calls wait about \(wait.nanoseconds / 1_000_000) ms "
+      + "for a thread; retry later"
+  }
+
+  /// Refuses a job at once, with `resourceExhausted`: its caller may retry, or go elsewhere.
+  private func refuse(_ job: LaneJob, _ message: String) {
+    self.metrics.rejected.increment()
+    job.fail(StoreError(.resourceExhausted, message))
   }
 
   /// Removes a job that was cancelled while it waited.
@@ -192,6 +238,8 @@ final class StoreLane: Sendable {
   }
 
   private func work() {
+    // Whether this thread runs at `overloadedNiceness`, since it found the lane overloaded.
+    var lowered = false
     while let job = self.next() {
       guard job.begin(budget: self.configuration.budget) else {
         // Cancelled while it waited: nothing ran.
@@ -202,16 +250,46 @@ final class StoreLane: Sendable {
       let answer = job.runWork()
       let interrupted = job.stopReason != nil
       if interrupted { self.metrics.interrupted.increment() }
-      self.core.withLock { state in
+      let overloaded = self.core.withLock { state in
         state.statistics.running -= 1
         state.statistics.completed += 1
         state.statistics.yields += job.yieldCount
         if interrupted { state.statistics.interrupted += 1 }
+        return state.overloadedUntil.map { ContinuousClock.now < $0 } ?? false
       }
       // Answered after the counters, so a caller that sees its answer sees them too; from a
-      // thread at the usual priority when this one is lower.
-      if let handoff = self.handoff { handoff.run(answer) } else { answer() }
+      // thread at the usual priority when this one is lower (a point call answered itself,
+      // through its event loop).
+      if let answer {
+        if let handoff = self.handoff ?? (lowered ? SerialThread.answers : nil) {
+          handoff.run(answer)
+        } else {
+          answer()
+        }
+      }
+      if overloaded, !lowered, self.configuration.niceness < Self.overloadedNiceness {
+        lowered = ThreadPriority.set(Self.overloadedNiceness)
+        _ = roster_thread_use_batch_policy()
+      } else if lowered, !overloaded {
+        self.retire()
+        return
+      }
     }
+  }
+
+  /// Ends the calling thread, which lowered its priority while the lane was overloaded and
+  /// may not raise it again (`ThreadPriority`). When jobs wait, a new thread takes its place,
+  /// started by `SerialThread.answers`, at the usual priority (a thread inherits its
+  /// creator's); otherwise the next job starts one.
+  private func retire() {
+    let replace = self.core.withLock { state in
+      guard !state.queue.isEmpty else {
+        state.threads -= 1
+        return false
+      }
+      return true
+    }
+    if replace { SerialThread.answers.run { self.startThread() } }
   }
 
   /// The next job, waiting for one; nil when the thread should exit (idle too long).
@@ -219,7 +297,10 @@ final class StoreLane: Sendable {
     self.core.wait(
       until: Date(timeIntervalSinceNow: Self.idleTimeout),
       for: { !$0.queue.isEmpty },
-      beforeSleeping: { $0.idle += 1 },
+      beforeSleeping: { state in
+        state.idle += 1
+        state.coming = 0
+      },
       afterSleeping: { $0.idle -= 1 }
     ) { state, ready in
       guard ready else {
@@ -227,6 +308,7 @@ final class StoreLane: Sendable {
         return nil
       }
       let job = state.queue.removeFirst()
+      state.took(job)
       state.statistics.running += 1
       self.metrics.depth.record(state.queue.count)
       return job
@@ -246,12 +328,98 @@ final class StoreLane: Sendable {
   /// How long a thread with nothing to do stays.
   static let idleTimeout: TimeInterval = 5
 
+  /// The longest wait a job may expect to be admitted while the lane is overloaded.
+  static let overloadedWait: Duration = .milliseconds(4)
+  /// The nice value of a lane's threads while it is overloaded, when theirs is lower: an event
+  /// loop that shares a CPU with them then gets three times their share of it, reads requests
+  /// as they come and refuses at once those the lane cannot take, rather than leaving them in
+  /// its sockets to age past their deadlines. Only then: at rest, a lane below the loops'
+  /// priority answers fewer calls a second (docs/performance.md, "Proven against what nobody
+  /// planned for", its overload paragraph).
+  static let overloadedNiceness: Int32 = 5
+
+  /// What becomes of a job offered to the lane.
+  private enum Admission {
+    case queued, wake, start, full
+    case late(Duration)
+  }
+
   /// The queue and counters, under the condition variable the idle threads wait on.
   private struct State {
     var queue: [LaneJob] = []
     var threads = 0
     var idle = 0
     var statistics = LaneStatistics()
+    /// How long, in nanoseconds, a waiting job waits for each job ahead of it: an average
+    /// over the jobs that waited, weighted to the recent ones (`took`).
+    var waitPerJobAhead: Double = 0
+    /// Until when the lane counts as overloaded (`refusalWait`).
+    var overloadedUntil: ContinuousClock.Instant?
+    /// Calls let in at the door (`StoreLane.refusal(dueBy:)`) whose jobs have not reached the
+    /// queue, as far as the lane can tell: each job queued takes one off, and a thread with
+    /// nothing to do clears them (a call let in may bring no job here). Without them, the
+    /// calls of one read would all be let in on the queue they found.
+    var coming = 0
+
+    /// Queues `job`; whether a thread must be woken or started for it.
+    fileprivate mutating func admit(_ job: LaneJob, lane: StoreLane) -> Admission {
+      self.coming = max(0, self.coming - 1)
+      self.queue.append(job)
+      lane.metrics.depth.record(self.queue.count)
+      if self.queue.count > self.idle && self.threads < lane.configuration.width {
+        self.threads += 1
+        return .start
+      }
+      return self.idle > 0 ? .wake : .queued
+    }
+
+    /// The jobs a job queued now would wait for, the lane's `width` threads all busy; nil when
+    /// a thread is free for it or one starts. `coming`: counting the calls let in at the door
+    /// whose jobs are on their way.
+    func ahead(width: Int, coming: Bool = false) -> Int? {
+      let queued = self.queue.count + (coming ? self.coming : 0)
+      guard self.threads >= width, queued >= self.idle else { return nil }
+      return queued - self.idle
+    }
+
+    /// How long a job queued now would wait, `ahead` jobs to be taken before it, when that is
+    /// too long to queue it: longer than the time left before its `deadline`, or, while the
+    /// lane is overloaded, than four times `StoreLane.overloadedWait`. A refusal means calls
+    /// arrive faster than the lane ends them, and the lane stays overloaded until
+    /// `LaneConfiguration.overloadInterval` passes with no refusal: the queue then stays
+    /// short, and the calls admitted answer soon. Only a deadline makes the lane overloaded:
+    /// without one, a client whose own concurrency bounds the queue (a closed loop, however
+    /// deep) is refused only past `queueLimit`.
+    ///
+    /// `atDoor`: asked before the call has spent anything (`StoreLane.refusal(dueBy:)`), on
+    /// the thread that read it; then the bounds are tighter: half the time left (the other
+    /// half is for the run, the answer's way back and the estimate's error), and
+    /// `overloadedWait` itself. The calls one read lets in reach the queue together, after
+    /// the door counted them; the looser bounds in the lane keep them from being refused
+    /// behind each other once their tasks and handlers are spent.
+    mutating func refusalWait(
+      ahead: Int,
+      deadline: ContinuousClock.Instant?,
+      interval: Duration,
+      atDoor: Bool
+    ) -> Duration? {
+      let wait = Duration.nanoseconds(Int64(Double(ahead + 1) * self.waitPerJobAhead))
+      let now = ContinuousClock.now
+      let overloaded = self.overloadedUntil.map { now < $0 } ?? false
+      guard
+        overloaded && wait > StoreLane.overloadedWait * (atDoor ? 1 : 4)
+          || deadline.map({ now + wait * (atDoor ? 2 : 1) > $0 }) ?? false
+      else { return nil }
+      self.overloadedUntil = now + interval
+      return wait
+    }
+
+    /// Learns from a job just taken how long each job ahead of a waiting one holds it up.
+    mutating func took(_ job: LaneJob) {
+      guard let ahead = job.ahead else { return }
+      let sample = Double((ContinuousClock.now - job.enqueued).nanoseconds) / Double(ahead + 1)
+      self.waitPerJobAhead += (sample - self.waitPerJobAhead) / 8
+    }
   }
 
   private struct Metrics: Sendable {

@@ -21,7 +21,8 @@ struct ServiceBindings {
 
   /// The unary methods, for the fast path. Bound by hand: the two whose replies the service
   /// writes from the store's rows (`direct`), `GetEmployee` also as a point call when the store
-  /// has them, and `Health.Check`, which never waits (`protobufNow`).
+  /// has them, and `Health.Check`, which never waits (`protobufNow`). Every one is refused
+  /// before it starts when the store says it could not start in time (`StoreAdmission`).
   var unary: [UnaryFastPath.Method] {
     typealias Directory = Roster_V1_Directory.Method
     let (directory, health) = (directory, health)
@@ -41,6 +42,7 @@ struct ServiceBindings {
     let generated =
       directory.unaryMethods + pictures.unaryMethods + analytics.unaryMethods
       + health.unaryMethods
+    let admission = directory.admission
     return generated.replacing(with: [
       getEmployee,
       .direct(Directory.ListEmployees.descriptor) {
@@ -53,7 +55,7 @@ struct ServiceBindings {
       .protobufNow(Grpc_Health_V1_Health.Method.Check.descriptor) { request, _ in
         try health.status(of: request)
       },
-    ])
+    ]).map { $0.admitted(by: admission) }
   }
 
   /// The streaming methods, for every protocol. Bound by hand: `StreamEmployees`, whose pages

@@ -25,6 +25,10 @@ extension DirectoryService {
   /// answers `GetEmployee` without a task, through `getEmployeeReplyNow` in such a job.
   public var pointCalls: (any PointCalls)? { self.store as? any PointCalls }
 
+  /// The store, when it can refuse a call before it starts (`StoreAdmission`): the fast path
+  /// then refuses the calls it would, on the thread that read them.
+  public var admission: (any StoreAdmission)? { self.store as? any StoreAdmission }
+
   /// `getEmployeeReply`, read with `PointCalls.employeeNow`: only inside a call that
   /// `pointCalls` runs.
   public func getEmployeeReplyNow(

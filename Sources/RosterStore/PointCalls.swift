@@ -9,14 +9,18 @@ public import RosterDomain
 /// network (PostgreSQL) does not offer this.
 ///
 /// ```swift
-/// let cancel = store.runPointCall({ answer(call()) }, stopped: { error in answer(.failure(error)) })
+/// let cancel = store.runPointCall(deadline: deadline, { answer(call()) }, stopped: { error in
+///   answer(.failure(error))
+/// })
 /// ```
 public protocol PointCalls: Sendable {
   /// Runs `call` once where this store's point reads run, unless the call is refused first:
   /// then `stopped` runs instead, with `resourceExhausted` when the store is too busy to queue
-  /// it, or with `cancelled` when the returned closure was called while the call waited. A call
-  /// that has begun runs to its end.
+  /// it or to start it before `deadline` (the call's, when it has one), or with `cancelled` when
+  /// the returned closure was called while the call waited. A call that has begun runs to its
+  /// end.
   func runPointCall(
+    deadline: ContinuousClock.Instant?,
     _ call: @escaping @Sendable () -> Void,
     stopped: @escaping @Sendable (StoreError) -> Void
   ) -> @Sendable () -> Void

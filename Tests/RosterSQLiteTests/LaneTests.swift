@@ -7,6 +7,11 @@ import Testing
 @testable import RosterDomain
 @testable import RosterSQLite
 
+/// A turn that jobs holding a lane's thread wait for.
+private final class Gate: Sendable {
+  let turn = Atomic<Int>(0)
+}
+
 /// The store's lanes: interrupts on cancellation, deadline and budget; admission; priority.
 /// The time limit only catches a hang: the heavy lane's threads run at nice 19, and on a
 /// machine busy with every other suite they took over 60 s for 23 trivial reads (a CI run,
@@ -147,6 +152,142 @@ struct LaneTests {
   }
 
   @Test(
+    "a call that would wait for a thread past its deadline is refused at once, and so is every call that would wait while the lane is overloaded"
+  )
+  func refusedBeforeItsDeadline() async throws {
+    let configure: (inout StoreConfiguration) -> Void = {
+      $0.heavyLane.width = 1
+      $0.heavyLane.budget = nil
+      $0.heavyLane.overloadInterval = .seconds(5)
+    }
+    try await withTemporaryStore(configure: configure) { store async throws in
+      // Jobs that hold the lane's thread until let go: no SQL, so nothing else in the process
+      // (another test's SQLite heap limit) can end them early.
+      let letGo = Gate()
+      func hold(_ turn: Int) -> Task<Int, any Error> {
+        Task {
+          try await store.read(.heavy) { _ in
+            while letGo.turn.load(ordering: .relaxed) < turn { usleep(1000) }
+            return turn
+          }
+        }
+      }
+      let first = hold(1)
+      while store.laneStatistics.heavy.running < 1 { try await Task.sleep(for: .milliseconds(5)) }
+      // A job that waits at least 1.6 s behind it teaches the lane that a waiting job waits
+      // that long for each one ahead: after this one wait, its estimate is at least 200 ms.
+      let second = hold(2)
+      while store.laneStatistics.heavy.queued < 1 { try await Task.sleep(for: .milliseconds(5)) }
+      try await Task.sleep(for: .milliseconds(1600))
+      letGo.turn.store(1, ordering: .relaxed)
+      #expect(try await first.value == 1)
+      while store.laneStatistics.heavy.queued > 0 { try await Task.sleep(for: .milliseconds(5)) }
+      /// Offers a call and waits for its answer: queued instead of refused, nothing would end
+      /// its wait but a cancellation 10 s on, an answer other than the refusal.
+      func expectRefused(_ control: CallControl?) async {
+        let offered = Task {
+          try await CallControl.$current.withValue(control) { try await Self.runEndless(store) }
+        }
+        let watchdog = Task {
+          try await Task.sleep(for: .seconds(10))
+          offered.cancel()
+        }
+        await Self.expectStoreError(.resourceExhausted, mentioning: "overloaded") {
+          try await offered.value
+        }
+        watchdog.cancel()
+      }
+
+      // With the thread busy, a call due in 100 ms is refused, without waiting for it to pass.
+      await expectRefused(CallControl(deadline: .now + .milliseconds(100)))
+      #expect(store.laneStatistics.heavy.rejected == 1)
+      // The lane is overloaded now: a call that would wait is refused even with no deadline,
+      // and the door (`refusal(dueBy:)`, asked before a call's task starts) refuses one due in
+      // a minute.
+      await expectRefused(nil)
+      #expect(store.laneStatistics.heavy.rejected == 2)
+      #expect(store.heavy.refusal(dueBy: .now + .seconds(60))?.code == .resourceExhausted)
+      #expect(store.laneStatistics.heavy.rejected == 3)
+
+      // Once the lane has refused nothing for its interval, one due in a minute waits, as does
+      // one with no deadline: they may still be served.
+      try await Task.sleep(for: .seconds(5))
+      #expect(store.heavy.refusal(dueBy: .now + .seconds(60)) == nil)
+      let later = CallControl(deadline: .now + .seconds(60))
+      let patient = Task {
+        try await CallControl.$current.withValue(later) { try await Self.runEndless(store) }
+      }
+      let unbounded = Task { try await Self.runEndless(store) }
+      while store.laneStatistics.heavy.queued < 2 { try await Task.sleep(for: .milliseconds(5)) }
+      #expect(store.laneStatistics.heavy.rejected == 3)
+      for task in [patient, unbounded] { task.cancel() }
+      letGo.turn.store(2, ordering: .relaxed)
+      #expect(try await second.value == 2)
+      for task in [patient, unbounded] { _ = try? await task.value }
+    }
+  }
+
+  @Test(
+    "while the interactive lane is overloaded its threads run below the event loops, and after it at the usual priority again"
+  )
+  func overloadedPriority() async throws {
+    let configure: (inout StoreConfiguration) -> Void = {
+      $0.interactiveLane.width = 1
+      $0.interactiveLane.overloadInterval = .seconds(5)
+    }
+    try await withTemporaryStore(configure: configure) { store async throws in
+      let letGo = Gate()
+      func hold(_ turn: Int) -> Task<Int32, any Error> {
+        Task {
+          try await store.read(.interactive) { _ in
+            while letGo.turn.load(ordering: .relaxed) < turn { usleep(1000) }
+            return StoreLane.currentNiceness()
+          }
+        }
+      }
+      // As in `refusedBeforeItsDeadline`: a job that waited 1.6 s teaches the lane its wait.
+      let first = hold(1)
+      while store.laneStatistics.interactive.running < 1 {
+        try await Task.sleep(for: .milliseconds(5))
+      }
+      let second = hold(2)
+      while store.laneStatistics.interactive.queued < 1 {
+        try await Task.sleep(for: .milliseconds(5))
+      }
+      try await Task.sleep(for: .milliseconds(1600))
+      letGo.turn.store(1, ordering: .relaxed)
+      #expect(try await first.value == 0)
+      while store.laneStatistics.interactive.queued > 0 {
+        try await Task.sleep(for: .milliseconds(5))
+      }
+      // Refused for its deadline, a call makes the lane overloaded; the thread finds it so when
+      // the job it runs ends, and lowers its priority for the jobs after.
+      #expect(store.interactive.refusal(dueBy: .now + .milliseconds(100)) != nil)
+      letGo.turn.store(2, ordering: .relaxed)
+      #expect(try await second.value == 0)
+      // (Offered while the thread still ends its job, a job would be refused: the lane is
+      // overloaded and expects a 200 ms wait.)
+      func idle() async throws {
+        while store.laneStatistics.interactive.idle < 1,
+          store.laneStatistics.interactive.threads > 0
+        {
+          try await Task.sleep(for: .milliseconds(5))
+        }
+      }
+      try await idle()
+      #expect(try await hold(2).value == StoreLane.overloadedNiceness)
+      // Once the lane has refused nothing for its interval, the lowered thread ends after its
+      // next job (or, idle, by itself), and the job after that runs on a new thread at the
+      // usual priority.
+      try await Task.sleep(for: .seconds(5))
+      try await idle()
+      _ = try await hold(2).value
+      try await idle()
+      #expect(try await hold(2).value == 0)
+    }
+  }
+
+  @Test(
     "a point call runs and reads in the interactive lane, and is refused or cancelled as the lane's jobs are"
   )
   func pointCalls() async throws {
@@ -168,6 +309,7 @@ struct LaneTests {
       func pointCall(_ guid: String) async -> (thread: String?, Result<String, StoreError>) {
         await withCheckedContinuation { continuation in
           _ = store.runPointCall(
+            deadline: nil,
             {
               let read = Result { try store.employeeNow(guid: guid, fields: .name).name }
               continuation.resume(
@@ -197,12 +339,14 @@ struct LaneTests {
       let ran = Atomic(0)
       let queuedStop = Mutex<StoreError?>(nil)
       let cancel = store.runPointCall(
+        deadline: nil,
         { ran.add(1, ordering: .relaxed) },
         stopped: { error in queuedStop.withLock { $0 = error } }
       )
       #expect(store.laneStatistics.interactive.queued == 1)
       let refused = Mutex<StoreError?>(nil)
       _ = store.runPointCall(
+        deadline: nil,
         { ran.add(1, ordering: .relaxed) },
         stopped: { error in refused.withLock { $0 = error } }
       )
