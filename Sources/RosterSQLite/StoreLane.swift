@@ -149,7 +149,7 @@ final class StoreLane: Sendable {
         state.statistics.rejected += 1
         return .full
       }
-      if let wait = state.refusalWait(
+      if let wait = state.admission.refusalWait(
         ahead: ahead,
         deadline: job.deadline,
         interval: self.configuration.overloadInterval,
@@ -180,19 +180,19 @@ final class StoreLane: Sendable {
   }
 
   /// The refusal a job due by `deadline` would get if it were offered now for its wait
-  /// (`State.refusalWait`), counted as one; nil when it would not. For a caller that has not
-  /// made the job yet and need not, when it is refused.
+  /// (`LaneAdmission.refusalWait`), counted as one; nil when it would not. For a caller that
+  /// has not made the job yet and need not, when it is refused.
   func refusal(dueBy deadline: ContinuousClock.Instant) -> StoreError? {
     let wait: Duration? = self.core.withLock { state in
       guard let ahead = state.ahead(width: self.configuration.width, coming: true),
-        let wait = state.refusalWait(
+        let wait = state.admission.refusalWait(
           ahead: ahead,
           deadline: deadline,
           interval: self.configuration.overloadInterval,
           atDoor: true
         )
       else {
-        state.coming += 1
+        state.admission.coming += 1
         return nil
       }
       state.statistics.rejected += 1
@@ -255,7 +255,7 @@ final class StoreLane: Sendable {
         state.statistics.completed += 1
         state.statistics.yields += job.yieldCount
         if interrupted { state.statistics.interrupted += 1 }
-        return state.overloadedUntil.map { ContinuousClock.now < $0 } ?? false
+        return state.admission.isOverloaded
       }
       // Answered after the counters, so a caller that sees its answer sees them too; from a
       // thread at the usual priority when this one is lower (a point call answered itself,
@@ -299,7 +299,7 @@ final class StoreLane: Sendable {
       for: { !$0.queue.isEmpty },
       beforeSleeping: { state in
         state.idle += 1
-        state.coming = 0
+        state.admission.coming = 0
       },
       afterSleeping: { $0.idle -= 1 }
     ) { state, ready in
@@ -308,7 +308,7 @@ final class StoreLane: Sendable {
         return nil
       }
       let job = state.queue.removeFirst()
-      state.took(job)
+      state.admission.took(job)
       state.statistics.running += 1
       self.metrics.depth.record(state.queue.count)
       return job
@@ -328,8 +328,6 @@ final class StoreLane: Sendable {
   /// How long a thread with nothing to do stays.
   static let idleTimeout: TimeInterval = 5
 
-  /// The longest wait a job may expect to be admitted while the lane is overloaded.
-  static let overloadedWait: Duration = .milliseconds(4)
   /// The nice value of a lane's threads while it is overloaded, when theirs is lower: an event
   /// loop that shares a CPU with them then gets three times their share of it, reads requests
   /// as they come and refuses at once those the lane cannot take, rather than leaving them in
@@ -350,20 +348,12 @@ final class StoreLane: Sendable {
     var threads = 0
     var idle = 0
     var statistics = LaneStatistics()
-    /// How long, in nanoseconds, a waiting job waits for each job ahead of it: an average
-    /// over the jobs that waited, weighted to the recent ones (`took`).
-    var waitPerJobAhead: Double = 0
-    /// Until when the lane counts as overloaded (`refusalWait`).
-    var overloadedUntil: ContinuousClock.Instant?
-    /// Calls let in at the door (`StoreLane.refusal(dueBy:)`) whose jobs have not reached the
-    /// queue, as far as the lane can tell: each job queued takes one off, and a thread with
-    /// nothing to do clears them (a call let in may bring no job here). Without them, the
-    /// calls of one read would all be let in on the queue they found.
-    var coming = 0
+    /// The lane's estimate of a new job's wait, and whether it is overloaded.
+    var admission = LaneAdmission()
 
     /// Queues `job`; whether a thread must be woken or started for it.
     fileprivate mutating func admit(_ job: LaneJob, lane: StoreLane) -> Admission {
-      self.coming = max(0, self.coming - 1)
+      self.admission.coming = max(0, self.admission.coming - 1)
       self.queue.append(job)
       lane.metrics.depth.record(self.queue.count)
       if self.queue.count > self.idle && self.threads < lane.configuration.width {
@@ -377,48 +367,9 @@ final class StoreLane: Sendable {
     /// a thread is free for it or one starts. `coming`: counting the calls let in at the door
     /// whose jobs are on their way.
     func ahead(width: Int, coming: Bool = false) -> Int? {
-      let queued = self.queue.count + (coming ? self.coming : 0)
+      let queued = self.queue.count + (coming ? self.admission.coming : 0)
       guard self.threads >= width, queued >= self.idle else { return nil }
       return queued - self.idle
-    }
-
-    /// How long a job queued now would wait, `ahead` jobs to be taken before it, when that is
-    /// too long to queue it: longer than the time left before its `deadline`, or, while the
-    /// lane is overloaded, than four times `StoreLane.overloadedWait`. A refusal means calls
-    /// arrive faster than the lane ends them, and the lane stays overloaded until
-    /// `LaneConfiguration.overloadInterval` passes with no refusal: the queue then stays
-    /// short, and the calls admitted answer soon. Only a deadline makes the lane overloaded:
-    /// without one, a client whose own concurrency bounds the queue (a closed loop, however
-    /// deep) is refused only past `queueLimit`.
-    ///
-    /// `atDoor`: asked before the call has spent anything (`StoreLane.refusal(dueBy:)`), on
-    /// the thread that read it; then the bounds are tighter: half the time left (the other
-    /// half is for the run, the answer's way back and the estimate's error), and
-    /// `overloadedWait` itself. The calls one read lets in reach the queue together, after
-    /// the door counted them; the looser bounds in the lane keep them from being refused
-    /// behind each other once their tasks and handlers are spent.
-    mutating func refusalWait(
-      ahead: Int,
-      deadline: ContinuousClock.Instant?,
-      interval: Duration,
-      atDoor: Bool
-    ) -> Duration? {
-      let wait = Duration.nanoseconds(Int64(Double(ahead + 1) * self.waitPerJobAhead))
-      let now = ContinuousClock.now
-      let overloaded = self.overloadedUntil.map { now < $0 } ?? false
-      guard
-        overloaded && wait > StoreLane.overloadedWait * (atDoor ? 1 : 4)
-          || deadline.map({ now + wait * (atDoor ? 2 : 1) > $0 }) ?? false
-      else { return nil }
-      self.overloadedUntil = now + interval
-      return wait
-    }
-
-    /// Learns from a job just taken how long each job ahead of a waiting one holds it up.
-    mutating func took(_ job: LaneJob) {
-      guard let ahead = job.ahead else { return }
-      let sample = Double((ContinuousClock.now - job.enqueued).nanoseconds) / Double(ahead + 1)
-      self.waitPerJobAhead += (sample - self.waitPerJobAhead) / 8
     }
   }
 

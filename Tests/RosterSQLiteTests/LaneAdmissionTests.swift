@@ -1,0 +1,152 @@
+import Foundation
+import Synchronization
+import TestSupport
+import Testing
+
+@testable import RosterDomain
+@testable import RosterSQLite
+
+/// A lane's refusals for a job's wait (`LaneAdmission`), and its priority while overloaded.
+@Suite("Store lanes' admission", .timeLimit(.minutes(10)))
+struct LaneAdmissionTests {
+  /// Jobs that hold one of a lane's threads until let go, each answering its thread's nice
+  /// value: no SQL, so nothing else in the process (another test's SQLite heap limit) can end
+  /// them early.
+  final class Holder: Sendable {
+    let store: SQLiteStore
+    let kind: SQLiteStore.ReadKind
+    private let letGo = Atomic<Int>(0)
+
+    init(_ store: SQLiteStore, _ kind: SQLiteStore.ReadKind) {
+      self.store = store
+      self.kind = kind
+    }
+
+    var statistics: LaneStatistics {
+      self.kind == .heavy ? self.store.laneStatistics.heavy : self.store.laneStatistics.interactive
+    }
+
+    /// A job that holds its thread until `letGo(turn)`.
+    func hold(_ turn: Int) -> Task<Int32, any Error> {
+      Task {
+        try await self.store.read(self.kind) { [self] _ in
+          while self.letGo.load(ordering: .relaxed) < turn { usleep(1000) }
+          return StoreLane.currentNiceness()
+        }
+      }
+    }
+
+    func letGo(_ turn: Int) { self.letGo.store(turn, ordering: .relaxed) }
+
+    func waitUntil(_ condition: (LaneStatistics) -> Bool) async throws {
+      while !condition(self.statistics) { try await Task.sleep(for: .milliseconds(5)) }
+    }
+
+    /// Teaches the lane (of one thread) that a waiting job waits at least 200 ms for each one
+    /// ahead: a first job holds the thread while a second waits 1.6 s behind it (one sample,
+    /// weighted an eighth). The second, running once this returns, holds the thread until
+    /// `letGo(2)`.
+    func teach() async throws -> Task<Int32, any Error> {
+      let first = self.hold(1)
+      try await self.waitUntil { $0.running >= 1 }
+      let second = self.hold(2)
+      try await self.waitUntil { $0.queued >= 1 }
+      try await Task.sleep(for: .milliseconds(1600))
+      self.letGo(1)
+      _ = try await first.value
+      try await self.waitUntil { $0.queued == 0 }
+      return second
+    }
+  }
+
+  @Test(
+    "a call that would wait for a thread past its deadline is refused at once, and so is every call that would wait while the lane is overloaded"
+  )
+  func refusedBeforeItsDeadline() async throws {
+    let configure: (inout StoreConfiguration) -> Void = {
+      $0.heavyLane.width = 1
+      $0.heavyLane.budget = nil
+      $0.heavyLane.overloadInterval = .seconds(5)
+    }
+    try await withTemporaryStore(configure: configure) { store async throws in
+      let lane = Holder(store, .heavy)
+      let second = try await lane.teach()
+      /// Offers a call and waits for its answer: queued instead of refused, nothing would end
+      /// its wait but a cancellation 10 s on, an answer other than the refusal.
+      func expectRefused(_ control: CallControl?) async {
+        let offered = Task {
+          try await CallControl.$current.withValue(control) {
+            try await LaneTests.runEndless(store)
+          }
+        }
+        let watchdog = Task {
+          try await Task.sleep(for: .seconds(10))
+          offered.cancel()
+        }
+        await LaneTests.expectStoreError(.resourceExhausted, mentioning: "overloaded") {
+          try await offered.value
+        }
+        watchdog.cancel()
+      }
+
+      // With the thread busy, a call due in 100 ms is refused, without waiting for it to pass.
+      await expectRefused(CallControl(deadline: .now + .milliseconds(100)))
+      #expect(lane.statistics.rejected == 1)
+      // The lane is overloaded now: a call that would wait is refused even with no deadline,
+      // and the door (`refusal(dueBy:)`, asked before a call's task starts) refuses one due in
+      // a minute.
+      await expectRefused(nil)
+      #expect(lane.statistics.rejected == 2)
+      #expect(store.heavy.refusal(dueBy: .now + .seconds(60))?.code == .resourceExhausted)
+      #expect(lane.statistics.rejected == 3)
+
+      // Once the lane has refused nothing for its interval, one due in a minute waits, as does
+      // one with no deadline: they may still be served.
+      try await Task.sleep(for: .seconds(5))
+      #expect(store.heavy.refusal(dueBy: .now + .seconds(60)) == nil)
+      let later = CallControl(deadline: .now + .seconds(60))
+      let patient = Task {
+        try await CallControl.$current.withValue(later) { try await LaneTests.runEndless(store) }
+      }
+      let unbounded = Task { try await LaneTests.runEndless(store) }
+      try await lane.waitUntil { $0.queued >= 2 }
+      #expect(lane.statistics.rejected == 3)
+      for task in [patient, unbounded] { task.cancel() }
+      lane.letGo(2)
+      _ = try await second.value
+      for task in [patient, unbounded] { _ = try? await task.value }
+    }
+  }
+
+  @Test(
+    "while the interactive lane is overloaded its threads run below the event loops, and after it at the usual priority again"
+  )
+  func overloadedPriority() async throws {
+    let configure: (inout StoreConfiguration) -> Void = {
+      $0.interactiveLane.width = 1
+      $0.interactiveLane.overloadInterval = .seconds(5)
+    }
+    try await withTemporaryStore(configure: configure) { store async throws in
+      let lane = Holder(store, .interactive)
+      let second = try await lane.teach()
+      // Refused for its deadline, a call makes the lane overloaded; the thread finds it so when
+      // the job it runs ends, and lowers its priority for the jobs after.
+      #expect(store.interactive.refusal(dueBy: .now + .milliseconds(100)) != nil)
+      lane.letGo(2)
+      #expect(try await second.value == 0)
+      // (Offered while the thread still ends its job, a job would be refused: the lane is
+      // overloaded and expects a 200 ms wait.)
+      let idle = { (lane: LaneStatistics) in lane.idle >= 1 || lane.threads == 0 }
+      try await lane.waitUntil(idle)
+      #expect(try await lane.hold(2).value == StoreLane.overloadedNiceness)
+      // Once the lane has refused nothing for its interval, the lowered thread ends after its
+      // next job (or, idle, by itself), and the job after that runs on a new thread at the
+      // usual priority.
+      try await Task.sleep(for: .seconds(5))
+      try await lane.waitUntil(idle)
+      _ = try await lane.hold(2).value
+      try await lane.waitUntil(idle)
+      #expect(try await lane.hold(2).value == 0)
+    }
+  }
+}
