@@ -42,8 +42,8 @@ struct LaneAdmissionTests {
       while !condition(self.statistics) { try await Task.sleep(for: .milliseconds(5)) }
     }
 
-    /// Teaches the lane (of one thread) that a waiting job waits at least 200 ms for each one
-    /// ahead: a first job holds the thread while a second waits 1.6 s behind it (one sample,
+    /// Teaches the lane (of one thread) that a waiting job waits at least 400 ms for each one
+    /// ahead: a first job holds the thread while a second waits 3.2 s behind it (one sample,
     /// weighted an eighth). The second, running once this returns, holds the thread until
     /// `letGo(2)`.
     func teach() async throws -> Task<Int32, any Error> {
@@ -51,7 +51,7 @@ struct LaneAdmissionTests {
       try await self.waitUntil { $0.running >= 1 }
       let second = self.hold(2)
       try await self.waitUntil { $0.queued >= 1 }
-      try await Task.sleep(for: .milliseconds(1600))
+      try await Task.sleep(for: .milliseconds(3200))
       self.letGo(1)
       _ = try await first.value
       try await self.waitUntil { $0.queued == 0 }
@@ -71,11 +71,14 @@ struct LaneAdmissionTests {
     try await withTemporaryStore(configure: configure) { store async throws in
       let lane = Holder(store, .heavy)
       let second = try await lane.teach()
-      /// Offers a call and waits for its answer: queued instead of refused, nothing would end
-      /// its wait but a cancellation 10 s on, an answer other than the refusal.
-      func expectRefused(_ control: CallControl?) async {
+      /// Offers a call due `timeout` after it starts (nil: no deadline) and waits for its
+      /// answer: queued instead of refused, nothing would end its wait but a cancellation 10 s
+      /// on, an answer other than the refusal. (The deadline counts from inside the call's
+      /// task: on a loaded machine a task can start 100 ms late.)
+      func expectRefused(_ timeout: Duration?) async {
         let offered = Task {
-          try await CallControl.$current.withValue(control) {
+          let control = timeout.map { CallControl(deadline: .now + $0) }
+          return try await CallControl.$current.withValue(control) {
             try await LaneTests.runEndless(store)
           }
         }
@@ -89,8 +92,8 @@ struct LaneAdmissionTests {
         watchdog.cancel()
       }
 
-      // With the thread busy, a call due in 100 ms is refused, without waiting for it to pass.
-      await expectRefused(CallControl(deadline: .now + .milliseconds(100)))
+      // With the thread busy, a call due in 300 ms is refused, without waiting for it to pass.
+      await expectRefused(.milliseconds(300))
       #expect(lane.statistics.rejected == 1)
       // The lane is overloaded now: a call that would wait is refused even with no deadline,
       // and the door (`refusal(dueBy:)`, asked before a call's task starts) refuses one due in
@@ -131,11 +134,11 @@ struct LaneAdmissionTests {
       let second = try await lane.teach()
       // Refused for its deadline, a call makes the lane overloaded; the thread finds it so when
       // the job it runs ends, and lowers its priority for the jobs after.
-      #expect(store.interactive.refusal(dueBy: .now + .milliseconds(100)) != nil)
+      #expect(store.interactive.refusal(dueBy: .now + .milliseconds(300)) != nil)
       lane.letGo(2)
       #expect(try await second.value == 0)
       // (Offered while the thread still ends its job, a job would be refused: the lane is
-      // overloaded and expects a 200 ms wait.)
+      // overloaded and expects a 400 ms wait.)
       let idle = { (lane: LaneStatistics) in lane.idle >= 1 || lane.threads == 0 }
       try await lane.waitUntil(idle)
       #expect(try await lane.hold(2).value == StoreLane.overloadedNiceness)
