@@ -19,8 +19,10 @@ struct LaneAdmission {
   /// (four times as long in the queue).
   static let overloadedWait: Duration = .milliseconds(4)
 
-  /// Whether the lane is overloaded now.
-  var isOverloaded: Bool { self.overloadedUntil.map { ContinuousClock.now < $0 } ?? false }
+  /// Whether the lane is overloaded at `now`.
+  func isOverloaded(at now: ContinuousClock.Instant = .now) -> Bool {
+    self.overloadedUntil.map { now < $0 } ?? false
+  }
 
   /// How long a job queued now would wait, `ahead` jobs to be taken before it, when that is
   /// too long to queue it: longer than the time left before its `deadline`, or, while the
@@ -44,9 +46,8 @@ struct LaneAdmission {
   ) -> Duration? {
     let wait = Duration.nanoseconds(Int64(Double(ahead + 1) * self.waitPerJobAhead))
     let now = ContinuousClock.now
-    let overloaded = self.overloadedUntil.map { now < $0 } ?? false
     guard
-      overloaded && wait > Self.overloadedWait * (atDoor ? 1 : 4)
+      self.isOverloaded(at: now) && wait > Self.overloadedWait * (atDoor ? 1 : 4)
         || deadline.map({ now + wait * (atDoor ? 2 : 1) > $0 }) ?? false
     else { return nil }
     self.overloadedUntil = now + interval

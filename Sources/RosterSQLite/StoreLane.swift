@@ -255,7 +255,7 @@ final class StoreLane: Sendable {
         state.statistics.completed += 1
         state.statistics.yields += job.yieldCount
         if interrupted { state.statistics.interrupted += 1 }
-        return state.admission.isOverloaded
+        return state.admission.isOverloaded()
       }
       // Answered after the counters, so a caller that sees its answer sees them too; from a
       // thread at the usual priority when this one is lower (a point call answered itself,
