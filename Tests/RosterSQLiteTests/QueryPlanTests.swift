@@ -1,4 +1,5 @@
 import GRDB
+import GRDBSQLite
 import TestSupport
 import Testing
 
@@ -114,6 +115,45 @@ struct QueryPlanTests {
         "\(lookup)"
       )
       #expect(!lookup.contains { $0.contains("TEMP B-TREE") }, "\(lookup)")
+    }
+  }
+
+  /// SQLite prepares a statement again after a new binding when the plan read the bound value
+  /// (a bare `GLOB ?` does, for its LIKE optimization): a cached statement is then compiled on
+  /// every call. A search's pages, counts and names must run as compiled.
+  @Test("a name search's statements are compiled once, whatever the text")
+  func searchesCompiledOnce() async throws {
+    try await withTemporaryStore(employees: 200) { store async throws in
+      for (first, second) in [("jos", "ann"), ("an", "jo")] {
+        for base in Self.filters where base.nameContains != nil {
+          var filters = (base, base)
+          filters.0.nameContains = first
+          filters.1.nameContains = second
+          var shapes = EmployeeOrder.allCases.map { order in
+            [filters.0, filters.1].map { filter in
+              EmployeeSQL.page(fields: .all, filter: filter, order: order, after: nil, limit: 51)
+            }
+          }
+          shapes.append([filters.0, filters.1].map(EmployeeSQL.count))
+          shapes.append(
+            [first, second].map { text in
+              let names = EmployeeSQL.matchingNames(text)
+              return (names.sql, StatementArguments(names.arguments))
+            }
+          )
+          for shape in shapes {
+            #expect(shape[0].sql == shape[1].sql)
+            let reprepared = try store.read { db in
+              let statement = try db.cachedStatement(sql: shape[0].sql)
+              for query in shape + shape {
+                _ = try Row.fetchAll(statement, arguments: query.arguments)
+              }
+              return sqlite3_stmt_status(statement.sqliteStatement, SQLITE_STMTSTATUS_REPREPARE, 0)
+            }
+            #expect(reprepared == 0, "\(shape[0].sql)")
+          }
+        }
+      }
     }
   }
 
