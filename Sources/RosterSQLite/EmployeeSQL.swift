@@ -130,8 +130,9 @@ enum EmployeeSQL {
     if folded.count >= 3 {
       // The pattern is `+?`, not `?`: SQLite reads a bare parameter's value when it prepares
       // a GLOB (for its LIKE optimization), and then prepares the statement again after every
-      // new binding, cached or not (`SQLITE_STMTSTATUS_REPREPARE`), which took half the lane's
-      // time of a search that found nothing. The trigram index serves either.
+      // new binding, cached or not (`SQLITE_STMTSTATUS_REPREPARE`, `QueryPlanTests`), through
+      // GRDB's authorizer: most of a search's cost when it finds few names. The trigram index
+      // serves either.
       sql =
         "SELECT \(columns) FROM employee_names WHERE id IN "
         + "(SELECT rowid FROM employee_names_fts WHERE employee_names_fts.name_folded GLOB +?)"
