@@ -9,10 +9,7 @@ extension SQLiteStore {
   /// writes keep, never the employees.
   public func departmentCounts() async throws -> [DepartmentCounts] {
     try await self.read(.interactive, statement: true) { db in
-      try Row.fetchAll(
-        db,
-        sql: AnalyticsSQL.departments
-      ).map {
+      try Row.fetchAll(db.cachedStatement(sql: AnalyticsSQL.departments)).map {
         DepartmentCounts(
           department: $0[0],
           headcount: $0[1],
@@ -29,8 +26,7 @@ extension SQLiteStore {
   public func departmentCounts(_ department: String) async throws -> DepartmentCounts {
     let counts = try await self.read(.interactive, statement: true) { db in
       try Row.fetchOne(
-        db,
-        sql: AnalyticsSQL.department,
+        db.cachedStatement(sql: AnalyticsSQL.department),
         arguments: [department]
       ).map {
         DepartmentCounts(
@@ -54,8 +50,7 @@ extension SQLiteStore {
   public func employeeSales(guid: String) async throws -> (count: Int64, totalCents: Int64) {
     let sales = try await self.read(.interactive, statement: true) { db in
       try Row.fetchOne(
-        db,
-        sql: AnalyticsSQL.employeeSales,
+        db.cachedStatement(sql: AnalyticsSQL.employeeSales),
         arguments: [guid]
       ).map { (count: $0[0] as Int64, cents: $0[1] as Int64) }
     }

@@ -26,8 +26,9 @@ extension SQLiteStore {
     try self.pictures.checkDeclared(contentType: contentType, totalSize: totalSize)
     let exists = try self.readStatement { db in
       try Bool.fetchOne(
-        db,
-        sql: "SELECT EXISTS (SELECT 1 FROM employees WHERE guid = ?)",
+        db.cachedStatement(
+          sql: "SELECT EXISTS (SELECT 1 FROM employees WHERE guid = ?)"
+        ),
         arguments: [guid]
       ) ?? false
     }
@@ -158,12 +159,13 @@ extension SQLiteStore {
         }
         if thumbnails[etag] == nil {
           thumbnails[etag] = try Row.fetchOne(
-            db,
-            sql: """
-              SELECT t.data, t.width, t.height FROM employees e
-              JOIN employee_thumbnails t ON t.employee_id = e.id
-              WHERE e.picture_etag = ? LIMIT 1
-              """,
+            db.cachedStatement(
+              sql: """
+                SELECT t.data, t.width, t.height FROM employees e
+                JOIN employee_thumbnails t ON t.employee_id = e.id
+                WHERE e.picture_etag = ? LIMIT 1
+                """
+            ),
             arguments: [etag]
           )
         }
@@ -192,8 +194,9 @@ extension SQLiteStore {
   ) throws -> (id: Int64, etag: String?) {
     guard
       let row = try Row.fetchOne(
-        db,
-        sql: "SELECT id, picture_etag FROM employees WHERE guid = ?",
+        db.cachedStatement(
+          sql: "SELECT id, picture_etag FROM employees WHERE guid = ?"
+        ),
         arguments: [guid]
       )
     else {
@@ -210,14 +213,15 @@ extension SQLiteStore {
     try self.readStatement { db in
       guard
         let row = try Row.fetchOne(
-          db,
-          sql: """
-            SELECT t.data, t.width, t.height, p.width, p.height
-            FROM pictures p
-            JOIN employees e ON e.picture_etag = p.etag
-            JOIN employee_thumbnails t ON t.employee_id = e.id
-            WHERE p.etag = ? LIMIT 1
-            """,
+          db.cachedStatement(
+            sql: """
+              SELECT t.data, t.width, t.height, p.width, p.height
+              FROM pictures p
+              JOIN employees e ON e.picture_etag = p.etag
+              JOIN employee_thumbnails t ON t.employee_id = e.id
+              WHERE p.etag = ? LIMIT 1
+              """
+          ),
           arguments: [etag]
         )
       else { return nil }
@@ -237,13 +241,14 @@ extension SQLiteStore {
   private func pictureRow(guid: String) throws -> (info: PictureInfo, inline: Bool) {
     let row = try self.readStatement { db in
       try Row.fetchOne(
-        db,
-        sql: """
-          SELECT p.etag, p.size, p.content_type, p.width, p.height, p.data IS NOT NULL,
-                 e.id IS NOT NULL
-          FROM (SELECT 1) LEFT JOIN employees e ON e.guid = ?
-          LEFT JOIN pictures p ON p.etag = e.picture_etag
-          """,
+        db.cachedStatement(
+          sql: """
+            SELECT p.etag, p.size, p.content_type, p.width, p.height, p.data IS NOT NULL,
+                   e.id IS NOT NULL
+            FROM (SELECT 1) LEFT JOIN employees e ON e.guid = ?
+            LEFT JOIN pictures p ON p.etag = e.picture_etag
+            """
+        ),
         arguments: [guid]
       )
     }
@@ -277,8 +282,9 @@ extension SQLiteStore {
         ? {
           try self.readStatement { db in
             try Data.fetchOne(
-              db,
-              sql: "SELECT data FROM pictures WHERE etag = ?",
+              db.cachedStatement(
+                sql: "SELECT data FROM pictures WHERE etag = ?"
+              ),
               arguments: [info.etag]
             )
           }
@@ -299,11 +305,12 @@ extension SQLiteStore {
     let guid = try EmployeeValidation.requireGUID(guid)
     let row = try self.readStatement { db in
       try Row.fetchOne(
-        db,
-        sql: """
-          SELECT e.picture_etag, t.data, t.width, t.height FROM employees e
-          LEFT JOIN employee_thumbnails t ON t.employee_id = e.id WHERE e.guid = ?
-          """,
+        db.cachedStatement(
+          sql: """
+            SELECT e.picture_etag, t.data, t.width, t.height FROM employees e
+            LEFT JOIN employee_thumbnails t ON t.employee_id = e.id WHERE e.guid = ?
+            """
+        ),
         arguments: [guid]
       )
     }
@@ -362,8 +369,9 @@ extension SQLiteStore {
   func isPictureReferenced(_ etag: String) throws -> Bool {
     try self.readStatement { db in
       try Bool.fetchOne(
-        db,
-        sql: "SELECT EXISTS (SELECT 1 FROM pictures WHERE etag = ?)",
+        db.cachedStatement(
+          sql: "SELECT EXISTS (SELECT 1 FROM pictures WHERE etag = ?)"
+        ),
         arguments: [etag]
       )
     } ?? true

@@ -126,11 +126,12 @@ extension SQLiteStore {
     precondition(limit > 0)
     let rows = try await self.read(.interactive, statement: true) { db in
       try Row.fetchAll(
-        db,
-        sql: """
-          SELECT s.id, e.guid, s.amount_cents, s.date FROM sales s JOIN employees e ON e.id = s.employee_id
-          WHERE s.id > ? ORDER BY s.id LIMIT ?
-          """,
+        db.cachedStatement(
+          sql: """
+            SELECT s.id, e.guid, s.amount_cents, s.date FROM sales s JOIN employees e ON e.id = s.employee_id
+            WHERE s.id > ? ORDER BY s.id LIMIT ?
+            """
+        ),
         arguments: [after ?? 0, limit]
       ).map {
         (id: $0[0] as Int64, sale: SaleRow(employeeGUID: $0[1], amountCents: $0[2], date: $0[3]))
