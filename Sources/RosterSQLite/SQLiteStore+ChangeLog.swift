@@ -8,7 +8,9 @@ extension SQLiteStore {
   ///
   /// Read from `sqlite_sequence`, so it survives pruning of every row.
   static func lastSequence(_ db: Database) throws -> Int64 {
-    try Int64.fetchOne(db, sql: "SELECT seq FROM sqlite_sequence WHERE name = 'change_log'") ?? 0
+    try Int64.fetchOne(
+      db.cachedStatement(sql: "SELECT seq FROM sqlite_sequence WHERE name = 'change_log'")
+    ) ?? 0
   }
 
   /// Appends one change to the log; called inside the transaction of the change itself.
@@ -46,7 +48,8 @@ extension SQLiteStore {
     precondition(limit > 0 && limit <= StoreLimits.maximumChangePage)
     return try await self.read(.interactive) { db in
       let prunedThrough =
-        try Int64.fetchOne(db, sql: "SELECT pruned_through FROM change_log_state") ?? 0
+        try Int64.fetchOne(db.cachedStatement(sql: "SELECT pruned_through FROM change_log_state"))
+        ?? 0
       if sequence < prunedThrough {
         throw StoreError(
           .outOfRange,
