@@ -10,8 +10,12 @@ internal import Synchronization
 /// cursor needs), and the thumbnail table is joined only when the thumbnail is asked for.
 enum EmployeeSQL {
   /// `EmployeeColumns.select`: the statement every read starts from.
-  static func select(_ fields: EmployeeFields, sortKeys: [String] = []) -> String {
-    EmployeeColumns.select(fields, sortKeys: sortKeys)
+  static func select(
+    _ fields: EmployeeFields,
+    sortKeys: [String] = [],
+    from: String = "employees e"
+  ) -> String {
+    EmployeeColumns.select(fields, sortKeys: sortKeys, from: from)
   }
 
   /// `select(fields)` by guid. Memoized: a point read should not rebuild its SQL text.
@@ -138,7 +142,7 @@ enum EmployeeSQL {
         + "(SELECT rowid FROM employee_names_fts WHERE employee_names_fts.name_folded GLOB +?)"
       arguments = [TextFolding.containsPattern(text)]
     } else {
-      sql = "SELECT \(columns) FROM employee_names WHERE instr(name_folded, ?) > 0"
+      sql = "SELECT \(columns) FROM employee_names WHERE \(Self.containsShort("name_folded"))"
       arguments = [folded]
     }
     if let first {
@@ -146,6 +150,12 @@ enum EmployeeSQL {
       arguments.append(first)
     }
     return (sql, arguments)
+  }
+
+  /// The test that a folded name (`column`) contains a short folded text, its one argument:
+  /// one or two characters hold no trigram for the index to look up.
+  static func containsShort(_ column: String) -> String {
+    "instr(\(column), ?) > 0"
   }
 
   /// How a name filter meets the listing's order.
@@ -200,6 +210,9 @@ enum EmployeeSQL {
     limit: Int,
     few: Bool = false
   ) -> (sql: String, arguments: StatementArguments) {
+    if order == .name, let text = filter.nameContains, TextFolding.fold(text).count < 3 {
+      return self.shortNamePage(fields: fields, filter: filter, after: cursor, limit: limit)
+    }
     let keys = self.sortKeys(order)
     // With one department filtered, "department, then name" is just "name": saying so lets
     // the planner walk the (department, …, name) index without a sort.
@@ -226,6 +239,36 @@ enum EmployeeSQL {
     }
     let sorted = driven && order != .name ? expressions : orderKeys
     sql += " ORDER BY " + sorted.joined(separator: ", ") + " LIMIT ?"
+    arguments.append(limit)
+    return (sql, StatementArguments(arguments))
+  }
+
+  /// A page in name order of a name filter too short for the trigram index: the distinct
+  /// names walked in order (`employee_names`), each tested, and each match's employees read
+  /// through the (…, name_folded) indexes, until the page is full. A common letter fills it
+  /// from the first names; `IN (…)` first collected every matching name.
+  static func shortNamePage(
+    fields: EmployeeFields,
+    filter: EmployeeFilter,
+    after cursor: EmployeeCursor?,
+    limit: Int
+  ) -> (sql: String, arguments: StatementArguments) {
+    var others = filter
+    others.nameContains = nil
+    var (terms, arguments) = self.filterTerms(others)
+    terms.append(Self.containsShort("n.name_folded"))
+    arguments.append(TextFolding.fold(filter.nameContains ?? ""))
+    if let cursor, let name = cursor.keys.first {
+      terms.append("n.name_folded >= ?")
+      terms.append("(n.name_folded, e.id) > (?, ?)")
+      arguments += [name, name, cursor.id]
+    }
+    var sql = self.select(
+      fields,
+      sortKeys: self.sortKeys(.name),
+      from: "employee_names n CROSS JOIN employees e ON e.name_folded = n.name_folded"
+    )
+    sql += " WHERE " + terms.joined(separator: " AND ") + " ORDER BY n.name_folded, e.id LIMIT ?"
     arguments.append(limit)
     return (sql, StatementArguments(arguments))
   }

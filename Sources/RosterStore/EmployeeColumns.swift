@@ -22,13 +22,18 @@ package enum EmployeeColumns {
 
   /// `SELECT e.id, <fields>[, <sort keys>] FROM employees e [LEFT JOIN thumbnails]`: only the
   /// columns behind `fields`, and the thumbnail table only when the thumbnail is asked for.
-  package static func select(_ fields: EmployeeFields, sortKeys: [String] = []) -> String {
+  /// `from`: what the employees `e` are read from, when not their table alone (a join).
+  package static func select(
+    _ fields: EmployeeFields,
+    sortKeys: [String] = [],
+    from: String = "employees e"
+  ) -> String {
     var list = ["e.id"]
     for (field, column) in Self.selected where fields.contains(field) {
       list.append(column)
     }
     list += sortKeys
-    var sql = "SELECT " + list.joined(separator: ", ") + " FROM employees e"
+    var sql = "SELECT " + list.joined(separator: ", ") + " FROM " + from
     if fields.contains(.thumbnail) {
       sql += " LEFT JOIN employee_thumbnails t ON t.employee_id = e.id"
     }
