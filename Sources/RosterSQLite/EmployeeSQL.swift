@@ -131,7 +131,7 @@ enum EmployeeSQL {
     let folded = TextFolding.fold(text)
     var sql: String
     var arguments: [any DatabaseValueConvertible]
-    if folded.count >= 3 {
+    if folded.count >= Self.trigramLength {
       // The pattern is `+?`, not `?`: SQLite reads a bare parameter's value when it prepares
       // a GLOB (for its LIKE optimization), and then prepares the statement again after every
       // new binding, cached or not (`SQLITE_STMTSTATUS_REPREPARE`, `QueryPlanTests`), through
@@ -152,8 +152,12 @@ enum EmployeeSQL {
     return (sql, arguments)
   }
 
-  /// The test that a folded name (`column`) contains a short folded text, its one argument:
-  /// one or two characters hold no trigram for the index to look up.
+  /// The fewest folded characters the names' trigram index can look up; a shorter text is
+  /// tested against the names one by one (`containsShort`).
+  static let trigramLength = 3
+
+  /// The test that a folded name (`column`) contains a folded text shorter than
+  /// `trigramLength`, its one argument.
   static func containsShort(_ column: String) -> String {
     "instr(\(column), ?) > 0"
   }
@@ -210,8 +214,10 @@ enum EmployeeSQL {
     limit: Int,
     few: Bool = false
   ) -> (sql: String, arguments: StatementArguments) {
-    if order == .name, let text = filter.nameContains, TextFolding.fold(text).count < 3 {
-      return self.shortNamePage(fields: fields, filter: filter, after: cursor, limit: limit)
+    if order == .name, let folded = filter.nameContains.map(TextFolding.fold),
+      folded.count < Self.trigramLength
+    {
+      return self.shortNamePage(folded, fields: fields, filter: filter, after: cursor, limit: limit)
     }
     let keys = self.sortKeys(order)
     // With one department filtered, "department, then name" is just "name": saying so lets
@@ -243,11 +249,12 @@ enum EmployeeSQL {
     return (sql, StatementArguments(arguments))
   }
 
-  /// A page in name order of a name filter too short for the trigram index: the distinct
-  /// names walked in order (`employee_names`), each tested, and each match's employees read
-  /// through the (…, name_folded) indexes, until the page is full. A common letter fills it
-  /// from the first names; `IN (…)` first collected every matching name.
+  /// A page in name order of a name filter (`folded`) too short for the trigram index: the
+  /// distinct names walked in order (`employee_names`), each tested, and each match's employees
+  /// read through the (…, name_folded) indexes, until the page is full. A common letter fills
+  /// it from the first names; `IN (…)` first collected every matching name.
   static func shortNamePage(
+    _ folded: String,
     fields: EmployeeFields,
     filter: EmployeeFilter,
     after cursor: EmployeeCursor?,
@@ -257,8 +264,10 @@ enum EmployeeSQL {
     others.nameContains = nil
     var (terms, arguments) = self.filterTerms(others)
     terms.append(Self.containsShort("n.name_folded"))
-    arguments.append(TextFolding.fold(filter.nameContains ?? ""))
+    arguments.append(folded)
     if let cursor, let name = cursor.keys.first {
+      // The first term starts the walk of the names at the cursor's (the row value spans two
+      // tables, so no index serves it); the second starts the page after the cursor's row.
       terms.append("n.name_folded >= ?")
       terms.append("(n.name_folded, e.id) > (?, ?)")
       arguments += [name, name, cursor.id]
