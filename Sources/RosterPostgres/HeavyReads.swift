@@ -104,15 +104,19 @@ final class HeavyReads: Sendable {
   }
 }
 
-/// One heavy read in progress: its statements run on one connection, in one read-only
-/// transaction (one snapshot), under a statement timeout of what is left of the call's
-/// deadline (at most the configured one).
+/// One heavy read in progress: its statements run on one connection, each carrying the read's
+/// tag (a comment at its head, which `pg_stat_activity` shows), so that a cancel reaches this
+/// read's statements and no other.
 struct HeavyRead: Sendable {
   let connection: PostgresConnection
   let logger: Logger
+  /// `/* roster-heavy-… */ `, unique to the read.
+  let tag: String
 
   func rows(_ query: PostgresQuery) async throws -> [PostgresRandomAccessRow] {
-    try await self.connection.rows(query, logger: self.logger)
+    var tagged = query
+    tagged.sql = self.tag + query.sql
+    return try await self.connection.rows(tagged, logger: self.logger)
   }
 
   func row(_ query: PostgresQuery) async throws -> PostgresRandomAccessRow? {
@@ -123,18 +127,18 @@ struct HeavyRead: Sendable {
 extension PostgresStore {
   /// Runs `body`, a read whose cost grows with the data, once `HeavyReads` admits it.
   ///
-  /// The read stops when its call does: a cancelled call (the task, or its `CallControl`)
-  /// has the server cancel the running statement (`pg_cancel_backend`, from another
-  /// connection, only while this read's transaction is the one running there); a passed
-  /// deadline ends it through `statement_timeout`, set to what is left of the deadline.
+  /// The read stops when its call does: when the call is cancelled (the task, or its
+  /// `CallControl`) or its deadline passes, the server cancels the read's running statement
+  /// (`pg_cancel_backend`, from another connection, found by the read's tag). The session's
+  /// statement timeout (`PostgresConfiguration.statementTimeout`) bounds a read with neither.
   ///
+  /// - Parameter transaction: Whether the read's statements run in one read-only transaction:
+  ///   one snapshot for all of them, and `SET LOCAL` settings that end with it. Without, a
+  ///   read of one statement (its own snapshot) costs one round trip, not three.
   /// - Throws: `resourceExhausted` when too many heavy reads run and wait; `callCancelled`,
   ///   `deadlinePassed` or `budgetSpent` when stopped; else as `rows`.
-  ///
-  /// `planner` settings (`enable_sort`: `off`) hold for the read's transaction, set with its
-  /// timeout, in the same statement.
   func heavy<T: Sendable>(
-    planner: [(String, String)] = [],
+    transaction: Bool = false,
     _ body: @Sendable (HeavyRead) async throws -> T
   ) async throws -> T {
     let control = CallControl.current
@@ -156,7 +160,7 @@ extension PostgresStore {
                   on: connection,
                   of: pool,
                   control: control,
-                  planner: planner,
+                  transaction: transaction,
                   body
                 )
               }
@@ -179,89 +183,110 @@ extension PostgresStore {
     on connection: PostgresConnection,
     of pool: HostPool,
     control: CallControl?,
-    planner: [(String, String)],
+    transaction: Bool,
     _ body: @Sendable (HeavyRead) async throws -> T
   ) async throws -> T {
-    let read = HeavyRead(connection: connection, logger: self.logger)
-    // A tag only this transaction carries (SET LOCAL ends with it), so a late cancel cannot
-    // reach a statement that runs on this connection after the read.
-    let tag = "roster-heavy-" + UUID().uuidString.prefix(13).lowercased()
-    let timeout = Self.timeoutMilliseconds(
-      budget: self.configuration.statementTimeout,
-      deadline: control?.deadline
-    )
-    // BEGIN and the set-up (the backend's pid, the timeout, the planner settings) are queued on
-    // the connection and not awaited: the read's own statement goes from the connection's event
-    // loop as soon as they are done, without a hop through this task for each (each hop waits
-    // for a thread on a busy machine). Their outcomes are checked after it; a failure of either
-    // is the read's error (the read's statement then failed, or ran outside its transaction).
+    let name = "roster-heavy-" + UUID().uuidString.prefix(13).lowercased()
+    let read = HeavyRead(connection: connection, logger: self.logger, tag: "/* \(name) */ ")
+    let stop = HeavyReadStop(tag: read.tag, pool: pool)
     try connection.checkOpen()
-    let begun = connection.query("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
-    let settings = planner.map { ", set_config('\($0.0)', '\($0.1)', true)" }.joined()
-    let setUp: EventLoopFuture<PostgresQueryResult> = connection.query(
-      """
-      SELECT pg_backend_pid(), set_config('statement_timeout', \(String(timeout)), true),
-        set_config('application_name', \(tag), true)\(unescaped: settings)
-      """,
-      logger: self.logger
-    )
-    let pid = setUp.flatMapThrowing { result -> Int32 in
-      guard let row = result.rows.first else {
-        throw StoreError(.unavailable, "the database did not answer; try again")
+    // BEGIN is queued on the connection and not awaited: the read's first statement goes from
+    // the connection's event loop as soon as it is done, without a hop through this task (a
+    // hop waits for a thread on a busy machine). Its outcome is checked after the read; its
+    // failure is the read's error (the read's statement then failed, or ran outside it).
+    let begun =
+      transaction ? connection.query("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY") : nil
+    // The deadline is the call's: a timer on the connection's event loop, no task of its own.
+    let timer = control?.deadline.map { deadline in
+      connection.eventLoop.scheduleTask(
+        in: .nanoseconds(Int64((deadline - .now) / .nanoseconds(1)))
+      ) {
+        stop.cancel()
       }
-      return try row.makeRandomAccess()[0].decode(Int32.self)
+    }
+    let hook = control?.addCancellationHook { stop.cancel() }
+    defer {
+      stop.end()
+      timer?.cancel()
+      control?.removeCancellationHook(hook)
     }
     do {
-      // A cancel that comes before the set-up's answer is sent once the pid is known.
-      let cancel: @Sendable () -> Void = {
-        pid.whenSuccess { pid in
-          Task {
-            try? await pool.query(
-              "SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE pid = \(pid) AND application_name = \(tag)"
-            )
-          }
-        }
-      }
-      let hook = control?.addCancellationHook(cancel)
-      defer { control?.removeCancellationHook(hook) }
       let outcome: Result<T, any Error>
       do {
         outcome = .success(
           try await withTaskCancellationHandler {
             try await body(read)
           } onCancel: {
-            cancel()
+            stop.cancel()
           }
         )
       } catch {
         outcome = .failure(error)
       }
-      // When BEGIN or the set-up failed, the read's statement failed with them (or ran outside
-      // its transaction): theirs is the error.
-      _ = try await begun.get()
-      _ = try await pid.get()
+      _ = try await begun?.get()
       let value = try outcome.get()
       // Nor is COMMIT awaited: the reply needs nothing from it (the transaction only read),
       // and the connection's next statement, whoever leases it, is queued behind it. A COMMIT
       // that fails leaves nothing to undo: the connection's failure is its next user's.
-      connection.query("COMMIT").whenFailure { [logger = self.logger] error in
-        logger.debug("a heavy read's COMMIT failed", metadata: ["error": "\(error)"])
+      if transaction {
+        connection.query("COMMIT").whenFailure { [logger = self.logger] error in
+          logger.debug("a heavy read's COMMIT failed", metadata: ["error": "\(error)"])
+        }
       }
       return value
     } catch {
-      await read.connection.rollBack(after: error, logger: self.logger)
+      if transaction {
+        await connection.rollBack(after: error, logger: self.logger)
+      } else if !PostgresConnection.stillAnswering(after: error) {
+        connection.close().whenComplete { _ in }
+      }
       throw error
     }
   }
+}
 
-  /// The statement timeout of a heavy read: what is left of the deadline, at most the budget,
-  /// at least a millisecond (0 would mean none); 0 with neither.
-  static func timeoutMilliseconds(budget: Duration?, deadline: ContinuousClock.Instant?) -> Int {
-    var limit = budget.map { Int($0 / .milliseconds(1)) }
-    if let deadline {
-      let left = max(1, Int((deadline - ContinuousClock.now) / .milliseconds(1)))
-      limit = min(limit ?? left, left)
+/// Stops one heavy read's statements at the server, once asked, until the read ends.
+///
+/// `pg_cancel_backend` reaches only a statement that runs: one asked for before the read's
+/// statement started there (the deadline already near, a call cancelled at once) would be
+/// lost, so a cancel that found nothing running is sent again, a little later, until the read
+/// ends. Each statement carries the read's tag, so no cancel reaches another's statement on
+/// the same connection, during the read or after it.
+final class HeavyReadStop: Sendable {
+  private let tag: String
+  private let pool: HostPool
+  private let state = Mutex((asked: false, ended: false))
+
+  init(tag: String, pool: HostPool) {
+    self.tag = tag
+    self.pool = pool
+  }
+
+  /// How long between two cancels that found nothing running.
+  static let retry = Duration.milliseconds(20)
+
+  func cancel() {
+    let first = self.state.withLock { state -> Bool in
+      defer { state.asked = true }
+      return !state.asked && !state.ended
     }
-    return limit ?? 0
+    guard first else { return }
+    Task {
+      while !self.state.withLock({ $0.ended }) {
+        let found = try? await self.pool.query(
+          """
+          SELECT pg_cancel_backend(pid) FROM pg_stat_activity
+          WHERE state = 'active' AND starts_with(query, \(self.tag)) AND pid <> pg_backend_pid()
+          """
+        )
+        if let found, found > 0 { return }
+        try? await Task.sleep(for: Self.retry)
+      }
+    }
+  }
+
+  /// The read ended: no cancel is sent after this.
+  func end() {
+    self.state.withLock { $0.ended = true }
   }
 }

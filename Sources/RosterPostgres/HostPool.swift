@@ -130,10 +130,11 @@ final class HostPool: Sendable {
   }
 
   /// Runs one statement on the current host, for work that must not wait for a call's
-  /// connection (a cancel of a statement it runs).
-  func query(_ query: PostgresQuery) async throws {
+  /// connection (a cancel of a statement it runs), and returns how many rows it gave.
+  @discardableResult
+  func query(_ query: PostgresQuery) async throws -> Int {
     let client = self.state.withLock { $0.client }
-    _ = try await client.query(query, logger: self.logger)
+    return try await client.query(query, logger: self.logger).collect().count
   }
 
   static let lookingForHost = StoreError(

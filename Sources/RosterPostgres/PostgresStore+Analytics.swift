@@ -190,7 +190,7 @@ extension PostgresStore {
   ) async throws -> [AggregateValue] {
     let rows =
       heavy
-      ? try await self.heavy { read in
+      ? try await self.heavy(transaction: hashJoin) { read in
         // SET LOCAL ends with the heavy read's transaction.
         if hashJoin { _ = try await read.rows("SET LOCAL enable_nestloop = off") }
         return try await read.rows(query)

@@ -92,7 +92,7 @@ extension PostgresStore {
     let rows =
       filter.nameContains == nil
       ? try await self.rows(query)
-      : try await self.heavy(planner: PostgresEmployeeSQL.planner(order)) {
+      : try await self.heavy {
         try await $0.rows(query)
       }
     for row in rows {

@@ -40,7 +40,7 @@ extension PostgresStore {
     filter: SalesFilter,
     page: AggregatePageRequest
   ) async throws -> AggregatePage {
-    return try await self.heavy { read -> AggregatePage in
+    return try await self.heavy(transaction: true) { read -> AggregatePage in
       guard grouping == .department else {
         let median = try await Self.medianFromBuckets(read, filter)
         return AggregatePage(

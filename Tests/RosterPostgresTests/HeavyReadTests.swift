@@ -23,7 +23,7 @@ struct HeavyReadTests {
   {
     let rows = try await PostgresTesting.query(
       configuration,
-      "SELECT count(*) FROM pg_stat_activity WHERE query = 'SELECT pg_sleep(\(seconds))' AND state = 'active'"
+      "SELECT count(*) FROM pg_stat_activity WHERE query LIKE '%SELECT pg_sleep(\(seconds))' AND state = 'active'"
     )
     return try rows.first?.decode(Int.self) ?? 0
   }
@@ -58,21 +58,44 @@ struct HeavyReadTests {
     }
   }
 
-  @Test("a heavy read whose set-up fails ends with the set-up's error, and gives its place back")
-  func failedSetUp() async throws {
+  @Test(
+    "a heavy read in a transaction whose statement fails ends with that error, and gives its place back"
+  )
+  func failedInTransaction() async throws {
     let configuration = try PostgresTesting.configuration()
     try await PostgresTesting.withStore(configuration) { store in
-      // The read's own statement is sent before the set-up's answer is in, so it runs in a
-      // transaction the set-up aborted and fails too (25P02): the set-up's error is the cause.
       let error = try await #require(throws: PSQLError.self) {
-        try await store.heavy(planner: [("enable_no_such_plan", "off")]) {
-          try await $0.rows("SELECT 1")
+        try await store.heavy(transaction: true) {
+          _ = try await $0.rows("SET LOCAL enable_no_such_plan = off")
+          return try await $0.rows("SELECT 1")
         }
       }
       #expect(PostgresStore.sqlState(error) == "42704", "\(String(reflecting: error))")
       #expect(store.heavyReads.load == (0, 0))
-      let rows = try await store.heavy { try await $0.rows("SELECT 2") }
+      let rows = try await store.heavy(transaction: true) { try await $0.rows("SELECT 2") }
       #expect(try rows.first?[0].decode(Int.self) == 2)
+    }
+  }
+
+  @Test("a call cancelled before its statement runs still has it stopped once it does")
+  func cancelledBeforeRunning() async throws {
+    let configuration = try PostgresTesting.configuration()
+    try await PostgresTesting.withStore(configuration) { store in
+      let control = CallControl(deadline: nil)
+      let started = ContinuousClock.now
+      let error = try await #require(throws: StoreError.self) {
+        try await CallControl.$current.withValue(control) {
+          try await store.heavy { read in
+            // The cancel finds no statement of the read running, and is sent again.
+            control.cancel()
+            try await Task.sleep(for: .milliseconds(300))
+            return try await read.rows("SELECT pg_sleep(60.4)")
+          }
+        }
+      }
+      #expect(error.code == .cancelled)
+      #expect(ContinuousClock.now - started < .seconds(15), "stopped, not waited out")
+      #expect(try await Self.sleepers(configuration, seconds: 60.4) == 0)
     }
   }
 
@@ -132,17 +155,5 @@ struct HeavyReadTests {
       #expect(took >= .milliseconds(350) && took < .seconds(15), "\(took)")
       #expect(try await Self.sleepers(configuration, seconds: 60.3) == 0)
     }
-  }
-
-  @Test("the statement timeout is what is left of the deadline, at most the budget")
-  func timeouts() {
-    #expect(PostgresStore.timeoutMilliseconds(budget: .seconds(30), deadline: nil) == 30_000)
-    #expect(PostgresStore.timeoutMilliseconds(budget: nil, deadline: nil) == 0)
-    let soon = PostgresStore.timeoutMilliseconds(budget: .seconds(30), deadline: .now + .seconds(2))
-    #expect((1_900 ... 2_000).contains(soon))
-    #expect(
-      PostgresStore.timeoutMilliseconds(budget: .seconds(1), deadline: .now + .seconds(60)) == 1_000
-    )
-    #expect(PostgresStore.timeoutMilliseconds(budget: nil, deadline: .now - .seconds(1)) == 1)
   }
 }

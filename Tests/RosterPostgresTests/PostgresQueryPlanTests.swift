@@ -50,11 +50,7 @@ struct PostgresQueryPlanTests {
             after: cursor,
             limit: 51
           )
-          let plan = try await Self.explain(
-            configuration,
-            query,
-            planner: filter.nameContains == nil ? [] : PostgresEmployeeSQL.planner(order)
-          )
+          let plan = try await Self.explain(configuration, query)
           let shape = "\(order) \(filter) cursor=\(cursor != nil)"
           // A name search may scan the distinct names (`name_counts`), never the employees.
           let nodes = try Self.nodes(plan)
@@ -72,8 +68,7 @@ struct PostgresQueryPlanTests {
           if filter.nameContains == nil {
             #expect(!plan.contains("\"Sort\""), "a sort for \(shape):\n\(plan)")
           } else if order == .name {
-            // In name order, a name search walks the matching names in order, under the
-            // planner settings the store runs it with: no sort at all.
+            // In name order, a name search walks the matching names in order: no sort at all.
             #expect(!plan.contains("\"Sort\""), "a sort for \(shape):\n\(plan)")
           }
           checked += 1
@@ -192,23 +187,15 @@ struct PostgresQueryPlanTests {
     [node] + (node["Plans"] as? [[String: Any]] ?? []).flatMap { Self.below($0) }
   }
 
-  /// `EXPLAIN (FORMAT JSON)` of a query with its parameters, on a connection of its own, with
-  /// `planner` settings set first.
+  /// `EXPLAIN (FORMAT JSON)` of a query with its parameters, on a connection of its own.
   static func explain(
     _ configuration: PostgresConfiguration,
-    _ query: PostgresQuery,
-    planner: [(String, String)] = []
+    _ query: PostgresQuery
   ) async throws -> String {
     var explained = query
     explained.sql = "EXPLAIN (FORMAT JSON) " + query.sql
     let connection = try await PostgresTesting.connect(configuration)
     do {
-      for (name, value) in planner {
-        _ = try await connection.query(
-          PostgresQuery(unsafeSQL: "SET \(name) = \(value)"),
-          logger: PostgresTesting.logger
-        )
-      }
       let plan = try await connection.query(explained, logger: PostgresTesting.logger).collect()
         .map { try $0.decode(String.self) }.joined()
       try await connection.close()
