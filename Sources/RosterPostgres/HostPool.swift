@@ -30,6 +30,8 @@ final class HostPool: Sendable {
   /// watchdog's view of whether calls wait on a pool that gives nothing.
   private let leasesAsked = Atomic<Int>(0)
   private let leasesSettled = Atomic<Int>(0)
+  /// The connections given to leases that are still open: what the keep-alive pings.
+  private let open = Mutex<Set<ObjectIdentifier>>([])
 
   private struct State {
     var client: PostgresClient
@@ -113,6 +115,7 @@ final class HostPool: Sendable {
       return try await client.withConnection { connection in
         given = true
         self.leasesSettled.add(1, ordering: .relaxed)
+        self.track(connection)
         return try await body(connection)
       }
     } catch {
@@ -126,6 +129,20 @@ final class HostPool: Sendable {
       // A pool shut down meanwhile (`poolShutdown`) is `unavailable` where the store maps
       // its errors (`PostgresStore.mapped`).
       throw error
+    }
+  }
+
+  /// How many of the pool's connections are open now (each counted from its first lease until
+  /// it closes): the keep-alive pings as many at once (`PostgresStore.keepAlive`).
+  var openConnections: Int {
+    self.open.withLock { $0.count }
+  }
+
+  private func track(_ connection: PostgresConnection) {
+    let key = ObjectIdentifier(connection)
+    guard self.open.withLock({ $0.insert(key).inserted }) else { return }
+    connection.closeFuture.whenComplete { _ in
+      _ = self.open.withLock { $0.remove(key) }
     }
   }
 

@@ -21,15 +21,17 @@ extension PostgresStore {
     }
   }
 
-  /// Every `keepAliveInterval`, a trivial statement on each pooled connection (as many at once
-  /// as the pool holds, so each lease takes a connection of its own): what postgres-nio's
-  /// keep-alive does, without its timers per statement. A connection that does not answer
-  /// within `answerTimeout` is closed (`LeftBehind`) and the pool opens another.
+  /// Every `keepAliveInterval`, a trivial statement on each open pooled connection (as many at
+  /// once as the pool has open, so each lease takes a connection of its own): what
+  /// postgres-nio's keep-alive does, without its timers per statement. A connection that does
+  /// not answer within `answerTimeout` is closed (`LeftBehind`). Asking for as many as the
+  /// pool may hold instead had it open them all at once, a burst of new backends 30 s after
+  /// start that slowed the calls of that moment (docs/performance.md).
   func keepAlive() async throws {
     while !Task.isCancelled {
       try await Task.sleep(for: self.configuration.keepAliveInterval)
       let count = await withTaskGroup(of: Bool.self) { pings in
-        for _ in 0 ..< self.configuration.maximumConnections {
+        for _ in 0 ..< max(1, self.pool.openConnections) {
           pings.addTask {
             await FirstAnswer.within(self.answerTimeout) {
               (try? await self.rows("SELECT 1 AS roster_keep_alive")) != nil

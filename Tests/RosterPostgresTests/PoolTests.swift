@@ -5,8 +5,8 @@ import Testing
 
 @testable import RosterPostgres
 
-/// The store's own keep-alive (`PostgresStore.keepAlive`) reaches every pooled connection while
-/// nothing else runs, and a connection that dies is replaced and reached in turn; the pool
+/// The store's own keep-alive (`PostgresStore.keepAlive`) reaches every open pooled connection
+/// while nothing else runs and opens none, and a connection that dies is dropped; the pool
 /// gets through PostgreSQL refusing connections for a while; a session the server ended is
 /// told from one that goes on.
 @Suite(
@@ -39,22 +39,37 @@ struct PoolTests {
     return pids
   }
 
-  @Test("every pooled connection stays open and runs the keep-alive; a terminated one is replaced")
+  @Test(
+    "the keep-alive reaches every open pooled connection and opens none; a terminated one is dropped"
+  )
   func keepAlive() async throws {
     var configuration = try PostgresTesting.configuration()
-    configuration.maximumConnections = 3
+    configuration.maximumConnections = 8
     configuration.keepAliveInterval = .milliseconds(200)
     try await PostgresTesting.withStore(configuration) { store in
-      let first = try await Self.waitForPings(3, configuration)
-      #expect(first.count >= 3, "the keep-alive reached \(first.count) connections of 3")
-      // One connection dies (as when PostgreSQL's side goes): the pool opens another, and the
-      // keep-alive reaches it too.
+      // Five rounds of the keep-alive open no connection the store's work did not need (a
+      // round that asked for as many as the pool may hold opened all 8).
+      try await Task.sleep(for: .seconds(1))
+      let opened = store.pool.openConnections
+      #expect((1 ..< 4).contains(opened), "\(opened) connections open")
+      // Statements at once open more; the keep-alive reaches each of them.
+      try await withThrowingTaskGroup(of: Void.self) { group in
+        for _ in 0 ..< 4 { group.addTask { _ = try await store.rows("SELECT pg_sleep(0.3)") } }
+        try await group.waitForAll()
+      }
+      let open = store.pool.openConnections
+      #expect(open >= 4)
+      let first = try await Self.waitForPings(open, configuration)
+      #expect(first.count >= open, "the keep-alive reached \(first.count) connections of \(open)")
+      // One connection dies (as when PostgreSQL's side goes): it is no longer counted, and the
+      // keep-alive reaches the others.
       let victim = try #require(first.first)
       _ = try await PostgresTesting.query(configuration, "SELECT pg_terminate_backend(\(victim))")
-      let replaced = try await Self.waitForPings(3, excluding: [victim], configuration)
+      #expect(try await eventually { store.pool.openConnections == open - 1 })
+      let after = try await Self.waitForPings(open - 1, excluding: [victim], configuration)
       #expect(
-        replaced.count >= 3 && !replaced.contains(victim),
-        "after a backend was terminated: \(replaced)"
+        after.count >= open - 1 && !after.contains(victim),
+        "after a backend was terminated: \(after)"
       )
       // The store still answers.
       _ = try await store.countEmployees(filter: .init())
