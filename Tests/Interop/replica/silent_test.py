@@ -6,10 +6,10 @@ restart_test.py, where a replica then did not stop after SIGTERM).
 
 A write is sent first and held at PostgreSQL by a row lock this test takes on a connection of
 its own, so that it is waiting on its statement when the silence begins; so are two heavy reads
-(a name search and a count), held by locks on the tables they read, inside their read-only
-transactions. A heavy read stopped there must not then wait for good on its ROLLBACK, which
-postgres-nio never answers on a connection that has closed (seen before the fix in 2 of 6 runs
-where the silence began mid-statement).
+(a name search and a count, one statement each), held by locks on the tables they read. A heavy
+read stopped there must not then wait for good on a statement sent after it (a ROLLBACK, when
+the read ran in a transaction), which postgres-nio never answers on a connection that has closed
+(seen before the fix in 2 of 6 runs where the silence began mid-statement).
 
 Checks, while PostgreSQL is silent: unary reads that bring no deadline end with the server's
 default deadline (DEADLINE_EXCEEDED from the server, not a hang); reads with a client deadline
