@@ -112,7 +112,8 @@ public final class PostgresStore: StoreBackend, PictureCatalog {
   /// longest a statement may run.
   static func sessionParameters(_ configuration: PostgresConfiguration) -> [(String, String)] {
     var parameters = [
-      ("search_path", "\(configuration.schema), public"), ("application_name", "roster"),
+      ("search_path", "\(configuration.schema), public"),
+      ("application_name", configuration.url.applicationName),
     ]
     if let timeout = configuration.statementTimeout {
       parameters.append(("statement_timeout", "\(timeout.components.seconds * 1000)"))

@@ -20,6 +20,9 @@ public struct PostgresURL: Sendable, Hashable, CustomStringConvertible {
   /// `sslrootcert`; `system` for the system's store. Without it, libpq's default file
   /// (`~/.postgresql/root.crt`).
   public var sslRootCert: String?
+  /// The name each session gives PostgreSQL, as libpq's `application_name`: what
+  /// `pg_stat_activity` shows, to tell Roster's sessions (or one replica's) from others.
+  public var applicationName = "roster"
 
   /// One `HOST[:PORT]` of the address.
   public struct Endpoint: Sendable, Hashable, CustomStringConvertible {
@@ -66,8 +69,9 @@ public struct PostgresURL: Sendable, Hashable, CustomStringConvertible {
   }
 
   /// Parses `postgres://USER[:PASSWORD]@HOST[:PORT][,HOST[:PORT]...]/DATABASE[?PARAMETERS]`
-  /// (or `postgresql://`), where the parameters are `sslmode`, `sslrootcert` and
-  /// `target_session_attrs`; others are refused, so a typo is not silently ignored.
+  /// (or `postgresql://`), where the parameters are `sslmode`, `sslrootcert`,
+  /// `target_session_attrs` and `application_name`; others are refused, so a typo is not
+  /// silently ignored.
   ///
   /// - Throws: `invalidArgument` naming what is missing or wrong, and `option`, where the
   ///   address came from.
@@ -120,10 +124,21 @@ public struct PostgresURL: Sendable, Hashable, CustomStringConvertible {
         throw StoreError(.invalidArgument, "\(option) sslrootcert names no file")
       }
       self.sslRootCert = file
+    case "application_name":
+      // PostgreSQL keeps 63 bytes of it and shows other than printable ASCII as '?'.
+      guard let name = item.value, (1 ... 63).contains(name.utf8.count),
+        name.utf8.allSatisfy({ (0x20 ... 0x7e).contains($0) })
+      else {
+        throw StoreError(
+          .invalidArgument,
+          "\(option) application_name must be 1 to 63 printable ASCII characters"
+        )
+      }
+      self.applicationName = name
     default:
       throw StoreError(
         .invalidArgument,
-        "\(option) parameter '\(item.name)' is not supported (sslmode, sslrootcert and target_session_attrs are)"
+        "\(option) parameter '\(item.name)' is not supported (sslmode, sslrootcert, target_session_attrs and application_name are)"
       )
     }
   }

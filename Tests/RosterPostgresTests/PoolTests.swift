@@ -15,28 +15,23 @@ import Testing
   .enabled(if: PostgresTesting.enabled)
 )
 struct PoolTests {
-  /// The backends whose last statement was the keep-alive.
-  static func pinged(_ configuration: PostgresConfiguration) async throws -> Set<Int32> {
+  /// The store's pooled sessions that have run a statement (their pids: the tests' stores
+  /// share a database, and each names its sessions after its schema; the change listener's
+  /// session and any the pool opened but has not leased are left out), and those of them whose
+  /// last statement was the keep-alive.
+  static func sessions(
+    _ configuration: PostgresConfiguration
+  ) async throws -> (all: Set<Int32>, pinged: Set<Int32>) {
+    let name = configuration.url.applicationName
     let rows = try await PostgresTesting.query(
       configuration,
-      "SELECT pid FROM pg_stat_activity WHERE query = 'SELECT 1 AS roster_keep_alive'"
+      """
+      SELECT pid, query = 'SELECT 1 AS roster_keep_alive' FROM pg_stat_activity
+      WHERE application_name = \(name) AND query <> '' AND query NOT LIKE 'LISTEN %'
+      """ as PostgresQuery
     )
-    return Set(try rows.map { try $0.decode(Int32.self) })
-  }
-
-  /// Waits (up to 20 s) until `count` backends other than `excluded` have run the keep-alive.
-  static func waitForPings(
-    _ count: Int,
-    excluding excluded: Set<Int32> = [],
-    _ configuration: PostgresConfiguration
-  ) async throws -> Set<Int32> {
-    var pids: Set<Int32> = []
-    for _ in 0 ..< 200 {
-      pids = try await Self.pinged(configuration).subtracting(excluded)
-      if pids.count >= count { break }
-      try await Task.sleep(for: .milliseconds(100))
-    }
-    return pids
+    let sessions = try rows.map { try $0.decode((Int32, Bool).self) }
+    return (Set(sessions.map(\.0)), Set(sessions.filter(\.1).map(\.0)))
   }
 
   @Test(
@@ -46,6 +41,7 @@ struct PoolTests {
     var configuration = try PostgresTesting.configuration()
     configuration.maximumConnections = 8
     configuration.keepAliveInterval = .milliseconds(200)
+    configuration.url.applicationName = configuration.schema
     try await PostgresTesting.withStore(configuration) { store in
       // Five rounds of the keep-alive open no connection the store's work did not need (a
       // round that asked for as many as the pool may hold opened all 8).
@@ -59,17 +55,26 @@ struct PoolTests {
       }
       let open = store.pool.openConnections
       #expect(open >= 4)
-      let first = try await Self.waitForPings(open, configuration)
-      #expect(first.count >= open, "the keep-alive reached \(first.count) connections of \(open)")
-      // One connection dies (as when PostgreSQL's side goes): it is no longer counted, and the
-      // keep-alive reaches the others.
-      let victim = try #require(first.first)
-      _ = try await PostgresTesting.query(configuration, "SELECT pg_terminate_backend(\(victim))")
-      #expect(try await eventually { store.pool.openConnections == open - 1 })
-      let after = try await Self.waitForPings(open - 1, excluding: [victim], configuration)
+      var sessions: (all: Set<Int32>, pinged: Set<Int32>) = ([], [])
       #expect(
-        after.count >= open - 1 && !after.contains(victim),
-        "after a backend was terminated: \(after)"
+        try await eventually(within: .seconds(20)) {
+          sessions = try await Self.sessions(configuration)
+          return sessions.all.count >= open && sessions.pinged == sessions.all
+            && store.pool.openConnections == sessions.all.count
+        },
+        "\(store.pool.openConnections) counted open, sessions \(sessions)"
+      )
+      // One connection dies (as when PostgreSQL's side goes): it is no longer counted (a
+      // keep-alive round at that moment may open another in its place).
+      let victim = try #require(sessions.all.first)
+      _ = try await PostgresTesting.query(configuration, "SELECT pg_terminate_backend(\(victim))")
+      #expect(
+        try await eventually(within: .seconds(20)) {
+          sessions = try await Self.sessions(configuration)
+          return !sessions.all.contains(victim) && sessions.pinged == sessions.all
+            && store.pool.openConnections == sessions.all.count
+        },
+        "\(store.pool.openConnections) counted open, sessions \(sessions)"
       )
       // The store still answers.
       _ = try await store.countEmployees(filter: .init())

@@ -40,7 +40,20 @@ struct PostgresURLTests {
     let url = try PostgresURL("postgresql://app@localhost/roster")
     #expect(url.hosts == [.init(host: "localhost", port: 5432)])
     #expect(url.targetSessionAttributes == .any)
+    #expect(url.applicationName == "roster")
     #expect(url.description == "postgres://app@localhost:5432/roster")
+  }
+
+  @Test("application_name names the sessions")
+  func applicationName() throws {
+    let url = try PostgresURL("postgres://app@localhost/roster?application_name=roster%20eu-1")
+    #expect(url.applicationName == "roster eu-1")
+    var configuration = PostgresConfiguration(url: url)
+    configuration.schema = "directory"
+    let parameters = Dictionary(
+      uniqueKeysWithValues: PostgresStore.sessionParameters(configuration)
+    )
+    #expect(parameters["application_name"] == "roster eu-1")
   }
 
   @Test(
@@ -52,6 +65,8 @@ struct PostgresURLTests {
       ("postgres://app@[::1/roster", "'[::1'"),
       ("postgres://app@a,b/roster?target_session_attrs=standby", "target_session_attrs 'standby'"),
       ("postgres://app@a,b/roster?target_session=any", "'target_session'"),
+      ("postgres://app@a/roster?application_name=", "application_name"),
+      ("postgres://app@a/roster?application_name=caf%C3%A9", "application_name"),
     ]
   )
   func refused(text: String, naming: String) {
