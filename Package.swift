@@ -78,12 +78,16 @@ let package = Package(
     .target(name: "CVipsShim"),
     // Thread names and per-thread priority (nice, SCHED_IDLE), which need _GNU_SOURCE.
     .target(name: "CThreadShim"),
+    // The lock every module uses: Synchronization's Mutex, its acquires and releases told to
+    // ThreadSanitizer (which does not see Mutex on Linux).
+    .target(name: "RosterLocks", dependencies: ["CThreadShim"], swiftSettings: strict),
     // jemalloc's options for the `roster` executable (`malloc_conf`); linked into it alone.
     .target(name: "CAllocatorConfig"),
     // Entities, filters, cursors, validation, limits, dates and errors: plain Swift, no
     // database and no gRPC.
     .target(
       name: "RosterDomain",
+      dependencies: ["RosterLocks"],
       swiftSettings: strict
     ),
     // The store seam: the async protocols the services call, and a backend's lifecycle as a
@@ -91,6 +95,7 @@ let package = Package(
     .target(
       name: "RosterStore",
       dependencies: [
+        "RosterLocks",
         "RosterDomain",
         .product(name: "Tracing", package: "swift-distributed-tracing"),
         .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -111,6 +116,7 @@ let package = Package(
     .target(
       name: "RosterPictures",
       dependencies: [
+        "RosterLocks",
         "RosterDomain",
         "RosterStore",
         "RosterImaging",
@@ -132,6 +138,7 @@ let package = Package(
     .target(
       name: "RosterSQLite",
       dependencies: [
+        "RosterLocks",
         "RosterDomain",
         "RosterStore",
         "RosterPictures",
@@ -151,6 +158,7 @@ let package = Package(
     .target(
       name: "RosterPostgres",
       dependencies: [
+        "RosterLocks",
         "RosterDomain",
         "RosterStore",
         "RosterPictures",
@@ -171,6 +179,7 @@ let package = Package(
     .target(
       name: "RosterIdentity",
       dependencies: [
+        "RosterLocks",
         .product(name: "JWTKit", package: "jwt-kit"),
         .product(name: "Crypto", package: "swift-crypto"),
       ],
@@ -181,6 +190,7 @@ let package = Package(
     .target(
       name: "RosterServices",
       dependencies: [
+        "RosterLocks",
         "RosterProto",
         "RosterDomain",
         "RosterStore",
@@ -202,6 +212,7 @@ let package = Package(
     .target(
       name: "RosterTransport",
       dependencies: [
+        "RosterLocks",
         .product(name: "GRPCCore", package: "grpc-swift-2"),
         .product(name: "NIOCore", package: "swift-nio"),
         .product(name: "NIOPosix", package: "swift-nio"),
@@ -220,6 +231,7 @@ let package = Package(
     .target(
       name: "RosterProtocols",
       dependencies: [
+        "RosterLocks",
         "RosterServices",
         "RosterDomain",
         "RosterStore",
@@ -278,6 +290,7 @@ let package = Package(
     .target(
       name: "RosterLoad",
       dependencies: [
+        "RosterLocks",
         "RosterProto",
         "RosterDomain",
         .product(name: "GRPCCore", package: "grpc-swift-2"),
@@ -368,6 +381,7 @@ let package = Package(
     .target(
       name: "TestSupport",
       dependencies: [
+        "RosterLocks",
         "RosterDomain",
         "RosterStore",
         "RosterSQLite",
@@ -396,6 +410,7 @@ let package = Package(
     .testTarget(
       name: "RosterSQLiteTests",
       dependencies: [
+        "RosterLocks",
         "StoreContract",
         .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
         .product(name: "Logging", package: "swift-log"),
@@ -426,6 +441,7 @@ let package = Package(
     .testTarget(
       name: "RosterServicesTests",
       dependencies: [
+        "RosterLocks",
         .product(name: "CoreMetrics", package: "swift-metrics"),
         .product(name: "PropertyBased", package: "swift-property-based"),
         "RosterDomain",
@@ -483,7 +499,9 @@ let package = Package(
     ),
     // The domain's arithmetic, the seed format and the picture cache and files, each against
     // an independent answer (Foundation, a model) on random input.
-    .testTarget(name: "RosterDomainTests", dependencies: ["RosterDomain"]),
+    .testTarget(name: "RosterDomainTests", dependencies: ["RosterDomain", "RosterLocks"]),
+    // Under `scripts/sanitize thread`, shows ThreadSanitizer sees `Locked`'s lock.
+    .testTarget(name: "RosterLocksTests", dependencies: ["RosterLocks"], swiftSettings: strict),
     .testTarget(name: "RosterSeedTests", dependencies: ["RosterSeed", "RosterDomain"]),
     .testTarget(
       name: "RosterPicturesTests",
@@ -507,6 +525,7 @@ let package = Package(
     .testTarget(
       name: "RosterEndToEndTests",
       dependencies: [
+        "RosterLocks",
         "roster",
         "RosterServer",
         "RosterServices",

@@ -10,6 +10,24 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#if defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define ROSTER_TSAN 1
+#endif
+#endif
+
+#ifdef ROSTER_TSAN
+// ThreadSanitizer's annotations (sanitizer/tsan_interface.h).
+void __tsan_acquire(void *addr);
+void __tsan_release(void *addr);
+
+void roster_lock_acquired(const void *lock) { __tsan_acquire((void *)lock); }
+void roster_lock_releasing(const void *lock) { __tsan_release((void *)lock); }
+#else
+void roster_lock_acquired(const void *lock) { (void)lock; }
+void roster_lock_releasing(const void *lock) { (void)lock; }
+#endif
+
 int roster_thread_setup(const char *name, int niceness) {
   char short_name[16];
   strncpy(short_name, name, sizeof short_name - 1);

@@ -1,3 +1,4 @@
+internal import RosterLocks
 internal import Synchronization
 
 /// What one call allows the store work it starts: when that work must stop, and whether the
@@ -31,7 +32,7 @@ public final class CallControl: Sendable {
   private let written = Atomic<Int64>(0)
   private let cancelled = Atomic<Bool>(false)
   /// What to run when the call is cancelled: the lane jobs it has queued or running.
-  private let hooks = Mutex<[Int: @Sendable () -> Void]>([:])
+  private let hooks = Locked<[Int: @Sendable () -> Void]>([:])
   private let nextHook = Atomic<Int>(0)
 
   /// Creates a control that ends work at `deadline`; its reads may come from a standby when

@@ -1,5 +1,5 @@
 public import Foundation
-internal import Synchronization
+internal import RosterLocks
 
 /// How far one long step has got (employees imported, sales copied, pictures hashed): done so
 /// far, the rate, and the time left when the total is known. Every long command shows its
@@ -43,7 +43,7 @@ public final class ProgressMeter: Sendable {
   private let total: Int64?
   private let output: Output
   private let started = ContinuousClock.now
-  private let state = Mutex<(done: Int64, shown: ContinuousClock.Instant, finished: Bool)>(
+  private let state = Locked<(done: Int64, shown: ContinuousClock.Instant, finished: Bool)>(
     (0, ContinuousClock.now, false)
   )
 

@@ -1,7 +1,7 @@
 internal import Crypto
 public import Foundation
 internal import JWTKit
-internal import Synchronization
+internal import RosterLocks
 
 /// Checks the JSON Web Tokens an OpenID Connect provider issues: the signature with the
 /// provider's published keys (`install(jwks:)`), then issuer, audience and the token's times.
@@ -81,7 +81,7 @@ public final class TokenVerifier: Sendable {
   }
 
   public let settings: Settings
-  private let state: Mutex<State>
+  private let state: Locked<State>
   private let refetches: AsyncStream<Void>
   private let refetchContinuation: AsyncStream<Void>.Continuation
 
@@ -89,7 +89,7 @@ public final class TokenVerifier: Sendable {
   /// `install(jwks:)`.
   public init(settings: Settings) {
     self.settings = settings
-    self.state = Mutex(State())
+    self.state = Locked(State())
     (self.refetches, self.refetchContinuation) = AsyncStream.makeStream(
       bufferingPolicy: .bufferingNewest(1)
     )

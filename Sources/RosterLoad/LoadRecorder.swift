@@ -1,4 +1,5 @@
 public import Histogram
+internal import RosterLocks
 internal import Synchronization
 
 /// The counts and latencies of one scenario (or of all of them).
@@ -82,7 +83,7 @@ final class LoadRecorder: Sendable {
     var lastCompletion: ContinuousClock.Instant?
   }
 
-  private let state = Mutex(State())
+  private let state = Locked(State())
   private let inFlightCount = Atomic<Int>(0)
 
   /// Counts a request as sent.

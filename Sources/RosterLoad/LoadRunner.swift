@@ -3,6 +3,7 @@ internal import GRPCNIOTransportHTTP2
 public import Histogram
 internal import NIOPosix
 internal import RosterDomain
+internal import RosterLocks
 internal import Synchronization
 
 #if canImport(Glibc)
@@ -154,7 +155,7 @@ public struct LoadRunner: Sendable {
     /// Measured requests handed out, in `--requests` mode.
     let tickets = Atomic<Int>(0)
     /// The process's CPU seconds when measuring began.
-    let cpuAtMeasureStart = Mutex<Double?>(nil)
+    let cpuAtMeasureStart = Locked<Double?>(nil)
   }
 
   /// The timeline every sender follows.

@@ -4,7 +4,7 @@ internal import NIOCore
 internal import NIOHPACK
 internal import NIOHTTP2
 internal import NIOPosix
-internal import Synchronization
+internal import RosterLocks
 
 /// A lean gRPC client for unary calls: one HTTP/2 connection whose streams are frames on the
 /// connection's own handler, with no channel, task or state machine per call.
@@ -34,7 +34,7 @@ final class UnaryConnection: Sendable {
   private let port: Int
   private let metadata: [(String, String)]
   private let eventLoop: any EventLoop
-  private let state: Mutex<State>
+  private let state: Locked<State>
 
   private init(
     host: String,
@@ -47,7 +47,7 @@ final class UnaryConnection: Sendable {
     self.port = port
     self.metadata = metadata
     self.eventLoop = eventLoop
-    self.state = Mutex(State(link: link))
+    self.state = Locked(State(link: link))
   }
 
   /// Connects to `host:port` over plaintext HTTP/2 on `eventLoop`.

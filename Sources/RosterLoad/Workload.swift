@@ -2,6 +2,7 @@ internal import GRPCCore
 internal import GRPCNIOTransportHTTP2
 internal import GRPCProtobuf
 internal import RosterDomain
+internal import RosterLocks
 internal import RosterProto
 internal import SwiftProtobuf
 internal import Synchronization
@@ -36,7 +37,7 @@ final class Workload: Sendable {
   private let configuration: LoadConfiguration
   private let readMask: Google_Protobuf_FieldMask?
   /// Page tokens left by earlier `list` requests, so that later ones continue the listing.
-  private let listCursors = Mutex<[ListCursor]>([])
+  private let listCursors = Locked<[ListCursor]>([])
   private let created = Atomic<Int>(0)
 
   private struct ListCursor {

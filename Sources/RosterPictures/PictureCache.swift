@@ -1,5 +1,5 @@
 internal import CoreMetrics
-internal import Synchronization
+internal import RosterLocks
 
 /// Hot pictures in memory within a byte budget, least recently used out first.
 public final class PictureCache: Sendable {
@@ -12,7 +12,7 @@ public final class PictureCache: Sendable {
     var bytes = 0
     var clock: UInt64 = 0
   }
-  private let state = Mutex(State())
+  private let state = Locked(State())
   /// Lookups that found the picture, and that did not.
   private static let hits = Counter(label: "roster_picture_cache_hits_total")
   private static let misses = Counter(label: "roster_picture_cache_misses_total")

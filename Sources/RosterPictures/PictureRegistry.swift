@@ -1,4 +1,4 @@
-internal import Synchronization
+internal import RosterLocks
 
 /// The etags whose files must not be removed yet: uploads between writing their file and
 /// committing the row that references it. Also the temporary files uploads still own.
@@ -7,7 +7,7 @@ public final class PictureRegistry: Sendable {
     var pending: [String: Int] = [:]
     var temporaries: Set<String> = []
   }
-  private let state = Mutex(State())
+  private let state = Locked(State())
 
   /// An empty registry.
   public init() {}

@@ -3,8 +3,8 @@ internal import Foundation
 internal import NIOCore
 internal import PostgresNIO
 internal import RosterDomain
+internal import RosterLocks
 internal import RosterStore
-internal import Synchronization
 
 /// Admission for the reads whose cost grows with the data (counts that visit employees,
 /// aggregates over raw sales, a month of days, name searches): at most `width` run at once,
@@ -14,7 +14,7 @@ internal import Synchronization
 final class HeavyReads: Sendable {
   let width: Int
   let queueLimit: Int
-  private let state = Mutex(State())
+  private let state = Locked(State())
   private let waitTimer = CoreMetrics.Timer(label: "roster_postgres_heavy_wait_seconds")
   private let refusals = Counter(label: "roster_postgres_heavy_refused_total")
 
@@ -255,7 +255,7 @@ extension PostgresStore {
 final class HeavyReadStop: Sendable {
   private let tag: String
   private let pool: HostPool
-  private let state = Mutex((asked: false, ended: false))
+  private let state = Locked((asked: false, ended: false))
 
   init(tag: String, pool: HostPool) {
     self.tag = tag

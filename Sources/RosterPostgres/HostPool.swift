@@ -2,6 +2,7 @@ internal import CoreMetrics
 internal import Logging
 internal import PostgresNIO
 internal import RosterDomain
+internal import RosterLocks
 internal import Synchronization
 internal import _ConnectionPoolModule
 
@@ -24,14 +25,14 @@ internal import _ConnectionPoolModule
 final class HostPool: Sendable {
   private let configuration: PostgresConfiguration
   private let logger: Logger
-  private let state: Mutex<State>
+  private let state: Locked<State>
   private let metrics: Metrics
   /// Leases asked for, and leases settled (a connection given, or the lease failed): the
   /// watchdog's view of whether calls wait on a pool that gives nothing.
   private let leasesAsked = Atomic<Int>(0)
   private let leasesSettled = Atomic<Int>(0)
   /// The connections given to leases that are still open: what the keep-alive pings.
-  private let open = Mutex<Set<ObjectIdentifier>>([])
+  private let open = Locked<Set<ObjectIdentifier>>([])
 
   private struct State {
     var client: PostgresClient
@@ -63,7 +64,7 @@ final class HostPool: Sendable {
       configuration: try Self.clientConfiguration(configuration, endpoint: endpoint),
       backgroundLogger: logger
     )
-    self.state = Mutex(
+    self.state = Locked(
       State(client: client, endpoint: endpoint, suspectedSince: found ? nil : .now)
     )
     metrics.finding.record(found ? 0 : 1)

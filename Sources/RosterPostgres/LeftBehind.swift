@@ -1,7 +1,7 @@
 internal import Logging
 internal import PostgresNIO
 internal import RosterDomain
-internal import Synchronization
+internal import RosterLocks
 
 /// Work on a PostgreSQL connection that stops when its caller does, even on a connection that
 /// stopped answering.
@@ -56,7 +56,7 @@ enum LeftBehind {
     }
 
     private let connection: PostgresConnection
-    private let state = Mutex(State())
+    private let state = Locked(State())
 
     init(_ connection: PostgresConnection) {
       self.connection = connection
@@ -168,10 +168,10 @@ final class FirstAnswer: Sendable {
     var timer: Task<Void, Never>?
   }
 
-  private let state: Mutex<State>
+  private let state: Locked<State>
 
   init(_ continuation: CheckedContinuation<Bool, Never>) {
-    self.state = Mutex(State(continuation: continuation))
+    self.state = Locked(State(continuation: continuation))
   }
 
   /// The operation's answer: the timer stops, so nothing of it outlives the operation.

@@ -1,5 +1,6 @@
 internal import PostgresNIO
 internal import RosterDomain
+internal import RosterLocks
 internal import Synchronization
 
 /// Coalesced point reads: concurrent `GetEmployee` calls share one statement.
@@ -31,7 +32,7 @@ final class PointReads: Sendable {
     var running = 0
   }
 
-  private let state = Mutex(State())
+  private let state = Locked(State())
   /// Statements run so far (for tests: fewer than the reads when they were coalesced).
   let statements = Atomic<Int>(0)
 
@@ -52,7 +53,7 @@ final class PointReads: Sendable {
     }
 
     let guid: String
-    private let box = Mutex(Box.empty)
+    private let box = Locked(Box.empty)
 
     init(guid: String) {
       self.guid = guid

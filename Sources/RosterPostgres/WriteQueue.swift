@@ -1,6 +1,7 @@
 internal import CoreMetrics
 internal import PostgresNIO
 internal import RosterDomain
+internal import RosterLocks
 internal import Synchronization
 
 /// Group commit: interactive writes queue here, and one writer runs as many as are waiting
@@ -47,7 +48,7 @@ final class WriteQueue: Sendable {
     var drainEnd: ContinuousClock.Instant?
   }
 
-  private let state = Mutex(State())
+  private let state = Locked(State())
   /// Updates and creates written in a statement shared with others (`EmployeeUpdates`,
   /// `EmployeeInserts`), for tests and diagnostics.
   let jointWrites = Atomic<Int>(0)
@@ -352,10 +353,10 @@ final class WriteQueue: Sendable {
 
 /// A continuation resumed at most once: later answers are dropped.
 private final class AnswerOnce<T: Sendable>: Sendable {
-  private let continuation: Mutex<CheckedContinuation<T, any Error>?>
+  private let continuation: Locked<CheckedContinuation<T, any Error>?>
 
   init(_ continuation: CheckedContinuation<T, any Error>) {
-    self.continuation = Mutex(continuation)
+    self.continuation = Locked(continuation)
   }
 
   func resume(returning value: T) {

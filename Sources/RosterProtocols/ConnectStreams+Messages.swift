@@ -2,8 +2,8 @@ internal import Foundation
 internal import GRPCCore
 internal import NIOCore
 internal import NIOHPACK
+internal import RosterLocks
 internal import RosterTransport
-internal import Synchronization
 
 // The messages of a streamed Connect or gRPC-Web call: the request's envelopes as the call
 // reads them, and the reply as the HTTP side writes it.
@@ -32,10 +32,10 @@ final class RequestEnvelopes: AsyncSequence, Sendable {
     var isReady: Bool { self.metadata != nil || self.next < self.queue.count || self.finished }
   }
 
-  private let state: Mutex<State>
+  private let state: Locked<State>
 
   init(metadata: Metadata, encoding: MessageEncoding?, limit: Int) {
-    self.state = Mutex(State(metadata: metadata))
+    self.state = Locked(State(metadata: metadata))
     self.encoding = encoding
     self.limit = limit
   }
@@ -190,7 +190,7 @@ final class ReplyWriter: ClosableRPCWriterProtocol, Sendable {
   private let extraHeaders: [(String, String)]
   private let deadline: ContinuousClock.Instant?
   private let sink: ReplySink
-  private let progress = Mutex<(headSent: Bool, ended: Bool)>((false, false))
+  private let progress = Locked<(headSent: Bool, ended: Bool)>((false, false))
 
   init(
     wire: ConnectStreams.WireProtocol,

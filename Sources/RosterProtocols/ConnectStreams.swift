@@ -4,11 +4,11 @@ internal import GRPCProtobuf
 internal import NIOCore
 internal import NIOHPACK
 internal import RosterDomain
+internal import RosterLocks
 internal import RosterProto
 internal import RosterServices
 internal import RosterTransport
 internal import SwiftProtobuf
-internal import Synchronization
 
 /// The streaming methods over the Connect protocol (`application/connect+json`,
 /// `application/connect+proto`) and gRPC-Web (`application/grpc-web`, `+proto`, `-text`), on
@@ -253,12 +253,12 @@ struct ReplySink: Sendable {
 final class StreamedCall: Sendable {
   let inbound: RequestEnvelopes
   private let bridged: CallBridge.BridgedCall?
-  private let reader: Mutex<EnvelopeReader>
+  private let reader: Locked<EnvelopeReader>
 
   init(inbound: RequestEnvelopes, bridged: CallBridge.BridgedCall?, text: Bool) {
     self.inbound = inbound
     self.bridged = bridged
-    self.reader = Mutex(EnvelopeReader(limit: inbound.limit, text: text))
+    self.reader = Locked(EnvelopeReader(limit: inbound.limit, text: text))
   }
 
   /// Reads a piece of the request's body: its complete envelopes go to the call; a malformed

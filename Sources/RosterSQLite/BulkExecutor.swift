@@ -1,5 +1,5 @@
 internal import RosterDomain
-internal import Synchronization
+internal import RosterLocks
 
 /// Where a bulk stream's own CPU work runs: decoding and checking the rows of an upsert or a
 /// sales import (a million rows are a million protobuf messages to decode) runs on one store
@@ -27,7 +27,7 @@ final class BulkExecutor: TaskExecutor {
   /// Runs `body` on the bulk thread and returns its result (or error) to the caller. Cancelling
   /// the caller cancels `body`; task-local values (the call's `CallControl`) go with it.
   func run<T: Sendable>(_ body: sending @escaping () async throws -> T) async throws -> T {
-    let inner = Mutex<(task: Task<Void, Never>?, cancelled: Bool)>((nil, false))
+    let inner = Locked<(task: Task<Void, Never>?, cancelled: Bool)>((nil, false))
     // `body` was sent here and runs once, in the task below; nothing else touches it.
     nonisolated(unsafe) let body = body
     return try await withTaskCancellationHandler {

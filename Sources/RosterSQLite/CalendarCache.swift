@@ -1,5 +1,5 @@
 internal import RosterDomain
-internal import Synchronization
+internal import RosterLocks
 
 /// The day-breakdown cache's counters.
 public struct CalendarCacheStatistics: Sendable, Hashable {
@@ -18,7 +18,7 @@ final class CalendarCache: Sendable {
     var entries: [Key: (version: Int64, days: [SalesCalendar.Period])] = [:]
     var statistics = CalendarCacheStatistics()
   }
-  private let state = Mutex(State())
+  private let state = Locked(State())
   private let capacity = 10_000
 
   func get(_ key: Key, version: Int64) -> [SalesCalendar.Period]? {

@@ -1,8 +1,8 @@
 internal import GRDB
 internal import GRDBSQLite
 internal import RosterDomain
+internal import RosterLocks
 internal import RosterStore
-internal import Synchronization
 
 /// Builds the SQL of every employee read from a field set, a filter and an order.
 ///
@@ -26,7 +26,7 @@ enum EmployeeSQL {
     return sql
   }
 
-  private static let pointReads = Mutex<[EmployeeFields: String]>([:])
+  private static let pointReads = Locked<[EmployeeFields: String]>([:])
 
   /// `select(fields)` by e-mail address (ASCII case folded, as `employees_by_email` is), the
   /// first created of those that share it.

@@ -1,5 +1,6 @@
 internal import Foundation
 internal import RosterDomain
+internal import RosterLocks
 internal import Synchronization
 
 /// One piece of store work in a lane: its body, its caller's control, and why it stopped.
@@ -33,7 +34,7 @@ final class LaneJob: @unchecked Sendable {
   /// was (`StoreLane`'s estimate of a new job's wait learns from the others).
   var ahead: Int?
   private let lane: StoreLane?
-  private let phase = Mutex<Phase>(.new)
+  private let phase = Locked<Phase>(.new)
   private let cancelled = Atomic<Bool>(false)
   private var runDeadline: ContinuousClock.Instant?
   /// Whether the job gives up the CPU now and then as it runs: a background lane's

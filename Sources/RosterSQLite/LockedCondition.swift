@@ -3,7 +3,7 @@ internal import RosterDomain
 
 /// State behind a condition variable: threads that wait for work sleep on it, and whoever
 /// changes the state signals them. For the store's own threads only (lanes, the priority
-/// handoff); tasks use `Mutex`.
+/// handoff); tasks use `Locked`.
 ///
 /// `@unchecked Sendable`: every access to `state` holds `condition`'s lock.
 final class LockedCondition<State>: @unchecked Sendable {

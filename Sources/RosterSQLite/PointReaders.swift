@@ -1,5 +1,5 @@
 internal import GRDB
-internal import Synchronization
+internal import RosterLocks
 
 /// Read-only connections for reads of one SELECT, kept beside GRDB's reader pool.
 ///
@@ -27,7 +27,7 @@ final class PointReaders: Sendable {
     var idle: [DatabaseQueue] = []
     var opened = 0
   }
-  private let state = Mutex(State())
+  private let state = Locked(State())
 
   /// Up to `capacity` connections to `path`, opened with `configuration` made read-only and
   /// a page cache of at most `cacheKiB` each.

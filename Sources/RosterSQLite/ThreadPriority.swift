@@ -1,7 +1,7 @@
 internal import CThreadShim
 internal import Foundation
 internal import RosterDomain
-internal import Synchronization
+internal import RosterLocks
 
 /// Per-thread priority (nice values) on Linux, and the two rules that make it safe here.
 ///
@@ -26,7 +26,7 @@ enum ThreadPriority {
   /// Whether this process may raise a thread's priority back to where it was, tried once on a
   /// thread of its own.
   static let canRestore: Bool = {
-    let result = Mutex(false)
+    let result = Locked(false)
     let done = DispatchSemaphore(value: 0)
     let thread = Thread {
       let before = ThreadPriority.current

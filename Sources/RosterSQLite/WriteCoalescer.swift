@@ -1,7 +1,7 @@
 internal import Foundation
 internal import GRDB
 internal import RosterDomain
-internal import Synchronization
+internal import RosterLocks
 
 /// Counters of the single writer, for tests, metrics and benchmarks.
 public struct WriterStatistics: Sendable, Hashable {
@@ -57,7 +57,7 @@ final class WriteCoalescer: Sendable {
   private let pool: DatabasePool
   private let configuration: WriterConfiguration
   private let afterCommit: @Sendable (Database) -> Void
-  private let state = Mutex(State())
+  private let state = Locked(State())
 
   /// - Parameter afterCommit: runs on the writer after each commit, before callers are
   ///   answered; the change feed uses it to publish the new end of the log.

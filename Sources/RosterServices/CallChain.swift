@@ -1,7 +1,7 @@
 public import GRPCCore
 internal import RosterDomain
+internal import RosterLocks
 internal import RosterStore
-internal import Synchronization
 internal import Tracing
 
 /// One step of every call, written once: what it checks and sets before the handler runs
@@ -343,10 +343,10 @@ private struct Box<Value>: @unchecked Sendable {
 /// Calls its closure exactly once: on the first `finish`, or when the last reference to it
 /// goes (the response that held it was dropped unrun), whichever comes first.
 final class FinishSignal: Sendable {
-  private let finished: Mutex<(@Sendable ((any Error)?) -> (any Error)?)?>
+  private let finished: Locked<(@Sendable ((any Error)?) -> (any Error)?)?>
 
   init(_ finished: @escaping @Sendable ((any Error)?) -> (any Error)?) {
-    self.finished = Mutex(finished)
+    self.finished = Locked(finished)
   }
 
   /// Runs the closure, if it has not run: what it makes of `error`; `error` if it had run.

@@ -1,5 +1,5 @@
 public import GRPCCore
-public import Synchronization
+public import RosterLocks
 
 /// Something of one call that can be cancelled: its `RPCCancellationHandle`, or its task.
 public protocol CancellableHandle: Sendable {
@@ -24,7 +24,7 @@ public final class CallCancellation: Sendable {
     case cancelled
   }
   @usableFromInline
-  let state = Mutex(State.waiting)
+  let state = Locked(State.waiting)
 
   @inlinable
   public init() {}

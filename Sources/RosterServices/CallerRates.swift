@@ -2,7 +2,7 @@ internal import CoreMetrics
 internal import Foundation
 public import GRPCCore
 internal import GRPCProtobuf
-internal import Synchronization
+internal import RosterLocks
 
 /// How many calls a caller may make: `perSecond` on average, `burst` at once after a quiet
 /// spell (a token bucket's rate and depth).
@@ -108,7 +108,7 @@ public final class CallerRateInterceptor: CallInterceptor {
 
   /// One of the shards the callers are spread over by their hash, each behind its own lock.
   final class Shard: Sendable {
-    let buckets = Mutex(Buckets())
+    let buckets = Locked(Buckets())
   }
 
   /// The buckets of one shard of the callers.

@@ -1,4 +1,4 @@
-internal import Synchronization
+internal import RosterLocks
 
 /// A one-shot signal from the reaper to a call: `wait` returns once `fire` was called, or when
 /// the waiting task is cancelled.
@@ -8,7 +8,7 @@ final class Expiry: Sendable {
     case waiting(CheckedContinuation<Void, Never>)
     case done
   }
-  private let state = Mutex(State.idle)
+  private let state = Locked(State.idle)
 
   /// Whether `fire` was called.
   var fired: Bool {
@@ -55,7 +55,7 @@ public final class DeadlineReaper: Sendable {
     var running = false
   }
 
-  private let state = Mutex(State())
+  private let state = Locked(State())
   private let tick: Duration
 
   /// Creates a reaper that checks every `tick`.

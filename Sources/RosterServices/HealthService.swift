@@ -1,7 +1,7 @@
 public import GRPCCore
 internal import RosterDomain
+internal import RosterLocks
 public import RosterProto
-internal import Synchronization
 
 /// `grpc.health.v1.Health`: per-service serving status for probes and load balancers.
 ///
@@ -100,10 +100,10 @@ extension HealthService {
       var nextID = 0
     }
 
-    private let storage: Mutex<Storage>
+    private let storage: Locked<Storage>
 
     init(names: [String]) {
-      self.storage = Mutex(
+      self.storage = Locked(
         Storage(statuses: Dictionary(uniqueKeysWithValues: names.map { ($0, .serving) }))
       )
     }

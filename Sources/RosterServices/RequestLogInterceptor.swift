@@ -1,7 +1,7 @@
 internal import CoreMetrics
 internal import GRPCCore
 public import Logging
-internal import Synchronization
+internal import RosterLocks
 
 /// Logs one structured line per RPC when it ends: method, status, duration, peer, and who made
 /// it: the authenticated principal (`rpc.principal`, with `rpc.on_behalf_of` when it acted for
@@ -108,7 +108,7 @@ public struct RequestMetricsInterceptor: CallInterceptor {
       var method: Method
       var code: RPCError.Code?
     }
-    private let table = Mutex<[Key: (Counter, Timer)]>([:])
+    private let table = Locked<[Key: (Counter, Timer)]>([:])
 
     /// Counts `call`, which ended with `error` (nil: OK), and its time from its arrival.
     func record(_ call: CallScope, _ error: (any Error)?) {

@@ -1,7 +1,7 @@
 internal import CoreMetrics
 internal import GRPCCore
+internal import RosterLocks
 internal import RosterProto
-internal import Synchronization
 
 /// Caps the open `StreamEmployees` and `WatchChanges` streams of each client, so one client
 /// cannot tie up every reader. Over the cap → `RESOURCE_EXHAUSTED`.
@@ -19,7 +19,7 @@ public final class StreamLimitInterceptor: CallInterceptor {
     var byClient: [String: Int] = [:]
     var total = 0
   }
-  private let open = Mutex(Slots())
+  private let open = Locked(Slots())
   private let inUse: Gauge
 
   /// Allows `maximumPerClient` open streams per client.

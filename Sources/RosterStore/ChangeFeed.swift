@@ -1,5 +1,5 @@
 internal import RosterDomain
-internal import Synchronization
+internal import RosterLocks
 
 /// Tells watchers that the change log grew, without ever making a writer wait for them.
 ///
@@ -15,10 +15,10 @@ package final class ChangeFeed: Sendable {
     var waiters: [Int: CheckedContinuation<Int64, any Error>] = [:]
   }
 
-  private let state: Mutex<State>
+  private let state: Locked<State>
 
   package init(latest: Int64) {
-    self.state = Mutex(State(latest: latest))
+    self.state = Locked(State(latest: latest))
   }
 
   /// The sequence number of the newest committed change.

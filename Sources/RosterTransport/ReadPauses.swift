@@ -1,5 +1,5 @@
 package import NIOCore
-internal import Synchronization
+internal import RosterLocks
 
 /// The HTTP/2 connections a server has open, by peer (`describePeer`, as each call's
 /// `ServerContext.remotePeer` names it), so that a per-caller limit can stop reading from the
@@ -12,7 +12,7 @@ internal import Synchronization
 /// pauses.pause(peer: context.remotePeer, for: .milliseconds(500))
 /// ```
 package final class ConnectionReadPauses: Sendable {
-  private let byPeer = Mutex<[String: ReadPauseHandler.Handle]>([:])
+  private let byPeer = Locked<[String: ReadPauseHandler.Handle]>([:])
 
   package init() {}
 

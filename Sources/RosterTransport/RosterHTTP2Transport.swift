@@ -6,7 +6,7 @@ internal import NIOHTTP1
 internal import NIOHTTP2
 internal import NIOPosix
 package import NIOSSL
-internal import Synchronization
+internal import RosterLocks
 
 /// Roster's own gRPC server transport on swift-nio-http2 (`roster serve --transport roster`).
 ///
@@ -70,7 +70,7 @@ package final class RosterHTTP2Transport: ServerTransport {
   private let group: any EventLoopGroup
   private let quiescing: ServerQuiescingHelper
   private let address: EventLoopPromise<SocketAddress>
-  private let descriptorsByPath = Mutex<[String: MethodDescriptor]>([:])
+  private let descriptorsByPath = Locked<[String: MethodDescriptor]>([:])
 
   /// Makes the handlers that serve an HTTP/1.1 connection, after NIO's HTTP/1.1 server
   /// pipeline (request decoding, response encoding, pipelining, protocol errors); called on the

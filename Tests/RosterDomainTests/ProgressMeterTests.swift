@@ -1,4 +1,4 @@
-import Synchronization
+import RosterLocks
 import Testing
 
 @testable import RosterDomain
@@ -8,7 +8,7 @@ import Testing
 struct ProgressMeterTests {
   /// The lines a meter wrote.
   final class Written: Sendable {
-    let lines = Mutex<[String]>([])
+    let lines = Locked<[String]>([])
     var output: ProgressMeter.Output {
       .lines(every: .zero) { line in self.lines.withLock { $0.append(line) } }
     }

@@ -1,9 +1,9 @@
 import Foundation
 import GRPCCore
 import GRPCNIOTransportHTTP2
+import RosterLocks
 import RosterProto
 import SwiftProtobuf
-import Synchronization
 import TestSupport
 import Testing
 
@@ -46,7 +46,7 @@ struct RobustnessTests {
 
   /// The database's directory once it is made: the suite removes it when it ends (hundreds of
   /// megabytes a run, left behind in the temporary directory before).
-  static let directory = Mutex<String?>(nil)
+  static let directory = Locked<String?>(nil)
 
   static func withServer<T: Sendable>(
     _ arguments: [String] = [],
@@ -224,7 +224,7 @@ struct RobustnessTests {
 
 /// A counter tasks share.
 final class Tally: Sendable {
-  private let value = Mutex(0)
+  private let value = Locked(0)
 
   /// Adds one and returns the new count.
   @discardableResult

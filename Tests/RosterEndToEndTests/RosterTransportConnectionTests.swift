@@ -2,9 +2,9 @@ import Foundation
 import NIOCore
 import NIOHTTP2
 import NIOPosix
+import RosterLocks
 import RosterProto
 import SwiftProtobuf
-import Synchronization
 import TestSupport
 import Testing
 
@@ -101,7 +101,7 @@ final class RawHTTP2Connection: ChannelInboundHandler, @unchecked Sendable {
   typealias InboundIn = HTTP2Frame
   typealias OutboundOut = HTTP2Frame
 
-  private let state = Mutex<(goAways: [HTTP2ErrorCode], pings: Int, closed: Bool, settings: Bool)>(
+  private let state = Locked<(goAways: [HTTP2ErrorCode], pings: Int, closed: Bool, settings: Bool)>(
     ([], 0, false, false)
   )
   private var channel: (any Channel)?
@@ -174,7 +174,7 @@ final class RawHTTP2Connection: ChannelInboundHandler, @unchecked Sendable {
 /// acks the server's SETTINGS or pings.
 final class SilentHTTP2Client: ChannelInboundHandler, @unchecked Sendable {
   typealias InboundIn = ByteBuffer
-  private let closedFlag = Mutex(false)
+  private let closedFlag = Locked(false)
 
   static func open(port: Int) async throws -> SilentHTTP2Client {
     let client = SilentHTTP2Client()

@@ -2,8 +2,8 @@ import Foundation
 import GRPCCore
 import NIOCore
 import NIOPosix
+import RosterLocks
 import RosterServices
-import Synchronization
 import TestSupport
 import Testing
 
@@ -22,7 +22,7 @@ struct ServerThreadsTests {
   func handlersLeaveTheLoops() async throws {
     let loops = MultiThreadedEventLoopGroup(numberOfThreads: 1)
     let executor = EventLoopGroupExecutor(group: loops)
-    let seen = Mutex<[String: Bool]>([:])
+    let seen = Locked<[String: Bool]>([:])
     let context = ServerContext(
       descriptor: MethodDescriptor(fullyQualifiedService: "test.Probe", method: "Where"),
       remotePeer: "test",

@@ -2,8 +2,8 @@ import Foundation
 import GRDB
 import GRPCCore
 import GRPCNIOTransportHTTP2
+import RosterLocks
 import RosterProto
-import Synchronization
 import TestSupport
 import Testing
 
@@ -16,8 +16,8 @@ struct ShutdownTests {
 
   /// What the workers saw: the guids of acknowledged creates, and the codes of failures.
   final class Outcome: Sendable {
-    let acknowledged = Mutex<[String]>([])
-    let failures = Mutex<[RPCError.Code]>([])
+    let acknowledged = Locked<[String]>([])
+    let failures = Locked<[RPCError.Code]>([])
   }
 
   @Test("SIGTERM under load loses nothing acknowledged, and every refused call is UNAVAILABLE")

@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import RosterLocks
 import Synchronization
 import TestSupport
 import Testing
@@ -196,14 +197,14 @@ struct LaneTests {
         try await Task.sleep(for: .milliseconds(5))
       }
       let ran = Atomic(0)
-      let queuedStop = Mutex<StoreError?>(nil)
+      let queuedStop = Locked<StoreError?>(nil)
       let cancel = store.runPointCall(
         deadline: nil,
         { ran.add(1, ordering: .relaxed) },
         stopped: { error in queuedStop.withLock { $0 = error } }
       )
       #expect(store.laneStatistics.interactive.queued == 1)
-      let refused = Mutex<StoreError?>(nil)
+      let refused = Locked<StoreError?>(nil)
       _ = store.runPointCall(
         deadline: nil,
         { ran.add(1, ordering: .relaxed) },

@@ -1,5 +1,5 @@
 import GRDB
-import Synchronization
+import RosterLocks
 import TestSupport
 import Testing
 
@@ -150,7 +150,7 @@ struct TextFoldingTests {
 /// Fixed messages of rows that record the thread (name and nice value) of every `next()`.
 final class ThreadRecordingRows: AsyncSequence, Sendable {
   private let messages: [[UpsertRow]]
-  private let threads = Mutex<[(String, Int32)]>([])
+  private let threads = Locked<[(String, Int32)]>([])
 
   init(messages: [[UpsertRow]]) {
     self.messages = messages

@@ -1,5 +1,5 @@
 import GRPCCore
-import Synchronization
+import RosterLocks
 import Testing
 
 @testable import RosterServices
@@ -47,7 +47,7 @@ struct CallChainOrderTests {
 
 /// What the steps wrote down, in order.
 private final class Trace: Sendable {
-  let lines = Mutex<[String]>([])
+  let lines = Locked<[String]>([])
 }
 
 /// An interceptor that writes down its begin and end, and may refuse the call or replace its

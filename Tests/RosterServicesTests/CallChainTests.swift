@@ -2,6 +2,7 @@ import Foundation
 import GRPCCore
 import Logging
 import RosterDomain
+import RosterLocks
 import RosterProto
 import Synchronization
 import TestSupport
@@ -271,7 +272,7 @@ struct CallChainTests {
   )
   func defaultDeadline() async throws {
     let interceptor = CallControlInterceptor(deadline: .milliseconds(200))
-    let pagesRead = Mutex(0)
+    let pagesRead = Locked(0)
     let callTask = CancelRecorder()
     var context = Self.context()
     context.transportSpecific = callTask
@@ -343,7 +344,7 @@ struct CallChainTests {
 
 /// The messages a producer writes.
 private final class Collected<Value: Sendable>: RPCWriterProtocol, Sendable {
-  let values = Mutex<[Value]>([])
+  let values = Locked<[Value]>([])
   func write(_ element: Value) async throws { self.values.withLock { $0.append(element) } }
   func write(contentsOf elements: some Sequence<Value>) async throws {
     for element in elements { try await self.write(element) }
@@ -353,7 +354,7 @@ private final class Collected<Value: Sendable>: RPCWriterProtocol, Sendable {
 /// A transport's way to cancel the call's task, counting the cancels.
 private final class CancelRecorder: CallTaskCancelling, Sendable {
   let cancels = Atomic(0)
-  let task = Mutex<Task<Result<Int, any Error>, Never>?>(nil)
+  let task = Locked<Task<Result<Int, any Error>, Never>?>(nil)
   func cancelCallTask() {
     self.cancels.add(1, ordering: .relaxed)
     self.task.withLock { $0 }?.cancel()

@@ -2,6 +2,7 @@ import GRPCCore
 import GRPCInProcessTransport
 import Logging
 import RosterDomain
+import RosterLocks
 import RosterProto
 import Synchronization
 import TestSupport
@@ -67,7 +68,7 @@ struct CallLimitTests {
   func defaultDeadline() async throws {
     let limit = Duration.milliseconds(300)
     let started = ContinuousClock.now
-    let pagesRead = Mutex(0)
+    let pagesRead = Locked(0)
     let reaper = DeadlineReaper()
     await expectStatus(.deadlineExceeded, mentioning: "default of") {
       _ = try await CallControlInterceptor.run(until: started + limit, limit: limit, reaper: reaper)
@@ -189,7 +190,7 @@ struct CallLimitTests {
     for (transport, expected) in cases {
       let context = Self.context(transport)
       let before = ContinuousClock.now
-      let seen = Mutex<ContinuousClock.Instant?>(nil)
+      let seen = Locked<ContinuousClock.Instant?>(nil)
       let response: StreamingServerResponse<Int> = try await CallChain([interceptor]).intercept(
         request: StreamingServerRequest(
           single: ServerRequest(metadata: ["grpc-timeout": "5S"], message: 0)
@@ -211,7 +212,7 @@ struct CallLimitTests {
 
   /// A transport's hold on the task that runs a call, as Roster's unary fast path gives it.
   final class CallTask: CallTaskCancelling {
-    let task = Mutex<Task<Void, Never>?>(nil)
+    let task = Locked<Task<Void, Never>?>(nil)
     let cancels = Atomic<Int>(0)
 
     func cancelCallTask() {
@@ -222,9 +223,9 @@ struct CallLimitTests {
 
   /// What one call through `CallControlInterceptor` did.
   final class CallProbe: Sendable {
-    let pagesRead = Mutex(0)
-    let inCallersTask = Mutex<Bool?>(nil)
-    let thrown = Mutex<(any Error)?>(nil)
+    let pagesRead = Locked(0)
+    let inCallersTask = Locked<Bool?>(nil)
+    let thrown = Locked<(any Error)?>(nil)
   }
 
   /// A call through `interceptor` whose handler reads `pages` pages, one every 20 ms, checking

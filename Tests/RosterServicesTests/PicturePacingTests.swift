@@ -2,6 +2,7 @@ import Foundation
 import GRPCCore
 import GRPCInProcessTransport
 import RosterDomain
+import RosterLocks
 import RosterProto
 import RosterSQLite
 import RosterSeed
@@ -16,7 +17,7 @@ import Testing
 struct PicturePacingTests {
   /// A transport that takes nothing until `open()`: every `drained()` waits until then.
   final class Gate: ResponsePacing {
-    private let state = Mutex<
+    private let state = Locked<
       (calls: Int, open: Bool, waiting: [CheckedContinuation<Void, Never>])
     >(
       (0, false, [])

@@ -2,9 +2,9 @@ import Foundation
 // ThreadSanitizer does not see Swift's Synchronization.Mutex on Linux: four threads that touch
 // an array only inside `withLock` are reported as a "Swift access race". Mutex locks with
 // atomics and futexes inside the standard library, which is not instrumented, so TSan sees
-// none of its acquires and releases. Every lock in Roster is a Mutex, so `scripts/sanitize
-// thread` reports each of them until TSan can see it (a lock TSan intercepts, such as a
-// pthread mutex, in the sanitizer build).
+// none of its acquires and releases. So Roster's locks are `RosterLocks.Locked`: a Mutex whose
+// acquires and releases are told to TSan (`__tsan_acquire`, `__tsan_release`, from
+// `CThreadShim` in a build with TSan); `RosterLocksTests` is this program with it.
 //
 //   swiftc -sanitize=thread Tests/Sanitizers/mutex-under-tsan.swift -o /tmp/m && /tmp/m
 import Synchronization

@@ -1,5 +1,5 @@
 public import Logging
-internal import Synchronization
+internal import RosterLocks
 
 /// A log handler that keeps every line, for tests that check what was logged: each line's
 /// message and its metadata as text.
@@ -21,7 +21,7 @@ public final class CollectedLog: LogHandler, @unchecked Sendable {
     }
   }
 
-  private let lines = Mutex<[Line]>([])
+  private let lines = Locked<[Line]>([])
   public var metadata: Logger.Metadata = [:]
   public var logLevel: Logger.Level = .trace
 

@@ -1,6 +1,6 @@
 internal import Foundation
+import RosterLocks
 internal import RosterSeed
-import Synchronization
 
 /// The real `roster` binary, started as a child process for end-to-end tests.
 ///
@@ -19,7 +19,7 @@ public final class RosterProcess: Sendable {
 
   /// Everything the server printed on stdout so far.
   final class OutputBuffer: Sendable {
-    let text = Mutex("")
+    let text = Locked("")
   }
 
   /// The metrics URL the server printed, when started with `--metrics-port`.
@@ -66,7 +66,7 @@ public final class RosterProcess: Sendable {
     return employees != "0" && !arguments.contains("--no-seed-pictures")
   }
 
-  private static let demoPicturesMade = Mutex<Task<Void, any Error>?>(nil)
+  private static let demoPicturesMade = Locked<Task<Void, any Error>?>(nil)
 
   /// Path of the built `roster` executable: `ROSTER_BINARY`, or beside the test bundle.
   public static var binaryPath: String {

@@ -28,6 +28,12 @@ int roster_thread_niceness(void);
 /// Copies the calling thread's name into `name` (at least 16 bytes).
 void roster_thread_name(char *name, int size);
 
+/// Tells ThreadSanitizer that the lock at `lock` was just acquired, or is about to be
+/// released (`RosterLocks.Locked`): TSan does not see the standard library's `Mutex` on
+/// Linux. Nothing in a build without TSan.
+void roster_lock_acquired(const void *lock);
+void roster_lock_releasing(const void *lock);
+
 /// How many CPUs the calling thread may run on (its affinity mask, as `taskset` sets it);
 /// -1 when it cannot be read.
 int roster_affinity_cpu_count(void);
