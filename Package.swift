@@ -76,7 +76,8 @@ let package = Package(
     // A small non-variadic C face on libvips (thumbnails, demo pictures), which it opens on
     // first use (Debian's libvips42); nothing links libvips.
     .target(name: "CVipsShim"),
-    // Thread names and per-thread priority (nice, SCHED_IDLE), which need _GNU_SOURCE.
+    // Thread names and per-thread priority (nice, SCHED_IDLE), which need _GNU_SOURCE; the
+    // lock annotations ThreadSanitizer reads (`RosterLocks`).
     .target(name: "CThreadShim"),
     // The lock every module uses: Synchronization's Mutex, its acquires and releases told to
     // ThreadSanitizer (which does not see Mutex on Linux).

@@ -1,5 +1,6 @@
 // Thread naming and per-thread priority, which need _GNU_SOURCE (gettid, pthread_setname_np)
-// that Swift's Glibc module does not expose.
+// that Swift's Glibc module does not expose; and ThreadSanitizer's view of `RosterLocks.Locked`,
+// which only C compiled with TSan can tell apart from a build without it.
 #ifndef ROSTER_THREAD_H
 #define ROSTER_THREAD_H
 
