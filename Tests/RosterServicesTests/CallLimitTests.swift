@@ -85,17 +85,20 @@ struct CallLimitTests {
     }
     // Cut short: it never read all 100 pages (no timing bound: the machine is shared).
     #expect(pagesRead.withLock { $0 } < 100)
-    // A body that finishes in time returns its value, and its own errors pass through.
+    // A body that finishes in time returns its value, and its own errors pass through. Its
+    // default is far off: a loaded machine can stall a call past 300 ms before its body runs
+    // (a CI run saw the error below come back as DEADLINE_EXCEEDED).
+    let roomy = Duration.seconds(60)
     let value = try await CallControlInterceptor.run(
-      until: .now + limit,
-      limit: limit,
+      until: .now + roomy,
+      limit: roomy,
       reaper: reaper
     ) { 42 }
     #expect(value == 42)
     // The call that ended in time left nothing behind: no timer, no entry in the reaper.
     #expect(reaper.watched == 0)
     await expectStatus(.notFound, mentioning: "mine") {
-      _ = try await CallControlInterceptor.run(until: .now + limit, limit: limit, reaper: reaper) {
+      _ = try await CallControlInterceptor.run(until: .now + roomy, limit: roomy, reaper: reaper) {
         () async throws -> Int in
         throw RPCError(code: .notFound, message: "mine")
       }
