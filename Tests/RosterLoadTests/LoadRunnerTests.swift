@@ -212,7 +212,11 @@ struct LoadRunnerTests {
       let report = try await result.report
       let expired = report.total.errorsByStatus["DEADLINE_EXCEEDED"] ?? 0
       #expect(expired >= 4, "\(report.text)")
-      #expect(report.total.errors == expired, "\(report.text)")
+      // Past the freeze, the server's lane may refuse calls at once for a while: the reads
+      // queued through the freeze waited 1.5 s, longer than a 200 ms deadline allows (admission,
+      // docs/architecture.md). Nothing else fails.
+      let refused = report.total.errorsByStatus["RESOURCE_EXHAUSTED"] ?? 0
+      #expect(report.total.errors == expired + refused, "\(report.text)")
       // The client ends calls itself: none waited out the 1.5 s freeze, which is what a
       // deadline enforced only by the (frozen) server would show.
       #expect(report.total.latencyMicroseconds.max < 1_200_000, "\(report.text)")
