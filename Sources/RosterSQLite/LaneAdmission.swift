@@ -54,6 +54,14 @@ struct LaneAdmission {
     return wait
   }
 
+  /// Learns from a job that found a thread free (or one starting) that the lane keeps up: the
+  /// estimate moves toward no wait as a waiting job's sample moves it (`took`). Only jobs that
+  /// wait teach a wait, so without this a wait learned once (a pause of the whole process, a
+  /// burst long past) would stand while every job offered is refused for it and none waits.
+  mutating func foundThreadFree() {
+    self.waitPerJobAhead -= self.waitPerJobAhead / 8
+  }
+
   /// Learns from a job just taken how long each job ahead of a waiting one holds it up.
   mutating func took(_ job: LaneJob) {
     guard let ahead = job.ahead else { return }

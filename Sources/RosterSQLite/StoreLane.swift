@@ -143,6 +143,7 @@ final class StoreLane: Sendable {
   private func enqueue(_ job: LaneJob) {
     let admission: Admission = self.core.withLock { state in
       guard let ahead = state.ahead(width: self.configuration.width) else {
+        state.admission.foundThreadFree()
         return state.admit(job, lane: self)
       }
       guard state.queue.count < self.configuration.queueLimit else {

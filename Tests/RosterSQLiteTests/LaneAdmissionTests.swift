@@ -122,6 +122,39 @@ struct LaneAdmissionTests {
   }
 
   @Test(
+    "a wait learned once is unlearned by the jobs that find a thread free, though none waits: a pause of the whole process does not read as overload ever after"
+  )
+  func unlearnedWait() async throws {
+    let configure: (inout StoreConfiguration) -> Void = {
+      $0.heavyLane.width = 1
+      $0.heavyLane.budget = nil
+    }
+    try await withTemporaryStore(configure: configure) { store async throws in
+      let lane = Holder(store, .heavy)
+      // As after a pause: the lane expects 400 ms for each job ahead, and no call was refused.
+      let second = try await lane.teach()
+      lane.letGo(2)
+      _ = try await second.value
+      // Jobs that each find the thread idle (none waits, so none teaches a wait).
+      let idle = { (lane: LaneStatistics) in lane.idle >= 1 || lane.threads == 0 }
+      for _ in 0 ..< 24 {
+        try await lane.waitUntil(idle)
+        _ = try await lane.hold(2).value
+      }
+      #expect(lane.statistics.rejected == 0)
+      // With the thread busy, a call due in 300 ms is let in at the door: the lane no longer
+      // expects it to wait 400 ms.
+      try await lane.waitUntil(idle)
+      let busy = lane.hold(3)
+      try await lane.waitUntil { $0.running >= 1 }
+      let refusal = store.heavy.refusal(dueBy: .now + .milliseconds(300))
+      #expect(refusal == nil, "\(refusal?.message ?? "")")
+      lane.letGo(3)
+      _ = try await busy.value
+    }
+  }
+
+  @Test(
     "while the interactive lane is overloaded its threads run below the event loops, and after it at the usual priority again"
   )
   func overloadedPriority() async throws {
