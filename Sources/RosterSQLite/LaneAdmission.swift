@@ -7,6 +7,8 @@ struct LaneAdmission {
   /// How long, in nanoseconds, a waiting job waits for each job ahead of it: an average over
   /// the jobs that waited, weighted to the recent ones (`took`).
   var waitPerJobAhead: Double = 0
+  /// When a job that waited last taught `waitPerJobAhead`.
+  var taught: ContinuousClock.Instant?
   /// Until when the lane counts as overloaded (`refusalWait`).
   var overloadedUntil: ContinuousClock.Instant?
   /// Calls let in at the door (`StoreLane.refusal(dueBy:)`) whose jobs have not reached the
@@ -54,18 +56,30 @@ struct LaneAdmission {
     return wait
   }
 
-  /// Learns from a job that found a thread free (or one starting) that the lane keeps up: the
-  /// estimate moves toward no wait as a waiting job's sample moves it (`took`). Only jobs that
-  /// wait teach a wait, so without this a wait learned once (a pause of the whole process, a
-  /// burst long past) would stand while every job offered is refused for it and none waits.
+  /// Learns from a job that found a thread free (or one starting), once no job has waited for
+  /// `unlearnAfter`, that the lane keeps up: the estimate moves toward no wait as a waiting
+  /// job's sample moves it (`took`). Only jobs that wait teach a wait, so without this a wait
+  /// learned once (a pause of the whole process, a burst long past) would stand while every job
+  /// offered is refused for it and none waits. While jobs still wait, their samples alone make
+  /// the estimate, as free threads between them say nothing of how long a queued job waits.
   mutating func foundThreadFree() {
+    guard self.waitPerJobAhead > 0, let taught = self.taught,
+      ContinuousClock.now - taught > Self.unlearnAfter
+    else { return }
     self.waitPerJobAhead -= self.waitPerJobAhead / 8
+    // Under a microsecond, nothing: the clock is not read for it again.
+    if self.waitPerJobAhead < 1_000 { self.waitPerJobAhead = 0 }
   }
+
+  /// How long after the last job that waited (`taught`) free threads unlearn the wait.
+  static let unlearnAfter: Duration = .milliseconds(100)
 
   /// Learns from a job just taken how long each job ahead of a waiting one holds it up.
   mutating func took(_ job: LaneJob) {
     guard let ahead = job.ahead else { return }
-    let sample = Double((ContinuousClock.now - job.enqueued).nanoseconds) / Double(ahead + 1)
+    let now = ContinuousClock.now
+    let sample = Double((now - job.enqueued).nanoseconds) / Double(ahead + 1)
     self.waitPerJobAhead += (sample - self.waitPerJobAhead) / 8
+    self.taught = now
   }
 }

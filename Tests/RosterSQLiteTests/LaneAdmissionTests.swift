@@ -135,7 +135,9 @@ struct LaneAdmissionTests {
       let second = try await lane.teach()
       lane.letGo(2)
       _ = try await second.value
-      // Jobs that each find the thread idle (none waits, so none teaches a wait).
+      // Then, once no job has waited for a while, jobs that each find the thread idle (none
+      // waits, so none teaches a wait).
+      try await Task.sleep(for: LaneAdmission.unlearnAfter * 2)
       let idle = { (lane: LaneStatistics) in lane.idle >= 1 || lane.threads == 0 }
       for _ in 0 ..< 24 {
         try await lane.waitUntil(idle)
