@@ -82,19 +82,24 @@ struct ServeEndToEndTests {
             "--seed-employees", "0",
           ] + extra
         let errors = Pipe()
+        let output = Pipe()
         process.standardError = errors
-        process.standardOutput = FileHandle.nullDevice
+        process.standardOutput = output
         try process.run()
         if extra.contains("--insecure") {
-          Thread.sleep(forTimeInterval: 1.5)
+          // A served bind runs until stopped. The warning is written before the server starts,
+          // so once it says where it listens (however long a loaded machine takes), stop it.
+          var said = Data()
+          while !String(decoding: said, as: UTF8.self).contains("listening on") {
+            let chunk = output.fileHandleForReading.availableData
+            if chunk.isEmpty { break }
+            said.append(chunk)
+          }
           process.terminate()
         }
-        let text = String(
-          decoding: errors.fileHandleForReading.readDataToEndOfFile(),
-          as: UTF8.self
-        )
+        let text = errors.fileHandleForReading.readDataToEndOfFile()
         process.waitUntilExit()
-        return (process.terminationStatus, text)
+        return (process.terminationStatus, String(decoding: text, as: UTF8.self))
       }
     }
     let (refused, message) = try await run([])
