@@ -9,10 +9,10 @@ internal import RosterDomain
 ///   foreign key from `sales` and the keys of the sales rollups, and disables the triggers that
 ///   keep the counters and rollups. Each is journaled in `bulk_load_pending` with the statement
 ///   that puts it back, in the same transaction.
-/// - The rows then go in through the store's usual writes (change log included), which find
-///   only the primary keys and `employees.guid` to maintain.
-/// - `finish` recounts every counter and rollup with one statement each, then runs the
-///   journal's statements (index builds sort once instead of inserting row by row), and
+/// - The rows then go in through the store's usual writes, which find only the primary keys
+///   and `employees.guid` to maintain, and log no change each.
+/// - `finish` recounts every counter and rollup with one statement each, logs the load as
+///   one gap in the change log (`logGap`), then runs the journal's statements (index builds sort once instead of inserting row by row), and
 ///   clears it. It works in two lanes, the employees' and the sales', each in a transaction of
 ///   its own, which the store runs at once on two connections so that both cores work;
 ///   interrupted, a lane leaves its part of the journal whole.
@@ -79,6 +79,20 @@ enum BulkLoad {
   /// Every counter and rollup a lane's triggers keep, counted again from the rows, in order
   /// (the monthly rollups add up the daily ones). The employees' sales counters are written
   /// while their table has no secondary index to update, and only where they change.
+  /// The load logged as one gap, when it loaded anything: the log's next number is taken and
+  /// the log reads as pruned through it. A watcher whose token is from before the load gets
+  /// `outOfRange` and lists again, as after pruning; one that starts from now follows what
+  /// comes after. The rows log nothing each (`ChangeFeed.logsEachWrite`), as on SQLite
+  /// (`SQLiteStore.logGap`).
+  static let logGap: PostgresQuery = """
+    WITH gap AS (
+      UPDATE change_log_state SET last_seq = last_seq + 1, pruned_through = last_seq + 1
+      WHERE id = 1 AND EXISTS (SELECT 1 FROM employees)
+      RETURNING last_seq
+    )
+    DELETE FROM change_log WHERE seq <= (SELECT last_seq FROM gap)
+    """
+
   static func recount(_ lane: Lane) -> [PostgresQuery] {
     switch lane {
     case .employees:
@@ -103,6 +117,7 @@ enum BulkLoad {
         SELECT department, count(*), count(*) FILTER (WHERE active), sum(vacation_days) FROM employees
         GROUP BY 1
         """,
+        Self.logGap,
       ]
     case .sales:
       return [

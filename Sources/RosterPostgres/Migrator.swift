@@ -29,8 +29,16 @@ struct Migrator {
       logger: self.logger
     ).connect(attempts: 20)
     do {
-      let (latest, created) = try await self.migrate(on: connection)
+      let created = try await self.migrate(on: connection)
+      // After the rebuild, which logs the load it finishes (`BulkLoad.logGap`).
       try await self.finishBulkLoad(on: connection)
+      var latest: Int64 = 0
+      for try await value in try await connection.query(
+        "SELECT last_seq FROM change_log_state",
+        logger: self.logger
+      ).decode(Int64.self) {
+        latest = value
+      }
       try? await connection.close()
       return (latest, created, endpoint)
     } catch {
@@ -46,9 +54,8 @@ struct Migrator {
       .connect(attempts: 20).connection
   }
 
-  private func migrate(
-    on connection: PostgresConnection
-  ) async throws -> (latest: Int64, created: Bool) {
+  /// Migrates; returns whether the schema was created here.
+  private func migrate(on connection: PostgresConnection) async throws -> Bool {
     let schema = self.configuration.schema
     let known = PostgresSchema.migrations.last?.version ?? 0
     try await self.transaction(on: connection) {
@@ -119,14 +126,7 @@ struct Migrator {
           logger: self.logger
         )
       }
-      var latest: Int64 = 0
-      for try await value in try await connection.query(
-        "SELECT last_seq FROM change_log_state",
-        logger: self.logger
-      ).decode(Int64.self) {
-        latest = value
-      }
-      return (latest, current == 0)
+      return current == 0
     }
   }
 

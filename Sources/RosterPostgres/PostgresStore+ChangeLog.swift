@@ -176,7 +176,8 @@ extension PostgresStore {
     }
   }
 
-  private func pollLatest() async throws {
+  /// Publishes the log's last number as the database has it.
+  func pollLatest() async throws {
     if let row = try await self.row("SELECT last_seq FROM change_log_state") {
       self.feed.publish(try row[0].decode(Int64.self))
     }

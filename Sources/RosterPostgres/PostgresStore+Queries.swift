@@ -71,7 +71,11 @@ extension PostgresStore {
         let (value, last) = try await StoreTracing.withSpan("postgres.transaction") {
           try await self.pool.withConnection { connection in
             try await LeftBehind.closingWhenStuck(connection) {
-              let transaction = WriteTransaction(connection: connection, logger: self.logger)
+              let transaction = WriteTransaction(
+                connection: connection,
+                logger: self.logger,
+                logsChanges: self.feed.logsEachWrite
+              )
               try await transaction.execute("BEGIN")
               do {
                 let value = try await body(transaction)

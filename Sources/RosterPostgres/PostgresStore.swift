@@ -215,7 +215,7 @@ public final class PostgresStore: StoreBackend, PictureCatalog {
       do {
         let bare = try await BulkLoad.begin(on: connection, logger: self.logger)
         do {
-          value = try await body()
+          value = try await bare ? self.feed.withoutLoggingEachWrite(body) : body()
         } catch {
           // The load's own error is the one to report; a rebuild that fails too leaves the
           // journal, which the next start finishes.
@@ -240,6 +240,7 @@ public final class PostgresStore: StoreBackend, PictureCatalog {
       }
       _ = try await connection.rows(BulkLoad.unlock, logger: self.logger)
     }
+    try await self.pollLatest()
     try await self.compactCounters(.always)
     try await self.vacuumAnalyze()
     return value!

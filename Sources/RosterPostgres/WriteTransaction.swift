@@ -20,10 +20,14 @@ final class WriteTransaction: @unchecked Sendable {
   let connection: PostgresConnection
   let logger: Logger
   var changes: [Change] = []
+  /// Whether `record` keeps changes: not in a bulk load into an empty directory, which logs
+  /// one gap at its end (`ChangeFeed.logsEachWrite`).
+  let logsChanges: Bool
 
-  init(connection: PostgresConnection, logger: Logger) {
+  init(connection: PostgresConnection, logger: Logger, logsChanges: Bool) {
     self.connection = connection
     self.logger = logger
+    self.logsChanges = logsChanges
   }
 
   /// Runs one statement and returns its rows.
@@ -68,6 +72,7 @@ final class WriteTransaction: @unchecked Sendable {
     context: WriteContext,
     timeMillis: Int64
   ) {
+    guard self.logsChanges else { return }
     self.changes.append(
       Change(
         sequence: 0,

@@ -9,6 +9,8 @@ extension SQLiteStore {
   /// rollups those triggers keep and builds the indexes again, once each, in one pass that
   /// sorts instead of inserting row by row.
   ///
+  /// Its writes log no change each: the end logs the load as one gap (`logGap`).
+  ///
   /// Only when `employees` starts empty; otherwise `body` runs as is. Meant for offline loads
   /// (`roster import`, `roster copy`, first-start seeding), never while the server answers
   /// reads: for the duration of `body`, filters and search have no index. The dropped DDL is
@@ -20,7 +22,7 @@ extension SQLiteStore {
     guard try self.beginBulkLoad() else { return try await body() }
     let result: T
     do {
-      result = try await body()
+      result = try await self.feed.withoutLoggingEachWrite(body)
     } catch {
       try self.finishBulkLoad()
       throw error
@@ -57,12 +59,13 @@ extension SQLiteStore {
     }
   }
 
-  /// Counts what the dropped triggers keep, then recreates whatever a bulk load dropped, in
-  /// one transaction that also clears the journal. Does nothing when the journal is empty.
+  /// Counts what the dropped triggers keep, then recreates whatever a bulk load dropped, and
+  /// logs the load as a gap, in one transaction that also clears the journal. Does nothing
+  /// when the journal is empty.
   func finishBulkLoad() throws {
-    try self.write { db in
+    let last = try self.write { db -> Int64? in
       let pending = try String.fetchAll(db, sql: "SELECT sql FROM bulk_load_pending ORDER BY rowid")
-      guard !pending.isEmpty else { return }
+      guard !pending.isEmpty else { return nil }
       // Counted before the indexes are back, so no index is updated row by row. The names'
       // own triggers (on employee_names) stay and index each new name.
       try db.execute(
@@ -84,7 +87,32 @@ extension SQLiteStore {
       if salesBare { try Self.recountSales(db) }
       for sql in pending { try db.execute(sql: sql) }
       try db.execute(sql: "DELETE FROM bulk_load_pending")
+      return try Self.logGap(db)
     }
+    if let last { self.feed.publish(last) }
+  }
+
+  /// Logs a bulk load as one gap, when it loaded anything: the log's next number is taken and
+  /// the log reads as pruned through it (`change_log_state`). A watcher whose token is from
+  /// before the load gets `outOfRange` and lists again, as after pruning; one that starts from
+  /// now follows what comes after: a row per record loaded would be a history of millions of
+  /// inserts, costly to write and of no use to follow (docs/performance.md, "Moving a
+  /// directory between backends"). Returns the log's new last number.
+  static func logGap(_ db: Database) throws -> Int64? {
+    guard try Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM employees)") == true else {
+      return nil
+    }
+    let gap = try Self.lastSequence(db) + 1
+    // sqlite_sequence holds AUTOINCREMENT's last number, which the next insert goes past.
+    try db.execute(sql: "DELETE FROM sqlite_sequence WHERE name = 'change_log'")
+    for sql in [
+      "INSERT INTO sqlite_sequence (name, seq) VALUES ('change_log', ?)",
+      "DELETE FROM change_log WHERE seq <= ?",
+      "UPDATE change_log_state SET pruned_through = ?",
+    ] {
+      try db.execute(sql: sql, arguments: [gap])
+    }
+    return gap
   }
 
   /// The sales' counters and rollups, counted from the rows, as the sales' triggers would

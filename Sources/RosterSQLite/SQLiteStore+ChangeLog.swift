@@ -13,8 +13,9 @@ extension SQLiteStore {
     ) ?? 0
   }
 
-  /// Appends one change to the log; called inside the transaction of the change itself.
-  static func record(
+  /// Appends one change to the log; called inside the transaction of the change itself. Not
+  /// during a bulk load into an empty directory (`withBulkLoad`), whose end logs a gap.
+  func record(
     _ db: Database,
     entity: Change.Entity,
     guid: String,
@@ -23,6 +24,7 @@ extension SQLiteStore {
     context: WriteContext,
     timeMillis: Int64
   ) throws {
+    guard self.feed.logsEachWrite else { return }
     let statement = try db.cachedStatement(
       sql: """
         INSERT INTO change_log (entity, guid, kind, fields, author, on_behalf_of, time)

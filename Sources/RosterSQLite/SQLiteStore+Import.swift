@@ -44,7 +44,7 @@ extension SQLiteStore {
           let paths = EmployeeChanges.differences(old, new)
           if paths.isEmpty { continue }
           try Self.update(db, id: old.id, to: new, paths: paths, now: now)
-          try Self.record(
+          try self.record(
             db,
             entity: .employee,
             guid: row.guid,
@@ -62,7 +62,7 @@ extension SQLiteStore {
             continue
           }
           try Self.insert(db, employee, now: now)
-          try Self.record(
+          try self.record(
             db,
             entity: .employee,
             guid: row.guid,

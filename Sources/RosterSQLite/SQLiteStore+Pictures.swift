@@ -90,7 +90,7 @@ extension SQLiteStore {
           inline.map { Data($0) },
         ]
       )
-      try Self.pointEmployee(
+      try self.pointEmployee(
         db,
         (id, guid, old),
         at: info.etag,
@@ -103,7 +103,7 @@ extension SQLiteStore {
   }
 
   /// Points employee `owner` at the picture `etag` with its thumbnail, and records the change.
-  private static func pointEmployee(
+  private func pointEmployee(
     _ db: Database,
     _ owner: (id: Int64, guid: String, old: String?),
     at etag: String,
@@ -124,7 +124,7 @@ extension SQLiteStore {
         """,
       arguments: [owner.id, thumbnail.data, thumbnail.width, thumbnail.height]
     )
-    try Self.record(
+    try self.record(
       db,
       entity: .picture,
       guid: owner.guid,
@@ -170,7 +170,7 @@ extension SQLiteStore {
           )
         }
         guard let thumbnail = thumbnails[etag] ?? nil else { continue }
-        try Self.pointEmployee(
+        try self.pointEmployee(
           db,
           (id, guid, old),
           at: etag,
@@ -345,7 +345,7 @@ extension SQLiteStore {
         arguments: [now, id]
       )
       try db.execute(sql: "DELETE FROM employee_thumbnails WHERE employee_id = ?", arguments: [id])
-      try Self.record(
+      try self.record(
         db,
         entity: .picture,
         guid: guid,

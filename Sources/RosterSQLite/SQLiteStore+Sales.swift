@@ -29,7 +29,7 @@ extension SQLiteStore {
         )
       } write: { chunk in
         try await self.submit(bulk: true) { db in
-          try Self.insertSales(db, chunk, context: context)
+          try self.insertSales(db, chunk, context: context)
         }
       }
     }
@@ -39,7 +39,7 @@ extension SQLiteStore {
   /// instead of three statements per row: each statement inside the writer's savepoint
   /// copies every page it first touches to the statement journal, so per-row statements
   /// wrote each hot page (rollups, indexes, the change log) once per row.
-  private static func insertSales(
+  private func insertSales(
     _ db: Database,
     _ rows: [(index: Int, guid: String, cents: Int64, date: String)],
     context: WriteContext
@@ -54,13 +54,15 @@ extension SQLiteStore {
     json += "]"
     let unknown = try Int.fetchAll(db, sql: AnalyticsSQL.unknownSaleEmployees, arguments: [json])
     try db.execute(sql: AnalyticsSQL.insertSales, arguments: [json])
-    try db.execute(
-      sql: AnalyticsSQL.logSales,
-      arguments: [
-        Change.Entity.sale.rawValue, Change.Kind.inserted.rawValue, "amount,date", context.author,
-        Self.nowMillis(), json, context.onBehalfOf,
-      ]
-    )
+    if self.feed.logsEachWrite {
+      try db.execute(
+        sql: AnalyticsSQL.logSales,
+        arguments: [
+          Change.Entity.sale.rawValue, Change.Kind.inserted.rawValue, "amount,date", context.author,
+          Self.nowMillis(), json, context.onBehalfOf,
+        ]
+      )
+    }
     var summary = ImportSummary()
     summary.inserted = rows.count - unknown.count
     for position in unknown {
@@ -96,7 +98,7 @@ extension SQLiteStore {
         let now = Self.nowMillis()
         for row in rows {
           try delete.execute(arguments: [row[0] as Int64])
-          try Self.record(
+          try self.record(
             db,
             entity: .sale,
             guid: row[1],

@@ -22,7 +22,7 @@ extension SQLiteStore {
       }
       let now = Self.nowMillis()
       try Self.insert(db, employee, now: now)
-      try Self.record(
+      try self.record(
         db,
         entity: .employee,
         guid: employee.guid,
@@ -59,7 +59,7 @@ extension SQLiteStore {
       let now = Self.nowMillis()
       new.updateTimeMillis = now
       try Self.update(db, id: old.id, to: new, paths: paths, now: now)
-      try Self.record(
+      try self.record(
         db,
         entity: .employee,
         guid: guid,
@@ -86,7 +86,7 @@ extension SQLiteStore {
       else {
         throw StoreError(.notFound, "no employee with guid '\(guid)'")
       }
-      try Self.record(
+      try self.record(
         db,
         entity: .employee,
         guid: guid,
@@ -153,7 +153,7 @@ extension SQLiteStore {
       let arguments = assigned + [now] + matched
       let guids = try String.fetchAll(db, sql: sql, arguments: arguments)
       for guid in guids {
-        try Self.record(
+        try self.record(
           db,
           entity: .employee,
           guid: guid,
@@ -193,7 +193,7 @@ extension SQLiteStore {
         let now = Self.nowMillis()
         for row in rows {
           let guid: String = row[0]
-          try Self.record(
+          try self.record(
             db,
             entity: .employee,
             guid: guid,

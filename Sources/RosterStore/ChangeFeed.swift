@@ -1,5 +1,6 @@
 internal import RosterDomain
 internal import RosterLocks
+internal import Synchronization
 
 /// Tells watchers that the change log grew, without ever making a writer wait for them.
 ///
@@ -16,9 +17,23 @@ package final class ChangeFeed: Sendable {
   }
 
   private let state: Locked<State>
+  private let quiet = Atomic(false)
 
   package init(latest: Int64) {
     self.state = Locked(State(latest: latest))
+  }
+
+  /// Whether each write records its changes in the log: not during a bulk load into an empty
+  /// directory, whose end records the whole load as one gap (`StoreBackend.withBulkLoad`).
+  package var logsEachWrite: Bool {
+    !self.quiet.load(ordering: .acquiring)
+  }
+
+  /// Runs `body`, a bulk load into an empty directory, with `logsEachWrite` false.
+  package func withoutLoggingEachWrite<T>(_ body: () async throws -> T) async throws -> T {
+    self.quiet.store(true, ordering: .releasing)
+    defer { self.quiet.store(false, ordering: .releasing) }
+    return try await body()
   }
 
   /// The sequence number of the newest committed change.

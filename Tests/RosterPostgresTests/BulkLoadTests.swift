@@ -93,8 +93,17 @@ struct BulkLoadTests {
     #expect(try await Self.pending(configuration) > 0, "finished under a running load")
     try await holder.close()
 
-    // The next start finishes it.
-    _ = try await PostgresStore.open(configuration, logger: PostgresTesting.logger)
+    // The next start finishes it, and logs the load as one gap past the log's end, from which
+    // a watcher that starts then follows on.
+    let logged =
+      try await PostgresTesting.query(configuration, "SELECT last_seq FROM change_log_state")
+      .first?.decode(Int64.self) ?? -1
+    let next = try await PostgresStore.open(configuration, logger: PostgresTesting.logger)
+    #expect(next.latestChange == logged + 1)
+    let tail = try await PostgresTesting.running(next) { next in
+      try await next.changes(after: next.latestChange, limit: 10)
+    }
+    #expect(tail.isEmpty)
     #expect(try await Self.pending(configuration) == 0)
     #expect(try await Self.indexes(configuration).count == 18)
     #expect(try await Self.salesCounted(configuration) > 0)

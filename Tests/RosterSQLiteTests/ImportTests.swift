@@ -108,6 +108,10 @@ struct ImportTests {
       try Int.fetchOne(db, sql: "SELECT count(*) FROM bulk_load_pending")
     }
     #expect(pending == 0)
+    // The load is logged as one gap past the log's end (its row, logged outside
+    // `withBulkLoad`, and the gap), from which a watcher that starts now follows on.
+    #expect(reopened.latestChange == 2)
+    #expect(try await reopened.changes(after: reopened.latestChange, limit: 10).isEmpty)
   }
 
   @Test("a bulk load whose body fails still rebuilds, and rethrows")

@@ -138,4 +138,52 @@ extension StoreContract {
       "sales listed \(imported.rejected.count) refusals"
     )
   }
+
+  /// A bulk load into an empty directory logs no change per row: the log reads as pruned
+  /// through one number past its end before the load, so a watcher from before it lists again
+  /// (`outOfRange`) and one from after it follows on. A load into a directory with rows logs
+  /// each change, as any write does.
+  static func bulkLoadIsLoggedAsOneGap(_ store: Store) async throws {
+    // History first, then an empty directory again.
+    let gone = try await Self.create(store, ["Edsger Dijkstra"])[0]
+    try await store.deleteEmployee(guid: gone.guid, context: Self.writer)
+    let before = store.latestChange
+    let people = Self.names.prefix(3).map { Self.person($0) }
+    try await store.withBulkLoad {
+      let rows = people.map { UpsertRow(guid: $0.guid, changes: EmployeeChanges(setting: $0)) }
+      _ = try await store.upsertEmployees(Self.stream([rows]), context: Self.writer, chunkRows: 2)
+      let sales = people.map {
+        SaleRow(employeeGUID: $0.guid, amountCents: 250, date: "2024-05-01")
+      }
+      _ = try await store.importSales(Self.stream([sales]), context: Self.writer, chunkRows: 2)
+    }
+    try Self.require(
+      store.latestChange == before + 1,
+      "a bulk load of 3 employees and 3 sales moved the log from \(before) to \(store.latestChange), not by one"
+    )
+    try await Self.requireError(.outOfRange, naming: "pruned", "a token from before the load") {
+      _ = try await store.changes(after: before, limit: 10)
+    }
+    let after = try await store.changes(after: before + 1, limit: 10)
+    try Self.require(after.isEmpty, "after the gap, nothing yet: \(after)")
+    let loaded = try await store.employees(guids: people.map(\.guid), fields: [.guid])
+    try Self.require(loaded.count == 3, "the load's rows are there: \(loaded.count)")
+
+    // A write after the load is logged after the gap; so is each row of a load into a
+    // directory with rows.
+    let next = Self.person("Niklaus Wirth")
+    try await store.withBulkLoad {
+      _ = try await store.upsertEmployees(
+        Self.stream([[UpsertRow(guid: next.guid, changes: EmployeeChanges(setting: next))]]),
+        context: Self.writer,
+        chunkRows: nil
+      )
+    }
+    let logged = try await store.changes(after: before + 1, limit: 10)
+    try Self.require(
+      logged.map(\.sequence) == [before + 2] && logged.first?.guid == next.guid
+        && logged.first?.kind == .inserted,
+      "a load into a directory with rows logs its row after the gap: \(logged)"
+    )
+  }
 }

@@ -9,7 +9,7 @@ public import RosterStore
 /// The clauses use only the protocols, so a second backend passes by passing them.
 public enum StoreContract {
   /// Everything a backend implements.
-  public typealias Store = any DirectoryStore & ChangeFeedStore & AnalyticsStore & PictureStore
+  public typealias Store = any StoreBackend
 
   /// One behaviour.
   public enum Clause: String, CaseIterable, Sendable, CustomStringConvertible {
@@ -33,6 +33,7 @@ public enum StoreContract {
     case bulkRefusalsAreCountedAndBounded
     case lookupByEmail
     case writesCarryTheirChangeToken
+    case bulkLoadIsLoggedAsOneGap
 
     public var description: String { self.rawValue }
   }
@@ -72,6 +73,7 @@ public enum StoreContract {
     case .bulkRefusalsAreCountedAndBounded: try await Self.bulkRefusalsAreCountedAndBounded(store)
     case .lookupByEmail: try await Self.lookupByEmail(store)
     case .writesCarryTheirChangeToken: try await Self.writesCarryTheirChangeToken(store)
+    case .bulkLoadIsLoggedAsOneGap: try await Self.bulkLoadIsLoggedAsOneGap(store)
     }
   }
 }

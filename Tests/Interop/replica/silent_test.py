@@ -216,8 +216,13 @@ def run(target, proxy, locker):
     held_threads = threads[-len(held):]
     threads = threads[:-len(held)]
 
-    # A watcher whose client gives up after 2 s: its stream reads the change log first.
-    watch = stub.WatchChanges(directory_pb2.WatchChangesRequest(after_token="0"))
+    # A watcher whose client gives up after 2 s: its stream reads the change log first, from
+    # before a write (the demo data is logged as one gap, which no token before it passes).
+    _, written = stub.UpdateEmployee.with_call(directory_pb2.UpdateEmployeeRequest(
+        employee=types_pb2.Employee(guid=guids[0], about="before the silence"),
+        update_mask={"paths": ["about"]}), timeout=HANG)
+    before = int(dict(written.initial_metadata())["x-roster-change-token"]) - 1
+    watch = stub.WatchChanges(directory_pb2.WatchChangesRequest(after_token=str(before)))
     threading.Timer(2, watch.cancel).start()
     threads.append(threading.Thread(target=call, args=(
         "WatchChanges", lambda: [None for _ in watch], {"CANCELLED"}), daemon=True))
