@@ -33,6 +33,8 @@ final class HostPool: Sendable {
   private let leasesSettled = Atomic<Int>(0)
   /// The connections given to leases that are still open: what the keep-alive pings.
   private let open = Locked<Set<ObjectIdentifier>>([])
+  /// Connections leased now: the rest of `open` are idle.
+  private let leased = Atomic<Int>(0)
 
   private struct State {
     var client: PostgresClient
@@ -117,6 +119,8 @@ final class HostPool: Sendable {
         given = true
         self.leasesSettled.add(1, ordering: .relaxed)
         self.track(connection)
+        self.leased.add(1, ordering: .relaxed)
+        defer { self.leased.subtract(1, ordering: .relaxed) }
         return try await body(connection)
       }
     } catch {
@@ -134,9 +138,15 @@ final class HostPool: Sendable {
   }
 
   /// How many of the pool's connections are open now (each counted from its first lease until
-  /// it closes): the keep-alive pings as many at once (`PostgresStore.keepAlive`).
+  /// it closes).
   var openConnections: Int {
     self.open.withLock { $0.count }
+  }
+
+  /// How many open connections no one leases now: the keep-alive pings as many at once
+  /// (`PostgresStore.keepAlive`); a leased one is in use, and alive as long as it answers.
+  var idleConnections: Int {
+    max(0, self.openConnections - self.leased.load(ordering: .relaxed))
   }
 
   private func track(_ connection: PostgresConnection) {

@@ -21,17 +21,18 @@ extension PostgresStore {
     }
   }
 
-  /// Every `keepAliveInterval`, a trivial statement on each open pooled connection (as many at
-  /// once as the pool has open, so each lease takes a connection of its own): what
+  /// Every `keepAliveInterval`, a trivial statement on each idle pooled connection (as many at
+  /// once as the pool has idle, so each lease takes a connection of its own): what
   /// postgres-nio's keep-alive does, without its timers per statement. A connection that does
   /// not answer within `answerTimeout` is closed (`LeftBehind`). Asking for as many as the
   /// pool may hold instead had it open them all at once, a burst of new backends 30 s after
-  /// start that slowed the calls of that moment (docs/performance.md).
+  /// start that slowed the calls of that moment (docs/performance.md); asking for as many as
+  /// it has open, while other work held some, opened as many more each round.
   func keepAlive() async throws {
     while !Task.isCancelled {
       try await Task.sleep(for: self.configuration.keepAliveInterval)
       let count = await withTaskGroup(of: Bool.self) { pings in
-        for _ in 0 ..< max(1, self.pool.openConnections) {
+        for _ in 0 ..< self.pool.idleConnections {
           pings.addTask {
             await FirstAnswer.within(self.answerTimeout) {
               (try? await self.rows("SELECT 1 AS roster_keep_alive")) != nil
