@@ -22,5 +22,8 @@ public protocol StoreBackend: Service, DirectoryStore, ChangeFeedStore, Analytic
   /// fastest way the backend knows, and leaves what it wrote ready to be read: SQLite drops
   /// and rebuilds the employees' indexes around a load into an empty store (into a store with
   /// rows, `body` runs as is); PostgreSQL folds the counters and vacuums and analyzes after.
+  /// A load into an empty directory logs no change per row: its end logs it as one gap, the
+  /// change log reading as pruned through the next number (a token from before it is
+  /// `outOfRange`).
   func withBulkLoad<T>(_ body: () async throws -> T) async throws -> T
 }
