@@ -12,10 +12,11 @@ internal import RosterDomain
 /// - The rows then go in through the store's usual writes, which find only the primary keys
 ///   and `employees.guid` to maintain, and log no change each.
 /// - `finish` recounts every counter and rollup with one statement each, logs the load as
-///   one gap in the change log (`logGap`), then runs the journal's statements (index builds sort once instead of inserting row by row), and
-///   clears it. It works in two lanes, the employees' and the sales', each in a transaction of
-///   its own, which the store runs at once on two connections so that both cores work;
-///   interrupted, a lane leaves its part of the journal whole.
+///   one gap in the change log (`logGap`), then runs the journal's statements (index builds
+///   sort once instead of inserting row by row), and clears it. It works in two lanes, the
+///   employees' and the sales', each in a transaction of its own, which the store runs at once
+///   on two connections so that both cores work; interrupted, a lane leaves its part of the
+///   journal whole.
 ///
 /// A journal left by a load that stopped is finished by the next load or the next start
 /// (`Migrator`). The load holds an advisory lock of the schema's meanwhile, so a replica
@@ -76,14 +77,8 @@ enum BulkLoad {
       """
   )
 
-  /// Every counter and rollup a lane's triggers keep, counted again from the rows, in order
-  /// (the monthly rollups add up the daily ones). The employees' sales counters are written
-  /// while their table has no secondary index to update, and only where they change.
   /// The load logged as one gap, when it loaded anything: the log's next number is taken and
-  /// the log reads as pruned through it. A watcher whose token is from before the load gets
-  /// `outOfRange` and lists again, as after pruning; one that starts from now follows what
-  /// comes after. The rows log nothing each (`ChangeFeed.logsEachWrite`), as on SQLite
-  /// (`SQLiteStore.logGap`).
+  /// the log reads as pruned through it (`StoreBackend.withBulkLoad`; SQLite's `logGap`).
   static let logGap: PostgresQuery = """
     WITH gap AS (
       UPDATE change_log_state SET last_seq = last_seq + 1, pruned_through = last_seq + 1
@@ -93,6 +88,9 @@ enum BulkLoad {
     DELETE FROM change_log WHERE seq <= (SELECT last_seq FROM gap)
     """
 
+  /// Every counter and rollup a lane's triggers keep, counted again from the rows, in order
+  /// (the monthly rollups add up the daily ones). The employees' sales counters are written
+  /// while their table has no secondary index to update, and only where they change.
   static func recount(_ lane: Lane) -> [PostgresQuery] {
     switch lane {
     case .employees:
