@@ -44,10 +44,10 @@ struct LaneAdmission {
     ahead: Int,
     deadline: ContinuousClock.Instant?,
     interval: Duration,
-    atDoor: Bool
+    atDoor: Bool,
+    now: ContinuousClock.Instant = .now
   ) -> Duration? {
     let wait = Duration.nanoseconds(Int64(Double(ahead + 1) * self.waitPerJobAhead))
-    let now = ContinuousClock.now
     guard
       self.isOverloaded(at: now) && wait > Self.overloadedWait * (atDoor ? 1 : 4)
         || deadline.map({ now + wait * (atDoor ? 2 : 1) > $0 }) ?? false

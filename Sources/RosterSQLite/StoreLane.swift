@@ -204,6 +204,11 @@ final class StoreLane: Sendable {
     return StoreError(.resourceExhausted, Self.lateMessage(wait, lane: self.name))
   }
 
+  /// Ends the lane's overload now, as its `overloadInterval` passing with no refusal would:
+  /// for tests of what the lane does after it, which could not wait for the clock without
+  /// racing it (`LaneAdmission.refusalWait` is tested with instants of its own).
+  func endOverload() { self.core.withLock { $0.admission.overloadedUntil = nil } }
+
   private static func lateMessage(_ wait: Duration, lane: String) -> String {
     "the server is overloaded: \(lane) calls wait about \(wait.nanoseconds / 1_000_000) ms "
       + "for a thread; retry later"
