@@ -54,8 +54,6 @@ final class FastUnaryTests {
     try? FileManager.default.removeItem(atPath: self.directory)
   }
 
-  /// A reader's and a writer's token, in a tokens file in `directory`, and the `roster serve`
-  /// arguments the servers that compare replies share (one database in `directory`).
   /// The request limit of the servers `servers(in:database:)` starts, and of the reference.
   static let maxRequestBytes = 512 * 1024
   /// Their default deadline. grpc-swift keeps a unary call whose headers end the stream, and
@@ -64,9 +62,13 @@ final class FastUnaryTests {
   /// machine.
   static let defaultDeadlineMs = 4_000
 
+  /// A reader's and a writer's token, in a tokens file in `directory`, and the `roster serve`
+  /// arguments the servers that compare replies share (one database in `directory`), with
+  /// `defaultDeadlineMs` as `--default-deadline-ms` (0 for none).
   static func servers(
     in directory: String,
-    database: String
+    database: String,
+    defaultDeadlineMs: Int = FastUnaryTests.defaultDeadlineMs
   ) async throws -> (reader: String, writer: String, arguments: [String]) {
     let reader = try await RosterProcess.run(["token", "--role", "reader"]).output.split(
       separator: "\n"
@@ -84,7 +86,7 @@ final class FastUnaryTests {
       "--seed-employees", "50", "--no-seed-pictures", "--seed-sales-per-employee", "0",
       "--metrics-port", "0", "--no-log-requests", "--max-request-kib",
       "\(Self.maxRequestBytes / 1024)",
-      "--default-deadline-ms", "\(Self.defaultDeadlineMs)",
+      "--default-deadline-ms", "\(defaultDeadlineMs)",
     ]
     return (String(reader[0]), String(writer[0]), arguments)
   }

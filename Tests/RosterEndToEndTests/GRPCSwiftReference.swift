@@ -30,12 +30,12 @@ final class GRPCSwiftReference: Sendable {
   }
 
   /// A reference server over the SQLite database at `database`, with the limits `roster
-  /// serve` takes as `--tokens`, `--max-request-kib` and `--default-deadline-ms`.
+  /// serve` takes as `--tokens`, `--max-request-kib` and `--default-deadline-ms` (nil for none).
   static func start(
     database: String,
     tokensFile: String,
     maxRequestBytes: Int,
-    defaultDeadline: Duration
+    defaultDeadline: Duration?
   ) async throws -> GRPCSwiftReference {
     let store = try SQLiteStore(configuration: StoreConfiguration(path: database))
     let defaults = ServerConfig().limits
