@@ -568,14 +568,30 @@
           if (!(await askForToken())) return;
           continue;
         }
+        if (error.code === 'out_of_range') {
+          // The log no longer holds the changes after our position (pruned while we were
+          // away, a bulk load logged as a gap, another database at this address): what we
+          // missed cannot be replayed, so list the directory again and watch from now.
+          after = '';
+          showGap();
+          loadPage(true);
+          continue;
+        }
         state.textContent = `Reconnecting (${error.message})…`;
       }
       await new Promise((resolve) => setTimeout(resolve, 2000));
     }
   }
 
+  /** A line in the change list where changes were missed; the directory was listed again. */
+  function showGap() {
+    const item = document.createElement('li');
+    item.className = 'gap';
+    item.textContent = `${new Date().toLocaleTimeString()} changes missed here: listed again`;
+    showItem(item);
+  }
+
   function showChange(event) {
-    const list = $('change-list');
     const item = document.createElement('li');
     item.dataset.guid = event.guid;
     const kind = (event.kind || '').replace('CHANGE_KIND_', '').toLowerCase();
@@ -589,6 +605,11 @@
     button.title = event.guid;
     if (kind !== 'deleted') button.addEventListener('click', () => openEmployee(event.guid));
     item.append(button);
+    showItem(item);
+  }
+
+  function showItem(item) {
+    const list = $('change-list');
     list.prepend(item);
     while (list.children.length > 50) list.lastChild.remove();
   }

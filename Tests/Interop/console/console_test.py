@@ -2,7 +2,8 @@
 """The web console in Debian's headless Chromium (chromium, chromium-driver, python3-selenium):
 sign in with a token, search as you type, scroll to a second page, open a card with its
 thumbnail and its full picture, open a department's summary, open a year and a month of the
-sales calendar, see a change made by another client appear, and edit a field with an update
+sales calendar, see a change made by another client appear (and, once the server holds another
+database, the directory listed again and its changes), and edit a field with an update
 mask. Every input has a label; the keys reach the search, the results and the editor. A
 screenshot is kept in the artifacts directory (ROSTER_ARTIFACTS, or .build/test-artifacts).
 Then a picture down and up over HTTP/1.1 as a page would send it (urllib), and --no-console.
@@ -92,16 +93,18 @@ def tearDownModule():
         shutil.rmtree(WORK, ignore_errors=True)
 
 
-def connect(method, message, role="writer"):
-    """A Connect JSON call from another client (urllib)."""
+def connect(method, message, role="writer", base=None):
+    """A Connect JSON call from another client (urllib), to the module's server or `base`."""
     request = urllib.request.Request(
-        f"{BASE}/roster.v1.{method}", data=json.dumps(message).encode(), method="POST",
+        f"{base or BASE}/roster.v1.{method}", data=json.dumps(message).encode(), method="POST",
         headers={"content-type": "application/json", "authorization": f"Bearer {TOKENS[role]}"})
     with urllib.request.urlopen(request, timeout=HANG) as response:
         return json.loads(response.read())
 
 
-class Console(unittest.TestCase):
+class Page(unittest.TestCase):
+    """What the tests in a browser share: waiting for the page, and reading it."""
+
     def wait(self, what, condition):
         try:
             # The page re-renders its lists as answers arrive: an element found in one poll can be
@@ -125,6 +128,8 @@ class Console(unittest.TestCase):
         return BROWSER.execute_script(
             "return [...document.querySelectorAll('#results li button')].map((b) => b.innerText);")
 
+
+class Console(Page):
     def test_the_directory_in_a_browser(self):
         BROWSER.get(BASE + "/")
         self.assertEqual(BROWSER.title, "Roster")
@@ -329,6 +334,60 @@ class PicturesOverHTTP1(unittest.TestCase):
         card = connect("Directory/GetEmployee", {"guid": target}, role="reader")
         self.assertTrue(card["hasPicture"])
         self.assertTrue(base64.b64decode(card["thumbnail"]).startswith(b"\xff\xd8"))
+
+
+class ConsoleAfterTheLogMovedOn(Page):
+    """The live change list when the log no longer holds its position (pruned while it was
+    away, a bulk load logged as a gap, another database at the same address): the watch is
+    refused OUT_OF_RANGE, and the page lists the directory again and watches from now, instead
+    of retrying the lost position for ever. (After `Console`: its first page load asks for the
+    token, on another origin.)"""
+
+    def test_another_database_at_the_same_address(self):
+        port = servers.free_port()
+        base = f"http://127.0.0.1:{port}"
+
+        def start(name):
+            log = open(os.path.join(WORK, f"{name}.log"), "w")
+            server = subprocess.Popen(
+                [ROSTER, "serve", "--port", str(port), "--db", os.path.join(WORK, f"{name}.sqlite"),
+                 "--seed-employees", "5", "--no-seed-pictures", "--tokens", os.path.join(WORK, "tokens")],
+                stdout=subprocess.PIPE, stderr=log, text=True)
+            line = server.stdout.readline()
+            if not line.startswith("listening on "):
+                servers.stop(server, log)
+                raise AssertionError(f"{name} did not start: " + open(os.path.join(WORK, f"{name}.log")).read())
+            return server, log
+
+        def create(name):
+            return connect("Directory/CreateEmployee", {"employee": {
+                "name": name, "department": "Design", "startDate": "2026-12-01"}}, base=base)["guid"]
+
+        def shown(guid):
+            return BROWSER.find_elements(By.CSS_SELECTOR, f"#change-list li[data-guid='{guid}']")
+
+        server, log = start("first")
+        try:
+            BROWSER.get(base + "/")
+            dialog = self.by_id("token-dialog")
+            self.wait("the token prompt", lambda: dialog.get_attribute("open") is not None)
+            self.by_id("token-input").send_keys(TOKENS["writer"] + Keys.ENTER)
+            self.wait("the first page", lambda: len(self.rows()) == 5)
+            # Two changes: the page's position is past where a new database's log ends.
+            first, second = create("Before Restart"), create("Before Restart Too")
+            self.wait("the changes to appear", lambda: shown(first) and shown(second))
+        finally:
+            servers.stop(server, log)
+        server, log = start("second")
+        try:
+            self.wait("the missed changes noted", lambda: BROWSER.find_elements(By.CSS_SELECTOR, "#change-list li.gap"))
+            # The list is the new database's, and changes to it appear.
+            self.wait("the new directory", lambda: len(self.rows()) == 5 and not any(
+                "Before Restart" in text for text in self.row_texts()))
+            after = create("After Restart")
+            self.wait("a change after the restart", lambda: shown(after))
+        finally:
+            servers.stop(server, log)
 
 
 class NoConsole(unittest.TestCase):
