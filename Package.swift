@@ -430,6 +430,7 @@ let package = Package(
       dependencies: [
         "StoreContract",
         "RosterDomain",
+        "RosterLocks",
         "RosterStore",
         "RosterPostgres",
         "RosterSeed",

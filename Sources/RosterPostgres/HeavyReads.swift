@@ -188,7 +188,7 @@ extension PostgresStore {
   ) async throws -> T {
     let name = "roster-heavy-" + UUID().uuidString.prefix(13).lowercased()
     let read = HeavyRead(connection: connection, logger: self.logger, tag: "/* \(name) */ ")
-    let stop = HeavyReadStop(tag: read.tag, pool: pool)
+    let stop = HeavyReadStop(tag: read.tag, pool: pool, longest: self.answerTimeout)
     try connection.checkOpen()
     // BEGIN is queued on the connection and not awaited: the read's first statement goes from
     // the connection's event loop as soon as it is done, without a hop through this task (a
@@ -205,8 +205,9 @@ extension PostgresStore {
       }
     }
     let hook = control?.addCancellationHook { stop.cancel() }
+    var statementMayRun = false
     defer {
-      stop.end()
+      stop.end(statementMayRun: statementMayRun)
       timer?.cancel()
       control?.removeCancellationHook(hook)
     }
@@ -235,6 +236,9 @@ extension PostgresStore {
       }
       return value
     } catch {
+      // A connection that failed or was closed (`LeftBehind`) gave no answer: its statement
+      // may still run at the server.
+      statementMayRun = !PostgresConnection.stillAnswering(after: error)
       if transaction {
         await connection.rollBack(after: error, logger: self.logger)
       } else if !PostgresConnection.stillAnswering(after: error) {
@@ -245,48 +249,73 @@ extension PostgresStore {
   }
 }
 
-/// Stops one heavy read's statements at the server, once asked, until the read ends.
+/// Stops one heavy read's statements at the server, once asked.
 ///
 /// `pg_cancel_backend` reaches only a statement that runs: one asked for before the read's
 /// statement started there (the deadline already near, a call cancelled at once) would be
 /// lost, so a cancel that found nothing running is sent again, a little later, until the read
-/// ends. Each statement carries the read's tag, so no cancel reaches another's statement on
-/// the same connection, during the read or after it.
+/// ends; and past its end while its last statement may still run at the server (its
+/// connection was closed with no answer, as `LeftBehind` closes one whose cancel has not
+/// landed: PostgreSQL does not notice a closed socket during a statement that sends nothing),
+/// at growing intervals, until a cancel lands, a try fails, or `longest` has passed, after
+/// which the statement timeout has ended it. Each statement carries the read's tag, so no
+/// cancel reaches another's statement on the same connection, during the read or after it.
 final class HeavyReadStop: Sendable {
-  private let tag: String
-  private let pool: HostPool
-  private let state = Locked((asked: false, ended: false))
-
-  init(tag: String, pool: HostPool) {
-    self.tag = tag
-    self.pool = pool
+  private struct State {
+    var asked = false
+    /// When the read ended, and whether its last statement may still run then.
+    var ended: (at: ContinuousClock.Instant, statementMayRun: Bool)?
   }
 
-  /// How long between two cancels that found nothing running.
+  private let tag: String
+  private let pool: HostPool
+  private let longest: Duration
+  private let state = Locked(State())
+
+  init(tag: String, pool: HostPool, longest: Duration) {
+    self.tag = tag
+    self.pool = pool
+    self.longest = longest
+  }
+
+  /// How long between two cancels that found nothing running, during the read.
   static let retry = Duration.milliseconds(20)
+  /// The longest interval between two cancels after the read ended.
+  static let longestRetry = Duration.seconds(1)
 
   func cancel() {
     let first = self.state.withLock { state -> Bool in
       defer { state.asked = true }
-      return !state.asked && !state.ended
+      return !state.asked && state.ended == nil
     }
     guard first else { return }
-    Task {
-      while !self.state.withLock({ $0.ended }) {
-        let found = try? await self.pool.query(
+    Task { await self.send() }
+  }
+
+  private func send() async {
+    var pause = Self.retry
+    while true {
+      let ended = self.state.withLock { $0.ended }
+      if let ended, !ended.statementMayRun || .now - ended.at > self.longest { return }
+      do {
+        let found = try await self.pool.query(
           """
           SELECT pg_cancel_backend(pid) FROM pg_stat_activity
           WHERE state = 'active' AND starts_with(query, \(self.tag)) AND pid <> pg_backend_pid()
           """
         )
-        if let found, found > 0 { return }
-        try? await Task.sleep(for: Self.retry)
+        if found > 0 { return }
+      } catch {
+        // A database that does not answer now will not run the statement past its timeout.
+        if ended != nil { return }
       }
+      try? await Task.sleep(for: pause)
+      if ended != nil { pause = min(pause * 2, Self.longestRetry) }
     }
   }
 
-  /// The read ended: no cancel is sent after this.
-  func end() {
-    self.state.withLock { $0.ended = true }
+  /// The read ended. No cancel is sent after this unless `statementMayRun` (see the type).
+  func end(statementMayRun: Bool) {
+    self.state.withLock { $0.ended = (.now, statementMayRun) }
   }
 }

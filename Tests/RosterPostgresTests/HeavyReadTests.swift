@@ -1,6 +1,7 @@
 import Foundation
 import PostgresNIO
 import RosterDomain
+import RosterLocks
 import TestSupport
 import Testing
 
@@ -97,6 +98,58 @@ struct HeavyReadTests {
       #expect(ContinuousClock.now - started < .seconds(15), "stopped, not waited out")
       #expect(try await Self.sleepers(configuration, seconds: 60.4) == 0)
     }
+  }
+
+  @Test(
+    "a cancel that has not landed when the read's connection is closed stops its statement once it runs"
+  )
+  func cancelledPastTheClose() async throws {
+    let configuration = try PostgresTesting.configuration()
+    try await PostgresTesting.withStore(configuration) { store in
+      let control = CallControl(deadline: nil)
+      let backend = Locked<Int32?>(nil)
+      let error = try await #require(throws: StoreError.self) {
+        try await CallControl.$current.withValue(control) {
+          try await store.heavy { read in
+            let pid = try #require(
+              try await read.row("SELECT pg_backend_pid()")?[0].decode(Int32.self)
+            )
+            backend.withLock { $0 = pid }
+            // The backend, stopped while idle, runs nothing the cancels could find: 2 s after
+            // the cancel `LeftBehind` closes the connection, and the read ends; the statement
+            // is in the backend's socket, and runs once the backend is woken.
+            #expect(
+              try await eventually {
+                try await Self.state(configuration, of: pid) == "idle"
+              }
+            )
+            #expect(kill(pid_t(pid), SIGSTOP) == 0)
+            control.cancel()
+            return try await read.rows("SELECT pg_sleep(60.5)")
+          }
+        }
+      }
+      let pid = try #require(backend.withLock { $0 })
+      #expect(kill(pid_t(pid), SIGCONT) == 0)
+      #expect(error.code == .cancelled)
+      // Stopped, the statement ends the backend, whose client has gone; not stopped, it would
+      // run to the statement timeout (30 s).
+      #expect(
+        try await eventually(within: .seconds(20)) {
+          try await Self.state(configuration, of: pid) == nil
+        },
+        "the statement sent before the close still runs at the server"
+      )
+    }
+  }
+
+  /// The state of backend `pid` in `pg_stat_activity`, nil when it has gone.
+  static func state(_ configuration: PostgresConfiguration, of pid: Int32) async throws -> String? {
+    let rows = try await PostgresTesting.query(
+      configuration,
+      "SELECT state FROM pg_stat_activity WHERE pid = \(pid)"
+    )
+    return try rows.first?.decode(String?.self) ?? nil
   }
 
   @Test("a cancelled call stops its statement at the server")
