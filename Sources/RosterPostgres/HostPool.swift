@@ -235,8 +235,8 @@ final class HostPool: Sendable {
   static let stuckAfter: Duration = .seconds(1)
 
   /// Every quarter of `stuckAfter`: when leases wait and none has settled for `stuckAfter`,
-  /// connects to the host (for at most `probeLimit`) and suspects it if that fails. Until
-  /// cancelled.
+  /// connects to the host (for at most the configuration's `hostAnswerLimit`) and suspects it
+  /// if that fails. Until cancelled.
   private func watchLeases() async {
     var settled = self.leasesSettled.load(ordering: .relaxed)
     var since = ContinuousClock.now
@@ -251,7 +251,7 @@ final class HostPool: Sendable {
       guard ContinuousClock.now - since >= Self.stuckAfter else { continue }
       let endpoint = self.state.withLock { $0.endpoint }
       let finder = HostFinder(configuration: self.configuration, logger: self.logger)
-      let answers = await FirstAnswer.within(Self.probeLimit) {
+      let answers = await FirstAnswer.within(self.configuration.hostAnswerLimit) {
         await finder.answers(endpoint)
       }
       if !answers, !Task.isCancelled, self.leasesSettled.load(ordering: .relaxed) == settled {
@@ -260,9 +260,6 @@ final class HostPool: Sendable {
       since = .now
     }
   }
-
-  /// How long the watchdog's own connection may take.
-  static let probeLimit: Duration = .seconds(3)
 
   static let leasesStuck = StoreError(
     .unavailable,

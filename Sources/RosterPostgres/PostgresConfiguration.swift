@@ -16,6 +16,10 @@ public struct PostgresConfiguration: Sendable {
   /// (`PostgresStore.keepAlive`), so an idle connection keeps its place in firewalls and
   /// NATs, and one that died is found and replaced before a call needs it.
   public var keepAliveInterval: Duration = .seconds(30)
+  /// How long the host may take to accept a connection of the pool's own watchdog, while
+  /// calls wait for one and none is given, before it is taken for lost and calls fail with
+  /// `unavailable` until it or another answers (`HostPool`).
+  public var hostAnswerLimit: Duration = .seconds(3)
   /// The most writes that share one transaction (group commit).
   public var maximumWriteBatch: Int = 256
   /// Point reads (`GetEmployee`) that run at once, each one statement for every read that

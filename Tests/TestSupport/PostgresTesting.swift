@@ -46,6 +46,10 @@ public enum PostgresTesting {
     // Many stores at once in the parallel test run: a few connections each.
     configuration.maximumConnections = 4
     configuration.scratchDirectory = Self.scratchDirectory
+    // The tests' server is there for the whole run, but the machine may be starved for
+    // seconds (a CI run saw a store take it for lost, and a call fail with `unavailable`):
+    // a test that loses the host on purpose sets its own.
+    configuration.hostAnswerLimit = .seconds(60)
     return configuration
   }
 
