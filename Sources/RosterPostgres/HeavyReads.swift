@@ -241,7 +241,7 @@ extension PostgresStore {
       statementMayRun = !PostgresConnection.stillAnswering(after: error)
       if transaction {
         await connection.rollBack(after: error, logger: self.logger)
-      } else if !PostgresConnection.stillAnswering(after: error) {
+      } else if statementMayRun {
         connection.close().whenComplete { _ in }
       }
       throw error
@@ -257,8 +257,9 @@ extension PostgresStore {
 /// ends; and past its end while its last statement may still run at the server (its
 /// connection was closed with no answer, as `LeftBehind` closes one whose cancel has not
 /// landed: PostgreSQL does not notice a closed socket during a statement that sends nothing),
-/// at growing intervals, until a cancel lands, a try fails, or `longest` has passed, after
-/// which the statement timeout has ended it. Each statement carries the read's tag, so no
+/// at growing intervals, until a cancel lands, a try fails, or `longest` has passed (the
+/// statement timeout and a margin: past it the timeout has ended the statement; with no
+/// timeout set, the cancels stop there all the same). Each statement carries the read's tag, so no
 /// cancel reaches another's statement on the same connection, during the read or after it.
 final class HeavyReadStop: Sendable {
   private struct State {

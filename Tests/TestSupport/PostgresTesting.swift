@@ -47,8 +47,9 @@ public enum PostgresTesting {
     configuration.maximumConnections = 4
     configuration.scratchDirectory = Self.scratchDirectory
     // The tests' server is there for the whole run, but the machine may be starved for
-    // seconds (a CI run saw a store take it for lost, and a call fail with `unavailable`):
-    // a test that loses the host on purpose sets its own.
+    // seconds (a CI run saw a store take it for lost, and a call fail with `unavailable`).
+    // A test that loses the host on purpose refuses its logins, which fails the watchdog's
+    // connection at once (`HostTests.hostLostWhileIdle`).
     configuration.hostAnswerLimit = .seconds(60)
     return configuration
   }
