@@ -6,7 +6,7 @@
 
 // libvips is opened on first use (dlopen), not linked: linked, it and the hundred libraries
 // it pulls in (glib, librsvg, poppler, OpenEXR, ...) were mapped at every start and held
-// much of the server's RSS (docs/performance.md, "Build and memory choices") although a server
+// much of the server's RSS (docs/performance.md, "What each part saved") although a server
 // that is not making thumbnails never calls them. So the shim declares the little of libvips' C API it uses itself, from libvips 8's
 // headers (ABI 42), and takes each function from the library by name.
 

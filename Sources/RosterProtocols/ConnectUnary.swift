@@ -382,7 +382,7 @@ package struct ConnectUnary: Sendable {
 
   static func split(_ target: String) -> (path: String, query: Substring) {
     // By its UTF-8 bytes: a search by Character walks grapheme clusters, which cost a Connect
-    // call more than its request's JSON (docs/performance.md, "Connect's own costs").
+    // call more than decoding its request's JSON did.
     guard let mark = target.utf8.firstIndex(of: UInt8(ascii: "?")) else { return (target, "") }
     return (String(target[..<mark]), target[target.index(after: mark)...])
   }

@@ -41,7 +41,7 @@ package struct UnaryFastPath: Sendable {
     /// Runs one call without suspending, on the caller's thread (the connection's event loop,
     /// with no task): for a method whose handler never waits (`protobufNow`); nil for the
     /// others: no task, no executor hops, no async frames in the interceptors
-    /// (docs/performance.md, "What the fast path's parts saved").
+    /// (docs/performance.md, "What each part saved").
     var now:
       (
         @Sendable (

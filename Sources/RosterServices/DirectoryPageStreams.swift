@@ -102,7 +102,7 @@ extension DirectoryService {
 
 extension DirectoryService {
   /// About this many rows a stream reads at once, in whole pages: one read of 4 pages of 50
-  /// rather than 4 reads (docs/performance.md, "What the fast path's parts saved").
+  /// rather than 4 reads (docs/performance.md, "What each part saved").
   static let streamRowsPerRead = 200
 
   /// Pages of `pageSize` a stream reads at once: at least one.

@@ -5,7 +5,7 @@ public import RosterDomain
 /// then answers `GetEmployee` without a task of its own: the call's interceptors, handler and
 /// reply run in the job, which reads with `employeeNow`, and the reply goes back to the
 /// connection from there, saving the task, its executor hops and the interceptors' async frames
-/// (docs/performance.md, "What the fast path's parts saved"). A backend whose reads wait on a
+/// (docs/performance.md, "What each part saved"). A backend whose reads wait on a
 /// network (PostgreSQL) does not offer this.
 ///
 /// ```swift

@@ -3,8 +3,8 @@ package import NIOHPACK
 /// The checks RFC 9113 (§ 8.2, § 8.3) makes of a header block a client sends, as
 /// swift-nio-http2 makes them (`HPACKHeaders+Validation.swift`, 1.46.0), in one pass over each
 /// name's and value's bytes. Roster's transport turns swift-nio-http2's own check off: it ran on
-/// the server's blocks too, and compared strings where bytes do (docs/performance.md, "What the
-/// fast path's parts saved"). `ConnectionManager` runs this one on every HEADERS frame a client
+/// the server's blocks too, and compared strings where bytes do (docs/performance.md, "What each
+/// part saved"). `ConnectionManager` runs this one on every HEADERS frame a client
 /// sends, before any handler reads it.
 ///
 /// A block is malformed when:
